@@ -1,0 +1,63 @@
+//! # dpattn-core
+//!
+//! The `#![no_std]` core of dpattn, a library for differentially private attention.
+//!
+//! This crate holds the building blocks every mechanism uses:
+//!
+//! * [`Error`] / [`Result`]: one error type; user input never causes a panic.
+//! * Typed views: [`MatRef`] / [`MatMut`] (strided row-major matrices over `f32`, `f64`,
+//!   `half::f16`, `half::bf16`; see [`Element`]) and the batched multi-head layout
+//!   `[batch, heads, seq, dim]` ([`Layout4`], [`BatchedRef`], [`BatchedMut`]), with
+//!   conversions to and from nalgebra ([`nalgebra_interop`]).
+//! * The scratch convention ([`scratch`]): allocation-free routines come with a
+//!   `*_scratch_len` function and take caller-provided scratch.
+//! * Validated privacy parameters: [`Epsilon`], [`Delta`], [`Sensitivity`],
+//!   [`PrivacyBudget`].
+//! * Attention options ([`Scale`], [`Mask`]) and the float64 [`reference_attention`] used as
+//!   the test oracle by every kernel.
+//!
+//! ## Features
+//!
+//! | feature | default | effect |
+//! | --- | --- | --- |
+//! | `alloc` | yes | convenience wrappers that allocate; nalgebra's dynamic matrices |
+//! | `std` | no | implies `alloc`; run-time CPU feature detection in later kernels |
+//!
+//! Without default features the crate builds for bare-metal targets such as
+//! `thumbv7em-none-eabihf` (the test script proves it).
+//!
+//! ```
+//! use dpattn_core::{Epsilon, MatRef};
+//! let eps = Epsilon::new(1.0)?;
+//! let x = MatRef::from_row_major(&[1.0f32, 2.0, 3.0, 4.0], 2, 2)?;
+//! assert_eq!((eps.get(), x.row(1)), (1.0, &[3.0f32, 4.0][..]));
+//! # Ok::<(), dpattn_core::Error>(())
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod attention_options;
+pub mod batched;
+pub mod element;
+pub mod error;
+pub mod matrix_view;
+pub mod nalgebra_interop;
+pub mod privacy_params;
+pub mod reference_attention;
+pub mod scratch;
+
+pub use attention_options::{Mask, Scale};
+pub use batched::{BatchedMut, BatchedRef, Layout4};
+pub use element::Element;
+pub use error::{Error, Result};
+pub use matrix_view::{MatMut, MatRef};
+pub use privacy_params::{Delta, Epsilon, PrivacyBudget, Sensitivity};
+pub use reference_attention::reference_attention;
+
+/// The crate version, from `Cargo.toml`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

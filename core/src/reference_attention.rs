@@ -1,0 +1,190 @@
+//! Plain float64 reference attention, `softmax(Q·Kᵀ·scale + mask)·V`: the test oracle.
+//!
+//! Guarantee: exact attention computed in `f64` with a max-shifted two-pass softmax; every
+//! input element (f32, f64, f16, bf16) is widened to `f64` exactly, so the only error is
+//! `f64` rounding (relative error about `s_k · d · 2⁻⁵³`). It is deliberately simple —
+//! one query row at a time, no tiling, no SIMD — so that it can be read and trusted; the
+//! fast kernels of later modules and the GPU crate are tested against it. It is not a fast
+//! path. No privacy: this is exact attention.
+//!
+//! Shapes: `q` is `[batch, heads, s_q, d]`, `k` is `[batch, heads, s_k, d]`, `v` is
+//! `[batch, heads, s_k, d_v]`, `out` is `[batch, heads, s_q, d_v]`; self-attention is
+//! `s_q == s_k`. Masks follow [`Mask`]: a row that sees no key is zero.
+
+use crate::attention_options::{Mask, Scale};
+use crate::batched::{BatchedMut, BatchedRef};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::scratch::check_scratch;
+
+/// Scratch (in `f64`s) that [`reference_attention`] needs for `s_k` keys: one row of
+/// scores.
+///
+/// ```
+/// assert_eq!(dpattn_core::reference_attention::reference_attention_scratch_len(128), 128);
+/// ```
+pub fn reference_attention_scratch_len(s_k: usize) -> usize {
+    s_k
+}
+
+/// Computes exact attention into `out`, in `f64`.
+///
+/// Errors: [`Error::ShapeMismatch`] for inconsistent shapes, [`Error::OutOfRange`] for a
+/// zero extent or a bad scale, [`Error::NonFinite`] for NaN/∞ in `q`, `k` or `v`,
+/// [`Error::ScratchTooSmall`] when `scratch.len() <
+/// reference_attention_scratch_len(s_k)`. On error `out` is not written.
+///
+/// ```
+/// use dpattn_core::{BatchedMut, BatchedRef, Mask, Scale};
+/// use dpattn_core::reference_attention::{reference_attention, reference_attention_scratch_len};
+/// // One head, one query, two keys with logits 0 and ln 3: weights 1/4 and 3/4.
+/// let q = [1.0f64];
+/// let k = [0.0f64, 3f64.ln()];
+/// let v = [10.0f64, 20.0];
+/// let mut out = [0.0f64];
+/// let mut scratch = vec![0.0; reference_attention_scratch_len(2)];
+/// reference_attention(
+///     BatchedMut::contiguous(&mut out, [1, 1, 1, 1])?,
+///     BatchedRef::contiguous(&q, [1, 1, 1, 1])?,
+///     BatchedRef::contiguous(&k, [1, 1, 2, 1])?,
+///     BatchedRef::contiguous(&v, [1, 1, 2, 1])?,
+///     Mask::NONE,
+///     Scale::Custom(1.0),
+///     &mut scratch,
+/// )?;
+/// assert!((out[0] - 17.5).abs() < 1e-12);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+pub fn reference_attention<T: Element>(
+    mut out: BatchedMut<'_, f64>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    mask: Mask<'_>,
+    scale: Scale,
+    scratch: &mut [f64],
+) -> Result<()> {
+    let [batch, heads, s_q, d] = q.layout().shape();
+    let (s_k, d_v) = (k.layout().seq(), v.layout().dim());
+    for (name, value) in [
+        ("batch", batch),
+        ("heads", heads),
+        ("s_q", s_q),
+        ("d", d),
+        ("s_k", s_k),
+        ("d_v", d_v),
+    ] {
+        if value == 0 {
+            return Err(Error::OutOfRange {
+                name,
+                value: 0.0,
+                allowed: ">= 1",
+            });
+        }
+    }
+    for (arg, l) in [("k", k.layout()), ("v", v.layout()), ("out", out.layout())] {
+        l.expect_axis(arg, 0, batch)?;
+        l.expect_axis(arg, 1, heads)?;
+    }
+    k.layout().expect_axis("k", 3, d)?;
+    v.layout().expect_axis("v", 2, s_k)?;
+    out.layout().expect_axis("out", 2, s_q)?;
+    out.layout().expect_axis("out", 3, d_v)?;
+    mask.validate(batch, s_k)?;
+    let scale = scale.value(d)?;
+    q.check_finite("q")?;
+    k.check_finite("k")?;
+    v.check_finite("v")?;
+    check_scratch(scratch.len(), reference_attention_scratch_len(s_k))?;
+    let scores = &mut scratch[..s_k];
+
+    for b in 0..batch {
+        for h in 0..heads {
+            let (qh, kh, vh) = (q.head(b, h), k.head(b, h), v.head(b, h));
+            let mut oh = out.head_mut(b, h);
+            for i in 0..s_q {
+                let qi = qh.row(i);
+                let mut max = f64::NEG_INFINITY;
+                for (j, s) in scores.iter_mut().enumerate() {
+                    *s = if mask.visible(b, i, j, s_q, s_k) {
+                        let dot: f64 = qi
+                            .iter()
+                            .zip(kh.row(j))
+                            .map(|(&a, &c)| a.to_f64() * c.to_f64())
+                            .sum();
+                        dot * scale
+                    } else {
+                        f64::NEG_INFINITY
+                    };
+                    max = max.max(*s);
+                }
+                let oi = oh.row_mut(i);
+                oi.fill(0.0);
+                if max == f64::NEG_INFINITY {
+                    continue; // no visible key: zero row
+                }
+                let mut denom = 0.0;
+                for (j, &s) in scores.iter().enumerate() {
+                    if s == f64::NEG_INFINITY {
+                        continue;
+                    }
+                    let w = libm::exp(s - max);
+                    denom += w;
+                    for (o, &x) in oi.iter_mut().zip(vh.row(j)) {
+                        *o += w * x.to_f64();
+                    }
+                }
+                for o in oi.iter_mut() {
+                    *o /= denom;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`reference_attention`] on densely packed inputs, returning a new `[batch, heads, s_q,
+/// d_v]` buffer. `shape_q = [batch, heads, s_q, d]`; `k` and `v` are `[batch, heads, s_k,
+/// d]` and `[batch, heads, s_k, d_v]`, given by `s_k` and `d_v`.
+///
+/// ```
+/// use dpattn_core::{Mask, Scale, reference_attention::reference_attention_vec};
+/// // q = 0 gives uniform weights: the output is the mean of the value rows.
+/// let q = [0.0f32; 2];
+/// let k = [1.0f32, -2.0, 3.0, 0.5, -1.0, 4.0];
+/// let v = [1.0f32, 2.0, 3.0];
+/// let o = reference_attention_vec(&q, &k, &v, [1, 1, 1, 2], 3, 1, Mask::NONE, Scale::InvSqrtDim)?;
+/// assert!((o[0] - 2.0).abs() < 1e-15);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[cfg(feature = "alloc")]
+#[allow(clippy::too_many_arguments)]
+pub fn reference_attention_vec<T: Element>(
+    q: &[T],
+    k: &[T],
+    v: &[T],
+    shape_q: [usize; 4],
+    s_k: usize,
+    d_v: usize,
+    mask: Mask<'_>,
+    scale: Scale,
+) -> Result<alloc::vec::Vec<f64>> {
+    let [batch, heads, s_q, d] = shape_q;
+    let qv = BatchedRef::contiguous(q, shape_q)?;
+    let kv = BatchedRef::contiguous(k, [batch, heads, s_k, d])?;
+    let vv = BatchedRef::contiguous(v, [batch, heads, s_k, d_v])?;
+    let out_shape = [batch, heads, s_q, d_v];
+    let n = crate::batched::Layout4::contiguous(out_shape)?.numel()?;
+    let mut out = alloc::vec![0.0f64; n];
+    let mut scratch = alloc::vec![0.0f64; reference_attention_scratch_len(s_k)];
+    reference_attention(
+        BatchedMut::contiguous(&mut out, out_shape)?,
+        qv,
+        kv,
+        vv,
+        mask,
+        scale,
+        &mut scratch,
+    )?;
+    Ok(out)
+}

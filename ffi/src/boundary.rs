@@ -1,0 +1,112 @@
+//! The panic boundary every `extern "C"` function goes through.
+//!
+//! Since Rust 1.81 a panic unwinding out of an `extern "C"` function aborts the process,
+//! so each entry point runs its body inside `catch_unwind` and turns a panic into
+//! `DPATTN_STATUS_PANIC` (fallible functions) or a documented fallback value (infallible
+//! ones), recording the panic message as the thread's last error.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::last_error::{clear_last_error, set_last_error};
+use crate::status::dpattn_status;
+
+/// Why an entry point failed.
+#[derive(Debug)]
+pub(crate) enum FfiError {
+    /// A core routine rejected its input.
+    Core(dpattn_core::Error),
+    /// A required pointer argument was NULL.
+    Null(&'static str),
+}
+
+impl From<dpattn_core::Error> for FfiError {
+    fn from(e: dpattn_core::Error) -> Self {
+        FfiError::Core(e)
+    }
+}
+
+impl FfiError {
+    fn status(&self) -> dpattn_status {
+        match self {
+            FfiError::Core(e) => dpattn_status::of(e),
+            FfiError::Null(_) => dpattn_status::NullArgument,
+        }
+    }
+}
+
+impl fmt::Display for FfiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FfiError::Core(e) => e.fmt(f),
+            FfiError::Null(arg) => write!(f, "argument `{arg}` is NULL"),
+        }
+    }
+}
+
+/// Runs a fallible entry point: clears the last error, catches panics, maps errors to
+/// status codes and records their messages.
+pub(crate) fn ffi_status(body: impl FnOnce() -> Result<(), FfiError>) -> dpattn_status {
+    clear_last_error();
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => dpattn_status::Ok,
+        Ok(Err(e)) => {
+            set_last_error(&e.to_string());
+            e.status()
+        }
+        Err(payload) => {
+            record_panic(payload.as_ref());
+            dpattn_status::Panic
+        }
+    }
+}
+
+/// Runs an infallible entry point, returning `fallback` if it panics.
+pub(crate) fn ffi_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            record_panic(payload.as_ref());
+            fallback
+        }
+    }
+}
+
+fn record_panic(payload: &(dyn Any + Send)) {
+    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.as_str()
+    } else {
+        "non-string panic payload"
+    };
+    set_last_error(&format!(
+        "panic inside dpattn (a bug, please report it): {msg}"
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::last_error::last_error_string;
+
+    #[test]
+    fn panics_become_status_codes_with_a_message() {
+        let s = ffi_status(|| panic!("index out of bounds: test"));
+        assert_eq!(s, dpattn_status::Panic);
+        assert!(last_error_string().contains("index out of bounds: test"));
+        let v = ffi_value(-1i32, || panic!("boom"));
+        assert_eq!(v, -1);
+        assert!(last_error_string().ends_with("boom"));
+    }
+
+    #[test]
+    fn errors_set_and_success_clears_the_message() {
+        let s = ffi_status(|| Err(FfiError::Null("out")));
+        assert_eq!(s, dpattn_status::NullArgument);
+        assert_eq!(last_error_string(), "argument `out` is NULL");
+        assert_eq!(ffi_status(|| Ok(())), dpattn_status::Ok);
+        assert_eq!(last_error_string(), "");
+    }
+}

@@ -1,0 +1,114 @@
+//! The status codes every fallible entry point returns.
+
+use std::ffi::c_char;
+
+use crate::boundary::ffi_value;
+
+/// Result of a dpattn call. `DPATTN_STATUS_OK` (0) is success; every other value is a
+/// failure whose details are in `dpattn_last_error_message`. Values are stable: they are
+/// never renumbered or reused, and new ones are only appended.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum dpattn_status {
+    /// Success.
+    Ok = 0,
+    /// A required pointer argument was NULL.
+    NullArgument = 1,
+    /// Shapes of the arguments are inconsistent.
+    ShapeMismatch = 2,
+    /// A buffer is shorter than its shape and strides require.
+    BufferTooShort = 3,
+    /// An input contains NaN or infinity.
+    NonFinite = 4,
+    /// A parameter is outside its domain (including zero sizes and aliasing strides).
+    OutOfRange = 5,
+    /// Caller-provided scratch is smaller than the `*_scratch_len` query says.
+    ScratchTooSmall = 6,
+    /// A size computed from the inputs does not fit in `size_t`.
+    SizeOverflow = 7,
+    /// The requested privacy guarantee cannot be met with these parameters.
+    Infeasible = 8,
+    /// An internal error that has no more specific code (a bug; please report it).
+    Internal = 99,
+    /// A panic inside dpattn was caught at the boundary (a bug; please report it).
+    Panic = 100,
+}
+
+impl dpattn_status {
+    /// The code of a core error.
+    pub(crate) fn of(e: &dpattn_core::Error) -> Self {
+        use dpattn_core::Error as E;
+        match e {
+            E::ShapeMismatch { .. } => Self::ShapeMismatch,
+            E::BufferTooShort { .. } => Self::BufferTooShort,
+            E::NonFinite { .. } => Self::NonFinite,
+            E::OutOfRange { .. } => Self::OutOfRange,
+            E::ScratchTooSmall { .. } => Self::ScratchTooSmall,
+            E::SizeOverflow { .. } => Self::SizeOverflow,
+            E::Infeasible { .. } => Self::Infeasible,
+            _ => Self::Internal,
+        }
+    }
+
+    fn description(code: u32) -> &'static [u8] {
+        match code {
+            0 => b"ok\0",
+            1 => b"a required pointer argument was NULL\0",
+            2 => b"shape mismatch\0",
+            3 => b"buffer too short for its shape and strides\0",
+            4 => b"non-finite input (NaN or infinity)\0",
+            5 => b"parameter out of range\0",
+            6 => b"scratch buffer too small\0",
+            7 => b"size overflow\0",
+            8 => b"infeasible privacy parameters\0",
+            99 => b"internal error\0",
+            100 => b"panic inside dpattn\0",
+            _ => b"unknown status code\0",
+        }
+    }
+}
+
+/// A static, NUL-terminated description of a status code; unknown codes give
+/// "unknown status code". Never returns NULL. Thread-safe.
+#[unsafe(no_mangle)]
+pub extern "C" fn dpattn_status_str(status: u32) -> *const c_char {
+    static FALLBACK: &[u8] = b"panic inside dpattn\0";
+    ffi_value(FALLBACK.as_ptr().cast(), || {
+        dpattn_status::description(status).as_ptr().cast()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn every_core_error_has_a_specific_code() {
+        use dpattn_core::Error as E;
+        let errors = [
+            E::ShapeMismatch { arg: "a", axis: "b", expected: 1, got: 2 },
+            E::BufferTooShort { arg: "a", needed: 1, got: 0 },
+            E::NonFinite { arg: "a", index: 0 },
+            E::OutOfRange { name: "a", value: 0.0, allowed: "" },
+            E::ScratchTooSmall { needed: 1, got: 0 },
+            E::SizeOverflow { what: "a" },
+            E::Infeasible { condition: "a", lhs: 0.0, rhs: 0.0 },
+        ];
+        let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn descriptions_are_nul_terminated_and_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 99, 100] {
+            // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
+            let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
+            assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");
+        }
+        // SAFETY: as above.
+        let unknown = unsafe { CStr::from_ptr(dpattn_status_str(12345)) };
+        assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+    }
+}
