@@ -144,7 +144,7 @@ impl Layout4 {
             return None;
         }
         let mut axes: [usize; 4] = [0, 1, 2, 3];
-        axes.sort_by_key(|&a| (self.strides[a], a));
+        axes.sort_unstable_by_key(|&a| (self.strides[a], a));
         let mut span: usize = 1;
         for &a in &axes {
             if self.shape[a] == 1 {
@@ -304,7 +304,12 @@ impl<'a, T: Copy> BatchedMut<'a, T> {
     pub fn new(data: &'a mut [T], layout: Layout4) -> Result<Self> {
         if let Some(axis) = layout.first_overlapping_axis() {
             return Err(Error::OutOfRange {
-                name: ["strides[0] (batch)", "strides[1] (heads)", "strides[2] (seq)", "strides[3] (dim)"][axis],
+                name: [
+                    "strides[0] (batch)",
+                    "strides[1] (heads)",
+                    "strides[2] (seq)",
+                    "strides[3] (dim)",
+                ][axis],
                 value: layout.strides[axis] as f64,
                 allowed: "a stride at least the span of all smaller-stride axes (output elements must not share memory)",
             });
@@ -394,7 +399,11 @@ mod tests {
         let mut out = [0.0f32; 8];
         assert!(matches!(
             BatchedMut::new(&mut out, l),
-            Err(Error::OutOfRange { name: "strides[1] (heads)", value: 0.0, .. })
+            Err(Error::OutOfRange {
+                name: "strides[1] (heads)",
+                value: 0.0,
+                ..
+            })
         ));
     }
 
@@ -423,10 +432,18 @@ mod tests {
         );
         assert!(matches!(
             BatchedRef::contiguous(&data, [1, 1, 2, 4]),
-            Err(Error::ShapeMismatch { expected: 8, got: 10, .. })
+            Err(Error::ShapeMismatch {
+                expected: 8,
+                got: 10,
+                ..
+            })
         ));
         // Interleaved rows of two heads overlap.
-        assert!(!Layout4::new([1, 2, 3, 4], [24, 2, 4, 1]).unwrap().is_non_overlapping());
+        assert!(
+            !Layout4::new([1, 2, 3, 4], [24, 2, 4, 1])
+                .unwrap()
+                .is_non_overlapping()
+        );
     }
 
     #[test]
@@ -446,7 +463,10 @@ mod tests {
         // logical index over [b, h, s, d] = ((1*2 + 0)*3 + 2)*2 + 1 = 17
         assert_eq!(
             x.check_finite("k"),
-            Err(Error::NonFinite { arg: "k", index: 17 })
+            Err(Error::NonFinite {
+                arg: "k",
+                index: 17
+            })
         );
     }
 

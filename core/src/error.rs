@@ -177,7 +177,10 @@ mod tests {
             lhs: 2.0,
             rhs: 1.0,
         };
-        assert!(e.to_string().contains("`x < y` fails (left side 2, right side 1)"));
+        assert!(
+            e.to_string()
+                .contains("`x < y` fails (left side 2, right side 1)")
+        );
     }
 
     #[test]

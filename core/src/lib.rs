@@ -13,7 +13,7 @@
 //!   `*_scratch_len` function and take caller-provided scratch.
 //! * Validated privacy parameters: [`Epsilon`], [`Delta`], [`Sensitivity`],
 //!   [`PrivacyBudget`].
-//! * Attention options ([`Scale`], [`Mask`]) and the float64 [`reference_attention`] used as
+//! * Attention options ([`Scale`], [`Mask`]) and the float64 [`reference_attention()`] used as
 //!   the test oracle by every kernel.
 //!
 //! ## Features

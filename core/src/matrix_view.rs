@@ -3,7 +3,7 @@
 //! A view is `rows × cols` elements of a slice, element `(i, j)` at offset
 //! `i * row_stride + j` (columns are contiguous). Constructors check that the slice covers
 //! every addressed element, with overflow-checked arithmetic, and return an
-//! [`Error`](crate::Error) otherwise; after construction, element access cannot go out of
+//! [`Error`] otherwise; after construction, element access cannot go out of
 //! bounds.
 //!
 //! Read views may alias rows (`row_stride < cols`, e.g. `0` to broadcast one row); a
@@ -456,7 +456,11 @@ mod tests {
         ));
         assert!(matches!(
             MatRef::from_row_major(&data, 4, 6),
-            Err(Error::ShapeMismatch { expected: 24, got: 23, .. })
+            Err(Error::ShapeMismatch {
+                expected: 24,
+                got: 23,
+                ..
+            })
         ));
     }
 
@@ -482,7 +486,12 @@ mod tests {
         // Elements between rows are not part of the view.
         data[7] = 0.0;
         data[4] = f32::INFINITY;
-        assert!(MatRef::new(&data, 2, 3, 5).unwrap().check_finite("q").is_ok());
+        assert!(
+            MatRef::new(&data, 2, 3, 5)
+                .unwrap()
+                .check_finite("q")
+                .is_ok()
+        );
     }
 
     #[test]
@@ -494,7 +503,10 @@ mod tests {
             let src = [1, 2, 3, 4, 5, 6];
             m.copy_from(MatRef::from_row_major(&src, 3, 2).unwrap())
                 .unwrap();
-            assert!(m.copy_from(MatRef::from_row_major(&src, 2, 3).unwrap()).is_err());
+            assert!(
+                m.copy_from(MatRef::from_row_major(&src, 2, 3).unwrap())
+                    .is_err()
+            );
         }
         assert_eq!(buf, [1, 2, 9, 9, 3, 4, 9, 9, 5, 6, 9]);
     }

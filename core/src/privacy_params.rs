@@ -198,7 +198,10 @@ mod tests {
         );
         assert!(matches!(
             PrivacyBudget::new(-1.0, 2.0),
-            Err(Error::OutOfRange { name: "epsilon", .. })
+            Err(Error::OutOfRange {
+                name: "epsilon",
+                ..
+            })
         ));
     }
 }

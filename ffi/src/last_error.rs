@@ -74,9 +74,11 @@ mod tests {
         set_last_error("héllo"); // 6 bytes: h, é (2), l, l, o
         assert_eq!(read(0).0, 6);
         // SAFETY: NULL with len 0 is the documented length query.
-        assert_eq!(unsafe { dpattn_last_error_message(std::ptr::null_mut(), 0) }, 6);
+        let n = unsafe { dpattn_last_error_message(std::ptr::null_mut(), 0) };
+        assert_eq!(n, 6);
         // SAFETY: NULL is allowed with any length; nothing is written.
-        assert_eq!(unsafe { dpattn_last_error_message(std::ptr::null_mut(), 99) }, 6);
+        let n = unsafe { dpattn_last_error_message(std::ptr::null_mut(), 99) };
+        assert_eq!(n, 6);
         let (n, buf) = read(7);
         assert_eq!((n, &buf[..7]), (6, &b"h\xc3\xa9llo\0"[..]));
         // Room for 2 bytes: "h" then half of "é" -> only "h" is copied.

@@ -8,7 +8,10 @@ fn main() {
     for f in ["abi_smoke.c", "abi_smoke.cpp"] {
         println!("cargo:rerun-if-changed={}", c_dir.join(f).display());
     }
-    println!("cargo:rerun-if-changed={}", include.join("dpattn.h").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        include.join("dpattn.h").display()
+    );
 
     cc::Build::new()
         .file(c_dir.join("abi_smoke.c"))

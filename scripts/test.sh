@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# THE test command of dpattn (the README names it; .ci/run calls it).
+#
+# Installs what it needs (rustfmt, clippy, the thumbv7em-none-eabihf target) with rustup,
+# and fails loudly when something cannot be installed. Runs: format check, clippy with
+# warnings as errors, every test target of the workspace (including the C/C++ ABI
+# programs), doc tests, rustdoc with warnings as errors, host tests of the core without
+# default features, and no_std builds of dpattn-core for a bare-metal target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NO_STD_TARGET=thumbv7em-none-eabihf
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
+
+step "checking tools"
+command -v cargo >/dev/null || die "cargo not found: install Rust with rustup (https://rustup.rs)"
+command -v rustup >/dev/null || die "rustup not found: needed to install components and the $NO_STD_TARGET target"
+command -v cc >/dev/null || command -v gcc >/dev/null || command -v clang >/dev/null \
+    || die "no C compiler (cc/gcc/clang): needed to build the C ABI tests"
+command -v c++ >/dev/null || command -v g++ >/dev/null || command -v clang++ >/dev/null \
+    || die "no C++ compiler (c++/g++/clang++): needed to build the C++ ABI test"
+cargo --version
+rustc --version
+
+step "installing rustfmt, clippy and the $NO_STD_TARGET target (if missing)"
+installed_components=$(rustup component list --installed)
+for comp in rustfmt clippy; do
+    if ! grep -q "^$comp" <<<"$installed_components"; then
+        rustup component add "$comp" || die "rustup could not install the $comp component"
+    fi
+done
+if ! rustup target list --installed | grep -qx "$NO_STD_TARGET"; then
+    rustup target add "$NO_STD_TARGET" \
+        || die "rustup could not install the $NO_STD_TARGET target; the no_std build cannot be proven without it"
+fi
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (all targets, all features, warnings are errors)"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo clippy -p dpattn-core --lib --no-default-features -- -D warnings
+
+step "cargo test (all targets: unit, integration, C/C++ ABI programs, examples, benches)"
+cargo test --workspace --all-targets --all-features
+
+step "doc tests"
+cargo test --workspace --all-features --doc
+
+step "rustdoc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quiet
+
+step "dpattn-core tests without default features (no alloc) on the host"
+cargo test -p dpattn-core --no-default-features --lib --tests
+
+step "no_std: dpattn-core for $NO_STD_TARGET, without default features and with alloc"
+cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features
+cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features --features alloc
+
+step "all checks passed"
