@@ -58,4 +58,16 @@ step "no_std: dpattn-core for $NO_STD_TARGET, without default features and with 
 cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features
 cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features --features alloc
 
+step "C host linked against the built static and shared libraries"
+cargo build --release -p dpattn-ffi
+CC_BIN=$(command -v cc || command -v gcc || command -v clang)
+out_dir=target/c-host
+mkdir -p "$out_dir"
+"$CC_BIN" -std=c99 -Wall -Wextra -Werror -Iinclude tests/c/smoke_main.c tests/c/abi_smoke.c \
+    target/release/libdpattn_ffi.a -lpthread -ldl -lm -o "$out_dir/smoke_static"
+"$out_dir/smoke_static"
+"$CC_BIN" -std=c99 -Wall -Wextra -Werror -Iinclude tests/c/smoke_main.c tests/c/abi_smoke.c \
+    -Ltarget/release -ldpattn_ffi -lm -o "$out_dir/smoke_shared"
+LD_LIBRARY_PATH="$PWD/target/release${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$out_dir/smoke_shared"
+
 step "all checks passed"

@@ -22,3 +22,8 @@ pub use dpattn_core::*;
 /// The GPU crate (feature `cuda`): NVRTC-compiled kernels; builds without a CUDA toolkit.
 #[cfg(feature = "cuda")]
 pub use dpattn_cuda as cuda;
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
