@@ -68,6 +68,10 @@ enum dpattn_status
    */
   DPATTN_STATUS_INFEASIBLE = 8,
   /**
+   * A convenience routine could not allocate memory.
+   */
+  DPATTN_STATUS_ALLOCATION_FAILED = 9,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -88,13 +92,24 @@ typedef uint32_t dpattn_status;
 extern "C" {
 #endif // __cplusplus
 
+#if defined(DPATTN_PANIC_TEST)
+/**
+ * Panics inside the boundary on purpose and returns `DPATTN_STATUS_PANIC`, with the panic
+ * message ("deliberate panic for testing the boundary") as the last error. Only built with
+ * the `panic-test` feature; it exists so tests in C can prove that a Rust panic comes back
+ * as a status code instead of aborting the host.
+ */
+dpattn_status dpattn_test_panic(void);
+#endif
+
 /**
  * Copies the description of the last failed call on this thread into `buf` as a
  * NUL-terminated UTF-8 string, and returns the description's full length in bytes (not
  * counting the NUL), like `snprintf`: the message was truncated when the return value is
  * `>= len`. Truncation never splits a UTF-8 character. With `buf == NULL` or `len == 0`
- * nothing is written (use this to query the length). Returns 0 when the last call on this
- * thread succeeded (every fallible call clears the message on entry).
+ * nothing is written (use this to query the length). Returns 0 when the last *fallible*
+ * call on this thread succeeded: every function returning `dpattn_status` clears the
+ * message on entry (infallible functions leave it alone unless they catch a panic).
  *
  * Thread-safe: each thread has its own message.
  *

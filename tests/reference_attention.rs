@@ -586,3 +586,86 @@ fn bad_inputs_are_errors_and_leave_the_output_untouched() {
         Err(Error::ShapeMismatch { arg: "data", .. })
     ));
 }
+
+#[test]
+fn overflowing_logits_are_an_error_not_nan() {
+    // Finite inputs whose products overflow f64: a +inf logit, all-(-inf) logits, and one of each.
+    let v = [3.0f64, -2.0];
+    for (q, k) in [
+        ([1e200f64], [1e200f64, 0.0]),
+        ([-1e200], [1e200, 1e200]),
+        ([1e200], [1e200, -1e200]),
+    ] {
+        let mut out = [9.0f64];
+        let mut scratch = [0.0f64; 2];
+        let r = reference_attention(
+            BatchedMut::contiguous(&mut out, [1, 1, 1, 1]).unwrap(),
+            BatchedRef::contiguous(&q, [1, 1, 1, 1]).unwrap(),
+            BatchedRef::contiguous(&k, [1, 1, 2, 1]).unwrap(),
+            BatchedRef::contiguous(&v, [1, 1, 2, 1]).unwrap(),
+            Mask::NONE,
+            Scale::Custom(1.0),
+            &mut scratch,
+        );
+        assert!(
+            matches!(r, Err(Error::NonFinite { arg: "logits", .. })),
+            "{q:?} {k:?}: {r:?}"
+        );
+        assert_eq!(out, [9.0], "output untouched on error");
+    }
+    // A masked key may overflow: it is never used.
+    let keep = [true, false];
+    let mask = Mask {
+        causal: false,
+        key_padding: Some(&keep),
+    };
+    let out = reference_attention_vec(
+        &[1e200],
+        &[1.0, 1e200],
+        &v,
+        [1, 1, 1, 1],
+        2,
+        1,
+        mask,
+        Scale::Custom(1.0),
+    )
+    .unwrap();
+    assert_eq!(out, [3.0]);
+}
+
+#[test]
+fn extreme_values_stay_within_the_value_range() {
+    // Convex combination of values near f64::MAX must not overflow in accumulation.
+    let v = [f64::MAX, f64::MAX * 0.5, f64::MAX];
+    let out = reference_attention_vec(
+        &[0.0],
+        &[1.0, 2.0, 3.0],
+        &v,
+        [1, 1, 1, 1],
+        3,
+        1,
+        Mask::NONE,
+        Scale::Custom(1.0),
+    )
+    .unwrap();
+    let expect = f64::MAX * (2.5 / 3.0);
+    assert!(out[0].is_finite() && ((out[0] - expect) / expect).abs() < 1e-15);
+}
+
+#[test]
+fn causal_and_key_padding_combine() {
+    // 3 queries, 3 keys, key 1 padded: row 0 -> {0}, row 1 -> {0}, row 2 -> {0, 2}.
+    let mut r = Inputs(11);
+    let (q, k, v) = (r.vec(3 * 2), r.vec(3 * 2), r.vec(3));
+    let keep = [true, false, true];
+    let mask = Mask {
+        causal: true,
+        key_padding: Some(&keep),
+    };
+    let out =
+        reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 3, 1, mask, Scale::Custom(1.0)).unwrap();
+    assert_eq!(&out[..2], &[v[0], v[0]]);
+    let dot = |i: usize, j: usize| q[2 * i] * k[2 * j] + q[2 * i + 1] * k[2 * j + 1];
+    let w = sigmoid(dot(2, 2) - dot(2, 0));
+    assert!((out[2] - (v[0] + (v[2] - v[0]) * w)).abs() < 1e-15);
+}

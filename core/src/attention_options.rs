@@ -107,7 +107,12 @@ impl Mask<'_> {
     }
 
     /// Whether query row `i` of batch `b` may see key `j`, for `s_q` queries and `s_k`
-    /// keys. Assumes [`validate`](Self::validate) passed and the indices are in range.
+    /// keys.
+    ///
+    /// # Panics
+    /// If the key-padding mask has no entry `b * s_k + j`, i.e. when
+    /// [`validate`](Self::validate) was not called or the indices are out of range (a bug
+    /// in the caller).
     #[inline]
     pub fn visible(&self, b: usize, i: usize, j: usize, s_q: usize, s_k: usize) -> bool {
         if self.causal && j + s_q > i + s_k {

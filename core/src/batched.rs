@@ -29,6 +29,7 @@ pub const AXES: [&str; 4] = ["batch", "heads", "seq", "dim"];
 pub struct Layout4 {
     shape: [usize; 4],
     strides: [usize; 4],
+    numel: usize,
     required_len: usize,
 }
 
@@ -36,7 +37,9 @@ impl Layout4 {
     /// A layout with the given shape and strides.
     ///
     /// Errors: [`Error::OutOfRange`] when `strides[3] != 1` (and `dim > 1`),
-    /// [`Error::SizeOverflow`] when the largest offset does not fit in `usize`.
+    /// [`Error::SizeOverflow`] when the logical element count or the largest offset does not
+    /// fit in `usize` (a broadcast read layout can address few elements but still have a
+    /// logical shape too large to index).
     pub fn new(shape: [usize; 4], strides: [usize; 4]) -> Result<Self> {
         if shape[3] > 1 && strides[3] != 1 {
             return Err(Error::OutOfRange {
@@ -44,6 +47,10 @@ impl Layout4 {
                 value: strides[3] as f64,
                 allowed: "1 (the feature axis must be contiguous)",
             });
+        }
+        let mut numel = 1usize;
+        for &e in &shape {
+            numel = mul_size(numel, e, "tensor element count")?;
         }
         let required_len = if shape.contains(&0) {
             0
@@ -58,6 +65,7 @@ impl Layout4 {
         Ok(Self {
             shape,
             strides,
+            numel,
             required_len,
         })
     }
@@ -68,7 +76,6 @@ impl Layout4 {
         let s2 = mul_size(shape[3], s3, "contiguous strides")?;
         let s1 = mul_size(shape[2], s2, "contiguous strides")?;
         let s0 = mul_size(shape[1], s1, "contiguous strides")?;
-        mul_size(shape[0], s0, "contiguous element count")?;
         Self::new(shape, [s0, s1, s2, s3])
     }
 
@@ -108,14 +115,11 @@ impl Layout4 {
         self.shape[3]
     }
 
-    /// Number of logical elements, `batch * heads * seq * dim` (checked in [`new`](Self::new)
-    /// only through the extent; this recomputes it with overflow checks).
-    pub fn numel(&self) -> Result<usize> {
-        let mut n = 1usize;
-        for &e in &self.shape {
-            n = mul_size(n, e, "tensor element count")?;
-        }
-        Ok(n)
+    /// Number of logical elements, `batch * heads * seq * dim` (fits in `usize`: checked in
+    /// [`new`](Self::new)).
+    #[inline]
+    pub fn numel(&self) -> usize {
+        self.numel
     }
 
     /// Elements a buffer must have: the largest addressed offset + 1 (0 when empty).
@@ -130,10 +134,12 @@ impl Layout4 {
         b * self.strides[0] + h * self.strides[1] + s * self.strides[2] + d * self.strides[3]
     }
 
-    /// `true` when no two logical elements share an offset.
+    /// `true` only if no two logical elements share an offset.
     ///
-    /// Sufficient test (exact for permuted-contiguous and padded layouts): sorted by stride,
-    /// each axis's stride is at least the span of all axes with smaller strides.
+    /// A sufficient test, exact for permuted-contiguous and padded layouts: sorted by
+    /// stride, each axis's stride must be at least the span of all axes with smaller strides.
+    /// Some exotic interleavings that do not overlap (e.g. extents `[3, 2]` with strides
+    /// `[2, 3]`) are conservatively reported as overlapping.
     pub fn is_non_overlapping(&self) -> bool {
         self.first_overlapping_axis().is_none()
     }
@@ -268,7 +274,7 @@ impl<T: crate::Element> BatchedRef<'_, T> {
 }
 
 fn exact_len(arg: &'static str, len: usize, layout: &Layout4) -> Result<()> {
-    let n = layout.numel()?;
+    let n = layout.numel();
     if len != n {
         return Err(Error::ShapeMismatch {
             arg,
@@ -375,7 +381,7 @@ mod tests {
             }
         }
         assert_eq!(l.required_len(), 120);
-        assert_eq!(l.numel(), Ok(120));
+        assert_eq!(l.numel(), 120);
     }
 
     #[test]
@@ -443,6 +449,25 @@ mod tests {
             !Layout4::new([1, 2, 3, 4], [24, 2, 4, 1])
                 .unwrap()
                 .is_non_overlapping()
+        );
+    }
+
+    #[test]
+    fn huge_broadcast_shapes_are_rejected_not_overflowed() {
+        // Two elements broadcast to a logical shape whose element count overflows usize.
+        assert_eq!(
+            Layout4::new([1, 1, usize::MAX, 2], [0, 0, 0, 1]),
+            Err(Error::SizeOverflow {
+                what: "tensor element count"
+            })
+        );
+        // A large but indexable broadcast is fine and its NaN index is logical.
+        let data = [1.0f32, f32::NAN];
+        let l = Layout4::new([1, 1, 1 << 20, 2], [0, 0, 0, 1]).unwrap();
+        let x = BatchedRef::new(&data, l).unwrap();
+        assert_eq!(
+            x.check_finite("x"),
+            Err(Error::NonFinite { arg: "x", index: 1 })
         );
     }
 

@@ -10,7 +10,9 @@ use core::fmt;
 /// What went wrong, with enough context to fix the call.
 ///
 /// The enum is `#[non_exhaustive]`: later mechanisms may add variants, and the C ABI maps
-/// each variant to a stable status code.
+/// each variant to a stable status code. `PartialEq` compares the `f64` fields with `==`,
+/// so an error that carries a NaN value is not equal to itself; match on the variant
+/// (`matches!`) in that case.
 ///
 /// ```
 /// use dpattn_core::Error;
@@ -71,6 +73,13 @@ pub enum Error {
         /// What was being computed.
         what: &'static str,
     },
+    /// A convenience wrapper (feature `alloc`) could not allocate its output or scratch.
+    AllocationFailed {
+        /// What was being allocated.
+        what: &'static str,
+        /// Elements requested.
+        elements: usize,
+    },
     /// The requested privacy guarantee cannot be met with these parameters: the named
     /// condition `lhs < rhs` (or the relation stated in `condition`) fails.
     Infeasible {
@@ -116,6 +125,9 @@ impl fmt::Display for Error {
                 "scratch buffer too small: needed {needed} elements, got {got}"
             ),
             Error::SizeOverflow { what } => write!(f, "size overflow computing {what}"),
+            Error::AllocationFailed { what, elements } => {
+                write!(f, "could not allocate {elements} elements for {what}")
+            }
             Error::Infeasible {
                 condition,
                 lhs,

@@ -53,8 +53,10 @@ impl<'a, T: Copy> MatRef<'a, T> {
     /// A view of `data` with the given shape and row stride (in elements).
     ///
     /// Errors: [`Error::BufferTooShort`] when `data` does not cover every addressed element,
-    /// [`Error::SizeOverflow`] when the extent does not fit in `usize`.
+    /// [`Error::SizeOverflow`] when the extent or the logical element count `rows * cols`
+    /// does not fit in `usize`.
     pub fn new(data: &'a [T], rows: usize, cols: usize, row_stride: usize) -> Result<Self> {
+        mul_size(rows, cols, "matrix element count")?;
         let needed = required_len(rows, cols, row_stride)?;
         if data.len() < needed {
             return Err(Error::BufferTooShort {
@@ -73,15 +75,7 @@ impl<'a, T: Copy> MatRef<'a, T> {
 
     /// A view of a densely packed row-major matrix; `data.len()` must equal `rows * cols`.
     pub fn from_row_major(data: &'a [T], rows: usize, cols: usize) -> Result<Self> {
-        let n = mul_size(rows, cols, "matrix element count")?;
-        if data.len() != n {
-            return Err(Error::ShapeMismatch {
-                arg: "data",
-                axis: "length (rows * cols)",
-                expected: n,
-                got: data.len(),
-            });
-        }
+        check_row_major_len(data.len(), rows, cols)?;
         Self::new(data, rows, cols, cols)
     }
 
@@ -249,15 +243,7 @@ impl<'a, T: Copy> MatMut<'a, T> {
     /// An exclusive view of a densely packed row-major matrix; `data.len()` must equal
     /// `rows * cols`.
     pub fn from_row_major(data: &'a mut [T], rows: usize, cols: usize) -> Result<Self> {
-        let n = mul_size(rows, cols, "matrix element count")?;
-        if data.len() != n {
-            return Err(Error::ShapeMismatch {
-                arg: "data",
-                axis: "length (rows * cols)",
-                expected: n,
-                got: data.len(),
-            });
-        }
+        check_row_major_len(data.len(), rows, cols)?;
         Self::new(data, rows, cols, cols)
     }
 
@@ -377,6 +363,20 @@ impl<'a, T: Copy> MatMut<'a, T> {
     }
 }
 
+/// [`Error::ShapeMismatch`] unless a densely packed `rows × cols` matrix has `len` elements.
+fn check_row_major_len(len: usize, rows: usize, cols: usize) -> Result<()> {
+    let n = mul_size(rows, cols, "matrix element count")?;
+    if len != n {
+        return Err(Error::ShapeMismatch {
+            arg: "data",
+            axis: "length (rows * cols)",
+            expected: n,
+            got: len,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn check_same_shape(
     arg: &'static str,
     rows: usize,
@@ -450,6 +450,13 @@ mod tests {
             MatRef::new(&data, usize::MAX, 2, 2),
             Err(Error::SizeOverflow { .. })
         ));
+        // Broadcast rows: tiny extent, but rows * cols overflows.
+        assert_eq!(
+            MatRef::new(&data, usize::MAX, 2, 0).unwrap_err(),
+            Error::SizeOverflow {
+                what: "matrix element count"
+            }
+        );
         assert!(matches!(
             MatRef::from_row_major(&data, usize::MAX, 3),
             Err(Error::SizeOverflow { .. })

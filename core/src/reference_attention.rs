@@ -1,8 +1,14 @@
 //! Plain float64 reference attention, `softmax(Q·Kᵀ·scale + mask)·V`: the test oracle.
 //!
-//! Guarantee: exact attention computed in `f64` with a max-shifted two-pass softmax; every
-//! input element (f32, f64, f16, bf16) is widened to `f64` exactly, so the only error is
-//! `f64` rounding (relative error about `s_k · d · 2⁻⁵³`). It is deliberately simple —
+//! Guarantee: exact attention computed in `f64` with a max-shifted softmax; every input
+//! element (f32, f64, f16, bf16) is widened to `f64` exactly, so the only error is `f64`
+//! rounding: each logit is within about `d · 2⁻⁵³ · scale · Σ_c |q_c k_c|` of its exact
+//! value (the standard dot-product bound, which is not a relative bound when terms
+//! cancel), and the output row is a convex combination of value rows computed with
+//! normalised weights, so it never leaves their range by more than rounding. Logits that
+//! overflow `f64` (finite inputs near 1e154 or a huge custom scale) are reported as
+//! [`Error::NonFinite`] for the argument `"logits"`, not turned into NaN. It is deliberately
+//! simple —
 //! one query row at a time, no tiling, no SIMD — so that it can be read and trusted; the
 //! fast kernels of later modules and the GPU crate are tested against it. It is not a fast
 //! path. No privacy: this is exact attention.
@@ -98,49 +104,88 @@ pub fn reference_attention<T: Element>(
     check_scratch(scratch.len(), reference_attention_scratch_len(s_k))?;
     let scores = &mut scratch[..s_k];
 
+    // Validation pass: every visible logit must be finite, so that the output is either
+    // fully written or untouched.
     for b in 0..batch {
         for h in 0..heads {
-            let (qh, kh, vh) = (q.head(b, h), k.head(b, h), v.head(b, h));
+            for i in 0..s_q {
+                row_logits(q, k, b, h, i, mask, scale, scores);
+                let overflowed =
+                    |(j, x): (usize, &f64)| mask.visible(b, i, j, s_q, s_k) && !x.is_finite();
+                if let Some(j) = scores.iter().enumerate().position(overflowed) {
+                    return Err(Error::NonFinite {
+                        arg: "logits",
+                        index: ((b * heads + h) * s_q + i) * s_k + j,
+                    });
+                }
+            }
+        }
+    }
+
+    for b in 0..batch {
+        for h in 0..heads {
+            let vh = v.head(b, h);
             let mut oh = out.head_mut(b, h);
             for i in 0..s_q {
-                let qi = qh.row(i);
-                let mut max = f64::NEG_INFINITY;
-                for (j, s) in scores.iter_mut().enumerate() {
-                    *s = if mask.visible(b, i, j, s_q, s_k) {
-                        let dot: f64 = qi
-                            .iter()
-                            .zip(kh.row(j))
-                            .map(|(&a, &c)| a.to_f64() * c.to_f64())
-                            .sum();
-                        dot * scale
-                    } else {
-                        f64::NEG_INFINITY
-                    };
-                    max = max.max(*s);
-                }
+                let visible = row_logits(q, k, b, h, i, mask, scale, scores);
                 let oi = oh.row_mut(i);
                 oi.fill(0.0);
-                if max == f64::NEG_INFINITY {
+                if !visible {
                     continue; // no visible key: zero row
                 }
+                // Finite logits (checked above); masked keys are -inf and get weight 0.
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let mut denom = 0.0;
-                for (j, &s) in scores.iter().enumerate() {
-                    if s == f64::NEG_INFINITY {
+                for s in scores.iter_mut() {
+                    *s = libm::exp(*s - max);
+                    denom += *s;
+                }
+                // Normalised weights keep every partial sum within max|v| (no overflow).
+                for (j, &w) in scores.iter().enumerate() {
+                    if w == 0.0 {
                         continue;
                     }
-                    let w = libm::exp(s - max);
-                    denom += w;
+                    let p = w / denom;
                     for (o, &x) in oi.iter_mut().zip(vh.row(j)) {
-                        *o += w * x.to_f64();
+                        *o += p * x.to_f64();
                     }
-                }
-                for o in oi.iter_mut() {
-                    *o /= denom;
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Writes the scaled logits of query row `i` of head `(b, h)` into `scores` (`-inf` for
+/// masked keys) and returns whether any key is visible.
+#[allow(clippy::too_many_arguments)]
+fn row_logits<T: Element>(
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    b: usize,
+    h: usize,
+    i: usize,
+    mask: Mask<'_>,
+    scale: f64,
+    scores: &mut [f64],
+) -> bool {
+    let (qi, kh) = (q.head(b, h).row(i), k.head(b, h));
+    let (s_q, s_k) = (q.layout().seq(), kh.rows());
+    let mut any = false;
+    for (j, s) in scores.iter_mut().enumerate() {
+        *s = if mask.visible(b, i, j, s_q, s_k) {
+            any = true;
+            let dot: f64 = qi
+                .iter()
+                .zip(kh.row(j))
+                .map(|(&a, &c)| a.to_f64() * c.to_f64())
+                .sum();
+            dot * scale
+        } else {
+            f64::NEG_INFINITY
+        };
+    }
+    any
 }
 
 /// [`reference_attention`] on densely packed inputs, returning a new `[batch, heads, s_q,
@@ -174,9 +219,12 @@ pub fn reference_attention_vec<T: Element>(
     let kv = BatchedRef::contiguous(k, [batch, heads, s_k, d])?;
     let vv = BatchedRef::contiguous(v, [batch, heads, s_k, d_v])?;
     let out_shape = [batch, heads, s_q, d_v];
-    let n = crate::batched::Layout4::contiguous(out_shape)?.numel()?;
-    let mut out = alloc::vec![0.0f64; n];
-    let mut scratch = alloc::vec![0.0f64; reference_attention_scratch_len(s_k)];
+    let n = crate::batched::Layout4::contiguous(out_shape)?.numel();
+    let mut out = try_zeros(n, "reference attention output")?;
+    let mut scratch = try_zeros(
+        reference_attention_scratch_len(s_k),
+        "reference attention scratch",
+    )?;
     reference_attention(
         BatchedMut::contiguous(&mut out, out_shape)?,
         qv,
@@ -187,4 +235,14 @@ pub fn reference_attention_vec<T: Element>(
         &mut scratch,
     )?;
     Ok(out)
+}
+
+/// A zeroed `Vec<f64>` of `n` elements, or [`Error::AllocationFailed`] instead of aborting.
+#[cfg(feature = "alloc")]
+fn try_zeros(n: usize, what: &'static str) -> Result<alloc::vec::Vec<f64>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| Error::AllocationFailed { what, elements: n })?;
+    v.resize(n, 0.0);
+    Ok(v)
 }

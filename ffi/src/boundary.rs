@@ -48,8 +48,11 @@ impl fmt::Display for FfiError {
 /// Runs a fallible entry point: clears the last error, catches panics, maps errors to
 /// status codes and records their messages.
 pub(crate) fn ffi_status(body: impl FnOnce() -> Result<(), FfiError>) -> dpattn_status {
-    clear_last_error();
-    match catch_unwind(AssertUnwindSafe(body)) {
+    let run = || {
+        clear_last_error();
+        body()
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => dpattn_status::Ok,
         Ok(Err(e)) => {
             set_last_error(&e.to_string());
@@ -84,6 +87,16 @@ fn record_panic(payload: &(dyn Any + Send)) {
     set_last_error(&format!(
         "panic inside dpattn (a bug, please report it): {msg}"
     ));
+}
+
+/// Panics inside the boundary on purpose and returns `DPATTN_STATUS_PANIC`, with the panic
+/// message ("deliberate panic for testing the boundary") as the last error. Only built with
+/// the `panic-test` feature; it exists so tests in C can prove that a Rust panic comes back
+/// as a status code instead of aborting the host.
+#[cfg(feature = "panic-test")]
+#[unsafe(no_mangle)]
+pub extern "C" fn dpattn_test_panic() -> dpattn_status {
+    ffi_status(|| panic!("deliberate panic for testing the boundary"))
 }
 
 #[cfg(test)]

@@ -7,17 +7,26 @@ thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
+// Every access uses `try_with`: during thread-local teardown (a C++ `thread_local`
+// destructor calling into dpattn, say) `with` would panic, and a panic inside the panic
+// handler of an `extern "C"` function aborts the host. There the message is dropped.
+
 pub(crate) fn set_last_error(msg: &str) {
-    LAST_ERROR.with(|e| {
-        let mut e = e.borrow_mut();
-        e.clear();
-        // An interior NUL would truncate the C string; messages are ours, but be safe.
-        e.extend(msg.chars().map(|c| if c == '\0' { ' ' } else { c }));
+    let _ = LAST_ERROR.try_with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            e.clear();
+            // An interior NUL would truncate the C string; messages are ours, but be safe.
+            e.extend(msg.chars().map(|c| if c == '\0' { ' ' } else { c }));
+        }
     });
 }
 
 pub(crate) fn clear_last_error() {
-    LAST_ERROR.with(|e| e.borrow_mut().clear());
+    let _ = LAST_ERROR.try_with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            e.clear();
+        }
+    });
 }
 
 #[cfg(test)]
@@ -25,22 +34,14 @@ pub(crate) fn last_error_string() -> String {
     LAST_ERROR.with(|e| e.borrow().clone())
 }
 
-/// Copies the description of the last failed call on this thread into `buf` as a
-/// NUL-terminated UTF-8 string, and returns the description's full length in bytes (not
-/// counting the NUL), like `snprintf`: the message was truncated when the return value is
-/// `>= len`. Truncation never splits a UTF-8 character. With `buf == NULL` or `len == 0`
-/// nothing is written (use this to query the length). Returns 0 when the last call on this
-/// thread succeeded (every fallible call clears the message on entry).
-///
-/// Thread-safe: each thread has its own message.
+/// Copies the message into `buf` (see `dpattn_last_error_message`); returns its length.
 ///
 /// # Safety
 /// `buf` must be NULL or valid for writes of `len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dpattn_last_error_message(buf: *mut c_char, len: usize) -> usize {
-    crate::boundary::ffi_value(0, || {
-        LAST_ERROR.with(|e| {
-            let msg = e.borrow();
+unsafe fn copy_message(buf: *mut c_char, len: usize) -> usize {
+    LAST_ERROR
+        .try_with(|e| {
+            let Ok(msg) = e.try_borrow() else { return 0 };
             if !buf.is_null() && len > 0 {
                 let mut n = msg.len().min(len - 1);
                 while !msg.is_char_boundary(n) {
@@ -55,7 +56,25 @@ pub unsafe extern "C" fn dpattn_last_error_message(buf: *mut c_char, len: usize)
             }
             msg.len()
         })
-    })
+        .unwrap_or(0)
+}
+
+/// Copies the description of the last failed call on this thread into `buf` as a
+/// NUL-terminated UTF-8 string, and returns the description's full length in bytes (not
+/// counting the NUL), like `snprintf`: the message was truncated when the return value is
+/// `>= len`. Truncation never splits a UTF-8 character. With `buf == NULL` or `len == 0`
+/// nothing is written (use this to query the length). Returns 0 when the last *fallible*
+/// call on this thread succeeded: every function returning `dpattn_status` clears the
+/// message on entry (infallible functions leave it alone unless they catch a panic).
+///
+/// Thread-safe: each thread has its own message.
+///
+/// # Safety
+/// `buf` must be NULL or valid for writes of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_last_error_message(buf: *mut c_char, len: usize) -> usize {
+    // SAFETY: forwarded caller contract.
+    crate::boundary::ffi_value(0, || unsafe { copy_message(buf, len) })
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ mod privacy;
 mod status;
 mod version;
 
+#[cfg(feature = "panic-test")]
+pub use boundary::dpattn_test_panic;
 pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
 pub use privacy::dpattn_check_privacy_params;

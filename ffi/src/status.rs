@@ -28,6 +28,8 @@ pub enum dpattn_status {
     SizeOverflow = 7,
     /// The requested privacy guarantee cannot be met with these parameters.
     Infeasible = 8,
+    /// A convenience routine could not allocate memory.
+    AllocationFailed = 9,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -46,6 +48,7 @@ impl dpattn_status {
             E::ScratchTooSmall { .. } => Self::ScratchTooSmall,
             E::SizeOverflow { .. } => Self::SizeOverflow,
             E::Infeasible { .. } => Self::Infeasible,
+            E::AllocationFailed { .. } => Self::AllocationFailed,
             _ => Self::Internal,
         }
     }
@@ -61,6 +64,7 @@ impl dpattn_status {
             6 => b"scratch buffer too small\0",
             7 => b"size overflow\0",
             8 => b"infeasible privacy parameters\0",
+            9 => b"allocation failed\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -111,15 +115,19 @@ mod tests {
                 lhs: 0.0,
                 rhs: 0.0,
             },
+            E::AllocationFailed {
+                what: "a",
+                elements: 1,
+            },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9]);
     }
 
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(

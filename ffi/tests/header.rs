@@ -34,6 +34,9 @@ fn generate() -> String {
         documentation: true,
         ..Default::default()
     };
+    config
+        .defines
+        .insert("feature = panic-test".into(), "DPATTN_PANIC_TEST".into());
     config.enumeration.prefix_with_name = true;
     config.enumeration.rename_variants = cbindgen::RenameRule::ScreamingSnakeCase;
     let mut out = Vec::new();
@@ -81,6 +84,7 @@ fn header_declares_every_export() {
         "dpattn_last_error_message",
         "dpattn_check_privacy_params",
         "dpattn_layout4_required_len",
+        "#if defined(DPATTN_PANIC_TEST)",
         "DPATTN_STATUS_OK = 0",
         "DPATTN_STATUS_PANIC = 100",
         "typedef uint32_t dpattn_status;",

@@ -5,7 +5,7 @@ fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let include = root.join("include");
     let c_dir = root.join("tests/c");
-    for f in ["abi_smoke.c", "abi_smoke.cpp"] {
+    for f in ["abi_smoke.c", "panic_boundary.c", "abi_smoke.cpp"] {
         println!("cargo:rerun-if-changed={}", c_dir.join(f).display());
     }
     println!(
@@ -15,6 +15,7 @@ fn main() {
 
     cc::Build::new()
         .file(c_dir.join("abi_smoke.c"))
+        .file(c_dir.join("panic_boundary.c"))
         .include(&include)
         .std("c99")
         .warnings(true)

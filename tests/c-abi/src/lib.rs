@@ -11,6 +11,7 @@ mod tests {
     unsafe extern "C" {
         fn dpattn_c_abi_smoke() -> i32;
         fn dpattn_cpp_abi_smoke() -> i32;
+        fn dpattn_c_panic_boundary() -> i32;
     }
 
     #[test]
@@ -18,6 +19,13 @@ mod tests {
         // SAFETY: a C function with no arguments, compiled from tests/c/abi_smoke.c.
         let line = unsafe { dpattn_c_abi_smoke() };
         assert_eq!(line, 0, "tests/c/abi_smoke.c failed at line {line}");
+    }
+
+    #[test]
+    fn c_panic_boundary() {
+        // SAFETY: a C function with no arguments, compiled from tests/c/panic_boundary.c.
+        let line = unsafe { dpattn_c_panic_boundary() };
+        assert_eq!(line, 0, "tests/c/panic_boundary.c failed at line {line}");
     }
 
     #[test]
