@@ -9,13 +9,9 @@ use dpattn::{BatchedMut, BatchedRef, Layout4, Mask, Scale};
 fn main() -> Result<(), dpattn::Error> {
     let (batch, seq, heads, dim) = (1, 4, 2, 3);
     // A fused projection output in [batch, seq, heads, dim] order.
-    let x: Vec<f32> = (0..batch * seq * heads * dim)
-        .map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0)
-        .collect();
-    let bhsd = Layout4::new(
-        [batch, heads, seq, dim],
-        [seq * heads * dim, dim, heads * dim, 1],
-    )?;
+    let x: Vec<f32> =
+        (0..batch * seq * heads * dim).map(|i| ((i * 7 % 11) as f32 - 5.0) / 5.0).collect();
+    let bhsd = Layout4::new([batch, heads, seq, dim], [seq * heads * dim, dim, heads * dim, 1])?;
     let qkv = BatchedRef::new(&x, bhsd)?;
     let mut out = vec![0.0f64; batch * heads * seq * dim];
     let mut scratch = vec![0.0f64; reference_attention_scratch_len(seq)];
@@ -24,10 +20,7 @@ fn main() -> Result<(), dpattn::Error> {
         qkv,
         qkv,
         qkv,
-        Mask {
-            causal: true,
-            key_padding: None,
-        },
+        Mask { causal: true, key_padding: None },
         Scale::InvSqrtDim,
         &mut scratch,
     )?;

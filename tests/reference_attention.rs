@@ -30,10 +30,7 @@ fn sigmoid(x: f64) -> f64 {
 fn close(a: &[f64], b: &[f64], tol: f64) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!(
-            (x - y).abs() <= tol * (1.0 + y.abs()),
-            "element {i}: {x} vs {y}"
-        );
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "element {i}: {x} vs {y}");
     }
 }
 
@@ -41,17 +38,9 @@ fn close(a: &[f64], b: &[f64], tol: f64) {
 fn single_key_returns_its_value_row() {
     let mut r = Inputs(1);
     let (q, k, v) = (r.vec(3 * 4), r.vec(4), r.vec(5));
-    let out = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 3, 4],
-        1,
-        5,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
+    let out =
+        reference_attention_vec(&q, &k, &v, [1, 1, 3, 4], 1, 5, Mask::NONE, Scale::InvSqrtDim)
+            .unwrap();
     for row in out.chunks(5) {
         assert_eq!(row, &v[..]);
     }
@@ -61,20 +50,10 @@ fn single_key_returns_its_value_row() {
 fn zero_query_averages_the_values() {
     let mut r = Inputs(2);
     let (k, v) = (r.vec(7 * 3), r.vec(7 * 2));
-    let out = reference_attention_vec(
-        &[0.0; 3],
-        &k,
-        &v,
-        [1, 1, 1, 3],
-        7,
-        2,
-        Mask::NONE,
-        Scale::InvDim,
-    )
-    .unwrap();
-    let mean: Vec<f64> = (0..2)
-        .map(|c| (0..7).map(|j| v[j * 2 + c]).sum::<f64>() / 7.0)
-        .collect();
+    let out =
+        reference_attention_vec(&[0.0; 3], &k, &v, [1, 1, 1, 3], 7, 2, Mask::NONE, Scale::InvDim)
+            .unwrap();
+    let mean: Vec<f64> = (0..2).map(|c| (0..7).map(|j| v[j * 2 + c]).sum::<f64>() / 7.0).collect();
     close(&out, &mean, 1e-15);
 }
 
@@ -109,30 +88,14 @@ fn large_logits_do_not_overflow() {
     let q = [1000.0f64];
     let k = [0.0f64, 1.0];
     let v = [3.0f64, -2.0];
-    let out = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 1, 1],
-        2,
-        1,
-        Mask::NONE,
-        Scale::Custom(1.0),
-    )
-    .unwrap();
+    let out =
+        reference_attention_vec(&q, &k, &v, [1, 1, 1, 1], 2, 1, Mask::NONE, Scale::Custom(1.0))
+            .unwrap();
     assert_eq!(out, [-2.0]);
     let q = [-1000.0f64];
-    let out = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 1, 1],
-        2,
-        1,
-        Mask::NONE,
-        Scale::Custom(1.0),
-    )
-    .unwrap();
+    let out =
+        reference_attention_vec(&q, &k, &v, [1, 1, 1, 1], 2, 1, Mask::NONE, Scale::Custom(1.0))
+            .unwrap();
     assert_eq!(out, [3.0]);
 }
 
@@ -140,10 +103,7 @@ fn large_logits_do_not_overflow() {
 fn causal_mask_self_attention() {
     let mut r = Inputs(4);
     let (q, k, v) = (r.vec(3 * 2), r.vec(3 * 2), r.vec(3));
-    let causal = Mask {
-        causal: true,
-        key_padding: None,
-    };
+    let causal = Mask { causal: true, key_padding: None };
     let out = reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 3, 1, causal, Scale::Custom(1.0))
         .unwrap();
     // Row 0 sees key 0 only; row 1 sees keys 0 and 1 (sigmoid form).
@@ -152,42 +112,22 @@ fn causal_mask_self_attention() {
     let w = sigmoid(dot(1, 1) - dot(1, 0));
     assert!((out[1] - (v[0] + (v[1] - v[0]) * w)).abs() < 1e-15);
     // Row 2 sees everything: equal to unmasked attention for that row.
-    let full = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 3, 2],
-        3,
-        1,
-        Mask::NONE,
-        Scale::Custom(1.0),
-    )
-    .unwrap();
+    let full =
+        reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 3, 1, Mask::NONE, Scale::Custom(1.0))
+            .unwrap();
     assert_eq!(out[2], full[2]);
 }
 
 #[test]
 fn causal_mask_is_bottom_right_aligned_for_cross_attention() {
     let mut r = Inputs(5);
-    let causal = Mask {
-        causal: true,
-        key_padding: None,
-    };
+    let causal = Mask { causal: true, key_padding: None };
     // One query against four keys (decode): sees all keys.
     let (q, k, v) = (r.vec(2), r.vec(8), r.vec(4));
     let a =
         reference_attention_vec(&q, &k, &v, [1, 1, 1, 2], 4, 1, causal, Scale::InvSqrtDim).unwrap();
-    let b = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 1, 2],
-        4,
-        1,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
+    let b = reference_attention_vec(&q, &k, &v, [1, 1, 1, 2], 4, 1, Mask::NONE, Scale::InvSqrtDim)
+        .unwrap();
     assert_eq!(a, b);
     // Three queries, two keys: row 0 sees nothing (zero), row 1 sees key 0, row 2 both.
     let (q, k, v) = (r.vec(6), r.vec(4), r.vec(4));
@@ -195,17 +135,9 @@ fn causal_mask_is_bottom_right_aligned_for_cross_attention() {
         reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 2, 2, causal, Scale::InvSqrtDim).unwrap();
     assert_eq!(&out[0..2], &[0.0, 0.0]);
     assert_eq!(&out[2..4], &v[0..2]);
-    let full = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 3, 2],
-        2,
-        2,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
+    let full =
+        reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 2, 2, Mask::NONE, Scale::InvSqrtDim)
+            .unwrap();
     assert_eq!(&out[4..6], &full[4..6]);
 }
 
@@ -213,18 +145,9 @@ fn causal_mask_is_bottom_right_aligned_for_cross_attention() {
 fn key_padding_equals_attention_on_the_kept_keys() {
     let mut r = Inputs(6);
     let (b, h, sq, sk, d, dv) = (2, 2, 3, 5, 4, 3);
-    let (q, k, v) = (
-        r.vec(b * h * sq * d),
-        r.vec(b * h * sk * d),
-        r.vec(b * h * sk * dv),
-    );
-    let keep = [
-        true, false, true, true, false, false, false, false, false, false,
-    ];
-    let mask = Mask {
-        causal: false,
-        key_padding: Some(&keep),
-    };
+    let (q, k, v) = (r.vec(b * h * sq * d), r.vec(b * h * sk * d), r.vec(b * h * sk * dv));
+    let keep = [true, false, true, true, false, false, false, false, false, false];
+    let mask = Mask { causal: false, key_padding: Some(&keep) };
     let out = reference_attention_vec(&q, &k, &v, [b, h, sq, d], sk, dv, mask, Scale::InvSqrtDim)
         .unwrap();
     // Batch 0: keys {0, 2, 3}, computed separately per head.
@@ -232,14 +155,10 @@ fn key_padding_equals_attention_on_the_kept_keys() {
         let kept = [0usize, 2, 3];
         let base_k = head * sk * d;
         let base_v = head * sk * dv;
-        let ks: Vec<f64> = kept
-            .iter()
-            .flat_map(|&j| k[base_k + j * d..base_k + (j + 1) * d].to_vec())
-            .collect();
-        let vs: Vec<f64> = kept
-            .iter()
-            .flat_map(|&j| v[base_v + j * dv..base_v + (j + 1) * dv].to_vec())
-            .collect();
+        let ks: Vec<f64> =
+            kept.iter().flat_map(|&j| k[base_k + j * d..base_k + (j + 1) * d].to_vec()).collect();
+        let vs: Vec<f64> =
+            kept.iter().flat_map(|&j| v[base_v + j * dv..base_v + (j + 1) * dv].to_vec()).collect();
         let qs = &q[head * sq * d..(head + 1) * sq * d];
         let sub = reference_attention_vec(
             qs,
@@ -264,36 +183,14 @@ fn permuting_keys_and_values_together_changes_nothing() {
     let (sk, d, dv) = (6, 3, 2);
     let (q, k, v) = (r.vec(4 * d), r.vec(sk * d), r.vec(sk * dv));
     let perm = [3usize, 0, 5, 1, 4, 2];
-    let kp: Vec<f64> = perm
-        .iter()
-        .flat_map(|&j| k[j * d..(j + 1) * d].to_vec())
-        .collect();
-    let vp: Vec<f64> = perm
-        .iter()
-        .flat_map(|&j| v[j * dv..(j + 1) * dv].to_vec())
-        .collect();
-    let a = reference_attention_vec(
-        &q,
-        &k,
-        &v,
-        [1, 1, 4, d],
-        sk,
-        dv,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
-    let b = reference_attention_vec(
-        &q,
-        &kp,
-        &vp,
-        [1, 1, 4, d],
-        sk,
-        dv,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
+    let kp: Vec<f64> = perm.iter().flat_map(|&j| k[j * d..(j + 1) * d].to_vec()).collect();
+    let vp: Vec<f64> = perm.iter().flat_map(|&j| v[j * dv..(j + 1) * dv].to_vec()).collect();
+    let a =
+        reference_attention_vec(&q, &k, &v, [1, 1, 4, d], sk, dv, Mask::NONE, Scale::InvSqrtDim)
+            .unwrap();
+    let b =
+        reference_attention_vec(&q, &kp, &vp, [1, 1, 4, d], sk, dv, Mask::NONE, Scale::InvSqrtDim)
+            .unwrap();
     close(&a, &b, 1e-14);
 }
 
@@ -338,17 +235,9 @@ fn strided_and_broadcast_layouts_match_contiguous() {
             }
         }
     }
-    let expect = reference_attention_vec(
-        &qc,
-        &kc,
-        &vc,
-        [b, h, sq, d],
-        sk,
-        d,
-        Mask::NONE,
-        Scale::InvSqrtDim,
-    )
-    .unwrap();
+    let expect =
+        reference_attention_vec(&qc, &kc, &vc, [b, h, sq, d], sk, d, Mask::NONE, Scale::InvSqrtDim)
+            .unwrap();
     assert_eq!(out, expect);
 }
 
@@ -422,160 +311,80 @@ fn scale_variants() {
     assert_ne!(run(Scale::InvDim), run(Scale::InvSqrtDim));
 }
 
+/// A valid call (q: [1,1,2,4], k: [1,1,3,4], v: [1,1,3,2]) that each error case below
+/// breaks in exactly one way.
+struct Call {
+    k: [f64; 12],
+    k_shape: [usize; 4],
+    v_shape: [usize; 4],
+    pad: Option<[bool; 4]>,
+    scale: Scale,
+    scratch_len: usize,
+}
+
+impl Call {
+    fn valid() -> Self {
+        Call {
+            k: [0.25; 12],
+            k_shape: [1, 1, 3, 4],
+            v_shape: [1, 1, 3, 2],
+            pad: None,
+            scale: Scale::InvSqrtDim,
+            scratch_len: 3,
+        }
+    }
+
+    fn run(&self, out: &mut [f64]) -> Result<(), Error> {
+        let (q, v) = ([0.5f64; 8], [1.0f64; 6]);
+        let mut scratch = vec![0.0; self.scratch_len];
+        let mask = Mask { causal: false, key_padding: self.pad.as_ref().map(|p| &p[..]) };
+        reference_attention(
+            BatchedMut::contiguous(out, [1, 1, 2, self.v_shape[3]]).unwrap(),
+            BatchedRef::contiguous(&q, [1, 1, 2, 4]).unwrap(),
+            BatchedRef::contiguous(&self.k, self.k_shape).unwrap(),
+            BatchedRef::contiguous(&v, self.v_shape).unwrap(),
+            mask,
+            self.scale,
+            &mut scratch,
+        )
+    }
+}
+
 #[test]
 fn bad_inputs_are_errors_and_leave_the_output_untouched() {
-    let q = [0.5f64; 8];
-    let k = [0.25f64; 12];
-    let v = [1.0f64; 6];
-    let shape = [1, 1, 2, 4];
     let mut out = [7.0f64; 4];
-    let mut scratch = [0.0f64; 3];
-    let call = |q: &[f64],
-                k: &[f64],
-                v: &[f64],
-                ks: [usize; 4],
-                vs: [usize; 4],
-                mask: Mask,
-                scale: Scale,
-                scratch: &mut [f64],
-                out: &mut [f64]| {
-        reference_attention(
-            BatchedMut::contiguous(out, [1, 1, 2, vs[3]]).unwrap(),
-            BatchedRef::contiguous(q, shape).unwrap(),
-            BatchedRef::contiguous(k, ks).unwrap(),
-            BatchedRef::contiguous(v, vs).unwrap(),
-            mask,
-            scale,
-            scratch,
-        )
-    };
-    assert_eq!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 3, 2],
-            Mask::NONE,
-            Scale::InvSqrtDim,
-            &mut scratch,
-            &mut out
-        ),
-        Ok(())
-    );
+    assert_eq!(Call::valid().run(&mut out), Ok(()));
     out = [7.0; 4];
     // k with a different feature dimension.
+    let c = Call { k_shape: [1, 1, 4, 3], ..Call::valid() };
     assert_eq!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 4, 3],
-            [1, 1, 3, 2],
-            Mask::NONE,
-            Scale::InvSqrtDim,
-            &mut scratch,
-            &mut out
-        ),
-        Err(Error::ShapeMismatch {
-            arg: "k",
-            axis: "dim",
-            expected: 4,
-            got: 3
-        })
+        c.run(&mut out),
+        Err(Error::ShapeMismatch { arg: "k", axis: "dim", expected: 4, got: 3 })
     );
     // v with a different key count.
+    let c = Call { v_shape: [1, 1, 2, 3], ..Call::valid() };
     assert_eq!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 2, 3],
-            Mask::NONE,
-            Scale::InvSqrtDim,
-            &mut scratch,
-            &mut [7.0; 6]
-        ),
-        Err(Error::ShapeMismatch {
-            arg: "v",
-            axis: "seq",
-            expected: 3,
-            got: 2
-        })
+        c.run(&mut [7.0; 6]),
+        Err(Error::ShapeMismatch { arg: "v", axis: "seq", expected: 3, got: 2 })
     );
     // NaN in k (logical index 5).
-    let mut kn = k;
-    kn[5] = f64::NAN;
-    assert_eq!(
-        call(
-            &q,
-            &kn,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 3, 2],
-            Mask::NONE,
-            Scale::InvSqrtDim,
-            &mut scratch,
-            &mut out
-        ),
-        Err(Error::NonFinite { arg: "k", index: 5 })
-    );
+    let mut c = Call::valid();
+    c.k[5] = f64::NAN;
+    assert_eq!(c.run(&mut out), Err(Error::NonFinite { arg: "k", index: 5 }));
     // Short scratch.
-    assert_eq!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 3, 2],
-            Mask::NONE,
-            Scale::InvSqrtDim,
-            &mut [0.0; 2],
-            &mut out
-        ),
-        Err(Error::ScratchTooSmall { needed: 3, got: 2 })
-    );
+    let c = Call { scratch_len: 2, ..Call::valid() };
+    assert_eq!(c.run(&mut out), Err(Error::ScratchTooSmall { needed: 3, got: 2 }));
     // Bad scale and wrong padding length.
+    let c = Call { scale: Scale::Custom(-1.0), ..Call::valid() };
+    assert!(matches!(c.run(&mut out), Err(Error::OutOfRange { name: "scale", .. })));
+    let c = Call { pad: Some([true; 4]), ..Call::valid() };
     assert!(matches!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 3, 2],
-            Mask::NONE,
-            Scale::Custom(-1.0),
-            &mut scratch,
-            &mut out
-        ),
-        Err(Error::OutOfRange { name: "scale", .. })
-    ));
-    let pad = [true; 4];
-    assert!(matches!(
-        call(
-            &q,
-            &k,
-            &v,
-            [1, 1, 3, 4],
-            [1, 1, 3, 2],
-            Mask {
-                causal: false,
-                key_padding: Some(&pad)
-            },
-            Scale::InvSqrtDim,
-            &mut scratch,
-            &mut out
-        ),
-        Err(Error::ShapeMismatch {
-            arg: "key_padding",
-            expected: 3,
-            got: 4,
-            ..
-        })
+        c.run(&mut out),
+        Err(Error::ShapeMismatch { arg: "key_padding", expected: 3, got: 4, .. })
     ));
     assert_eq!(out, [7.0; 4], "the output must not be written on error");
     // Zero-size keys.
+    let (q, k, v, shape) = ([0.5f64; 8], [0.25f64; 12], [1.0f64; 6], [1, 1, 2, 4]);
     assert!(matches!(
         reference_attention_vec(&q, &[], &[], shape, 0, 2, Mask::NONE, Scale::InvSqrtDim),
         Err(Error::OutOfRange { name: "s_k", .. })
@@ -591,11 +400,9 @@ fn bad_inputs_are_errors_and_leave_the_output_untouched() {
 fn overflowing_logits_are_an_error_not_nan() {
     // Finite inputs whose products overflow f64: a +inf logit, all-(-inf) logits, and one of each.
     let v = [3.0f64, -2.0];
-    for (q, k) in [
-        ([1e200f64], [1e200f64, 0.0]),
-        ([-1e200], [1e200, 1e200]),
-        ([1e200], [1e200, -1e200]),
-    ] {
+    for (q, k) in
+        [([1e200f64], [1e200f64, 0.0]), ([-1e200], [1e200, 1e200]), ([1e200], [1e200, -1e200])]
+    {
         let mut out = [9.0f64];
         let mut scratch = [0.0f64; 2];
         let r = reference_attention(
@@ -607,18 +414,12 @@ fn overflowing_logits_are_an_error_not_nan() {
             Scale::Custom(1.0),
             &mut scratch,
         );
-        assert!(
-            matches!(r, Err(Error::NonFinite { arg: "logits", .. })),
-            "{q:?} {k:?}: {r:?}"
-        );
+        assert!(matches!(r, Err(Error::NonFinite { arg: "logits", .. })), "{q:?} {k:?}: {r:?}");
         assert_eq!(out, [9.0], "output untouched on error");
     }
     // A masked key may overflow: it is never used.
     let keep = [true, false];
-    let mask = Mask {
-        causal: false,
-        key_padding: Some(&keep),
-    };
+    let mask = Mask { causal: false, key_padding: Some(&keep) };
     let out = reference_attention_vec(
         &[1e200],
         &[1.0, 1e200],
@@ -658,10 +459,7 @@ fn causal_and_key_padding_combine() {
     let mut r = Inputs(11);
     let (q, k, v) = (r.vec(3 * 2), r.vec(3 * 2), r.vec(3));
     let keep = [true, false, true];
-    let mask = Mask {
-        causal: true,
-        key_padding: Some(&keep),
-    };
+    let mask = Mask { causal: true, key_padding: Some(&keep) };
     let out =
         reference_attention_vec(&q, &k, &v, [1, 1, 3, 2], 3, 1, mask, Scale::Custom(1.0)).unwrap();
     assert_eq!(&out[..2], &[v[0], v[0]]);

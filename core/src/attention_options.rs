@@ -31,11 +31,7 @@ impl Scale {
     pub fn value(self, dim: usize) -> Result<f64> {
         let check_dim = || {
             if dim == 0 {
-                Err(Error::OutOfRange {
-                    name: "dim",
-                    value: 0.0,
-                    allowed: ">= 1",
-                })
+                Err(Error::OutOfRange { name: "dim", value: 0.0, allowed: ">= 1" })
             } else {
                 Ok(dim as f64)
             }
@@ -44,11 +40,9 @@ impl Scale {
             Scale::InvSqrtDim => Ok(1.0 / libm::sqrt(check_dim()?)),
             Scale::InvDim => Ok(1.0 / check_dim()?),
             Scale::Custom(s) if s.is_finite() && s > 0.0 => Ok(s),
-            Scale::Custom(s) => Err(Error::OutOfRange {
-                name: "scale",
-                value: s,
-                allowed: "(0, inf), finite",
-            }),
+            Scale::Custom(s) => {
+                Err(Error::OutOfRange { name: "scale", value: s, allowed: "(0, inf), finite" })
+            }
         }
     }
 }
@@ -83,17 +77,13 @@ pub struct Mask<'a> {
 
 impl Mask<'_> {
     /// No mask: every query sees every key.
-    pub const NONE: Mask<'static> = Mask {
-        causal: false,
-        key_padding: None,
-    };
+    pub const NONE: Mask<'static> = Mask { causal: false, key_padding: None };
 
     /// Checks the key-padding length against `[batch, s_k]`.
     pub fn validate(&self, batch: usize, s_k: usize) -> Result<()> {
         if let Some(p) = self.key_padding {
-            let n = batch.checked_mul(s_k).ok_or(Error::SizeOverflow {
-                what: "key padding length",
-            })?;
+            let n =
+                batch.checked_mul(s_k).ok_or(Error::SizeOverflow { what: "key padding length" })?;
             if p.len() != n {
                 return Err(Error::ShapeMismatch {
                     arg: "key_padding",

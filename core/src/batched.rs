@@ -62,12 +62,7 @@ impl Layout4 {
             }
             add_size(last, 1, "tensor extent")?
         };
-        Ok(Self {
-            shape,
-            strides,
-            numel,
-            required_len,
-        })
+        Ok(Self { shape, strides, numel, required_len })
     }
 
     /// The densely packed row-major layout of `shape`.
@@ -191,11 +186,7 @@ impl Layout4 {
 
 fn check_buffer(arg: &'static str, len: usize, layout: &Layout4) -> Result<()> {
     if len < layout.required_len() {
-        return Err(Error::BufferTooShort {
-            arg,
-            needed: layout.required_len(),
-            got: len,
-        });
+        return Err(Error::BufferTooShort { arg, needed: layout.required_len(), got: len });
     }
     Ok(())
 }
@@ -244,11 +235,8 @@ impl<'a, T: Copy> BatchedRef<'a, T> {
     pub fn head(&self, b: usize, h: usize) -> MatRef<'a, T> {
         let off = self.layout.head_offset(b, h);
         let (s, d, rs) = (self.layout.seq(), self.layout.dim(), self.layout.strides[2]);
-        let data = if self.layout.required_len() == 0 {
-            &self.data[..0]
-        } else {
-            &self.data[off..]
-        };
+        let data =
+            if self.layout.required_len() == 0 { &self.data[..0] } else { &self.data[off..] };
         MatRef::new(data, s, d, rs).expect("layout was validated against the buffer")
     }
 }
@@ -262,10 +250,7 @@ impl<T: crate::Element> BatchedRef<'_, T> {
             for h in 0..self.layout.heads() {
                 if let Err(Error::NonFinite { index, .. }) = self.head(b, h).check_finite(arg) {
                     let head_index = b * self.layout.heads() + h;
-                    return Err(Error::NonFinite {
-                        arg,
-                        index: head_index * per_head + index,
-                    });
+                    return Err(Error::NonFinite { arg, index: head_index * per_head + index });
                 }
             }
         }
@@ -339,10 +324,7 @@ impl<'a, T: Copy> BatchedMut<'a, T> {
 
     /// A shared view of the same elements.
     pub fn rb(&self) -> BatchedRef<'_, T> {
-        BatchedRef {
-            data: self.data,
-            layout: self.layout,
-        }
+        BatchedRef { data: self.data, layout: self.layout }
     }
 
     /// Head `(b, h)` as an exclusive `seq × dim` matrix view.
@@ -405,20 +387,13 @@ mod tests {
         let mut out = [0.0f32; 8];
         assert!(matches!(
             BatchedMut::new(&mut out, l),
-            Err(Error::OutOfRange {
-                name: "strides[1] (heads)",
-                value: 0.0,
-                ..
-            })
+            Err(Error::OutOfRange { name: "strides[1] (heads)", value: 0.0, .. })
         ));
     }
 
     #[test]
     fn bad_layouts_are_errors() {
-        assert!(matches!(
-            Layout4::new([1, 1, 2, 4], [8, 8, 4, 2]),
-            Err(Error::OutOfRange { .. })
-        ));
+        assert!(matches!(Layout4::new([1, 1, 2, 4], [8, 8, 4, 2]), Err(Error::OutOfRange { .. })));
         assert!(matches!(
             Layout4::new([usize::MAX, 2, 2, 2], [usize::MAX / 2, 4, 2, 1]),
             Err(Error::SizeOverflow { .. })
@@ -430,26 +405,14 @@ mod tests {
         let data = [0.0f32; 10];
         assert_eq!(
             BatchedRef::new(&data, Layout4::contiguous([1, 1, 3, 4]).unwrap()).unwrap_err(),
-            Error::BufferTooShort {
-                arg: "data",
-                needed: 12,
-                got: 10
-            }
+            Error::BufferTooShort { arg: "data", needed: 12, got: 10 }
         );
         assert!(matches!(
             BatchedRef::contiguous(&data, [1, 1, 2, 4]),
-            Err(Error::ShapeMismatch {
-                expected: 8,
-                got: 10,
-                ..
-            })
+            Err(Error::ShapeMismatch { expected: 8, got: 10, .. })
         ));
         // Interleaved rows of two heads overlap.
-        assert!(
-            !Layout4::new([1, 2, 3, 4], [24, 2, 4, 1])
-                .unwrap()
-                .is_non_overlapping()
-        );
+        assert!(!Layout4::new([1, 2, 3, 4], [24, 2, 4, 1]).unwrap().is_non_overlapping());
     }
 
     #[test]
@@ -457,18 +420,13 @@ mod tests {
         // Two elements broadcast to a logical shape whose element count overflows usize.
         assert_eq!(
             Layout4::new([1, 1, usize::MAX, 2], [0, 0, 0, 1]),
-            Err(Error::SizeOverflow {
-                what: "tensor element count"
-            })
+            Err(Error::SizeOverflow { what: "tensor element count" })
         );
         // A large but indexable broadcast is fine and its NaN index is logical.
         let data = [1.0f32, f32::NAN];
         let l = Layout4::new([1, 1, 1 << 20, 2], [0, 0, 0, 1]).unwrap();
         let x = BatchedRef::new(&data, l).unwrap();
-        assert_eq!(
-            x.check_finite("x"),
-            Err(Error::NonFinite { arg: "x", index: 1 })
-        );
+        assert_eq!(x.check_finite("x"), Err(Error::NonFinite { arg: "x", index: 1 }));
     }
 
     #[test]
@@ -486,13 +444,7 @@ mod tests {
         data[l.offset(1, 0, 2, 1)] = f32::NAN;
         let x = BatchedRef::new(&data, l).unwrap();
         // logical index over [b, h, s, d] = ((1*2 + 0)*3 + 2)*2 + 1 = 17
-        assert_eq!(
-            x.check_finite("k"),
-            Err(Error::NonFinite {
-                arg: "k",
-                index: 17
-            })
-        );
+        assert_eq!(x.check_finite("k"), Err(Error::NonFinite { arg: "k", index: 17 }));
     }
 
     #[test]

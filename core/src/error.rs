@@ -95,44 +95,27 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Error::ShapeMismatch {
-                arg,
-                axis,
-                expected,
-                got,
-            } => write!(
-                f,
-                "shape mismatch: `{arg}` has {axis} = {got}, expected {expected}"
-            ),
+            Error::ShapeMismatch { arg, axis, expected, got } => {
+                write!(f, "shape mismatch: `{arg}` has {axis} = {got}, expected {expected}")
+            }
             Error::BufferTooShort { arg, needed, got } => write!(
                 f,
                 "buffer `{arg}` too short: its shape and strides address {needed} elements, it has {got}"
             ),
-            Error::NonFinite { arg, index } => write!(
-                f,
-                "non-finite value (NaN or infinity) in `{arg}` at logical index {index}"
-            ),
-            Error::OutOfRange {
-                name,
-                value,
-                allowed,
-            } => write!(
-                f,
-                "parameter `{name}` = {value} is out of range; allowed: {allowed}"
-            ),
-            Error::ScratchTooSmall { needed, got } => write!(
-                f,
-                "scratch buffer too small: needed {needed} elements, got {got}"
-            ),
+            Error::NonFinite { arg, index } => {
+                write!(f, "non-finite value (NaN or infinity) in `{arg}` at logical index {index}")
+            }
+            Error::OutOfRange { name, value, allowed } => {
+                write!(f, "parameter `{name}` = {value} is out of range; allowed: {allowed}")
+            }
+            Error::ScratchTooSmall { needed, got } => {
+                write!(f, "scratch buffer too small: needed {needed} elements, got {got}")
+            }
             Error::SizeOverflow { what } => write!(f, "size overflow computing {what}"),
             Error::AllocationFailed { what, elements } => {
                 write!(f, "could not allocate {elements} elements for {what}")
             }
-            Error::Infeasible {
-                condition,
-                lhs,
-                rhs,
-            } => write!(
+            Error::Infeasible { condition, lhs, rhs } => write!(
                 f,
                 "infeasible privacy parameters: condition `{condition}` fails (left side {lhs}, right side {rhs})"
             ),
@@ -165,47 +148,19 @@ mod tests {
 
     #[test]
     fn messages_name_the_argument_and_values() {
-        let e = Error::ShapeMismatch {
-            arg: "k",
-            axis: "dim",
-            expected: 64,
-            got: 32,
-        };
-        assert_eq!(
-            e.to_string(),
-            "shape mismatch: `k` has dim = 32, expected 64"
-        );
-        let e = Error::OutOfRange {
-            name: "epsilon",
-            value: -1.0,
-            allowed: "(0, inf)",
-        };
-        assert_eq!(
-            e.to_string(),
-            "parameter `epsilon` = -1 is out of range; allowed: (0, inf)"
-        );
-        let e = Error::Infeasible {
-            condition: "x < y",
-            lhs: 2.0,
-            rhs: 1.0,
-        };
-        assert!(
-            e.to_string()
-                .contains("`x < y` fails (left side 2, right side 1)")
-        );
+        let e = Error::ShapeMismatch { arg: "k", axis: "dim", expected: 64, got: 32 };
+        assert_eq!(e.to_string(), "shape mismatch: `k` has dim = 32, expected 64");
+        let e = Error::OutOfRange { name: "epsilon", value: -1.0, allowed: "(0, inf)" };
+        assert_eq!(e.to_string(), "parameter `epsilon` = -1 is out of range; allowed: (0, inf)");
+        let e = Error::Infeasible { condition: "x < y", lhs: 2.0, rhs: 1.0 };
+        assert!(e.to_string().contains("`x < y` fails (left side 2, right side 1)"));
     }
 
     #[test]
     fn size_helpers_detect_overflow() {
         assert_eq!(mul_size(3, 4, "n"), Ok(12));
-        assert_eq!(
-            mul_size(usize::MAX, 2, "n"),
-            Err(Error::SizeOverflow { what: "n" })
-        );
-        assert_eq!(
-            add_size(usize::MAX, 1, "m"),
-            Err(Error::SizeOverflow { what: "m" })
-        );
+        assert_eq!(mul_size(usize::MAX, 2, "n"), Err(Error::SizeOverflow { what: "n" }));
+        assert_eq!(add_size(usize::MAX, 1, "m"), Err(Error::SizeOverflow { what: "m" }));
     }
 
     #[test]

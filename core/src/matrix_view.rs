@@ -59,18 +59,9 @@ impl<'a, T: Copy> MatRef<'a, T> {
         mul_size(rows, cols, "matrix element count")?;
         let needed = required_len(rows, cols, row_stride)?;
         if data.len() < needed {
-            return Err(Error::BufferTooShort {
-                arg: "data",
-                needed,
-                got: data.len(),
-            });
+            return Err(Error::BufferTooShort { arg: "data", needed, got: data.len() });
         }
-        Ok(Self {
-            data: &data[..needed],
-            rows,
-            cols,
-            row_stride,
-        })
+        Ok(Self { data: &data[..needed], rows, cols, row_stride })
     }
 
     /// A view of a densely packed row-major matrix; `data.len()` must equal `rows * cols`.
@@ -126,11 +117,7 @@ impl<'a, T: Copy> MatRef<'a, T> {
     /// Element `(i, j)`, or `None` when out of range.
     #[inline]
     pub fn get(&self, i: usize, j: usize) -> Option<T> {
-        if i < self.rows && j < self.cols {
-            Some(self.data[i * self.row_stride + j])
-        } else {
-            None
-        }
+        if i < self.rows && j < self.cols { Some(self.data[i * self.row_stride + j]) } else { None }
     }
 
     /// The `nrows × ncols` block starting at `(row, col)`.
@@ -179,10 +166,7 @@ impl<T: Element> MatRef<'_, T> {
     pub fn check_finite(&self, arg: &'static str) -> Result<()> {
         for i in 0..self.rows {
             if let Some(j) = self.row(i).iter().position(|x| !x.is_finite()) {
-                return Err(Error::NonFinite {
-                    arg,
-                    index: i * self.cols + j,
-                });
+                return Err(Error::NonFinite { arg, index: i * self.cols + j });
             }
         }
         Ok(())
@@ -226,18 +210,9 @@ impl<'a, T: Copy> MatMut<'a, T> {
         let needed = required_len(rows, cols, row_stride)?;
         let got = data.len();
         if got < needed {
-            return Err(Error::BufferTooShort {
-                arg: "data",
-                needed,
-                got,
-            });
+            return Err(Error::BufferTooShort { arg: "data", needed, got });
         }
-        Ok(Self {
-            data: &mut data[..needed],
-            rows,
-            cols,
-            row_stride,
-        })
+        Ok(Self { data: &mut data[..needed], rows, cols, row_stride })
     }
 
     /// An exclusive view of a densely packed row-major matrix; `data.len()` must equal
@@ -268,23 +243,13 @@ impl<'a, T: Copy> MatMut<'a, T> {
     /// A shared view of the same elements (reborrow).
     #[inline]
     pub fn rb(&self) -> MatRef<'_, T> {
-        MatRef {
-            data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            row_stride: self.row_stride,
-        }
+        MatRef { data: self.data, rows: self.rows, cols: self.cols, row_stride: self.row_stride }
     }
 
     /// A shorter-lived exclusive view of the same elements (reborrow).
     #[inline]
     pub fn rb_mut(&mut self) -> MatMut<'_, T> {
-        MatMut {
-            data: self.data,
-            rows: self.rows,
-            cols: self.cols,
-            row_stride: self.row_stride,
-        }
+        MatMut { data: self.data, rows: self.rows, cols: self.cols, row_stride: self.row_stride }
     }
 
     /// Row `i` as a contiguous mutable slice of `cols` elements.
@@ -332,33 +297,15 @@ impl<'a, T: Copy> MatMut<'a, T> {
     /// Errors: [`Error::OutOfRange`] when `r > rows`.
     pub fn split_at_row(self, r: usize) -> Result<(MatMut<'a, T>, MatMut<'a, T>)> {
         if r > self.rows {
-            return Err(Error::OutOfRange {
-                name: "r",
-                value: r as f64,
-                allowed: "<= rows",
-            });
+            return Err(Error::OutOfRange { name: "r", value: r as f64, allowed: "<= rows" });
         }
         let (rows, cols, rs) = (self.rows, self.cols, self.row_stride);
         // Rows `< r` end before offset `r * rs` because `rs >= cols` (checked in `new`).
-        let at = if rows == r || cols == 0 {
-            self.data.len()
-        } else {
-            r * rs
-        };
+        let at = if rows == r || cols == 0 { self.data.len() } else { r * rs };
         let (top, bottom) = self.data.split_at_mut(at);
         Ok((
-            MatMut {
-                data: top,
-                rows: r,
-                cols,
-                row_stride: rs,
-            },
-            MatMut {
-                data: bottom,
-                rows: rows - r,
-                cols,
-                row_stride: rs,
-            },
+            MatMut { data: top, rows: r, cols, row_stride: rs },
+            MatMut { data: bottom, rows: rows - r, cols, row_stride: rs },
         ))
     }
 }
@@ -385,20 +332,10 @@ pub(crate) fn check_same_shape(
     want_cols: usize,
 ) -> Result<()> {
     if rows != want_rows {
-        return Err(Error::ShapeMismatch {
-            arg,
-            axis: "rows",
-            expected: want_rows,
-            got: rows,
-        });
+        return Err(Error::ShapeMismatch { arg, axis: "rows", expected: want_rows, got: rows });
     }
     if cols != want_cols {
-        return Err(Error::ShapeMismatch {
-            arg,
-            axis: "cols",
-            expected: want_cols,
-            got: cols,
-        });
+        return Err(Error::ShapeMismatch { arg, axis: "cols", expected: want_cols, got: cols });
     }
     Ok(())
 }
@@ -428,10 +365,7 @@ mod tests {
         let mut out = [0.0f32; 8];
         assert!(matches!(
             MatMut::new(&mut out, 4, 2, 1),
-            Err(Error::OutOfRange {
-                name: "row_stride",
-                ..
-            })
+            Err(Error::OutOfRange { name: "row_stride", .. })
         ));
     }
 
@@ -440,22 +374,13 @@ mod tests {
         let data = [0.0f64; 23];
         assert_eq!(
             MatRef::new(&data, 3, 4, 10).unwrap_err(),
-            Error::BufferTooShort {
-                arg: "data",
-                needed: 24,
-                got: 23
-            }
+            Error::BufferTooShort { arg: "data", needed: 24, got: 23 }
         );
-        assert!(matches!(
-            MatRef::new(&data, usize::MAX, 2, 2),
-            Err(Error::SizeOverflow { .. })
-        ));
+        assert!(matches!(MatRef::new(&data, usize::MAX, 2, 2), Err(Error::SizeOverflow { .. })));
         // Broadcast rows: tiny extent, but rows * cols overflows.
         assert_eq!(
             MatRef::new(&data, usize::MAX, 2, 0).unwrap_err(),
-            Error::SizeOverflow {
-                what: "matrix element count"
-            }
+            Error::SizeOverflow { what: "matrix element count" }
         );
         assert!(matches!(
             MatRef::from_row_major(&data, usize::MAX, 3),
@@ -463,11 +388,7 @@ mod tests {
         ));
         assert!(matches!(
             MatRef::from_row_major(&data, 4, 6),
-            Err(Error::ShapeMismatch {
-                expected: 24,
-                got: 23,
-                ..
-            })
+            Err(Error::ShapeMismatch { expected: 24, got: 23, .. })
         ));
     }
 
@@ -486,19 +407,11 @@ mod tests {
         let mut data = [0.0f32; 10];
         data[7] = f32::NAN; // row 1 (stride 5), column 2 -> logical index 1*3 + 2
         let m = MatRef::new(&data, 2, 3, 5).unwrap();
-        assert_eq!(
-            m.check_finite("q"),
-            Err(Error::NonFinite { arg: "q", index: 5 })
-        );
+        assert_eq!(m.check_finite("q"), Err(Error::NonFinite { arg: "q", index: 5 }));
         // Elements between rows are not part of the view.
         data[7] = 0.0;
         data[4] = f32::INFINITY;
-        assert!(
-            MatRef::new(&data, 2, 3, 5)
-                .unwrap()
-                .check_finite("q")
-                .is_ok()
-        );
+        assert!(MatRef::new(&data, 2, 3, 5).unwrap().check_finite("q").is_ok());
     }
 
     #[test]
@@ -508,12 +421,8 @@ mod tests {
             let mut m = MatMut::new(&mut buf, 3, 2, 4).unwrap();
             m.fill(0);
             let src = [1, 2, 3, 4, 5, 6];
-            m.copy_from(MatRef::from_row_major(&src, 3, 2).unwrap())
-                .unwrap();
-            assert!(
-                m.copy_from(MatRef::from_row_major(&src, 2, 3).unwrap())
-                    .is_err()
-            );
+            m.copy_from(MatRef::from_row_major(&src, 3, 2).unwrap()).unwrap();
+            assert!(m.copy_from(MatRef::from_row_major(&src, 2, 3).unwrap()).is_err());
         }
         assert_eq!(buf, [1, 2, 9, 9, 3, 4, 9, 9, 5, 6, 9]);
     }

@@ -163,9 +163,7 @@ mod tests {
     fn products_on_strided_views_are_correct() {
         // m (2x3, row stride 4) times mᵀ, computed through nalgebra's fallback GEMM.
         let data = [1.0f64, 2.0, 3.0, 99.0, 4.0, 5.0, 6.0];
-        let t = MatRef::new(&data, 2, 3, 4)
-            .unwrap()
-            .as_nalgebra_transposed();
+        let t = MatRef::new(&data, 2, 3, 4).unwrap().as_nalgebra_transposed();
         let g = t.transpose() * t; // m·mᵀ
         assert_eq!(g, nalgebra::Matrix2::new(14.0, 32.0, 32.0, 77.0));
         let h = t * t.transpose(); // mᵀ·m, 3x3
@@ -177,9 +175,7 @@ mod tests {
     fn empty_and_broadcast_views_convert() {
         let data: [f32; 0] = [];
         for (r, c, s) in [(0, 3, 3), (3, 0, 5), (0, 0, 0), (0, 3, 0)] {
-            let t = MatRef::new(&data, r, c, s)
-                .unwrap()
-                .as_nalgebra_transposed();
+            let t = MatRef::new(&data, r, c, s).unwrap().as_nalgebra_transposed();
             assert_eq!(t.shape(), (c, r));
         }
         let one = [2.0f32, 3.0];

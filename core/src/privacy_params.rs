@@ -24,11 +24,7 @@ impl Epsilon {
         if epsilon.is_finite() && epsilon > 0.0 {
             Ok(Self(epsilon))
         } else {
-            Err(Error::OutOfRange {
-                name: "epsilon",
-                value: epsilon,
-                allowed: "(0, inf), finite",
-            })
+            Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, inf), finite" })
         }
     }
 
@@ -62,11 +58,7 @@ impl Delta {
         if (0.0..1.0).contains(&delta) {
             Ok(Self(delta))
         } else {
-            Err(Error::OutOfRange {
-                name: "delta",
-                value: delta,
-                allowed: "[0, 1)",
-            })
+            Err(Error::OutOfRange { name: "delta", value: delta, allowed: "[0, 1)" })
         }
     }
 
@@ -76,11 +68,7 @@ impl Delta {
         if delta > 0.0 && delta < 1.0 {
             Ok(Self(delta))
         } else {
-            Err(Error::OutOfRange {
-                name: "delta",
-                value: delta,
-                allowed: "(0, 1)",
-            })
+            Err(Error::OutOfRange { name: "delta", value: delta, allowed: "(0, 1)" })
         }
     }
 
@@ -142,10 +130,7 @@ pub struct PrivacyBudget {
 impl PrivacyBudget {
     /// Validates both parameters (ε first).
     pub fn new(epsilon: f64, delta: f64) -> Result<Self> {
-        Ok(Self {
-            epsilon: Epsilon::new(epsilon)?,
-            delta: Delta::new(delta)?,
-        })
+        Ok(Self { epsilon: Epsilon::new(epsilon)?, delta: Delta::new(delta)? })
     }
 
     /// From already validated parts.
@@ -190,18 +175,11 @@ mod tests {
     fn errors_name_the_parameter() {
         assert_eq!(
             PrivacyBudget::new(1.0, 2.0),
-            Err(Error::OutOfRange {
-                name: "delta",
-                value: 2.0,
-                allowed: "[0, 1)"
-            })
+            Err(Error::OutOfRange { name: "delta", value: 2.0, allowed: "[0, 1)" })
         );
         assert!(matches!(
             PrivacyBudget::new(-1.0, 2.0),
-            Err(Error::OutOfRange {
-                name: "epsilon",
-                ..
-            })
+            Err(Error::OutOfRange { name: "epsilon", .. })
         ));
     }
 }

@@ -72,20 +72,11 @@ pub fn reference_attention<T: Element>(
 ) -> Result<()> {
     let [batch, heads, s_q, d] = q.layout().shape();
     let (s_k, d_v) = (k.layout().seq(), v.layout().dim());
-    for (name, value) in [
-        ("batch", batch),
-        ("heads", heads),
-        ("s_q", s_q),
-        ("d", d),
-        ("s_k", s_k),
-        ("d_v", d_v),
-    ] {
+    for (name, value) in
+        [("batch", batch), ("heads", heads), ("s_q", s_q), ("d", d), ("s_k", s_k), ("d_v", d_v)]
+    {
         if value == 0 {
-            return Err(Error::OutOfRange {
-                name,
-                value: 0.0,
-                allowed: ">= 1",
-            });
+            return Err(Error::OutOfRange { name, value: 0.0, allowed: ">= 1" });
         }
     }
     for (arg, l) in [("k", k.layout()), ("v", v.layout()), ("out", out.layout())] {
@@ -175,11 +166,7 @@ fn row_logits<T: Element>(
     for (j, s) in scores.iter_mut().enumerate() {
         *s = if mask.visible(b, i, j, s_q, s_k) {
             any = true;
-            let dot: f64 = qi
-                .iter()
-                .zip(kh.row(j))
-                .map(|(&a, &c)| a.to_f64() * c.to_f64())
-                .sum();
+            let dot: f64 = qi.iter().zip(kh.row(j)).map(|(&a, &c)| a.to_f64() * c.to_f64()).sum();
             dot * scale
         } else {
             f64::NEG_INFINITY
@@ -221,10 +208,8 @@ pub fn reference_attention_vec<T: Element>(
     let out_shape = [batch, heads, s_q, d_v];
     let n = crate::batched::Layout4::contiguous(out_shape)?.numel();
     let mut out = try_zeros(n, "reference attention output")?;
-    let mut scratch = try_zeros(
-        reference_attention_scratch_len(s_k),
-        "reference attention scratch",
-    )?;
+    let mut scratch =
+        try_zeros(reference_attention_scratch_len(s_k), "reference attention scratch")?;
     reference_attention(
         BatchedMut::contiguous(&mut out, out_shape)?,
         qv,
@@ -241,8 +226,7 @@ pub fn reference_attention_vec<T: Element>(
 #[cfg(feature = "alloc")]
 fn try_zeros(n: usize, what: &'static str) -> Result<alloc::vec::Vec<f64>> {
     let mut v = alloc::vec::Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| Error::AllocationFailed { what, elements: n })?;
+    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
     v.resize(n, 0.0);
     Ok(v)
 }

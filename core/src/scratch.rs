@@ -51,8 +51,6 @@ pub fn check_scratch(got: usize, needed: usize) -> Result<()> {
 /// ```
 pub fn scratch_len_sum(parts: &[usize]) -> Result<usize> {
     parts.iter().try_fold(0usize, |acc, &p| {
-        acc.checked_add(p).ok_or(Error::SizeOverflow {
-            what: "scratch length",
-        })
+        acc.checked_add(p).ok_or(Error::SizeOverflow { what: "scratch length" })
     })
 }

@@ -78,9 +78,7 @@ pub fn probe() -> Availability {
         return Availability::NoNvrtcLibrary;
     }
     match catch_unwind(AssertUnwindSafe(cudarc::driver::CudaContext::device_count)) {
-        Ok(Ok(n)) if n > 0 => Availability::Available {
-            devices: usize::try_from(n).unwrap_or(0),
-        },
+        Ok(Ok(n)) if n > 0 => Availability::Available { devices: usize::try_from(n).unwrap_or(0) },
         Ok(Ok(_)) => Availability::NoDevice,
         Ok(Err(e)) => Availability::DriverError(format!("{e:?}")),
         Err(payload) => Availability::Panicked(panic_message(payload.as_ref())),
@@ -119,10 +117,7 @@ mod tests {
         } else if !nvrtc {
             assert_eq!(p, Availability::NoNvrtcLibrary);
         } else {
-            assert!(!matches!(
-                p,
-                Availability::NoDriverLibrary | Availability::NoNvrtcLibrary
-            ));
+            assert!(!matches!(p, Availability::NoDriverLibrary | Availability::NoNvrtcLibrary));
         }
         assert_eq!(available(), p.is_available());
     }

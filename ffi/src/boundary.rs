@@ -84,9 +84,7 @@ fn record_panic(payload: &(dyn Any + Send)) {
     } else {
         "non-string panic payload"
     };
-    set_last_error(&format!(
-        "panic inside dpattn (a bug, please report it): {msg}"
-    ));
+    set_last_error(&format!("panic inside dpattn (a bug, please report it): {msg}"));
 }
 
 /// Panics inside the boundary on purpose and returns `DPATTN_STATUS_PANIC`, with the panic

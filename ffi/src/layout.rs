@@ -64,15 +64,9 @@ mod tests {
     fn computes_extents_and_leaves_output_alone_on_error() {
         assert_eq!(call([2, 3, 4, 5], [60, 20, 5, 1]), (dpattn_status::Ok, 120));
         // [batch=2, seq=5, heads=4, dim=8] storage viewed as [batch, heads, seq, dim].
-        assert_eq!(
-            call([2, 4, 5, 8], [160, 8, 32, 1]),
-            (dpattn_status::Ok, 320)
-        );
+        assert_eq!(call([2, 4, 5, 8], [160, 8, 32, 1]), (dpattn_status::Ok, 320));
         assert_eq!(call([0, 3, 4, 5], [60, 20, 5, 1]), (dpattn_status::Ok, 0));
-        assert_eq!(
-            call([1, 1, 2, 4], [8, 8, 4, 2]),
-            (dpattn_status::OutOfRange, 7)
-        );
+        assert_eq!(call([1, 1, 2, 4], [8, 8, 4, 2]), (dpattn_status::OutOfRange, 7));
         assert_eq!(
             call([usize::MAX, 2, 2, 2], [usize::MAX, 4, 2, 1]),
             (dpattn_status::SizeOverflow, 7)

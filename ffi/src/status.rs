@@ -77,9 +77,7 @@ impl dpattn_status {
 #[unsafe(no_mangle)]
 pub extern "C" fn dpattn_status_str(status: u32) -> *const c_char {
     static FALLBACK: &[u8] = b"panic inside dpattn\0";
-    ffi_value(FALLBACK.as_ptr().cast(), || {
-        dpattn_status::description(status).as_ptr().cast()
-    })
+    ffi_value(FALLBACK.as_ptr().cast(), || dpattn_status::description(status).as_ptr().cast())
 }
 
 #[cfg(test)]
@@ -91,34 +89,14 @@ mod tests {
     fn every_core_error_has_a_specific_code() {
         use dpattn_core::Error as E;
         let errors = [
-            E::ShapeMismatch {
-                arg: "a",
-                axis: "b",
-                expected: 1,
-                got: 2,
-            },
-            E::BufferTooShort {
-                arg: "a",
-                needed: 1,
-                got: 0,
-            },
+            E::ShapeMismatch { arg: "a", axis: "b", expected: 1, got: 2 },
+            E::BufferTooShort { arg: "a", needed: 1, got: 0 },
             E::NonFinite { arg: "a", index: 0 },
-            E::OutOfRange {
-                name: "a",
-                value: 0.0,
-                allowed: "",
-            },
+            E::OutOfRange { name: "a", value: 0.0, allowed: "" },
             E::ScratchTooSmall { needed: 1, got: 0 },
             E::SizeOverflow { what: "a" },
-            E::Infeasible {
-                condition: "a",
-                lhs: 0.0,
-                rhs: 0.0,
-            },
-            E::AllocationFailed {
-                what: "a",
-                elements: 1,
-            },
+            E::Infeasible { condition: "a", lhs: 0.0, rhs: 0.0 },
+            E::AllocationFailed { what: "a", elements: 1 },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
         assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9]);
@@ -130,10 +108,7 @@ mod tests {
         for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
-            assert!(
-                seen.insert(s.to_str().unwrap().to_owned()),
-                "duplicate for {code}"
-            );
+            assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");
         }
         // SAFETY: as above.
         let unknown = unsafe { CStr::from_ptr(dpattn_status_str(12345)) };

@@ -34,9 +34,7 @@ fn generate() -> String {
         documentation: true,
         ..Default::default()
     };
-    config
-        .defines
-        .insert("feature = panic-test".into(), "DPATTN_PANIC_TEST".into());
+    config.defines.insert("feature = panic-test".into(), "DPATTN_PANIC_TEST".into());
     config.enumeration.prefix_with_name = true;
     config.enumeration.rename_variants = cbindgen::RenameRule::ScreamingSnakeCase;
     let mut out = Vec::new();

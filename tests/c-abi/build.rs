@@ -5,13 +5,10 @@ fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let include = root.join("include");
     let c_dir = root.join("tests/c");
-    for f in ["abi_smoke.c", "panic_boundary.c", "abi_smoke.cpp"] {
+    for f in ["check.h", "abi_smoke.c", "panic_boundary.c", "abi_smoke.cpp"] {
         println!("cargo:rerun-if-changed={}", c_dir.join(f).display());
     }
-    println!(
-        "cargo:rerun-if-changed={}",
-        include.join("dpattn.h").display()
-    );
+    println!("cargo:rerun-if-changed={}", include.join("dpattn.h").display());
 
     cc::Build::new()
         .file(c_dir.join("abi_smoke.c"))

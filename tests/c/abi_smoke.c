@@ -5,18 +5,11 @@
  * Returns 0 on success, or the line number of the first failed check.
  */
 #include "dpattn.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "abi_smoke.c:%d: check failed: %s\n", __LINE__, #cond); \
-            return __LINE__;                                               \
-        }                                                                  \
-    } while (0)
 
 int dpattn_c_abi_smoke(void) {
     char buf[256];

@@ -6,17 +6,10 @@
  */
 #define DPATTN_PANIC_TEST 1
 #include "dpattn.h"
+#include "check.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "panic_boundary.c:%d: check failed: %s\n", __LINE__, #cond); \
-            return __LINE__;                                                          \
-        }                                                                             \
-    } while (0)
 
 int dpattn_c_panic_boundary(void) {
     char buf[256];

@@ -1,0 +1,16 @@
+/* CHECK(cond): on failure, print the file, line and condition, and return the line number
+ * from the enclosing int function (0 means every check passed). Shared by the C tests. */
+#ifndef DPATTN_TEST_CHECK_H
+#define DPATTN_TEST_CHECK_H
+
+#include <stdio.h>
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            return __LINE__;                                                         \
+        }                                                                            \
+    } while (0)
+
+#endif /* DPATTN_TEST_CHECK_H */
