@@ -254,51 +254,29 @@ fn half_precision_inputs_widen_exactly() {
     let shape = [1, 1, 3, 4];
     let want =
         reference_attention_vec(&q, &k, &v, shape, 4, 4, Mask::NONE, Scale::InvSqrtDim).unwrap();
-    let f32s = |x: &[f64]| x.iter().map(|&a| a as f32).collect::<Vec<_>>();
-    let f16s = |x: &[f64]| x.iter().map(|&a| f16::from_f64(a)).collect::<Vec<_>>();
-    let bf16s = |x: &[f64]| x.iter().map(|&a| bf16::from_f64(a)).collect::<Vec<_>>();
-    assert_eq!(
+    // The same problem with every input converted to element type T (exactly, on this grid).
+    fn run_as<T: dpattn::Element>(
+        conv: impl Fn(f64) -> T,
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+    ) -> Vec<f64> {
+        let c = |x: &[f64]| x.iter().map(|&a| conv(a)).collect::<Vec<T>>();
         reference_attention_vec(
-            &f32s(&q),
-            &f32s(&k),
-            &f32s(&v),
-            shape,
+            &c(q),
+            &c(k),
+            &c(v),
+            [1, 1, 3, 4],
             4,
             4,
             Mask::NONE,
-            Scale::InvSqrtDim
+            Scale::InvSqrtDim,
         )
-        .unwrap(),
-        want
-    );
-    assert_eq!(
-        reference_attention_vec(
-            &f16s(&q),
-            &f16s(&k),
-            &f16s(&v),
-            shape,
-            4,
-            4,
-            Mask::NONE,
-            Scale::InvSqrtDim
-        )
-        .unwrap(),
-        want
-    );
-    assert_eq!(
-        reference_attention_vec(
-            &bf16s(&q),
-            &bf16s(&k),
-            &bf16s(&v),
-            shape,
-            4,
-            4,
-            Mask::NONE,
-            Scale::InvSqrtDim
-        )
-        .unwrap(),
-        want
-    );
+        .unwrap()
+    }
+    assert_eq!(run_as(|a| a as f32, &q, &k, &v), want);
+    assert_eq!(run_as(f16::from_f64, &q, &k, &v), want);
+    assert_eq!(run_as(bf16::from_f64, &q, &k, &v), want);
 }
 
 #[test]
