@@ -72,6 +72,10 @@ enum dpattn_status
    */
   DPATTN_STATUS_ALLOCATION_FAILED = 9,
   /**
+   * An exact sampler used up the noise-stream window reserved for one element.
+   */
+  DPATTN_STATUS_RANDOMNESS_EXHAUSTED = 10,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,

@@ -90,6 +90,14 @@ pub enum Error {
         /// Value of the condition's right-hand side.
         rhs: f64,
     },
+    /// An exact (rejection) sampler used up the whole window of the keyed noise stream
+    /// reserved for one element (see `docs/RANDOMNESS.md`). The probability of this is
+    /// below 2^-1000 for every sampler in the crate; it is reported rather than silently
+    /// reading another element's randomness.
+    RandomnessExhausted {
+        /// Logical index of the element whose window ran out.
+        element: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -118,6 +126,10 @@ impl fmt::Display for Error {
             Error::Infeasible { condition, lhs, rhs } => write!(
                 f,
                 "infeasible privacy parameters: condition `{condition}` fails (left side {lhs}, right side {rhs})"
+            ),
+            Error::RandomnessExhausted { element } => write!(
+                f,
+                "the noise-stream window of element {element} is exhausted (an exact sampler needed more randomness than its window holds)"
             ),
         }
     }

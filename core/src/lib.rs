@@ -49,6 +49,7 @@ pub mod matrix_view;
 pub mod nalgebra_interop;
 pub mod privacy_params;
 pub mod reference_attention;
+pub mod sampling;
 pub mod scratch;
 
 pub use attention_options::{Mask, Scale};

@@ -30,6 +30,8 @@ pub enum dpattn_status {
     Infeasible = 8,
     /// A convenience routine could not allocate memory.
     AllocationFailed = 9,
+    /// An exact sampler used up the noise-stream window reserved for one element.
+    RandomnessExhausted = 10,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -49,6 +51,7 @@ impl dpattn_status {
             E::SizeOverflow { .. } => Self::SizeOverflow,
             E::Infeasible { .. } => Self::Infeasible,
             E::AllocationFailed { .. } => Self::AllocationFailed,
+            E::RandomnessExhausted { .. } => Self::RandomnessExhausted,
             _ => Self::Internal,
         }
     }
@@ -65,6 +68,7 @@ impl dpattn_status {
             7 => b"size overflow\0",
             8 => b"infeasible privacy parameters\0",
             9 => b"allocation failed\0",
+            10 => b"noise-stream window exhausted\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -97,15 +101,16 @@ mod tests {
             E::SizeOverflow { what: "a" },
             E::Infeasible { condition: "a", lhs: 0.0, rhs: 0.0 },
             E::AllocationFailed { what: "a", elements: 1 },
+            E::RandomnessExhausted { element: 0 },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10]);
     }
 
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");

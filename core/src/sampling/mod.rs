@@ -1,0 +1,34 @@
+//! Noise samplers on an addressable ChaCha20 stream.
+//!
+//! * [`KeyedStream`]: the ChaCha20 keystream of a [`NoiseKey`] and a stream id, word for
+//!   word equal to `rand_chacha::ChaCha20Rng`, addressable by word position. The exact
+//!   mapping from logical element indices to words is the contract in
+//!   `docs/RANDOMNESS.md`, which the CUDA kernels reproduce.
+//! * Continuous samplers ([`FixedWordSampler`]): [`Uniform`], [`Exponential`],
+//!   [`Gaussian`], [`Laplace`], [`TruncatedLaplace`], each drawable from any
+//!   `rand_core::CryptoRng` or element by element from a keyed stream, in `f32` or `f64`.
+//! * Exact samplers on [`BitSource`]s (no floating point in any accept/reject decision).
+//!
+//! Every sampler is usable without `alloc`.
+
+mod bit_source;
+mod fixed_word;
+mod gaussian;
+mod keyed_stream;
+mod laplace;
+mod noise_float;
+mod truncated_laplace;
+mod uniform;
+
+pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELEMENTS, RngBits};
+#[allow(unused_imports)] // used by the exact samplers
+pub(crate) use bit_source::{check_element, fill_windows};
+pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
+pub use gaussian::Gaussian;
+pub use keyed_stream::{
+    BLOCK_WORDS, KeyedStream, NoiseKey, STREAM_WORDS, WordLayout, chacha20_block,
+};
+pub use laplace::Laplace;
+pub use noise_float::NoiseFloat;
+pub use truncated_laplace::TruncatedLaplace;
+pub use uniform::{Exponential, Uniform};

@@ -1,0 +1,158 @@
+//! The two output precisions of the continuous samplers and how each turns stream words
+//! into a uniform variate.
+//!
+//! **Guarantee.** [`NoiseFloat::open_uniform`] returns `(k + 1) · 2^-p` for a `p`-bit integer
+//! `k` taken from the top bits of its words: `p = 53` for `f64` (two words, `k` = the top 53
+//! bits of `w0 | w1 << 32`) and `p = 24` for `f32` (one word, `k = w0 >> 8`). Every one of
+//! the `2^p` values is equally likely and exactly representable, so the variate lies in
+//! `(0, 1]`: it is never 0 (logarithms stay finite) and equals 1 with probability `2^-p`.
+//! The lowest bit of `w0` is not part of `k`; samplers use it as an independent sign bit.
+//!
+//! No paper section: part of the randomness contract in `docs/RANDOMNESS.md`.
+
+/// `f32` or `f64`: the output types of the continuous samplers.
+pub trait NoiseFloat: Copy + PartialOrd + core::fmt::Debug + sealed::Sealed + 'static {
+    /// Stream words one uniform variate consumes (2 for `f64`, 1 for `f32`).
+    const UNIFORM_WORDS: u32;
+    /// Random bits in one uniform variate (53 or 24).
+    const UNIFORM_BITS: u32;
+
+    /// The uniform variate in `(0, 1]` made from `words[..UNIFORM_WORDS]`.
+    ///
+    /// ```
+    /// use dpattn_core::sampling::NoiseFloat;
+    /// assert_eq!(f32::open_uniform(&[0]), 2f32.powi(-24));
+    /// assert_eq!(f32::open_uniform(&[u32::MAX]), 1.0);
+    /// assert_eq!(f64::open_uniform(&[0, 0]), 2f64.powi(-53));
+    /// ```
+    fn open_uniform(words: &[u32]) -> Self;
+
+    /// The sign bit of a group: the lowest bit of its first word (not used by the uniform).
+    fn sign_bit(words: &[u32]) -> bool {
+        words[0] & 1 == 1
+    }
+
+    /// Rounds an `f64` to this type.
+    fn from_f64(x: f64) -> Self;
+    /// Widens to `f64` (exact).
+    fn to_f64(self) -> f64;
+    /// `-ln(self)` in this precision.
+    fn neg_ln(self) -> Self;
+    /// `self * s` with `s` rounded to this precision first.
+    fn scale(self, s: f64) -> Self;
+    /// `-self`.
+    fn negate(self) -> Self;
+    /// Box–Muller in this precision: `r = sqrt(-2 ln u1)`, `(r cos 2πu2, r sin 2πu2)`.
+    fn box_muller(u1: Self, u2: Self) -> (Self, Self);
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+impl NoiseFloat for f64 {
+    const UNIFORM_WORDS: u32 = 2;
+    const UNIFORM_BITS: u32 = 53;
+
+    #[inline]
+    fn open_uniform(words: &[u32]) -> Self {
+        let x = u64::from(words[0]) | (u64::from(words[1]) << 32);
+        ((x >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+    #[inline]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline]
+    fn neg_ln(self) -> Self {
+        -libm::log(self)
+    }
+    #[inline]
+    fn scale(self, s: f64) -> Self {
+        self * s
+    }
+    #[inline]
+    fn negate(self) -> Self {
+        -self
+    }
+    #[inline]
+    fn box_muller(u1: Self, u2: Self) -> (Self, Self) {
+        let r = libm::sqrt(-2.0 * libm::log(u1));
+        let (s, c) = libm::sincos(core::f64::consts::TAU * u2);
+        (r * c, r * s)
+    }
+}
+
+impl NoiseFloat for f32 {
+    const UNIFORM_WORDS: u32 = 1;
+    const UNIFORM_BITS: u32 = 24;
+
+    #[inline]
+    fn open_uniform(words: &[u32]) -> Self {
+        ((words[0] >> 8) + 1) as f32 * (1.0 / (1u32 << 24) as f32)
+    }
+    #[inline]
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline]
+    fn neg_ln(self) -> Self {
+        -libm::logf(self)
+    }
+    #[inline]
+    fn scale(self, s: f64) -> Self {
+        self * s as f32
+    }
+    #[inline]
+    fn negate(self) -> Self {
+        -self
+    }
+    #[inline]
+    fn box_muller(u1: Self, u2: Self) -> (Self, Self) {
+        let r = libm::sqrtf(-2.0 * libm::logf(u1));
+        let (s, c) = libm::sincosf(core::f32::consts::TAU * u2);
+        (r * c, r * s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uniform_f64_uses_the_top_53_bits_and_is_never_zero() {
+        assert_eq!(f64::open_uniform(&[0, 0]), 2f64.powi(-53));
+        assert_eq!(f64::open_uniform(&[u32::MAX, u32::MAX]), 1.0);
+        // Bits 0..11 of w0 do not matter; bit 11 is the lowest bit of k.
+        assert_eq!(f64::open_uniform(&[0x7ff, 0]), 2f64.powi(-53));
+        assert_eq!(f64::open_uniform(&[0x800, 0]), 2.0 * 2f64.powi(-53));
+        assert_eq!(f64::open_uniform(&[0, 0x8000_0000]), 0.5 + 2f64.powi(-53));
+    }
+
+    #[test]
+    fn uniform_f32_uses_the_top_24_bits() {
+        assert_eq!(f32::open_uniform(&[0xff]), 2f32.powi(-24));
+        assert_eq!(f32::open_uniform(&[0x100]), 2.0 * 2f32.powi(-24));
+        assert_eq!(f32::open_uniform(&[0x8000_0000]), 0.5 + 2f32.powi(-24));
+    }
+
+    #[test]
+    fn box_muller_matches_the_formula() {
+        let (a, b) = f64::box_muller(0.25, 0.125);
+        let r = (-2.0 * 0.25f64.ln()).sqrt();
+        assert!((a - r * (core::f64::consts::FRAC_PI_4).cos()).abs() < 1e-15);
+        assert!((b - r * (core::f64::consts::FRAC_PI_4).sin()).abs() < 1e-15);
+        let (c, d) = f32::box_muller(1.0, 0.3);
+        assert_eq!((c, d), (0.0, 0.0));
+    }
+}

@@ -1,0 +1,230 @@
+//! Truncated Laplace noise `TLap(Δ, ε, δ)`: density `∝ exp(-ε|z|/Δ)` on `[-B, B]`.
+//!
+//! **Guarantee.** (`shared/spec/seed-001.md` §2, paper Definition 3.4, Fact 3.5, Lemma 3.6.)
+//! With `t = ln(1 + (e^ε − 1)/(2δ))`, the bound is `B = Δ t / ε` and the variance
+//! `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))`. If `f` has sensitivity `Δ`, `f(X) + TLap(Δ, ε, δ)`
+//! is `(ε, δ)`-DP for `0 < δ ≤ 1/2` (the condition that makes `B ≥ Δ`); the neighbour
+//! relation is whatever `Δ` was computed for. `δ = 0` is the ordinary `Lap(Δ/ε)`.
+//! `δ > 1/2` is rejected: the distribution exists but the guarantee does not hold.
+//!
+//! Sampling is the exact inverse CDF of §2.2: magnitude `−(Δ/ε) ln(1 − U m)` with
+//! `m = 1 − e^{−t}` and an independent sign, computed in `f64` with `expm1`/`ln_1p` (node
+//! budgets reach `ε ≈ 1e-7`) whatever the output type, then rounded. The magnitude is
+//! clamped to `B` so rounding can never leave `[−B, B]` (this clamps noise, never data).
+//! Layout: one element = 2 words (the `f64` uniform and the sign bit), for both outputs.
+//! Floating-point caveat (§12.6): see `docs/RANDOMNESS.md`.
+
+use crate::error::{Error, Result};
+use crate::sampling::fixed_word::FixedWordSampler;
+use crate::sampling::keyed_stream::WordLayout;
+use crate::sampling::noise_float::NoiseFloat;
+use crate::sampling::uniform::positive_finite;
+
+/// `TLap(Δ, ε, δ)`.
+///
+/// ```
+/// use dpattn_core::sampling::{FixedWordSampler, TruncatedLaplace};
+/// use rand_chacha::ChaCha20Rng;
+/// use rand_core::SeedableRng;
+/// let t = TruncatedLaplace::new(1.0, 1.0, 0.01)?;
+/// assert!((t.bound() - 4.464920).abs() < 1e-6); // seed-001 §2.3
+/// let z: f64 = t.sample(&mut ChaCha20Rng::from_seed([0; 32]));
+/// assert!(z.abs() <= t.bound());
+/// assert!(TruncatedLaplace::new(1.0, 1.0, 0.6).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TruncatedLaplace {
+    sensitivity: f64,
+    epsilon: f64,
+    delta: f64,
+    /// `Δ/ε`.
+    scale: f64,
+    /// `t = εB/Δ`, or infinity when `δ = 0`.
+    t: f64,
+    /// `m = 1 − e^{−t}` (1 when `δ = 0`).
+    m: f64,
+    bound: f64,
+}
+
+impl TruncatedLaplace {
+    /// Sensitivity `Δ ∈ (0, ∞)`, `ε ∈ (0, ∞)`, `δ ∈ [0, 1/2]`, with finite `Δ/ε`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] naming the first bad parameter (NaN included).
+    pub fn new(sensitivity: f64, epsilon: f64, delta: f64) -> Result<Self> {
+        positive_finite("sensitivity", sensitivity)?;
+        positive_finite("epsilon", epsilon)?;
+        if !(0.0..=0.5).contains(&delta) {
+            return Err(Error::OutOfRange { name: "delta", value: delta, allowed: "[0, 0.5]" });
+        }
+        let scale = sensitivity / epsilon;
+        positive_finite("sensitivity / epsilon", scale)?;
+        if delta == 0.0 {
+            let inf = f64::INFINITY;
+            return Ok(Self { sensitivity, epsilon, delta, scale, t: inf, m: 1.0, bound: inf });
+        }
+        // t = ln(1 + (e^ε − 1)/(2δ)); for ε > 1 use the form that cannot overflow:
+        // t = ε − ln(2δ) + ln(1 + (2δ − 1) e^{−ε}).
+        let t = if epsilon <= 1.0 {
+            libm::log1p(libm::expm1(epsilon) / (2.0 * delta))
+        } else {
+            epsilon - libm::log(2.0 * delta)
+                + libm::log1p((2.0 * delta - 1.0) * libm::exp(-epsilon))
+        };
+        let bound = scale * t;
+        positive_finite("bound B", bound)?;
+        Ok(Self { sensitivity, epsilon, delta, scale, t, m: -libm::expm1(-t), bound })
+    }
+
+    /// The bound `B` (infinite when `δ = 0`).
+    pub fn bound(&self) -> f64 {
+        self.bound
+    }
+
+    /// The exact variance (Fact 3.5); `2Δ²/ε²` when `δ = 0`.
+    pub fn variance(&self) -> f64 {
+        let lap = 2.0 * self.scale * self.scale;
+        if self.delta == 0.0 {
+            return lap;
+        }
+        let em1 = libm::expm1(self.epsilon);
+        lap * (1.0 - self.delta * (self.t * self.t + 2.0 * self.t) / em1)
+    }
+
+    /// `(Δ, ε, δ)`.
+    pub fn params(&self) -> (f64, f64, f64) {
+        (self.sensitivity, self.epsilon, self.delta)
+    }
+
+    /// The CDF `P(Z ≤ z)` (for goodness-of-fit tests and audits).
+    pub fn cdf(&self, z: f64) -> f64 {
+        if z < 0.0 { self.upper_tail(-z) } else { 1.0 - self.upper_tail(z) }
+    }
+
+    /// `P(Z ≥ a)`, accurate in the far tail: for `0 ≤ a ≤ B` it is
+    /// `e^{−t} (e^{t − a ε/Δ} − 1) / (2m)`, computed with `expm1`.
+    pub fn upper_tail(&self, a: f64) -> f64 {
+        if a <= 0.0 {
+            return if a == 0.0 { 0.5 } else { 1.0 - self.upper_tail(-a) };
+        }
+        if a >= self.bound {
+            return 0.0;
+        }
+        if self.delta == 0.0 {
+            return 0.5 * libm::exp(-a / self.scale);
+        }
+        0.5 * libm::exp(-self.t) * libm::expm1(self.t - a / self.scale) / self.m
+    }
+
+    #[inline]
+    fn magnitude(&self, u: f64) -> f64 {
+        let mag = -self.scale * libm::log1p(-u * self.m);
+        mag.min(self.bound)
+    }
+}
+
+impl FixedWordSampler for TruncatedLaplace {
+    fn layout<T: NoiseFloat>(&self) -> WordLayout {
+        WordLayout { words: f64::UNIFORM_WORDS, elements: 1 }
+    }
+
+    #[inline]
+    fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
+        let mag = self.magnitude(f64::open_uniform(words));
+        let x = T::from_f64(if f64::sign_bit(words) { -mag } else { mag });
+        [x, x]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rel(a: f64, b: f64) -> f64 {
+        ((a - b) / b).abs()
+    }
+
+    #[test]
+    fn reference_values_of_seed_001_table_2_3() {
+        // (Δ, ε, δ, B, Var) from shared/spec/seed-001.md §2.3, to relative 1e-6.
+        let table = [
+            (1.0, 1.0, 0.01, 4.464920, 1.664021),
+            (2.0, 0.5, 1e-6, 50.758457, 31.990805),
+            (1.0, 1e-3, 1e-3, 405.631816, 49374.03),
+        ];
+        for (d, e, dl, b, v) in table {
+            let t = TruncatedLaplace::new(d, e, dl).unwrap();
+            assert!(rel(t.bound(), b) < 1e-6, "B({d},{e},{dl}) = {}", t.bound());
+            assert!(rel(t.variance(), v) < 1e-6, "Var({d},{e},{dl}) = {}", t.variance());
+        }
+    }
+
+    #[test]
+    fn both_branches_of_t_agree_near_epsilon_one() {
+        for delta in [1e-9, 1e-3, 0.25, 0.5] {
+            let lo = TruncatedLaplace::new(1.0, 1.0, delta).unwrap();
+            let hi = TruncatedLaplace::new(1.0, 1.0 + 1e-12, delta).unwrap();
+            assert!(rel(lo.bound(), hi.bound()) < 1e-11);
+        }
+        // Large ε stays finite where e^ε overflows.
+        let t = TruncatedLaplace::new(1.0, 800.0, 1e-5).unwrap();
+        assert!(rel(t.bound(), (800.0 - (2e-5f64).ln()) / 800.0) < 1e-15);
+    }
+
+    #[test]
+    fn edge_strip_of_width_delta_holds_mass_delta() {
+        // AC-1: P(Z ∈ [B − Δ, B]) = δ, analytically, to relative 1e-12.
+        // At ε = 1e-7 the argument B − Δ itself carries a relative error of ~ulp(B)/(Δ/ε·ε)
+        // ≈ 1e-9 in the exponent, hence the looser tolerance there.
+        for (d, e, dl, tol) in [
+            (1.0, 1.0, 0.01, 1e-12),
+            (2.0, 0.5, 1e-6, 1e-12),
+            (3.0, 0.1, 1e-9, 1e-12),
+            (3.0, 1e-7, 1e-9, 1e-8),
+        ] {
+            let t = TruncatedLaplace::new(d, e, dl).unwrap();
+            let strip = t.upper_tail(t.bound() - d);
+            assert!(rel(strip, dl) < tol, "strip {strip} vs {dl}");
+            assert_eq!((t.cdf(t.bound()), t.cdf(-t.bound()), t.cdf(0.0)), (1.0, 0.0, 0.5));
+        }
+    }
+
+    #[test]
+    fn delta_zero_is_laplace_and_small_delta_tends_to_it() {
+        let t = TruncatedLaplace::new(2.0, 0.5, 0.0).unwrap();
+        assert_eq!((t.bound(), t.variance()), (f64::INFINITY, 32.0));
+        let t = TruncatedLaplace::new(2.0, 0.5, 1e-300).unwrap();
+        assert!(rel(t.variance(), 32.0) < 1e-12);
+    }
+
+    #[test]
+    fn uniform_one_gives_exactly_the_bound() {
+        let t = TruncatedLaplace::new(1.0, 1.0, 0.01).unwrap();
+        assert_eq!(t.magnitude(1.0), t.bound());
+        let z: f64 = t.group::<f64>(&[u32::MAX, u32::MAX])[0];
+        assert_eq!(z, -t.bound());
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        for (d, e, dl) in [
+            (0.0, 1.0, 0.1),
+            (1.0, 0.0, 0.1),
+            (1.0, -1.0, 0.1),
+            (1.0, 1.0, -0.1),
+            (1.0, 1.0, 0.51),
+            (1.0, 1.0, 1.0),
+            (f64::NAN, 1.0, 0.1),
+            (1.0, f64::NAN, 0.1),
+            (1.0, 1.0, f64::NAN),
+            (1.0, f64::INFINITY, 0.1),
+            (1e300, 1e-300, 0.1),
+        ] {
+            assert!(
+                matches!(TruncatedLaplace::new(d, e, dl), Err(Error::OutOfRange { .. })),
+                "{d} {e} {dl}"
+            );
+        }
+    }
+}
