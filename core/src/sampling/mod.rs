@@ -12,11 +12,18 @@
 //! Every sampler is usable without `alloc`.
 
 mod bit_source;
+mod discrete_gaussian;
+mod discrete_laplace;
+mod exact_bernoulli;
 mod fixed_word;
 mod gaussian;
+mod grid_noise;
 mod keyed_stream;
 mod laplace;
+mod matrix_gaussian;
 mod noise_float;
+mod permutation;
+mod poisson_subsampling;
 mod truncated_laplace;
 mod uniform;
 
@@ -32,3 +39,9 @@ pub use laplace::Laplace;
 pub use noise_float::NoiseFloat;
 pub use truncated_laplace::TruncatedLaplace;
 pub use uniform::{Exponential, Uniform};
+
+// --- exact samplers, grid noise, Poisson subsampling: `pub use` lines below ---
+// --- end exact samplers ---
+
+// --- matrix Gaussian, permutations: `pub use` lines below ---
+// --- end matrix Gaussian, permutations ---
