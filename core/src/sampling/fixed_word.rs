@@ -10,7 +10,7 @@
 //!
 //! No paper section: part of the randomness contract in `docs/RANDOMNESS.md`.
 
-use rand_core::{CryptoRng, Rng as _};
+use rand_core::CryptoRng;
 
 use crate::error::{Error, Result};
 use crate::sampling::keyed_stream::{BLOCK_WORDS, KeyedStream, WordLayout};
@@ -45,6 +45,18 @@ pub trait FixedWordSampler {
     /// `layout::<T>().elements` entries are meaningful.
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2];
 
+    /// The outputs of `n` consecutive groups from their `n · words` words, into
+    /// `out[..n · elements]`. The default calls [`group`](Self::group) per group; samplers
+    /// override it with a loop the compiler can vectorise. Must equal the default.
+    fn groups<T: NoiseFloat>(&self, words: &[u32], out: &mut [T]) {
+        let l = self.layout::<T>();
+        let (nw, ne) = (l.words as usize, l.elements as usize);
+        for (w, o) in words.chunks_exact(nw).zip(out.chunks_exact_mut(ne)) {
+            let g = self.group::<T>(w);
+            o.copy_from_slice(&g[..ne]);
+        }
+    }
+
     /// One value from any cryptographic RNG (consumes one whole group of words).
     fn sample<T: NoiseFloat, R: CryptoRng + ?Sized>(&self, rng: &mut R) -> T {
         let l = self.layout::<T>();
@@ -55,18 +67,10 @@ pub trait FixedWordSampler {
         self.group::<T>(&w[..l.words as usize])[0]
     }
 
-    /// Fills `out` from any cryptographic RNG, group after group.
+    /// Fills `out` from any cryptographic RNG, group after group (the RNG's words are read
+    /// in `next_u32` order).
     fn fill<T: NoiseFloat, R: CryptoRng + ?Sized>(&self, rng: &mut R, out: &mut [T]) {
-        let l = self.layout::<T>();
-        let (nw, ne) = (l.words as usize, l.elements as usize);
-        let mut w = [0u32; MAX_GROUP_WORDS];
-        for chunk in out.chunks_mut(ne) {
-            for x in &mut w[..nw] {
-                *x = rng.next_u32();
-            }
-            let g = self.group::<T>(&w[..nw]);
-            chunk.copy_from_slice(&g[..chunk.len()]);
-        }
+        fill_batched(self, |w| read_words(rng, w), 0, out);
     }
 
     /// Fills `out` with elements `first, first + 1, …` of the draw defined by `stream`:
@@ -87,23 +91,9 @@ pub trait FixedWordSampler {
             .checked_add(out.len() as u64)
             .ok_or(Error::SizeOverflow { what: "first element + length" })?;
         let l = self.layout::<T>();
-        let (nw, ne) = (l.words as usize, l.elements as usize);
         let (group, within) = l.group_of(first);
         let mut reader = stream.reader_at(l.first_word(group))?;
-        let mut w = [0u32; MAX_GROUP_WORDS];
-        let mut rest = out;
-        let mut skip = within as usize;
-        while !rest.is_empty() {
-            for x in &mut w[..nw] {
-                *x = reader.next_u32();
-            }
-            let g = self.group::<T>(&w[..nw]);
-            let take = (ne - skip).min(rest.len());
-            let (head, tail) = rest.split_at_mut(take);
-            head.copy_from_slice(&g[skip..skip + take]);
-            rest = tail;
-            skip = 0;
-        }
+        fill_batched(self, |w| read_words(&mut reader, w), within as usize, out);
         Ok(())
     }
 
@@ -120,5 +110,45 @@ pub trait FixedWordSampler {
         let start = (pos % BLOCK_WORDS as u128) as usize;
         let g = self.group::<T>(&block[start..start + l.words as usize]);
         Ok(g[within as usize])
+    }
+}
+
+/// Groups per batch of the bulk fills (a 1 KiB word buffer on the stack).
+const BATCH_GROUPS: usize = 64;
+
+/// Reads `out.len()` words in `next_u32` order (through `fill_bytes`, which copies from the
+/// generator's block buffer).
+#[inline]
+fn read_words<R: CryptoRng + ?Sized>(rng: &mut R, out: &mut [u32]) {
+    let mut bytes = [0u8; BATCH_GROUPS * MAX_GROUP_WORDS * 4];
+    let bytes = &mut bytes[..out.len() * 4];
+    rng.fill_bytes(bytes);
+    for (w, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+}
+
+/// Fills `out` batch by batch: words for up to [`BATCH_GROUPS`] groups, then
+/// [`FixedWordSampler::groups`]; the first `skip` outputs of the first group are dropped.
+fn fill_batched<S: FixedWordSampler + ?Sized, T: NoiseFloat>(
+    s: &S,
+    mut next_words: impl FnMut(&mut [u32]),
+    mut skip: usize,
+    out: &mut [T],
+) {
+    let l = s.layout::<T>();
+    let (nw, ne) = (l.words as usize, l.elements as usize);
+    let mut words = [0u32; BATCH_GROUPS * MAX_GROUP_WORDS];
+    let mut vals = [T::from_f64(0.0); BATCH_GROUPS * 2];
+    let mut rest = out;
+    while !rest.is_empty() {
+        let groups = (skip + rest.len()).div_ceil(ne).min(BATCH_GROUPS);
+        next_words(&mut words[..groups * nw]);
+        s.groups::<T>(&words[..groups * nw], &mut vals[..groups * ne]);
+        let take = (groups * ne - skip).min(rest.len());
+        let (head, tail) = rest.split_at_mut(take);
+        head.copy_from_slice(&vals[skip..skip + take]);
+        rest = tail;
+        skip = 0;
     }
 }

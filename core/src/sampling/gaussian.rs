@@ -14,7 +14,7 @@
 use crate::error::Result;
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::NoiseFloat;
+use crate::sampling::noise_float::{NoiseFloat, box_muller};
 use crate::sampling::uniform::positive_finite;
 
 /// `N(0, σ²)`.
@@ -63,8 +63,19 @@ impl FixedWordSampler for Gaussian {
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
         let n = T::UNIFORM_WORDS as usize;
         let u1 = T::open_uniform(&words[..n]);
-        let u2 = T::open_uniform(&words[n..2 * n]);
-        let (a, b) = T::box_muller(u1, u2);
-        [a.scale(self.sigma), b.scale(self.sigma)]
+        let m2 = T::uniform_int(&words[n..2 * n]);
+        let (a, b) = box_muller(u1, m2, T::UNIFORM_BITS);
+        [T::from_f64(a * self.sigma), T::from_f64(b * self.sigma)]
+    }
+
+    #[inline]
+    fn groups<T: NoiseFloat>(&self, words: &[u32], out: &mut [T]) {
+        let n = T::UNIFORM_WORDS as usize;
+        for (w, o) in words.chunks_exact(2 * n).zip(out.chunks_exact_mut(2)) {
+            let u1 = T::open_uniform(&w[..n]);
+            let (a, b) = box_muller(u1, T::uniform_int(&w[n..]), T::UNIFORM_BITS);
+            o[0] = T::from_f64(a * self.sigma);
+            o[1] = T::from_f64(b * self.sigma);
+        }
     }
 }

@@ -10,7 +10,7 @@
 use crate::error::Result;
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::NoiseFloat;
+use crate::sampling::noise_float::{NoiseFloat, neg_ln};
 use crate::sampling::uniform::positive_finite;
 
 /// `Lap(b)`.
@@ -53,8 +53,8 @@ impl FixedWordSampler for Laplace {
 
     #[inline]
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
-        let mag = T::open_uniform(words).neg_ln().scale(self.scale);
-        let x = if T::sign_bit(words) { mag.negate() } else { mag };
+        let mag = neg_ln(T::open_uniform(words)) * self.scale;
+        let x = T::from_f64(if T::sign_bit(words) { -mag } else { mag });
         [x, x]
     }
 }

@@ -11,21 +11,32 @@
 //! No paper section: part of the randomness contract in `docs/RANDOMNESS.md`.
 
 /// `f32` or `f64`: the output types of the continuous samplers.
+///
+/// Both precisions compute in `f64` (with the branch-free kernels of `fast_math.rs`) and
+/// round once at the end, so an `f32` output is the correctly rounded `f64` value up to the
+/// kernels' 2 ulp; `f32` only saves words (24-bit uniforms).
 pub trait NoiseFloat: Copy + PartialOrd + core::fmt::Debug + sealed::Sealed + 'static {
     /// Stream words one uniform variate consumes (2 for `f64`, 1 for `f32`).
     const UNIFORM_WORDS: u32;
     /// Random bits in one uniform variate (53 or 24).
     const UNIFORM_BITS: u32;
 
-    /// The uniform variate in `(0, 1]` made from `words[..UNIFORM_WORDS]`.
+    /// The uniform variate in `(0, 1]` made from `words[..UNIFORM_WORDS]`, as an `f64`
+    /// (exact for both precisions).
     ///
     /// ```
     /// use dpattn_core::sampling::NoiseFloat;
-    /// assert_eq!(f32::open_uniform(&[0]), 2f32.powi(-24));
+    /// assert_eq!(f32::open_uniform(&[0]), 2f64.powi(-24));
     /// assert_eq!(f32::open_uniform(&[u32::MAX]), 1.0);
     /// assert_eq!(f64::open_uniform(&[0, 0]), 2f64.powi(-53));
     /// ```
-    fn open_uniform(words: &[u32]) -> Self;
+    fn open_uniform(words: &[u32]) -> f64 {
+        Self::uniform_int(words) as f64
+            * f64::from_bits((1023 - u64::from(Self::UNIFORM_BITS)) << 52)
+    }
+
+    /// The integer `k + 1 ∈ [1, 2^UNIFORM_BITS]` behind [`open_uniform`](Self::open_uniform).
+    fn uniform_int(words: &[u32]) -> u64;
 
     /// The sign bit of a group: the lowest bit of its first word (not used by the uniform).
     fn sign_bit(words: &[u32]) -> bool {
@@ -36,14 +47,6 @@ pub trait NoiseFloat: Copy + PartialOrd + core::fmt::Debug + sealed::Sealed + 's
     fn from_f64(x: f64) -> Self;
     /// Widens to `f64` (exact).
     fn to_f64(self) -> f64;
-    /// `-ln(self)` in this precision.
-    fn neg_ln(self) -> Self;
-    /// `self * s` with `s` rounded to this precision first.
-    fn scale(self, s: f64) -> Self;
-    /// `-self`.
-    fn negate(self) -> Self;
-    /// Box–Muller in this precision: `r = sqrt(-2 ln u1)`, `(r cos 2πu2, r sin 2πu2)`.
-    fn box_muller(u1: Self, u2: Self) -> (Self, Self);
 }
 
 mod sealed {
@@ -56,36 +59,17 @@ impl NoiseFloat for f64 {
     const UNIFORM_WORDS: u32 = 2;
     const UNIFORM_BITS: u32 = 53;
 
-    #[inline]
-    fn open_uniform(words: &[u32]) -> Self {
-        let x = u64::from(words[0]) | (u64::from(words[1]) << 32);
-        ((x >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64)
+    #[inline(always)]
+    fn uniform_int(words: &[u32]) -> u64 {
+        ((u64::from(words[0]) | (u64::from(words[1]) << 32)) >> 11) + 1
     }
-    #[inline]
+    #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x
     }
-    #[inline]
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self
-    }
-    #[inline]
-    fn neg_ln(self) -> Self {
-        -libm::log(self)
-    }
-    #[inline]
-    fn scale(self, s: f64) -> Self {
-        self * s
-    }
-    #[inline]
-    fn negate(self) -> Self {
-        -self
-    }
-    #[inline]
-    fn box_muller(u1: Self, u2: Self) -> (Self, Self) {
-        let r = libm::sqrt(-2.0 * libm::log(u1));
-        let (s, c) = libm::sincos(core::f64::consts::TAU * u2);
-        (r * c, r * s)
     }
 }
 
@@ -93,36 +77,32 @@ impl NoiseFloat for f32 {
     const UNIFORM_WORDS: u32 = 1;
     const UNIFORM_BITS: u32 = 24;
 
-    #[inline]
-    fn open_uniform(words: &[u32]) -> Self {
-        ((words[0] >> 8) + 1) as f32 * (1.0 / (1u32 << 24) as f32)
+    #[inline(always)]
+    fn uniform_int(words: &[u32]) -> u64 {
+        u64::from(words[0] >> 8) + 1
     }
-    #[inline]
+    #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x as f32
     }
-    #[inline]
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
-    #[inline]
-    fn neg_ln(self) -> Self {
-        -libm::logf(self)
-    }
-    #[inline]
-    fn scale(self, s: f64) -> Self {
-        self * s as f32
-    }
-    #[inline]
-    fn negate(self) -> Self {
-        -self
-    }
-    #[inline]
-    fn box_muller(u1: Self, u2: Self) -> (Self, Self) {
-        let r = libm::sqrtf(-2.0 * libm::logf(u1));
-        let (s, c) = libm::sincosf(core::f32::consts::TAU * u2);
-        (r * c, r * s)
-    }
+}
+
+/// `-ln u` for a uniform variate.
+#[inline(always)]
+pub(crate) fn neg_ln(u: f64) -> f64 {
+    -crate::sampling::fast_math::ln_unit(u)
+}
+
+/// Box–Muller: `r = sqrt(-2 ln u1)`, `(r cos 2πu2, r sin 2πu2)` with `u2 = m2 · 2^-bits`.
+#[inline(always)]
+pub(crate) fn box_muller(u1: f64, m2: u64, bits: u32) -> (f64, f64) {
+    let r = libm::sqrt(-2.0 * crate::sampling::fast_math::ln_unit(u1));
+    let (s, c) = crate::sampling::fast_math::sincos_2pi(m2, bits);
+    (r * c, r * s)
 }
 
 #[cfg(test)]
@@ -141,18 +121,17 @@ mod tests {
 
     #[test]
     fn uniform_f32_uses_the_top_24_bits() {
-        assert_eq!(f32::open_uniform(&[0xff]), 2f32.powi(-24));
-        assert_eq!(f32::open_uniform(&[0x100]), 2.0 * 2f32.powi(-24));
-        assert_eq!(f32::open_uniform(&[0x8000_0000]), 0.5 + 2f32.powi(-24));
+        assert_eq!(f32::open_uniform(&[0xff]), 2f64.powi(-24));
+        assert_eq!(f32::open_uniform(&[0x100]), 2.0 * 2f64.powi(-24));
+        assert_eq!(f32::open_uniform(&[0x8000_0000]), 0.5 + 2f64.powi(-24));
     }
 
     #[test]
     fn box_muller_matches_the_formula() {
-        let (a, b) = f64::box_muller(0.25, 0.125);
+        let (a, b) = box_muller(0.25, 1 << 50, 53);
         let r = (-2.0 * 0.25f64.ln()).sqrt();
         assert!((a - r * (core::f64::consts::FRAC_PI_4).cos()).abs() < 1e-15);
         assert!((b - r * (core::f64::consts::FRAC_PI_4).sin()).abs() < 1e-15);
-        let (c, d) = f32::box_muller(1.0, 0.3);
-        assert_eq!((c, d), (0.0, 0.0));
+        assert_eq!(box_muller(1.0, 12345, 24), (0.0, 0.0));
     }
 }

@@ -12,7 +12,7 @@
 use crate::error::{Error, Result};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::NoiseFloat;
+use crate::sampling::noise_float::{NoiseFloat, neg_ln};
 
 /// The uniform distribution on `(0, 1]` (see the module docs).
 ///
@@ -34,7 +34,7 @@ impl FixedWordSampler for Uniform {
 
     #[inline]
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
-        let u = T::open_uniform(words);
+        let u = T::from_f64(T::open_uniform(words));
         [u, u]
     }
 }
@@ -82,7 +82,7 @@ impl FixedWordSampler for Exponential {
 
     #[inline]
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
-        let x = T::open_uniform(words).neg_ln().scale(self.inv_rate);
+        let x = T::from_f64(neg_ln(T::open_uniform(words)) * self.inv_rate);
         [x, x]
     }
 }
