@@ -12,6 +12,7 @@
 //! unlike the ziggurat (variable consumption).
 
 use crate::error::Result;
+use crate::sampling::fast_math::{ln_unit, sincos_2pi};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::{NoiseFloat, box_muller};
@@ -70,12 +71,37 @@ impl FixedWordSampler for Gaussian {
 
     #[inline]
     fn groups<T: NoiseFloat>(&self, words: &[u32], out: &mut [T]) {
+        // Structure of arrays over LANES pairs so the logarithm, square-root and sine/cosine
+        // loops vectorise; the operations and their order are those of `group`, so the
+        // results are identical.
+        const LANES: usize = 8;
         let n = T::UNIFORM_WORDS as usize;
-        for (w, o) in words.chunks_exact(2 * n).zip(out.chunks_exact_mut(2)) {
-            let u1 = T::open_uniform(&w[..n]);
-            let (a, b) = box_muller(u1, T::uniform_int(&w[n..]), T::UNIFORM_BITS);
-            o[0] = T::from_f64(a * self.sigma);
-            o[1] = T::from_f64(b * self.sigma);
+        let mut w_chunks = words.chunks_exact(2 * n * LANES);
+        let mut o_chunks = out.chunks_exact_mut(2 * LANES);
+        for (w, o) in (&mut w_chunks).zip(&mut o_chunks) {
+            let mut r = [0f64; LANES];
+            let mut m = [0u64; LANES];
+            for i in 0..LANES {
+                let g = &w[2 * n * i..2 * n * (i + 1)];
+                r[i] = -2.0 * ln_unit(T::open_uniform(&g[..n]));
+                m[i] = T::uniform_int(&g[n..]);
+            }
+            for x in &mut r {
+                *x = libm::sqrt(*x);
+            }
+            for i in 0..LANES {
+                let (sn, cs) = sincos_2pi(m[i], T::UNIFORM_BITS);
+                o[2 * i] = T::from_f64(r[i] * cs * self.sigma);
+                o[2 * i + 1] = T::from_f64(r[i] * sn * self.sigma);
+            }
+        }
+        for (w, o) in w_chunks
+            .remainder()
+            .chunks_exact(2 * n)
+            .zip(o_chunks.into_remainder().chunks_exact_mut(2))
+        {
+            let g = self.group::<T>(w);
+            o.copy_from_slice(&g);
         }
     }
 }

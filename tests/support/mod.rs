@@ -1,0 +1,5 @@
+//! Shared helpers of the integration tests. Each test binary uses a subset.
+
+#![allow(dead_code, unreachable_pub, missing_docs)]
+
+pub mod stats;
