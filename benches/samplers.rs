@@ -12,9 +12,11 @@ use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
 use dpattn::sampling::{
-    Exponential, FixedWordSampler, Gaussian, KeyedStream, Laplace, NoiseKey, TruncatedLaplace,
-    Uniform,
+    BernoulliExp, DiscreteGaussian, DiscreteLaplace, ExactSampler, Exponential, FixedWordSampler,
+    Gaussian, KeyedStream, Laplace, MatrixGaussian, NoiseKey, TruncatedLaplace, Uniform,
+    sample_permutation,
 };
+use dpattn::{MatMut, MatRef};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp1, StandardNormal};
@@ -156,6 +158,68 @@ fn exponential_laplace(c: &mut Criterion) {
     g.finish();
 }
 
+/// An exact sampler from a `ChaCha20Rng` and from the keyed per-element windows.
+fn exact<S: ExactSampler>(c: &mut Criterion, name: &str, s: &S, zero: S::Output) {
+    let mut g = group(c, name);
+    let mut out = vec![zero; N];
+    let mut r = rng();
+    g.bench_function("dpattn fill (ChaCha20Rng)", |b| {
+        b.iter(|| s.fill(&mut r, black_box(&mut out)).unwrap())
+    });
+    let ks = stream();
+    let mut first = 0u64;
+    g.bench_function("dpattn fill_keyed (per-element windows)", |b| {
+        b.iter(|| {
+            s.fill_keyed(&ks, first, black_box(&mut out)).unwrap();
+            first = (first + N as u64) % (1 << 39);
+        })
+    });
+    g.finish();
+}
+
+fn exact_samplers(c: &mut Criterion) {
+    exact(c, "discrete gaussian sigma=3.2", &DiscreteGaussian::from_f64(3.2).unwrap(), 0);
+    exact(c, "discrete gaussian sigma=1000", &DiscreteGaussian::from_f64(1000.0).unwrap(), 0);
+    exact(c, "discrete laplace scale=10", &DiscreteLaplace::integer(10).unwrap(), 0);
+    exact(c, "bernoulli exp(-7/3)", &BernoulliExp::new(7, 3).unwrap(), false);
+}
+
+fn matrix_and_permutation(c: &mut Criterion) {
+    // MN(0, Σ, Ψ) with 64 × 64 dense factors (4096 outputs) against the i.i.d. fast path.
+    let n: usize = 64;
+    let cov: Vec<f64> = (0..n * n)
+        .map(|k| if k / n == k % n { 1.0 } else { 0.5 / (1.0 + (k / n).abs_diff(k % n) as f64) })
+        .collect();
+    let cov = MatRef::from_row_major(&cov, n, n).unwrap();
+    let dense = MatrixGaussian::new(cov, cov).unwrap();
+    let iid = MatrixGaussian::iid(n, n, 1.0).unwrap();
+    let mut out = vec![0f64; n * n];
+    let mut scratch = vec![0f64; dense.scratch_len()];
+    let ks = stream();
+    let mut g = group(c, "matrix gaussian 64x64");
+    g.bench_function("dense factors (keyed)", |b| {
+        b.iter(|| {
+            let o = MatMut::from_row_major(&mut out, n, n).unwrap();
+            dense.sample_keyed_into(o, &ks, 0, &mut scratch).unwrap();
+        })
+    });
+    g.bench_function("iid fast path (keyed)", |b| {
+        b.iter(|| {
+            let o = MatMut::from_row_major(&mut out, n, n).unwrap();
+            iid.sample_keyed_into(o, &ks, 0, &mut []).unwrap();
+        })
+    });
+    g.finish();
+
+    let mut g = group(c, "permutation n=4096 (elements)");
+    let mut perm = vec![0u32; N];
+    let mut r = rng();
+    g.bench_function("dpattn Fisher-Yates (Lemire)", |b| {
+        b.iter(|| sample_permutation(&mut r, black_box(&mut perm)).unwrap())
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -164,4 +228,5 @@ fn config() -> Criterion {
 }
 
 criterion_group! { name = continuous; config = config(); targets = keystream, gaussian, exponential_laplace }
-criterion_main!(continuous);
+criterion_group! { name = discrete; config = config(); targets = exact_samplers, matrix_and_permutation }
+criterion_main!(continuous, discrete);

@@ -1,0 +1,780 @@
+//! "Secure" floating-point noise: exact integer noise on a power-of-two grid.
+//!
+//! **Guarantee.** For `f64` data `x` the mechanisms release
+//! `y = (round(x/r) + Z) · r` with `r = 2^k` a *data-independent* resolution and `Z` exact
+//! integer noise — [`DiscreteLaplace`] for [`GridLaplace`], [`DiscreteGaussian`] for
+//! [`GridGaussian`]. The output is a function of the integer `round(x/r) + Z` alone, so the
+//! floating-point attacks on textbook samplers (Mironov 2012; spec
+//! `shared/spec/dp-library-anchors.md` §6) do not apply: this is the pattern of Google's
+//! "Secure Noise Generation" and OpenDP's float measurements (spec §1.2, §2.2, §8.1).
+//!
+//! **Sensitivity inflation (what we implement and why).** Rounding moves each coordinate
+//! by at most `r/2`, so two neighbouring inputs whose coordinates differ by `δᵢ` round to
+//! integers differing by at most `|δᵢ|/r + 1` (not `+ 1/2`: `0.49` and `0.51` round to
+//! `0` and `1`). Over `d` coordinates the rounded data therefore has
+//!
+//! * L1 sensitivity `Δ₁ + d·r` — [`GridLaplace`] calibrates the integer scale to
+//!   `(Δ₁ + d·r)/(r·ε)`, which for `d = 1` is Google's Proposition 1 (`λ = rε/(Δ + r)`);
+//! * L2 sensitivity `Δ₂ + √d·r` — [`GridGaussian`] reports
+//!   `ρ = (Δ₂ + √d·r)²/(2σ²)` (zCDP, CKS20 Theorem 4),
+//!
+//! exactly OpenDP's `get_rounding_distance` (`2^k · size` for L1, `2^k · √size` for L2,
+//! with OpenDP's `k_min` term zero because our inputs are rounded to `r` itself). Every
+//! floating-point quantity in the calibration is rounded in the safe direction (upwards
+//! for sensitivities, noise scales and `ρ`; the integer noise scale is the `f64` upper
+//! bound converted exactly or rounded up).
+//!
+//! **Resolution.** [`GridLaplace::new`] uses Google's rule, the smallest power of two
+//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale is about `2^40` and the inflation `d·r/Δ₁` at
+//! most `d·2^−40/ε`. [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
+//! (`σ/r ∈ (2^29, 2^30]`), inside the range where [`DiscreteGaussian`] represents `σ/r`
+//! to a relative `2^−30` (rounded up); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`. Both
+//! have a `with_resolution` form taking `k` (`−1023 ≤ k ≤ 960`).
+//!
+//! **What is exact and what is floating point.** Exact: the integer noise `Z` (given fair
+//! bits), `round(x/r)` (half away from zero; scaling by `2^−k` is exact, and when it
+//! underflows the result rounds to 0 as it should), the integer sum, and the final product
+//! by `2^k`, which is exact whenever `|round(x/r) + Z| ≤ 2^53`. A larger sum is rounded to
+//! the nearest `f64` — still a multiple of `r`, still a function of the integer alone, so
+//! the guarantee is unaffected. Inputs need `|round(x/r)| < 2^53`, i.e. `|x| ≲ 2^53·r`
+//! (`≈ 2^13·Δ₁/ε` at the default Laplace resolution, `≈ 2^23·σ` at the Gaussian one);
+//! larger inputs and NaN/infinities are errors, reported before `data` is touched. Such an
+//! error depends on the data, so it is a usability check, not part of the mechanism:
+//! callers clamp their data to a public bound (as the sensitivity requires anyway) before
+//! calling.
+//! Floating point appears only in the calibration (choosing `r`, converting `ε`, `σ` and
+//! the sensitivities, all rounded conservatively) and in the reporting helpers.
+//!
+//! **Randomness.** Element `i` of a keyed draw uses the window of element `first + i`
+//! ([`crate::sampling::ElementBits`]); the RNG forms draw the elements in order, each from
+//! a fresh 32-bit read (see [`ExactSampler`]). If a sampler fails mid-way (window
+//! exhausted, or an integer overflow of probability below 2^−60), every element of `data`
+//! is set to NaN so that no un-noised value can be released by mistake.
+
+use rand_core::CryptoRng;
+
+use crate::error::{Error, Result};
+use crate::sampling::bit_source::{RngBits, check_element, fill_windows};
+use crate::sampling::discrete_gaussian::DiscreteGaussian;
+use crate::sampling::discrete_laplace::DiscreteLaplace;
+use crate::sampling::exact_bernoulli::ExactSampler;
+use crate::sampling::keyed_stream::KeyedStream;
+
+/// Smallest and largest resolution exponent: `2^−k` and `2^63 · 2^k` must be finite.
+const K_MIN: i32 = -1023;
+const K_MAX: i32 = 960;
+/// Inputs with `|round(x/r)| ≥ 2^53` are rejected.
+const MAX_GRID_INDEX: f64 = 9_007_199_254_740_992.0;
+/// Elements noised per keyed chunk.
+const CHUNK: usize = 64;
+
+/// The grid `r = 2^k` and the input checks shared by both mechanisms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Grid {
+    k: i32,
+    r: f64,
+    inv_r: f64,
+    dimension: usize,
+}
+
+impl Grid {
+    fn new(k: i32, dimension: usize) -> Result<Self> {
+        if !(K_MIN..=K_MAX).contains(&k) {
+            return Err(Error::OutOfRange {
+                name: "resolution exponent k",
+                value: f64::from(k),
+                allowed: "[-1023, 960]",
+            });
+        }
+        if dimension == 0 || dimension as u64 > 1 << 53 {
+            return Err(Error::OutOfRange {
+                name: "dimension",
+                value: dimension as f64,
+                allowed: "[1, 2^53]",
+            });
+        }
+        Ok(Self { k, r: pow2(k), inv_r: pow2(-k), dimension })
+    }
+
+    /// `round(x/r)`, half away from zero.
+    #[inline]
+    fn index(&self, x: f64, i: usize) -> Result<i64> {
+        if !x.is_finite() {
+            return Err(Error::NonFinite { arg: "data", index: i });
+        }
+        let n = libm::round(x * self.inv_r);
+        if n.abs() >= MAX_GRID_INDEX {
+            return Err(Error::OutOfRange {
+                name: "data value (|x| / resolution must be below 2^53)",
+                value: x,
+                allowed: "|x| < 2^53 * resolution",
+            });
+        }
+        Ok(n as i64)
+    }
+
+    /// Validates `data` as elements `first ..` of a `dimension`-coordinate query.
+    fn check(&self, data: &[f64], first: u64) -> Result<()> {
+        let end = first
+            .checked_add(data.len() as u64)
+            .ok_or(Error::SizeOverflow { what: "first element + length" })?;
+        if end > self.dimension as u64 {
+            return Err(Error::ShapeMismatch {
+                arg: "data",
+                axis: "coordinates (first + len, at most the calibrated dimension)",
+                expected: self.dimension,
+                got: usize::try_from(end).unwrap_or(usize::MAX),
+            });
+        }
+        for (i, &x) in data.iter().enumerate() {
+            self.index(x, i)?;
+        }
+        Ok(())
+    }
+
+    /// `(n + z) · r`.
+    #[inline]
+    fn output(&self, n: i64, z: i64) -> Result<f64> {
+        let m = n.checked_add(z).ok_or(Error::SizeOverflow { what: "grid index + noise" })?;
+        Ok(m as f64 * self.r)
+    }
+
+    fn add_rng<S, R>(&self, noise: &S, rng: &mut R, data: &mut [f64]) -> Result<()>
+    where
+        S: ExactSampler<Output = i64>,
+        R: CryptoRng + ?Sized,
+    {
+        self.check(data, 0)?;
+        let mut bits = RngBits::new(rng);
+        let mut run = || -> Result<()> {
+            for (i, x) in data.iter_mut().enumerate() {
+                let z = noise.sample_bits(&mut bits)?;
+                *x = self.output(self.index(*x, i)?, z)?;
+            }
+            Ok(())
+        };
+        let out = run();
+        poison_on_error(out, data)
+    }
+
+    fn add_keyed<S>(
+        &self,
+        noise: &S,
+        stream: &KeyedStream,
+        first: u64,
+        data: &mut [f64],
+    ) -> Result<()>
+    where
+        S: ExactSampler<Output = i64>,
+    {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.check(data, first)?;
+        check_element(first + data.len() as u64 - 1)?;
+        let mut z = [0i64; CHUNK];
+        let mut run = || -> Result<()> {
+            let mut off = 0;
+            while off < data.len() {
+                let len = CHUNK.min(data.len() - off);
+                fill_windows(stream, first + off as u64, &mut z[..len], |b| noise.sample_bits(b))?;
+                for (j, &z) in z[..len].iter().enumerate() {
+                    let x = &mut data[off + j];
+                    *x = self.output(self.index(*x, off + j)?, z)?;
+                }
+                off += len;
+            }
+            Ok(())
+        };
+        let out = run();
+        poison_on_error(out, data)
+    }
+}
+
+fn poison_on_error(out: Result<()>, data: &mut [f64]) -> Result<()> {
+    if out.is_err() {
+        data.fill(f64::NAN);
+    }
+    out
+}
+
+/// `2^k` for `−1074 ≤ k ≤ 1023`, exactly.
+fn pow2(k: i32) -> f64 {
+    libm::ldexp(1.0, k)
+}
+
+/// `⌈log₂ x⌉` for a positive finite `x`.
+fn ceil_log2(x: f64) -> i32 {
+    let (m, e) = libm::frexp(x); // x = m · 2^e, m ∈ [1/2, 1)
+    if m == 0.5 { e - 1 } else { e }
+}
+
+/// Below this magnitude the residual tests of the directed roundings could underflow;
+/// results there are bumped unconditionally.
+const TINY: f64 = 1e-290;
+
+/// `a + b` rounded up (the exact TwoSum error decides).
+fn add_up(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    let bb = s - a;
+    let err = (a - (s - bb)) + (b - bb);
+    if err > 0.0 || s.abs() < TINY { s.next_up() } else { s }
+}
+
+/// `a · b` rounded up, for `a, b ≥ 0` (the exact FMA residual decides).
+fn mul_up(a: f64, b: f64) -> f64 {
+    let p = a * b;
+    if libm::fma(a, b, -p) > 0.0 || p < TINY { p.next_up() } else { p }
+}
+
+/// `a · b` rounded down, for `a, b ≥ 0`.
+fn mul_down(a: f64, b: f64) -> f64 {
+    let p = a * b;
+    if libm::fma(a, b, -p) < 0.0 || p < TINY { p.next_down().max(0.0) } else { p }
+}
+
+/// `a / b` rounded up, for `a ≥ 0`, `b > 0` (the exact residual `a − q·b` decides).
+fn div_up(a: f64, b: f64) -> f64 {
+    let q = a / b;
+    if libm::fma(-q, b, a) > 0.0 || q < TINY { q.next_up() } else { q }
+}
+
+/// `√x` rounded up.
+fn sqrt_up(x: f64) -> f64 {
+    let s = libm::sqrt(x);
+    if libm::fma(s, s, -x) < 0.0 { s.next_up() } else { s }
+}
+
+fn positive_finite(name: &'static str, x: f64) -> Result<()> {
+    if x.is_finite() && x > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
+    }
+}
+
+/// Exact discrete Laplace noise on the grid `2^k`, calibrated to `ε`-DP for data of L1
+/// sensitivity `Δ₁` over `d` coordinates (module docs).
+///
+/// ```
+/// use dpattn_core::sampling::{GridLaplace, KeyedStream, NoiseKey};
+/// use rand_chacha::ChaCha20Rng;
+/// use rand_core::SeedableRng;
+/// let lap = GridLaplace::new(1.0, 0.5, 3)?; // Δ₁ = 1, ε = 0.5, 3 coordinates
+/// assert_eq!(lap.resolution(), 2f64.powi(-39)); // smallest 2^k ≥ 2/2^40
+/// assert!(lap.scale() >= (1.0 + 3.0 * lap.resolution()) / 0.5);
+/// let mut data = [1.0, 2.5, -3.25];
+/// lap.add_noise(&mut ChaCha20Rng::from_seed([1; 32]), &mut data)?;
+/// // Every output is a multiple of the resolution.
+/// assert!(data.iter().all(|&y| (y / lap.resolution()).fract() == 0.0));
+/// let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 7);
+/// let mut same = [1.0, 2.5, -3.25];
+/// lap.add_noise_keyed(&s, 0, &mut same)?;
+/// assert!(lap.add_noise_keyed(&s, 2, &mut same).is_err()); // coordinates 2..5 of 3
+/// assert!(lap.add_noise(&mut ChaCha20Rng::from_seed([1; 32]), &mut [f64::NAN]).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GridLaplace {
+    l1_sensitivity: f64,
+    epsilon: f64,
+    grid: Grid,
+    /// `Δ₁ + d·r`, rounded up.
+    rounded_sensitivity: f64,
+    noise: DiscreteLaplace,
+}
+
+impl GridLaplace {
+    /// `ε`-DP Laplace noise for data of L1 sensitivity `Δ₁` over `dimension` coordinates,
+    /// at Google's resolution: the smallest power of two `≥ (Δ₁/ε)/2^40`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] if `Δ₁` or `ε` is not positive and finite, `dimension` is 0
+    /// or above `2^53`, or `Δ₁/ε` is outside `(2^−984, 2^1000]`.
+    pub fn new(l1_sensitivity: f64, epsilon: f64, dimension: usize) -> Result<Self> {
+        positive_finite("l1_sensitivity", l1_sensitivity)?;
+        positive_finite("epsilon", epsilon)?;
+        let b = l1_sensitivity / epsilon;
+        positive_finite("l1_sensitivity / epsilon", b)?;
+        Self::with_resolution(l1_sensitivity, epsilon, dimension, ceil_log2(b) - 40)
+    }
+
+    /// As [`new`](Self::new) with the resolution `2^k` chosen by the caller (it must not
+    /// depend on the data).
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// let lap = GridLaplace::with_resolution(1.0, 1.0, 1, -10)?;
+    /// assert_eq!(lap.resolution(), 1.0 / 1024.0);
+    /// // The integer scale is (Δ + r)/(rε) = 1025, exactly.
+    /// assert_eq!(lap.integer_noise().scale(), (1025, 1));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and [`Error::OutOfRange`] if `k ∉ [−1023, 960]` or the
+    /// integer scale `(Δ₁ + d·r)/(r·ε)` exceeds `2^56` (the discrete Laplace's range).
+    pub fn with_resolution(
+        l1_sensitivity: f64,
+        epsilon: f64,
+        dimension: usize,
+        k: i32,
+    ) -> Result<Self> {
+        positive_finite("l1_sensitivity", l1_sensitivity)?;
+        positive_finite("epsilon", epsilon)?;
+        let grid = Grid::new(k, dimension)?;
+        // Δ₁ + d·r and (Δ₁ + d·r)/(r·ε), each operation rounded up.
+        let rounded_sensitivity = add_up(l1_sensitivity, mul_up(dimension as f64, grid.r));
+        positive_finite("l1_sensitivity + dimension * resolution", rounded_sensitivity)?;
+        let int_scale = div_up(mul_up(rounded_sensitivity, grid.inv_r), epsilon);
+        if !(int_scale.is_finite() && int_scale <= 72_057_594_037_927_936.0) {
+            return Err(Error::OutOfRange {
+                name: "integer noise scale (l1_sensitivity + d*r) / (r*epsilon)",
+                value: int_scale,
+                allowed: "(0, 2^56]",
+            });
+        }
+        let noise = DiscreteLaplace::from_f64(int_scale)?;
+        Ok(Self { l1_sensitivity, epsilon, grid, rounded_sensitivity, noise })
+    }
+
+    /// The resolution `r = 2^k`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// assert_eq!(GridLaplace::new(1.0, 1.0, 1)?.resolution(), 2f64.powi(-40));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn resolution(&self) -> f64 {
+        self.grid.r
+    }
+
+    /// The exponent `k` of the resolution `2^k`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// assert_eq!(GridLaplace::new(3.0, 1.0, 1)?.resolution_exponent(), -38);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn resolution_exponent(&self) -> i32 {
+        self.grid.k
+    }
+
+    /// The effective noise scale in data units, `r · t/s` (the integer noise's scale times
+    /// `r`; rounded to nearest): at least `(Δ₁ + d·r)/ε`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// let lap = GridLaplace::new(2.0, 0.5, 1)?;
+    /// assert!(lap.scale() >= 4.0 && lap.scale() < 4.0 * (1.0 + 1e-11));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn scale(&self) -> f64 {
+        self.noise.scale_f64() * self.grid.r
+    }
+
+    /// `Δ₁ + d·r` (rounded up): the sensitivity of the rounded data.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// let lap = GridLaplace::with_resolution(1.0, 1.0, 4, -3)?;
+    /// assert_eq!(lap.rounded_sensitivity(), 1.5);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn rounded_sensitivity(&self) -> f64 {
+        self.rounded_sensitivity
+    }
+
+    /// `(Δ₁, ε, d)` as given.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// assert_eq!(GridLaplace::new(1.0, 0.5, 3)?.params(), (1.0, 0.5, 3));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn params(&self) -> (f64, f64, usize) {
+        (self.l1_sensitivity, self.epsilon, self.grid.dimension)
+    }
+
+    /// The integer noise: [`DiscreteLaplace`] with scale `≥ (Δ₁ + d·r)/(r·ε)`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridLaplace;
+    /// // (Δ + r)/(rε) = 2^40 + 1 with r = 2^−40: exact in f64, so not rounded.
+    /// assert_eq!(GridLaplace::new(1.0, 1.0, 1)?.integer_noise().scale(), ((1 << 40) + 1, 1));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn integer_noise(&self) -> &DiscreteLaplace {
+        &self.noise
+    }
+
+    /// Adds noise to every element of `data` (coordinates `0 .. data.len()`), drawing from
+    /// `rng`.
+    ///
+    /// # Errors
+    /// [`Error::NonFinite`], [`Error::OutOfRange`] (`|x| ≥ 2^53·r`) or
+    /// [`Error::ShapeMismatch`] (`data.len() > d`) with `data` untouched; a sampler error
+    /// with `data` set to NaN (module docs).
+    pub fn add_noise<R: CryptoRng + ?Sized>(&self, rng: &mut R, data: &mut [f64]) -> Result<()> {
+        self.grid.add_rng(&self.noise, rng, data)
+    }
+
+    /// Adds noise to coordinates `first .. first + data.len()` of the draw defined by
+    /// `stream`: coordinate `i` uses the window of element `i`.
+    ///
+    /// # Errors
+    /// As [`add_noise`](Self::add_noise), with `first + data.len() > d` a
+    /// [`Error::ShapeMismatch`] and an element index `≥ 2^40` an [`Error::OutOfRange`].
+    pub fn add_noise_keyed(
+        &self,
+        stream: &KeyedStream,
+        first: u64,
+        data: &mut [f64],
+    ) -> Result<()> {
+        self.grid.add_keyed(&self.noise, stream, first, data)
+    }
+}
+
+/// Exact discrete Gaussian noise on the grid `2^k`: `N_ℤ(0, (σ/r)²)` scaled by `r`, which is
+/// `ρ`-zCDP with `ρ = (Δ₂ + √d·r)²/(2σ²)` for data of L2 sensitivity `Δ₂` over `d`
+/// coordinates (module docs).
+///
+/// ```
+/// use dpattn_core::sampling::{GridGaussian, KeyedStream, NoiseKey};
+/// let g = GridGaussian::new(1.0, 4.0, 16)?; // Δ₂ = 1, σ = 4, 16 coordinates
+/// assert_eq!(g.resolution(), 2f64.powi(-28)); // 4/r = 2^30
+/// assert!(g.sigma() >= 4.0 && g.sigma() <= 4.0 * (1.0 + 1e-9));
+/// assert!(g.rho() >= 1.0 / 32.0 && g.rho() < 1.0 / 32.0 * (1.0 + 1e-7));
+/// let s = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0);
+/// let mut data = [0.25; 16];
+/// g.add_noise_keyed(&s, 0, &mut data)?;
+/// assert!(data.iter().all(|&y| (y / g.resolution()).fract() == 0.0));
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GridGaussian {
+    l2_sensitivity: f64,
+    requested_sigma: f64,
+    grid: Grid,
+    /// `Δ₂ + √d·r`, rounded up.
+    rounded_sensitivity: f64,
+    noise: DiscreteGaussian,
+}
+
+impl GridGaussian {
+    /// Gaussian noise of standard deviation `σ` (rounded up by a relative `< 2^−30`) for
+    /// data of L2 sensitivity `Δ₂` over `dimension` coordinates, at the resolution
+    /// `r = 2^(⌈log₂ σ⌉ − 30)`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] if `Δ₂` or `σ` is not positive and finite, `dimension` is 0
+    /// or above `2^53`, or `σ` is outside `(2^−994, 2^990]`.
+    pub fn new(l2_sensitivity: f64, sigma: f64, dimension: usize) -> Result<Self> {
+        positive_finite("sigma", sigma)?;
+        Self::with_resolution(l2_sensitivity, sigma, dimension, ceil_log2(sigma) - 30)
+    }
+
+    /// As [`new`](Self::new) with the resolution `2^k` chosen by the caller (it must not
+    /// depend on the data). `σ/2^k` is represented as in [`DiscreteGaussian::from_f64`].
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// let g = GridGaussian::with_resolution(1.0, 3.0, 1, -4)?;
+    /// assert_eq!(g.integer_noise().sigma_ratio(), (48, 1));
+    /// assert!(GridGaussian::with_resolution(1.0, 3.0, 1, -40).is_err()); // σ/r = 3·2^40
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and [`Error::OutOfRange`] if `k ∉ [−1023, 960]` or `σ/2^k`
+    /// exceeds the discrete Gaussian's range (`≈ 3.04·10⁹`).
+    pub fn with_resolution(
+        l2_sensitivity: f64,
+        sigma: f64,
+        dimension: usize,
+        k: i32,
+    ) -> Result<Self> {
+        positive_finite("l2_sensitivity", l2_sensitivity)?;
+        positive_finite("sigma", sigma)?;
+        let grid = Grid::new(k, dimension)?;
+        // Δ₂ + √d·r, each operation rounded up.
+        let rounded_sensitivity = add_up(l2_sensitivity, mul_up(sqrt_up(dimension as f64), grid.r));
+        positive_finite("l2_sensitivity + sqrt(dimension) * resolution", rounded_sensitivity)?;
+        let noise = DiscreteGaussian::from_f64(sigma * grid.inv_r)?;
+        Ok(Self { l2_sensitivity, requested_sigma: sigma, grid, rounded_sensitivity, noise })
+    }
+
+    /// The resolution `r = 2^k`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// assert_eq!(GridGaussian::new(1.0, 1.0, 1)?.resolution(), 2f64.powi(-30));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn resolution(&self) -> f64 {
+        self.grid.r
+    }
+
+    /// The exponent `k` of the resolution `2^k`.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// assert_eq!(GridGaussian::new(1.0, 3.0, 1)?.resolution_exponent(), -28);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn resolution_exponent(&self) -> i32 {
+        self.grid.k
+    }
+
+    /// The effective standard-deviation parameter `r · s/q ≥ σ` (rounded to nearest).
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// assert_eq!(GridGaussian::new(1.0, 0.75, 1)?.sigma(), 0.75);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn sigma(&self) -> f64 {
+        self.noise.sigma() * self.grid.r
+    }
+
+    /// `Δ₂ + √d·r` (rounded up): the L2 sensitivity of the rounded data.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// let g = GridGaussian::with_resolution(1.0, 1.0, 4, -2)?;
+    /// assert!(g.rounded_sensitivity() >= 1.5 && g.rounded_sensitivity() < 1.5 + 1e-15);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn rounded_sensitivity(&self) -> f64 {
+        self.rounded_sensitivity
+    }
+
+    /// An upper bound on the zCDP parameter `ρ = (Δ₂ + √d·r)²/(2σ²)` (computed with the
+    /// requested `σ`, which the effective one does not undercut, every operation rounded
+    /// upwards).
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// let g = GridGaussian::new(2.0, 2.0, 1)?;
+    /// assert!(g.rho() >= 0.5 && g.rho() < 0.5 * (1.0 + 1e-8));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn rho(&self) -> f64 {
+        let d = self.rounded_sensitivity;
+        let sigma = self.requested_sigma;
+        div_up(mul_up(d, d), 2.0 * mul_down(sigma, sigma))
+    }
+
+    /// `(Δ₂, σ, d)` as given.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// assert_eq!(GridGaussian::new(1.0, 4.0, 16)?.params(), (1.0, 4.0, 16));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn params(&self) -> (f64, f64, usize) {
+        (self.l2_sensitivity, self.requested_sigma, self.grid.dimension)
+    }
+
+    /// The integer noise: [`DiscreteGaussian`] with `σ/r` rounded up.
+    ///
+    /// ```
+    /// # use dpattn_core::sampling::GridGaussian;
+    /// let g = GridGaussian::new(1.0, 1.0, 1)?;
+    /// assert_eq!(g.integer_noise().sigma_ratio(), (1 << 30, 1));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn integer_noise(&self) -> &DiscreteGaussian {
+        &self.noise
+    }
+
+    /// Adds noise to every element of `data` (coordinates `0 .. data.len()`), drawing from
+    /// `rng`.
+    ///
+    /// # Errors
+    /// As [`GridLaplace::add_noise`].
+    pub fn add_noise<R: CryptoRng + ?Sized>(&self, rng: &mut R, data: &mut [f64]) -> Result<()> {
+        self.grid.add_rng(&self.noise, rng, data)
+    }
+
+    /// Adds noise to coordinates `first .. first + data.len()` of the draw defined by
+    /// `stream`: coordinate `i` uses the window of element `i`.
+    ///
+    /// # Errors
+    /// As [`GridLaplace::add_noise_keyed`].
+    pub fn add_noise_keyed(
+        &self,
+        stream: &KeyedStream,
+        first: u64,
+        data: &mut [f64],
+    ) -> Result<()> {
+        self.grid.add_keyed(&self.noise, stream, first, data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::keyed_stream::NoiseKey;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    #[test]
+    fn resolution_rules() {
+        assert_eq!(ceil_log2(1.0), 0);
+        assert_eq!(ceil_log2(1.5), 1);
+        assert_eq!(ceil_log2(2.0), 1);
+        assert_eq!(ceil_log2(0.3), -1);
+        assert_eq!(ceil_log2(f64::from_bits(1)), -1074);
+        // Google: smallest 2^k ≥ (Δ/ε)/2^40.
+        for (d, e) in [(1.0, 1.0), (1.0, 3.0), (5.0, 0.01), (1e-3, 7.0)] {
+            let lap = GridLaplace::new(d, e, 1).unwrap();
+            let r = lap.resolution();
+            assert!(r >= d / e / 2f64.powi(40) && r / 2.0 < d / e / 2f64.powi(40));
+        }
+        for sigma in [1e-6, 0.3, 1.0, 4.0, 1e6] {
+            let g = GridGaussian::new(1.0, sigma, 1).unwrap();
+            let ratio = sigma / g.resolution();
+            assert!(ratio > 2f64.powi(29) && ratio <= 2f64.powi(30), "{sigma}");
+            assert!(g.sigma() >= sigma && g.sigma() <= sigma * (1.0 + 2f64.powi(-30)));
+        }
+    }
+
+    #[test]
+    fn integer_scale_is_an_upper_bound() {
+        // (Δ + d·r)/(rε) with r = 2^−10, Δ = 0.3, ε = 0.7, d = 5: compare as rationals.
+        let lap = GridLaplace::with_resolution(0.3, 0.7, 5, -10).unwrap();
+        let (t, s) = lap.integer_noise().scale();
+        let exact = (0.3 * 1024.0 + 5.0) / 0.7; // ≈ 446.0571
+        assert!(t as f64 / s as f64 >= exact);
+        assert!(t as f64 / s as f64 <= exact * (1.0 + 1e-14));
+        assert!(lap.scale() >= (0.3 + 5.0 / 1024.0) / 0.7);
+    }
+
+    #[test]
+    fn bad_parameters_are_errors() {
+        for (d, e, dim) in [(0.0, 1.0, 1), (1.0, 0.0, 1), (f64::NAN, 1.0, 1), (1.0, 1.0, 0)] {
+            assert!(matches!(GridLaplace::new(d, e, dim), Err(Error::OutOfRange { .. })));
+            assert!(matches!(GridGaussian::new(d, e, dim), Err(Error::OutOfRange { .. })));
+        }
+        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, 961).is_err());
+        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -1024).is_err());
+        // Integer scale above 2^56.
+        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -57).is_err());
+        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -55).is_ok());
+        assert!(GridGaussian::new(1.0, 1e-300, 1).is_err());
+        assert!(GridGaussian::new(1.0, f64::INFINITY, 1).is_err());
+    }
+
+    #[test]
+    fn inputs_are_validated_before_data_is_touched() {
+        let lap = GridLaplace::with_resolution(1.0, 1.0, 4, -2).unwrap();
+        let mut rng = ChaCha20Rng::from_seed([0; 32]);
+        let mut data = [1.0, 2.0, f64::INFINITY, 3.0];
+        assert_eq!(
+            lap.add_noise(&mut rng, &mut data),
+            Err(Error::NonFinite { arg: "data", index: 2 })
+        );
+        assert_eq!(data[..2], [1.0, 2.0]);
+        let mut data = [1.0, 2f64.powi(51)]; // |x/r| = 2^53
+        assert!(matches!(lap.add_noise(&mut rng, &mut data), Err(Error::OutOfRange { .. })));
+        assert_eq!(data[0], 1.0);
+        let mut data = [1.0, 2f64.powi(51) - 1.0]; // fine
+        assert!(lap.add_noise(&mut rng, &mut data).is_ok());
+        let mut five = [0.0; 5];
+        assert!(matches!(lap.add_noise(&mut rng, &mut five), Err(Error::ShapeMismatch { .. })));
+        let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+        assert!(matches!(
+            lap.add_noise_keyed(&s, u64::MAX, &mut [0.0]),
+            Err(Error::SizeOverflow { .. })
+        ));
+        let wide = GridLaplace::with_resolution(1.0, 1.0, 1 << 50, -2).unwrap();
+        assert!(matches!(
+            wide.add_noise_keyed(&s, (1 << 40) - 1, &mut [0.0, 0.0]),
+            Err(Error::OutOfRange { .. })
+        ));
+        assert!(wide.add_noise_keyed(&s, 0, &mut []).is_ok());
+    }
+
+    #[test]
+    fn rounding_is_half_away_from_zero_and_exact() {
+        let g = Grid::new(-1, 8).unwrap(); // r = 1/2
+        assert_eq!(g.index(0.25, 0), Ok(1));
+        assert_eq!(g.index(-0.25, 0), Ok(-1));
+        assert_eq!(g.index(0.2499, 0), Ok(0));
+        assert_eq!(g.index(1e-300, 0), Ok(0));
+        let g = Grid::new(K_MAX, 1).unwrap();
+        assert_eq!(g.index(2f64.powi(1012), 0), Ok(1 << 52));
+        assert!(g.index(f64::MAX, 0).is_err());
+        let g = Grid::new(K_MIN, 1).unwrap();
+        assert_eq!(g.index(f64::from_bits(1), 0), Ok(0));
+        assert!(g.index(1.0, 0).is_err()); // 2^1023 ≥ 2^53
+        assert_eq!(g.output(3, 4), Ok(7.0 * pow2(K_MIN)));
+        assert!(g.output(i64::MAX, 1).is_err());
+    }
+
+    #[test]
+    fn keyed_noise_is_the_integer_noise_of_each_window() {
+        let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 3);
+        let g = GridGaussian::with_resolution(1.0, 2.0, 200, -3).unwrap(); // σ/r = 16
+        let lap = GridLaplace::with_resolution(1.0, 1.0, 200, -3).unwrap();
+        let x: [f64; 150] = core::array::from_fn(|i| i as f64 * 0.3 - 20.0);
+        let mut yg = x;
+        let mut yl = x;
+        g.add_noise_keyed(&s, 10, &mut yg).unwrap();
+        lap.add_noise_keyed(&s, 10, &mut yl).unwrap();
+        for i in 0..150 {
+            let n = libm::round(x[i] * 8.0);
+            let zg = g.integer_noise().sample_at(&s, 10 + i as u64).unwrap();
+            let zl = lap.integer_noise().sample_at(&s, 10 + i as u64).unwrap();
+            assert_eq!(yg[i], (n + zg as f64) / 8.0);
+            assert_eq!(yl[i], (n + zl as f64) / 8.0);
+        }
+        // The RNG form draws the integer noise in order from one RngBits.
+        let mut a = x;
+        g.add_noise(&mut ChaCha20Rng::from_seed([6; 32]), &mut a).unwrap();
+        let mut rng = ChaCha20Rng::from_seed([6; 32]);
+        let mut bits = RngBits::new(&mut rng);
+        for i in 0..150 {
+            let z = g.integer_noise().sample_bits(&mut bits).unwrap();
+            assert_eq!(a[i], (libm::round(x[i] * 8.0) + z as f64) / 8.0);
+        }
+    }
+
+    #[test]
+    fn directed_rounding_helpers_are_the_tightest_bounds() {
+        // Each result is on the right side of the exact value (the FMA residual is exact)
+        // and its neighbour towards the exact value is on the wrong side.
+        let xs = [0.1, 0.2, 0.3, 1.0 / 3.0, 2.0, 3.0, 7.0, 1e10, 0.7, 123.456];
+        for &a in &xs {
+            let r = sqrt_up(a);
+            assert!(
+                libm::fma(r, r, -a) >= 0.0 && libm::fma(r.next_down(), r.next_down(), -a) < 0.0
+            );
+            for &b in &xs {
+                let p = mul_up(a, b);
+                assert!(libm::fma(a, b, -p) <= 0.0 && libm::fma(a, b, -p.next_down()) > 0.0);
+                let p = mul_down(a, b);
+                assert!(libm::fma(a, b, -p) >= 0.0 && libm::fma(a, b, -p.next_up()) < 0.0);
+                let q = div_up(a, b);
+                assert!(libm::fma(-q, b, a) <= 0.0 && libm::fma(-q.next_down(), b, a) > 0.0);
+            }
+        }
+        // add_up: 1 + 2^−60 rounds to 1 in nearest; the bound is the next double. Exact sums
+        // are kept.
+        assert_eq!(add_up(1.0, 2f64.powi(-60)), 1.0f64.next_up());
+        assert_eq!(add_up(1.0, -2f64.powi(-60)), 1.0);
+        assert_eq!(add_up(1.0, 0.5), 1.5);
+        assert_eq!(add_up(0.1, 0.2), 0.1 + 0.2); // nearest is above the exact sum
+        assert!(mul_up(1e-200, 1e-200) > 0.0);
+    }
+
+    #[test]
+    fn sampler_failure_poisons_the_data() {
+        let mut data = [1.0, 2.0];
+        let out = poison_on_error(Err(Error::RandomnessExhausted { element: 1 }), &mut data);
+        assert!(out.is_err() && data.iter().all(|x| x.is_nan()));
+        let mut data = [1.0, 2.0];
+        assert!(poison_on_error(Ok(()), &mut data).is_ok() && data == [1.0, 2.0]);
+    }
+}

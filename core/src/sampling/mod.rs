@@ -12,9 +12,11 @@
 //! Every sampler is usable without `alloc`.
 
 mod bit_source;
+mod covariance_factor;
 mod discrete_gaussian;
 mod discrete_laplace;
 mod exact_bernoulli;
+mod fast_math;
 mod fixed_word;
 mod gaussian;
 mod grid_noise;
@@ -41,7 +43,18 @@ pub use truncated_laplace::TruncatedLaplace;
 pub use uniform::{Exponential, Uniform};
 
 // --- exact samplers, grid noise, Poisson subsampling: `pub use` lines below ---
+pub use discrete_gaussian::DiscreteGaussian;
+pub use discrete_laplace::DiscreteLaplace;
+pub use exact_bernoulli::{Bernoulli, BernoulliDyadic, BernoulliExp, ExactSampler};
+pub use grid_noise::{GridGaussian, GridLaplace};
+pub use poisson_subsampling::PoissonSubsampling;
 // --- end exact samplers ---
 
 // --- matrix Gaussian, permutations: `pub use` lines below ---
+pub use covariance_factor::{PSD_TOL, SYMMETRY_TOL};
+pub use matrix_gaussian::{MatrixGaussian, matrix_gaussian_scratch_len};
+pub use permutation::{
+    PermIndex, invert_permutation, lemire_below, permute_cols, permute_rows, permute_slice,
+    sample_permutation, sample_permutation_keyed,
+};
 // --- end matrix Gaussian, permutations ---
