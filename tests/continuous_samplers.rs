@@ -650,3 +650,33 @@ fn streams_and_keys_are_distinct() {
         assert!(z_accepts(z), "{what}: correlation z = {z}");
     }
 }
+
+/// A strided `[batch, heads, seq, dim]` fill puts logical element `((b·H + h)·S + s)·D + d`
+/// of the draw at `(b, h, s, d)`, whatever the memory layout (docs/RANDOMNESS.md §2).
+#[test]
+fn batched_fill_follows_logical_indices_not_memory_offsets() {
+    use dpattn::{BatchedMut, Layout4};
+    let shape = [2, 3, 5, 7];
+    // bshd with padding: a row of 7 is stored in 8 slots, heads interleaved inside a position.
+    let strides = [5 * 3 * 8, 8, 3 * 8, 1];
+    let layout = Layout4::new(shape, strides).unwrap();
+    let stream = KeyedStream::new(&NoiseKey::from_bytes([77; 32]), 5);
+    let mut buf = vec![f64::NAN; layout.required_len()];
+    let g = Gaussian::new(1.5).unwrap();
+    g.fill_keyed_batched(&stream, BatchedMut::new(&mut buf, layout).unwrap()).unwrap();
+    let mut logical = 0u64;
+    for b in 0..2 {
+        for h in 0..3 {
+            for s in 0..5 {
+                for d in 0..7 {
+                    let want: f64 = g.sample_at(&stream, logical).unwrap();
+                    assert_eq!(buf[layout.offset(b, h, s, d)].to_bits(), want.to_bits());
+                    assert_eq!(layout.logical_index(b, h, s, d), logical);
+                    logical += 1;
+                }
+            }
+        }
+    }
+    // Padding slots are untouched.
+    assert_eq!(buf.iter().filter(|x| x.is_nan()).count(), buf.len() - 210);
+}

@@ -129,6 +129,22 @@ impl Layout4 {
         b * self.strides[0] + h * self.strides[1] + s * self.strides[2] + d * self.strides[3]
     }
 
+    /// Logical index of element `(b, h, s, d)`: its position in row-major order over the
+    /// logical shape, whatever the strides. This is the index the noise stream uses
+    /// (`docs/RANDOMNESS.md` §2). The caller keeps the indices in range.
+    ///
+    /// ```
+    /// use dpattn_core::Layout4;
+    /// let l = Layout4::new([2, 3, 4, 5], [1000, 100, 10, 1])?;
+    /// assert_eq!(l.logical_index(1, 2, 3, 4), 119);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    #[inline]
+    pub fn logical_index(&self, b: usize, h: usize, s: usize, d: usize) -> u64 {
+        let [_, nh, ns, nd] = self.shape;
+        (((b * nh + h) * ns + s) * nd + d) as u64
+    }
+
     /// `true` only if no two logical elements share an offset.
     ///
     /// A sufficient test, exact for permuted-contiguous and padded layouts: sorted by

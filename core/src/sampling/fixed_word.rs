@@ -12,6 +12,7 @@
 
 use rand_core::CryptoRng;
 
+use crate::batched::BatchedMut;
 use crate::error::{Error, Result};
 use crate::sampling::keyed_stream::{BLOCK_WORDS, KeyedStream, WordLayout};
 use crate::sampling::noise_float::NoiseFloat;
@@ -94,6 +95,39 @@ pub trait FixedWordSampler {
         let (group, within) = l.group_of(first);
         let mut reader = stream.reader_at(l.first_word(group))?;
         fill_batched(self, |w| read_words(&mut reader, w), within as usize, out);
+        Ok(())
+    }
+
+    /// Fills a `[batch, heads, seq, dim]` tensor with the draw defined by `stream`: element
+    /// `(b, h, s, d)` receives element [`Layout4::logical_index`](crate::Layout4::logical_index)
+    /// of the draw, whatever the output's strides (`docs/RANDOMNESS.md` §2).
+    ///
+    /// ```
+    /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+    /// use dpattn_core::{BatchedMut, Layout4};
+    /// let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 0);
+    /// // A [1, 2, 3, 4] tensor stored heads-last (bshd): strides [24, 4, 8, 1].
+    /// let mut buf = [0f32; 24];
+    /// let layout = Layout4::new([1, 2, 3, 4], [24, 4, 8, 1])?;
+    /// Gaussian::STANDARD.fill_keyed_batched(&s, BatchedMut::new(&mut buf, layout)?)?;
+    /// // Element (0, 1, 0, 0) is logical element 12 and lives at offset 4.
+    /// assert_eq!(buf[4], Gaussian::STANDARD.sample_at::<f32>(&s, 12)?);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// None beyond those of [`fill_keyed`](Self::fill_keyed).
+    fn fill_keyed_batched<T: NoiseFloat>(&self, stream: &KeyedStream, mut out: BatchedMut<'_, T>) -> Result<()> {
+        let layout = *out.layout();
+        let [nb, nh, ns, _] = layout.shape();
+        for b in 0..nb {
+            for h in 0..nh {
+                let mut head = out.head_mut(b, h);
+                for s in 0..ns {
+                    self.fill_keyed(stream, layout.logical_index(b, h, s, 0), head.row_mut(s))?;
+                }
+            }
+        }
         Ok(())
     }
 
