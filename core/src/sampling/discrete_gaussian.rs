@@ -42,8 +42,9 @@ use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;
 use crate::sampling::discrete_laplace::{DiscreteLaplace, ratio_f64};
 use crate::sampling::exact_bernoulli::{
-    BitBuf, ExactSampler, bernoulli_exp_product, bernoulli_exp_split, bernoulli_exp_u64,
+    bernoulli_exp_product, bernoulli_exp_split, bernoulli_exp_u64,
 };
+use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
 
 const RANGE: &str = "s, q >= 1 with s*q*(floor(s/q)+1) < 2^63 and q^2*(floor(s/q)+1) < 2^64 \
                      (sigma up to about 3.04e9)";
@@ -304,7 +305,7 @@ impl ExactSampler for DiscreteGaussian {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::exact_bernoulli::tests::run;
+    use crate::sampling::exact_sampler::tests::run;
     use crate::sampling::keyed_stream::{KeyedStream, NoiseKey};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;

@@ -37,9 +37,8 @@
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;
-use crate::sampling::exact_bernoulli::{
-    BitBuf, ExactSampler, bernoulli_exp_minus_one, bernoulli_exp_u64,
-};
+use crate::sampling::exact_bernoulli::{bernoulli_exp_minus_one, bernoulli_exp_u64};
+use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
 
 /// The discrete Laplace distribution `P(x) ∝ exp(−|x| · s/t)` on `ℤ`, with scale `t/s`.
 ///
@@ -273,7 +272,7 @@ pub(crate) fn dyadic_round_up(x: f64, name: &'static str, max_j: u32) -> Result<
 mod tests {
     extern crate std;
     use super::*;
-    use crate::sampling::exact_bernoulli::tests::run;
+    use crate::sampling::exact_sampler::tests::run;
     use crate::sampling::keyed_stream::{KeyedStream, NoiseKey};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;

@@ -117,7 +117,11 @@ pub trait FixedWordSampler {
     ///
     /// # Errors
     /// None beyond those of [`fill_keyed`](Self::fill_keyed).
-    fn fill_keyed_batched<T: NoiseFloat>(&self, stream: &KeyedStream, mut out: BatchedMut<'_, T>) -> Result<()> {
+    fn fill_keyed_batched<T: NoiseFloat>(
+        &self,
+        stream: &KeyedStream,
+        mut out: BatchedMut<'_, T>,
+    ) -> Result<()> {
         let layout = *out.layout();
         let [nb, nh, ns, _] = layout.shape();
         for b in 0..nb {

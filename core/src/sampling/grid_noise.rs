@@ -1,4 +1,8 @@
-//! "Secure" floating-point noise: exact integer noise on a power-of-two grid.
+//! "Secure" floating-point noise: exact integer noise on a power-of-two grid. This module
+//! holds the grid machinery shared by the two mechanisms ([`GridLaplace`] in
+//! `grid_laplace`, [`GridGaussian`] in `grid_gaussian`): the grid `r = 2^k` and its
+//! bounds, `⌈log₂⌉` for the resolution rules, rounding to the grid, the directed-rounding
+//! helpers of the calibration, and the add-noise loops.
 //!
 //! **Guarantee.** For `f64` data `x` the mechanisms release
 //! `y = (round(x/r) + Z) · r` with `r = 2^k` a *data-independent* resolution and `Z` exact
@@ -50,14 +54,21 @@
 //! a fresh 32-bit read (see [`ExactSampler`]). If a sampler fails mid-way (window
 //! exhausted, or an integer overflow of probability below 2^−60), every element of `data`
 //! is set to NaN so that no un-noised value can be released by mistake.
+//!
+//! Spec: `shared/spec/dp-library-anchors.md` §1.2, §2.2, §6, §8.1.
+//!
+//! [`GridLaplace`]: crate::sampling::GridLaplace
+//! [`GridLaplace::new`]: crate::sampling::GridLaplace::new
+//! [`GridGaussian`]: crate::sampling::GridGaussian
+//! [`GridGaussian::new`]: crate::sampling::GridGaussian::new
+//! [`DiscreteLaplace`]: crate::sampling::DiscreteLaplace
+//! [`DiscreteGaussian`]: crate::sampling::DiscreteGaussian
 
 use rand_core::CryptoRng;
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::{RngBits, check_element, fill_windows};
-use crate::sampling::discrete_gaussian::DiscreteGaussian;
-use crate::sampling::discrete_laplace::DiscreteLaplace;
-use crate::sampling::exact_bernoulli::ExactSampler;
+use crate::sampling::exact_sampler::ExactSampler;
 use crate::sampling::keyed_stream::KeyedStream;
 
 /// Smallest and largest resolution exponent: `2^−k` and `2^63 · 2^k` must be finite.
@@ -70,15 +81,15 @@ const CHUNK: usize = 64;
 
 /// The grid `r = 2^k` and the input checks shared by both mechanisms.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Grid {
-    k: i32,
-    r: f64,
-    inv_r: f64,
-    dimension: usize,
+pub(crate) struct Grid {
+    pub(crate) k: i32,
+    pub(crate) r: f64,
+    pub(crate) inv_r: f64,
+    pub(crate) dimension: usize,
 }
 
 impl Grid {
-    fn new(k: i32, dimension: usize) -> Result<Self> {
+    pub(crate) fn new(k: i32, dimension: usize) -> Result<Self> {
         if !(K_MIN..=K_MAX).contains(&k) {
             return Err(Error::OutOfRange {
                 name: "resolution exponent k",
@@ -139,7 +150,7 @@ impl Grid {
         Ok(m as f64 * self.r)
     }
 
-    fn add_rng<S, R>(&self, noise: &S, rng: &mut R, data: &mut [f64]) -> Result<()>
+    pub(crate) fn add_rng<S, R>(&self, noise: &S, rng: &mut R, data: &mut [f64]) -> Result<()>
     where
         S: ExactSampler<Output = i64>,
         R: CryptoRng + ?Sized,
@@ -157,7 +168,7 @@ impl Grid {
         poison_on_error(out, data)
     }
 
-    fn add_keyed<S>(
+    pub(crate) fn add_keyed<S>(
         &self,
         noise: &S,
         stream: &KeyedStream,
@@ -204,7 +215,7 @@ fn pow2(k: i32) -> f64 {
 }
 
 /// `⌈log₂ x⌉` for a positive finite `x`.
-fn ceil_log2(x: f64) -> i32 {
+pub(crate) fn ceil_log2(x: f64) -> i32 {
     let (m, e) = libm::frexp(x); // x = m · 2^e, m ∈ [1/2, 1)
     if m == 0.5 { e - 1 } else { e }
 }
@@ -214,7 +225,7 @@ fn ceil_log2(x: f64) -> i32 {
 const TINY: f64 = 1e-290;
 
 /// `a + b` rounded up (the exact TwoSum error decides).
-fn add_up(a: f64, b: f64) -> f64 {
+pub(crate) fn add_up(a: f64, b: f64) -> f64 {
     let s = a + b;
     let bb = s - a;
     let err = (a - (s - bb)) + (b - bb);
@@ -222,30 +233,30 @@ fn add_up(a: f64, b: f64) -> f64 {
 }
 
 /// `a · b` rounded up, for `a, b ≥ 0` (the exact FMA residual decides).
-fn mul_up(a: f64, b: f64) -> f64 {
+pub(crate) fn mul_up(a: f64, b: f64) -> f64 {
     let p = a * b;
     if libm::fma(a, b, -p) > 0.0 || p < TINY { p.next_up() } else { p }
 }
 
 /// `a · b` rounded down, for `a, b ≥ 0`.
-fn mul_down(a: f64, b: f64) -> f64 {
+pub(crate) fn mul_down(a: f64, b: f64) -> f64 {
     let p = a * b;
     if libm::fma(a, b, -p) < 0.0 || p < TINY { p.next_down().max(0.0) } else { p }
 }
 
 /// `a / b` rounded up, for `a ≥ 0`, `b > 0` (the exact residual `a − q·b` decides).
-fn div_up(a: f64, b: f64) -> f64 {
+pub(crate) fn div_up(a: f64, b: f64) -> f64 {
     let q = a / b;
     if libm::fma(-q, b, a) > 0.0 || q < TINY { q.next_up() } else { q }
 }
 
 /// `√x` rounded up.
-fn sqrt_up(x: f64) -> f64 {
+pub(crate) fn sqrt_up(x: f64) -> f64 {
     let s = libm::sqrt(x);
     if libm::fma(s, s, -x) < 0.0 { s.next_up() } else { s }
 }
 
-fn positive_finite(name: &'static str, x: f64) -> Result<()> {
+pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
     if x.is_finite() && x > 0.0 {
         Ok(())
     } else {
@@ -253,417 +264,22 @@ fn positive_finite(name: &'static str, x: f64) -> Result<()> {
     }
 }
 
-/// Exact discrete Laplace noise on the grid `2^k`, calibrated to `ε`-DP for data of L1
-/// sensitivity `Δ₁` over `d` coordinates (module docs).
-///
-/// ```
-/// use dpattn_core::sampling::{GridLaplace, KeyedStream, NoiseKey};
-/// use rand_chacha::ChaCha20Rng;
-/// use rand_core::SeedableRng;
-/// let lap = GridLaplace::new(1.0, 0.5, 3)?; // Δ₁ = 1, ε = 0.5, 3 coordinates
-/// assert_eq!(lap.resolution(), 2f64.powi(-39)); // smallest 2^k ≥ 2/2^40
-/// assert!(lap.scale() >= (1.0 + 3.0 * lap.resolution()) / 0.5);
-/// let mut data = [1.0, 2.5, -3.25];
-/// lap.add_noise(&mut ChaCha20Rng::from_seed([1; 32]), &mut data)?;
-/// // Every output is a multiple of the resolution.
-/// assert!(data.iter().all(|&y| (y / lap.resolution()).fract() == 0.0));
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 7);
-/// let mut same = [1.0, 2.5, -3.25];
-/// lap.add_noise_keyed(&s, 0, &mut same)?;
-/// assert!(lap.add_noise_keyed(&s, 2, &mut same).is_err()); // coordinates 2..5 of 3
-/// assert!(lap.add_noise(&mut ChaCha20Rng::from_seed([1; 32]), &mut [f64::NAN]).is_err());
-/// # Ok::<(), dpattn_core::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GridLaplace {
-    l1_sensitivity: f64,
-    epsilon: f64,
-    grid: Grid,
-    /// `Δ₁ + d·r`, rounded up.
-    rounded_sensitivity: f64,
-    noise: DiscreteLaplace,
-}
-
-impl GridLaplace {
-    /// `ε`-DP Laplace noise for data of L1 sensitivity `Δ₁` over `dimension` coordinates,
-    /// at Google's resolution: the smallest power of two `≥ (Δ₁/ε)/2^40`.
-    ///
-    /// # Errors
-    /// [`Error::OutOfRange`] if `Δ₁` or `ε` is not positive and finite, `dimension` is 0
-    /// or above `2^53`, or `Δ₁/ε` is outside `(2^−984, 2^1000]`.
-    pub fn new(l1_sensitivity: f64, epsilon: f64, dimension: usize) -> Result<Self> {
-        positive_finite("l1_sensitivity", l1_sensitivity)?;
-        positive_finite("epsilon", epsilon)?;
-        let b = l1_sensitivity / epsilon;
-        positive_finite("l1_sensitivity / epsilon", b)?;
-        Self::with_resolution(l1_sensitivity, epsilon, dimension, ceil_log2(b) - 40)
-    }
-
-    /// As [`new`](Self::new) with the resolution `2^k` chosen by the caller (it must not
-    /// depend on the data).
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// let lap = GridLaplace::with_resolution(1.0, 1.0, 1, -10)?;
-    /// assert_eq!(lap.resolution(), 1.0 / 1024.0);
-    /// // The integer scale is (Δ + r)/(rε) = 1025, exactly.
-    /// assert_eq!(lap.integer_noise().scale(), (1025, 1));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`new`](Self::new), and [`Error::OutOfRange`] if `k ∉ [−1023, 960]` or the
-    /// integer scale `(Δ₁ + d·r)/(r·ε)` exceeds `2^56` (the discrete Laplace's range).
-    pub fn with_resolution(
-        l1_sensitivity: f64,
-        epsilon: f64,
-        dimension: usize,
-        k: i32,
-    ) -> Result<Self> {
-        positive_finite("l1_sensitivity", l1_sensitivity)?;
-        positive_finite("epsilon", epsilon)?;
-        let grid = Grid::new(k, dimension)?;
-        // Δ₁ + d·r and (Δ₁ + d·r)/(r·ε), each operation rounded up.
-        let rounded_sensitivity = add_up(l1_sensitivity, mul_up(dimension as f64, grid.r));
-        positive_finite("l1_sensitivity + dimension * resolution", rounded_sensitivity)?;
-        let int_scale = div_up(mul_up(rounded_sensitivity, grid.inv_r), epsilon);
-        if !(int_scale.is_finite() && int_scale <= 72_057_594_037_927_936.0) {
-            return Err(Error::OutOfRange {
-                name: "integer noise scale (l1_sensitivity + d*r) / (r*epsilon)",
-                value: int_scale,
-                allowed: "(0, 2^56]",
-            });
-        }
-        let noise = DiscreteLaplace::from_f64(int_scale)?;
-        Ok(Self { l1_sensitivity, epsilon, grid, rounded_sensitivity, noise })
-    }
-
-    /// The resolution `r = 2^k`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// assert_eq!(GridLaplace::new(1.0, 1.0, 1)?.resolution(), 2f64.powi(-40));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn resolution(&self) -> f64 {
-        self.grid.r
-    }
-
-    /// The exponent `k` of the resolution `2^k`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// assert_eq!(GridLaplace::new(3.0, 1.0, 1)?.resolution_exponent(), -38);
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn resolution_exponent(&self) -> i32 {
-        self.grid.k
-    }
-
-    /// The effective noise scale in data units, `r · t/s` (the integer noise's scale times
-    /// `r`; rounded to nearest): at least `(Δ₁ + d·r)/ε`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// let lap = GridLaplace::new(2.0, 0.5, 1)?;
-    /// assert!(lap.scale() >= 4.0 && lap.scale() < 4.0 * (1.0 + 1e-11));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn scale(&self) -> f64 {
-        self.noise.scale_f64() * self.grid.r
-    }
-
-    /// `Δ₁ + d·r` (rounded up): the sensitivity of the rounded data.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// let lap = GridLaplace::with_resolution(1.0, 1.0, 4, -3)?;
-    /// assert_eq!(lap.rounded_sensitivity(), 1.5);
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn rounded_sensitivity(&self) -> f64 {
-        self.rounded_sensitivity
-    }
-
-    /// `(Δ₁, ε, d)` as given.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// assert_eq!(GridLaplace::new(1.0, 0.5, 3)?.params(), (1.0, 0.5, 3));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn params(&self) -> (f64, f64, usize) {
-        (self.l1_sensitivity, self.epsilon, self.grid.dimension)
-    }
-
-    /// The integer noise: [`DiscreteLaplace`] with scale `≥ (Δ₁ + d·r)/(r·ε)`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridLaplace;
-    /// // (Δ + r)/(rε) = 2^40 + 1 with r = 2^−40: exact in f64, so not rounded.
-    /// assert_eq!(GridLaplace::new(1.0, 1.0, 1)?.integer_noise().scale(), ((1 << 40) + 1, 1));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn integer_noise(&self) -> &DiscreteLaplace {
-        &self.noise
-    }
-
-    /// Adds noise to every element of `data` (coordinates `0 .. data.len()`), drawing from
-    /// `rng`.
-    ///
-    /// # Errors
-    /// [`Error::NonFinite`], [`Error::OutOfRange`] (`|x| ≥ 2^53·r`) or
-    /// [`Error::ShapeMismatch`] (`data.len() > d`) with `data` untouched; a sampler error
-    /// with `data` set to NaN (module docs).
-    pub fn add_noise<R: CryptoRng + ?Sized>(&self, rng: &mut R, data: &mut [f64]) -> Result<()> {
-        self.grid.add_rng(&self.noise, rng, data)
-    }
-
-    /// Adds noise to coordinates `first .. first + data.len()` of the draw defined by
-    /// `stream`: coordinate `i` uses the window of element `i`.
-    ///
-    /// # Errors
-    /// As [`add_noise`](Self::add_noise), with `first + data.len() > d` a
-    /// [`Error::ShapeMismatch`] and an element index `≥ 2^40` an [`Error::OutOfRange`].
-    pub fn add_noise_keyed(
-        &self,
-        stream: &KeyedStream,
-        first: u64,
-        data: &mut [f64],
-    ) -> Result<()> {
-        self.grid.add_keyed(&self.noise, stream, first, data)
-    }
-}
-
-/// Exact discrete Gaussian noise on the grid `2^k`: `N_ℤ(0, (σ/r)²)` scaled by `r`, which is
-/// `ρ`-zCDP with `ρ = (Δ₂ + √d·r)²/(2σ²)` for data of L2 sensitivity `Δ₂` over `d`
-/// coordinates (module docs).
-///
-/// ```
-/// use dpattn_core::sampling::{GridGaussian, KeyedStream, NoiseKey};
-/// let g = GridGaussian::new(1.0, 4.0, 16)?; // Δ₂ = 1, σ = 4, 16 coordinates
-/// assert_eq!(g.resolution(), 2f64.powi(-28)); // 4/r = 2^30
-/// assert!(g.sigma() >= 4.0 && g.sigma() <= 4.0 * (1.0 + 1e-9));
-/// assert!(g.rho() >= 1.0 / 32.0 && g.rho() < 1.0 / 32.0 * (1.0 + 1e-7));
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0);
-/// let mut data = [0.25; 16];
-/// g.add_noise_keyed(&s, 0, &mut data)?;
-/// assert!(data.iter().all(|&y| (y / g.resolution()).fract() == 0.0));
-/// # Ok::<(), dpattn_core::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GridGaussian {
-    l2_sensitivity: f64,
-    requested_sigma: f64,
-    grid: Grid,
-    /// `Δ₂ + √d·r`, rounded up.
-    rounded_sensitivity: f64,
-    noise: DiscreteGaussian,
-}
-
-impl GridGaussian {
-    /// Gaussian noise of standard deviation `σ` (rounded up by a relative `< 2^−30`) for
-    /// data of L2 sensitivity `Δ₂` over `dimension` coordinates, at the resolution
-    /// `r = 2^(⌈log₂ σ⌉ − 30)`.
-    ///
-    /// # Errors
-    /// [`Error::OutOfRange`] if `Δ₂` or `σ` is not positive and finite, `dimension` is 0
-    /// or above `2^53`, or `σ` is outside `(2^−994, 2^990]`.
-    pub fn new(l2_sensitivity: f64, sigma: f64, dimension: usize) -> Result<Self> {
-        positive_finite("sigma", sigma)?;
-        Self::with_resolution(l2_sensitivity, sigma, dimension, ceil_log2(sigma) - 30)
-    }
-
-    /// As [`new`](Self::new) with the resolution `2^k` chosen by the caller (it must not
-    /// depend on the data). `σ/2^k` is represented as in [`DiscreteGaussian::from_f64`].
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// let g = GridGaussian::with_resolution(1.0, 3.0, 1, -4)?;
-    /// assert_eq!(g.integer_noise().sigma_ratio(), (48, 1));
-    /// assert!(GridGaussian::with_resolution(1.0, 3.0, 1, -40).is_err()); // σ/r = 3·2^40
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`new`](Self::new), and [`Error::OutOfRange`] if `k ∉ [−1023, 960]` or `σ/2^k`
-    /// exceeds the discrete Gaussian's range (`≈ 3.04·10⁹`).
-    pub fn with_resolution(
-        l2_sensitivity: f64,
-        sigma: f64,
-        dimension: usize,
-        k: i32,
-    ) -> Result<Self> {
-        positive_finite("l2_sensitivity", l2_sensitivity)?;
-        positive_finite("sigma", sigma)?;
-        let grid = Grid::new(k, dimension)?;
-        // Δ₂ + √d·r, each operation rounded up.
-        let rounded_sensitivity = add_up(l2_sensitivity, mul_up(sqrt_up(dimension as f64), grid.r));
-        positive_finite("l2_sensitivity + sqrt(dimension) * resolution", rounded_sensitivity)?;
-        let noise = DiscreteGaussian::from_f64(sigma * grid.inv_r)?;
-        Ok(Self { l2_sensitivity, requested_sigma: sigma, grid, rounded_sensitivity, noise })
-    }
-
-    /// The resolution `r = 2^k`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// assert_eq!(GridGaussian::new(1.0, 1.0, 1)?.resolution(), 2f64.powi(-30));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn resolution(&self) -> f64 {
-        self.grid.r
-    }
-
-    /// The exponent `k` of the resolution `2^k`.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// assert_eq!(GridGaussian::new(1.0, 3.0, 1)?.resolution_exponent(), -28);
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn resolution_exponent(&self) -> i32 {
-        self.grid.k
-    }
-
-    /// The effective standard-deviation parameter `r · s/q ≥ σ` (rounded to nearest).
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// assert_eq!(GridGaussian::new(1.0, 0.75, 1)?.sigma(), 0.75);
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn sigma(&self) -> f64 {
-        self.noise.sigma() * self.grid.r
-    }
-
-    /// `Δ₂ + √d·r` (rounded up): the L2 sensitivity of the rounded data.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// let g = GridGaussian::with_resolution(1.0, 1.0, 4, -2)?;
-    /// assert!(g.rounded_sensitivity() >= 1.5 && g.rounded_sensitivity() < 1.5 + 1e-15);
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn rounded_sensitivity(&self) -> f64 {
-        self.rounded_sensitivity
-    }
-
-    /// An upper bound on the zCDP parameter `ρ = (Δ₂ + √d·r)²/(2σ²)` (computed with the
-    /// requested `σ`, which the effective one does not undercut, every operation rounded
-    /// upwards).
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// let g = GridGaussian::new(2.0, 2.0, 1)?;
-    /// assert!(g.rho() >= 0.5 && g.rho() < 0.5 * (1.0 + 1e-8));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn rho(&self) -> f64 {
-        let d = self.rounded_sensitivity;
-        let sigma = self.requested_sigma;
-        div_up(mul_up(d, d), 2.0 * mul_down(sigma, sigma))
-    }
-
-    /// `(Δ₂, σ, d)` as given.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// assert_eq!(GridGaussian::new(1.0, 4.0, 16)?.params(), (1.0, 4.0, 16));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn params(&self) -> (f64, f64, usize) {
-        (self.l2_sensitivity, self.requested_sigma, self.grid.dimension)
-    }
-
-    /// The integer noise: [`DiscreteGaussian`] with `σ/r` rounded up.
-    ///
-    /// ```
-    /// # use dpattn_core::sampling::GridGaussian;
-    /// let g = GridGaussian::new(1.0, 1.0, 1)?;
-    /// assert_eq!(g.integer_noise().sigma_ratio(), (1 << 30, 1));
-    /// # Ok::<(), dpattn_core::Error>(())
-    /// ```
-    pub fn integer_noise(&self) -> &DiscreteGaussian {
-        &self.noise
-    }
-
-    /// Adds noise to every element of `data` (coordinates `0 .. data.len()`), drawing from
-    /// `rng`.
-    ///
-    /// # Errors
-    /// As [`GridLaplace::add_noise`].
-    pub fn add_noise<R: CryptoRng + ?Sized>(&self, rng: &mut R, data: &mut [f64]) -> Result<()> {
-        self.grid.add_rng(&self.noise, rng, data)
-    }
-
-    /// Adds noise to coordinates `first .. first + data.len()` of the draw defined by
-    /// `stream`: coordinate `i` uses the window of element `i`.
-    ///
-    /// # Errors
-    /// As [`GridLaplace::add_noise_keyed`].
-    pub fn add_noise_keyed(
-        &self,
-        stream: &KeyedStream,
-        first: u64,
-        data: &mut [f64],
-    ) -> Result<()> {
-        self.grid.add_keyed(&self.noise, stream, first, data)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampling::grid_gaussian::GridGaussian;
+    use crate::sampling::grid_laplace::GridLaplace;
     use crate::sampling::keyed_stream::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
     #[test]
-    fn resolution_rules() {
+    fn ceil_log2_is_exact() {
         assert_eq!(ceil_log2(1.0), 0);
         assert_eq!(ceil_log2(1.5), 1);
         assert_eq!(ceil_log2(2.0), 1);
         assert_eq!(ceil_log2(0.3), -1);
         assert_eq!(ceil_log2(f64::from_bits(1)), -1074);
-        // Google: smallest 2^k ≥ (Δ/ε)/2^40.
-        for (d, e) in [(1.0, 1.0), (1.0, 3.0), (5.0, 0.01), (1e-3, 7.0)] {
-            let lap = GridLaplace::new(d, e, 1).unwrap();
-            let r = lap.resolution();
-            assert!(r >= d / e / 2f64.powi(40) && r / 2.0 < d / e / 2f64.powi(40));
-        }
-        for sigma in [1e-6, 0.3, 1.0, 4.0, 1e6] {
-            let g = GridGaussian::new(1.0, sigma, 1).unwrap();
-            let ratio = sigma / g.resolution();
-            assert!(ratio > 2f64.powi(29) && ratio <= 2f64.powi(30), "{sigma}");
-            assert!(g.sigma() >= sigma && g.sigma() <= sigma * (1.0 + 2f64.powi(-30)));
-        }
-    }
-
-    #[test]
-    fn integer_scale_is_an_upper_bound() {
-        // (Δ + d·r)/(rε) with r = 2^−10, Δ = 0.3, ε = 0.7, d = 5: compare as rationals.
-        let lap = GridLaplace::with_resolution(0.3, 0.7, 5, -10).unwrap();
-        let (t, s) = lap.integer_noise().scale();
-        let exact = (0.3 * 1024.0 + 5.0) / 0.7; // ≈ 446.0571
-        assert!(t as f64 / s as f64 >= exact);
-        assert!(t as f64 / s as f64 <= exact * (1.0 + 1e-14));
-        assert!(lap.scale() >= (0.3 + 5.0 / 1024.0) / 0.7);
-    }
-
-    #[test]
-    fn bad_parameters_are_errors() {
-        for (d, e, dim) in [(0.0, 1.0, 1), (1.0, 0.0, 1), (f64::NAN, 1.0, 1), (1.0, 1.0, 0)] {
-            assert!(matches!(GridLaplace::new(d, e, dim), Err(Error::OutOfRange { .. })));
-            assert!(matches!(GridGaussian::new(d, e, dim), Err(Error::OutOfRange { .. })));
-        }
-        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, 961).is_err());
-        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -1024).is_err());
-        // Integer scale above 2^56.
-        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -57).is_err());
-        assert!(GridLaplace::with_resolution(1.0, 1.0, 1, -55).is_ok());
-        assert!(GridGaussian::new(1.0, 1e-300, 1).is_err());
-        assert!(GridGaussian::new(1.0, f64::INFINITY, 1).is_err());
     }
 
     #[test]

@@ -16,12 +16,16 @@ mod covariance_factor;
 mod discrete_gaussian;
 mod discrete_laplace;
 mod exact_bernoulli;
+mod exact_sampler;
 mod fast_math;
 mod fixed_word;
 mod gaussian;
+mod grid_gaussian;
+mod grid_laplace;
 mod grid_noise;
 mod keyed_stream;
 mod laplace;
+mod lazy_compare;
 mod matrix_gaussian;
 mod noise_float;
 mod permutation;
@@ -45,8 +49,10 @@ pub use uniform::{Exponential, Uniform};
 // --- exact samplers, grid noise, Poisson subsampling: `pub use` lines below ---
 pub use discrete_gaussian::DiscreteGaussian;
 pub use discrete_laplace::DiscreteLaplace;
-pub use exact_bernoulli::{Bernoulli, BernoulliDyadic, BernoulliExp, ExactSampler};
-pub use grid_noise::{GridGaussian, GridLaplace};
+pub use exact_bernoulli::{Bernoulli, BernoulliDyadic, BernoulliExp};
+pub use exact_sampler::ExactSampler;
+pub use grid_gaussian::GridGaussian;
+pub use grid_laplace::GridLaplace;
 pub use poisson_subsampling::PoissonSubsampling;
 // --- end exact samplers ---
 

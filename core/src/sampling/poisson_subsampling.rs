@@ -21,7 +21,8 @@ use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;
 #[cfg(feature = "alloc")]
 use crate::sampling::bit_source::{RngBits, fill_windows};
-use crate::sampling::exact_bernoulli::{BernoulliDyadic, BitBuf, ExactSampler};
+use crate::sampling::exact_bernoulli::BernoulliDyadic;
+use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
 use crate::sampling::keyed_stream::KeyedStream;
 
 /// Poisson subsampling with rate `q ∈ [0, 1]`; as an [`ExactSampler`], one sample is one
