@@ -13,8 +13,8 @@ use criterion::{
 };
 use dpattn::sampling::{
     BernoulliExp, DiscreteGaussian, DiscreteLaplace, ExactSampler, Exponential, FixedWordSampler,
-    Gaussian, KeyedStream, Laplace, MatrixGaussian, NoiseKey, TruncatedLaplace, Uniform,
-    sample_permutation,
+    Gaussian, GridGaussian, GridLaplace, KeyedStream, Laplace, MatrixGaussian, NoiseKey,
+    PoissonSubsampling, TruncatedLaplace, Uniform, sample_permutation,
 };
 use dpattn::{MatMut, MatRef};
 use rand_chacha::ChaCha20Rng;
@@ -182,6 +182,45 @@ fn exact_samplers(c: &mut Criterion) {
     exact(c, "discrete gaussian sigma=1000", &DiscreteGaussian::from_f64(1000.0).unwrap(), 0);
     exact(c, "discrete laplace scale=10", &DiscreteLaplace::integer(10).unwrap(), 0);
     exact(c, "bernoulli exp(-7/3)", &BernoulliExp::new(7, 3).unwrap(), false);
+
+    // Grid-snapped noise added to data (the secure float release), and Poisson subsampling.
+    let data: Vec<f64> = (0..N).map(|i| (i as f64).sin()).collect();
+    let mut buf = data.clone();
+    let ks = stream();
+    let mut r = rng();
+    let gg = GridGaussian::new(1.0, 3.0, N).unwrap();
+    let gl = GridLaplace::new(1.0, 0.5, N).unwrap();
+    let mut g = group(c, "grid-snapped noise on 4096 f64");
+    g.bench_function("GridGaussian add_noise (ChaCha20Rng)", |b| {
+        b.iter(|| {
+            buf.copy_from_slice(&data);
+            gg.add_noise(&mut r, black_box(&mut buf)).unwrap()
+        })
+    });
+    g.bench_function("GridGaussian add_noise_keyed", |b| {
+        b.iter(|| {
+            buf.copy_from_slice(&data);
+            gg.add_noise_keyed(&ks, 0, black_box(&mut buf)).unwrap()
+        })
+    });
+    g.bench_function("GridLaplace add_noise_keyed", |b| {
+        b.iter(|| {
+            buf.copy_from_slice(&data);
+            gl.add_noise_keyed(&ks, 0, black_box(&mut buf)).unwrap()
+        })
+    });
+    g.finish();
+
+    let p = PoissonSubsampling::new(0.01).unwrap();
+    let mut mask = vec![false; N];
+    let mut g = group(c, "poisson subsampling q=0.01 (records)");
+    g.bench_function("select (ChaCha20Rng)", |b| {
+        b.iter(|| p.select(&mut r, black_box(&mut mask)).unwrap())
+    });
+    g.bench_function("select_keyed", |b| {
+        b.iter(|| p.select_keyed(&ks, 0, black_box(&mut mask)).unwrap())
+    });
+    g.finish();
 }
 
 fn matrix_and_permutation(c: &mut Criterion) {
