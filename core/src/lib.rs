@@ -41,8 +41,10 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod accounting;
 pub mod attention_options;
 pub mod batched;
+pub mod calibration;
 pub mod element;
 pub mod error;
 pub mod matrix_view;

@@ -1,0 +1,265 @@
+//! Calibration of the discrete Gaussian mechanism (Canonne, Kamath, Steinke 2020, Thm 7).
+//!
+//! **Guarantee.** Let `f` be integer-valued with sensitivity `Δ ∈ ℕ⁺` (any neighbour
+//! relation for which `|f(x) − f(x')| ≤ Δ`). Then `f(X) + N_ℤ(0, σ²)` is `(ε, δ)`-DP with
+//!
+//! `δ(ε) = P[Y > εσ²/Δ − Δ/2] − e^ε · P[Y > εσ²/Δ + Δ/2]`, `Y ~ N_ℤ(0, σ²)` (CKS20 Thm 7),
+//!
+//! which is tight. It is evaluated without cancellation as
+//! `Σ_{y > a} p(y) · (1 − e^{ε − (2yΔ + Δ²)/2σ²})` with `a = εσ²/Δ − Δ/2` (every term is
+//! positive; `Δ` is an integer so the second probability is the first sum shifted by `Δ`),
+//! using a compensated sum and the exact normaliser
+//! `Σ_y e^{−y²/2σ²} = σ√(2π) (1 + 2 Σ_k e^{−2π²σ²k²})` (Poisson summation) for `σ ≥ 1`.
+//! [`discrete_gaussian_sigma`] returns the upper end of a bisection bracket (σ rounded *up*,
+//! to `1e-12` relative) and [`discrete_gaussian_epsilon`] the upper end for `ε`, so neither
+//! understates the noise or the loss. For vector-valued `f` with L2 sensitivity use the zCDP
+//! bound `ρ = Δ₂²/2σ²` (CKS20 Thm 4) and the conversions in [`crate::accounting`].
+//!
+//! **Cost.** One evaluation sums `O(σ + Δ/ε)` terms; it is refused beyond `2^24` terms
+//! (`σ` of a few million) with [`Error::OutOfRange`] rather than answered inexactly.
+
+use crate::error::{Error, Result};
+
+/// Largest number of lattice terms one evaluation may sum.
+pub const MAX_TERMS: u64 = 1 << 24;
+
+fn check(sigma: f64, sens: u64) -> Result<()> {
+    if !(sigma.is_finite() && sigma > 0.0) {
+        return Err(Error::OutOfRange { name: "sigma", value: sigma, allowed: "(0, inf)" });
+    }
+    if sens == 0 {
+        return Err(Error::OutOfRange {
+            name: "sensitivity",
+            value: 0.0,
+            allowed: "integers >= 1",
+        });
+    }
+    Ok(())
+}
+
+/// `Σ_y e^{−y²/2σ²}` over all integers.
+fn normaliser(sigma: f64) -> f64 {
+    if sigma >= 1.0 {
+        let c = 2.0 * core::f64::consts::PI * core::f64::consts::PI * sigma * sigma;
+        let corr = 2.0 * (libm::exp(-c) + libm::exp(-4.0 * c));
+        return sigma * libm::sqrt(2.0 * core::f64::consts::PI) * (1.0 + corr);
+    }
+    // σ < 1: terms beyond |y| = 40 are below e^{−800}.
+    let mut s = 1.0;
+    for y in 1..=40u32 {
+        let y = f64::from(y);
+        s += 2.0 * libm::exp(-y * y / (2.0 * sigma * sigma));
+    }
+    s
+}
+
+/// The privacy profile `δ(ε)` of Thm 7 for `σ` and integer sensitivity `Δ`.
+///
+/// ```
+/// use dpattn_core::calibration::discrete_gaussian_mechanism::discrete_gaussian_delta;
+/// // Large σ: the discrete profile approaches the continuous analytic-Gaussian one
+/// // (seed-003 §5-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507).
+/// let d = discrete_gaussian_delta(1.0, 40.0, 40)?;
+/// assert!((d - 0.126936737507).abs() < 2e-3);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `ε < 0`, NaN, `σ ∉ (0, ∞)`, `Δ = 0`, or more than
+/// [`MAX_TERMS`] terms.
+pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Result<f64> {
+    check(sigma, sensitivity)?;
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "[0, inf)" });
+    }
+    let d = sensitivity as f64;
+    let two_s2 = 2.0 * sigma * sigma;
+    let a = epsilon * sigma * sigma / d - d / 2.0;
+    let first = libm::floor(a) + 1.0;
+    // Terms increase up to y = 0 and then fall; stop once past the peak and negligible.
+    let peak_to_end = 40.0 * sigma + 40.0;
+    let terms = if first < 0.0 { -first + peak_to_end } else { peak_to_end };
+    // `terms` is finite here (σ, ε and Δ are), so `>=` is the complete test.
+    if terms >= MAX_TERMS as f64 {
+        return Err(Error::OutOfRange {
+            name: "sigma (terms to sum)",
+            value: sigma,
+            allowed: "σ + Δ/ε below 2^24 / 40",
+        });
+    }
+    let (mut sum, mut comp) = (0.0f64, 0.0f64);
+    let mut y = first;
+    loop {
+        let w = libm::exp(-y * y / two_s2) * -libm::expm1(epsilon - (2.0 * y * d + d * d) / two_s2);
+        // Neumaier summation.
+        let t = sum + w;
+        comp += if sum.abs() >= w.abs() { (sum - t) + w } else { (w - t) + sum };
+        sum = t;
+        if y > 0.0 && (w <= 1e-18 * (sum + comp) || w == 0.0) {
+            break;
+        }
+        y += 1.0;
+    }
+    Ok(((sum + comp) / normaliser(sigma)).clamp(0.0, 1.0))
+}
+
+/// The smallest `σ` (to `1e-12` relative, rounded up) with `δ(ε; σ) ≤ δ`.
+///
+/// ```
+/// use dpattn_core::calibration::discrete_gaussian_mechanism::{
+///     discrete_gaussian_delta, discrete_gaussian_sigma,
+/// };
+/// let s = discrete_gaussian_sigma(1.0, 1e-5, 1)?;
+/// assert!(discrete_gaussian_delta(1.0, s, 1)? <= 1e-5);
+/// // Close to the continuous analytic Gaussian's 3.7306 (seed-003 §5-A).
+/// assert!((s - 3.7306).abs() < 0.05);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `ε ∉ (0, ∞)`, `δ ∉ (0, 1)`, `Δ = 0`, or a `σ` beyond the
+/// summation limit.
+pub fn discrete_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: u64) -> Result<f64> {
+    if !(epsilon.is_finite() && epsilon > 0.0) {
+        return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, inf)" });
+    }
+    check_delta(delta)?;
+    let f = |s: f64| discrete_gaussian_delta(epsilon, s, sensitivity);
+    // Bracket: δ(σ) decreases in σ; grow `hi` until it meets the target.
+    let mut lo = 1e-3;
+    if f(lo)? <= delta {
+        return Ok(lo);
+    }
+    let mut hi = (sensitivity as f64).max(1.0);
+    while f(hi)? > delta {
+        lo = hi;
+        hi *= 2.0;
+    }
+    while (hi - lo) > 1e-12 * hi {
+        let mid = 0.5 * (lo + hi);
+        if f(mid)? <= delta { hi = mid } else { lo = mid }
+    }
+    Ok(hi)
+}
+
+/// The smallest `ε` (to `1e-12` relative or `1e-15` absolute, rounded up) with
+/// `δ(ε; σ) ≤ δ`; 0 if `ε = 0` already suffices.
+///
+/// ```
+/// use dpattn_core::calibration::discrete_gaussian_mechanism::{
+///     discrete_gaussian_epsilon, discrete_gaussian_sigma,
+/// };
+/// let s = discrete_gaussian_sigma(0.5, 1e-6, 3)?;
+/// let e = discrete_gaussian_epsilon(s, 1e-6, 3)?;
+/// assert!(e <= 0.5 && e > 0.5 * (1.0 - 1e-9));
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`discrete_gaussian_sigma`].
+pub fn discrete_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: u64) -> Result<f64> {
+    check(sigma, sensitivity)?;
+    check_delta(delta)?;
+    let f = |e: f64| discrete_gaussian_delta(e, sigma, sensitivity);
+    if f(0.0)? <= delta {
+        return Ok(0.0);
+    }
+    let (mut lo, mut hi) = (0.0, 1.0);
+    while f(hi)? > delta {
+        lo = hi;
+        hi *= 2.0;
+    }
+    while (hi - lo) > 1e-12 * hi && hi - lo > 1e-15 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid)? <= delta { hi = mid } else { lo = mid }
+    }
+    Ok(hi)
+}
+
+fn check_delta(delta: f64) -> Result<()> {
+    if delta > 0.0 && delta < 1.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name: "delta", value: delta, allowed: "(0, 1)" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Thm 7 by brute force: both tail probabilities summed separately over |y| ≤ 60σ.
+    fn brute(eps: f64, sigma: f64, d: u64) -> f64 {
+        let d = d as f64;
+        let n = libm::ceil(60.0 * sigma + 60.0) as i64;
+        let p = |y: f64| libm::exp(-y * y / (2.0 * sigma * sigma));
+        let z: f64 = (-n..=n).map(|y| p(y as f64)).sum();
+        let m = eps * sigma * sigma / d;
+        let t1: f64 = (-n..=n).map(|y| y as f64).filter(|&y| y > m - d / 2.0).map(p).sum();
+        let t2: f64 = (-n..=n).map(|y| y as f64).filter(|&y| y > m + d / 2.0).map(p).sum();
+        (t1 - libm::exp(eps) * t2) / z
+    }
+
+    #[test]
+    fn matches_the_theorem_summed_directly() {
+        for (e, s, d) in [
+            (0.5, 0.7, 1),
+            (1.0, 2.0, 1),
+            (1.0, 3.7, 2),
+            (0.1, 5.0, 1),
+            (3.0, 1.5, 4),
+            (0.0, 2.0, 1),
+        ] {
+            let (a, b) = (discrete_gaussian_delta(e, s, d).unwrap(), brute(e, s, d));
+            assert!((a - b).abs() <= 1e-13 + 1e-10 * b, "ε={e} σ={s} Δ={d}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn epsilon_zero_is_the_total_variation_distance() {
+        // δ(0) = P[|Y| < Δ/2 ... ] reduces to P[−Δ/2 < Y ≤ Δ/2] for Δ = 1: P[Y = 0] = 1/Z.
+        let s = 1.3;
+        let want = 1.0 / normaliser(s);
+        assert!((discrete_gaussian_delta(0.0, s, 1).unwrap() - want).abs() < 1e-15);
+    }
+
+    #[test]
+    fn profile_decreases_in_epsilon_and_sigma() {
+        let mut prev = 1.0;
+        for k in 0..40 {
+            let d = discrete_gaussian_delta(0.1 * f64::from(k), 2.5, 1).unwrap();
+            assert!(d <= prev);
+            prev = d;
+        }
+        let mut prev = 1.0;
+        for k in 1..40 {
+            let d = discrete_gaussian_delta(1.0, 0.25 * f64::from(k), 1).unwrap();
+            assert!(d <= prev);
+            prev = d;
+        }
+    }
+
+    #[test]
+    fn calibration_round_trips_and_never_understates() {
+        for (e, dl, d) in [(1.0, 1e-5, 1), (0.3, 1e-8, 2), (4.0, 1e-3, 1)] {
+            let s = discrete_gaussian_sigma(e, dl, d).unwrap();
+            assert!(discrete_gaussian_delta(e, s, d).unwrap() <= dl);
+            assert!(discrete_gaussian_delta(e, s * (1.0 - 1e-9), d).unwrap() > dl);
+            let e2 = discrete_gaussian_epsilon(s, dl, d).unwrap();
+            assert!(e2 <= e * (1.0 + 1e-12) && e2 >= e * (1.0 - 1e-8), "{e} {e2}");
+        }
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        assert!(discrete_gaussian_delta(-1.0, 1.0, 1).is_err());
+        assert!(discrete_gaussian_delta(f64::NAN, 1.0, 1).is_err());
+        assert!(discrete_gaussian_delta(1.0, 0.0, 1).is_err());
+        assert!(discrete_gaussian_delta(1.0, 1.0, 0).is_err());
+        assert!(discrete_gaussian_delta(1.0, 1e9, 1).is_err());
+        assert!(discrete_gaussian_sigma(0.0, 1e-5, 1).is_err());
+        assert!(discrete_gaussian_sigma(1.0, 0.0, 1).is_err());
+        assert!(discrete_gaussian_sigma(1.0, 1.0, 1).is_err());
+        assert!(discrete_gaussian_epsilon(1.0, f64::NAN, 1).is_err());
+    }
+}

@@ -1,0 +1,656 @@
+//! The Gaussian mechanism: the classical calibration (Dwork & Roth 2014, Thm A.1) and the
+//! exact *analytic* calibration (Balle & Wang 2018, Thm 8 and Alg. 1).
+//!
+//! **Guarantee.** For `f` with L2 sensitivity `Δ = sup ‖f(x) − f(x')‖₂` over neighbouring
+//! inputs `x ≃ x'`, the release `f(x) + N(0, σ² I)` is `(ε, δ)`-DP when the calibrators
+//! here say so. `Δ` is the L2 sensitivity *under whatever neighbour relation the caller
+//! computed it for* (add/remove, replace-one, any two inputs for local DP, one token …);
+//! the guarantee is for that same relation. Nothing in this module knows the relation.
+//!
+//! * **Classical** ([`classical_gaussian_sigma`], [`classical_gaussian_epsilon`]):
+//!   `σ = Δ·√(2 ln(1.25/δ))/ε` is `(ε, δ)`-DP **only for `ε ∈ (0, 1)`** (Dwork–Roth
+//!   Thm A.1). Outside that range the formula is not a theorem, and for large ε it is
+//!   false: at `δ = 1e-5` it gives *less* noise than the exact minimum once
+//!   `ε > 8.41977` (seed-003 §3.1, §5-A ratio column). The calibrators therefore refuse
+//!   `ε ≥ 1`; [`classical_gaussian_sigma_unchecked`] exists only to reproduce papers
+//!   that used the formula beyond its range (seed-003 §8 E7).
+//! * **Analytic** ([`analytic_gaussian_delta`], [`analytic_gaussian_sigma`],
+//!   [`analytic_gaussian_epsilon`]): the mechanism is `(ε, δ)`-DP **if and only if**
+//!   `δ ≥ δ(ε; μ)` with `μ = Δ/σ` and the privacy profile (Balle–Wang Thm 8;
+//!   seed-003 §3.5 Eq. (4), where `μ` is written `b`)
+//!
+//!   `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε · Φ(−μ/2 − ε/μ)`.
+//!
+//!   It is valid for every `ε ≥ 0` (at `ε = 0` it is `2Φ(μ/2) − 1`), increasing in `μ` and
+//!   decreasing in `ε`. Balle–Wang's Alg. 1 inverts it through a change of variables;
+//!   the same algorithm, with both of its branches, is in [`crate::calibration::amgm`].
+//!   Here it is inverted directly by bisection on the noise scale.
+//!
+//! **Rounding.** Every returned noise scale is rounded *up* and every returned ε *up*:
+//! [`analytic_gaussian_sigma`] brackets `σ` and bisects it down to two adjacent floats,
+//! takes the upper end (whose evaluated `δ(ε; Δ/σ)` is `≤ δ`) and then moves it up by
+//! [`SAFETY_ULPS`] ulps, which covers the evaluation error of the profile (measured: the
+//! smallest passing float is within 1.5 ulps of the exact σ). [`analytic_gaussian_epsilon`]
+//! does the same for ε. The classical formulas are rounded up by a bound on their
+//! rounding error. Infeasible or invalid inputs (δ ∉ (0, 1), ε < 0, NaN, infinities,
+//! Δ ≤ 0, a result outside the `f64` range) give an [`Error`], never NaN and never a
+//! panic.
+//!
+//! **Numerics.** With `a = μ/2 − ε/μ` and `b = a − μ` the profile is `Φ(a) − e^ε Φ(b)`, a
+//! difference of two nearly equal terms exactly where calibration happens, so it is never
+//! evaluated as written. Three facts make it stable:
+//! * It is stationary in the midpoint `m = (a + b)/2 = −ε/μ` (`φ(a) = e^ε φ(b)`), so
+//!   rounding `m` costs only second order; `a` and `b` are formed from `m` and `μ/2` with
+//!   their rounding errors kept (TwoSum), so that `a − b = μ` holds exactly (rounding `a`
+//!   and `b` independently would cost up to `1e-10` relative).
+//! * For `a ≤ −4` it is the integral `δ = E[(1 − e^{ε−L})₊] = φ(a)·∫₀^∞ (1 − e^{−μs})
+//!   e^{as − s²/2} ds` (L the privacy-loss variable), which has a positive integrand and no
+//!   `e^ε`; it is evaluated by 24-point Gauss–Laguerre after the substitution
+//!   `u = −as + s²/2` (error < 1e-16, checked against mpmath). This covers δ → 0, ε → ∞
+//!   (ε = 500 or 10⁶ neither overflows nor loses accuracy) and tiny ε with tiny δ.
+//! * Otherwise it is `[Φ(a) − Φ(b)] − (e^ε − 1)Φ(b)`, with `Φ(a) − Φ(b)` as a sum of two
+//!   `erf`s for `a ≥ 0` (full relative accuracy as ε → 0, where the profile tends to
+//!   `2Φ(μ/2) − 1`), by 12-point Gauss–Legendre over short intervals (`μ ≤ 1`), and as a
+//!   difference of `erf`s or of tail probabilities ([`normal_cdf`]) otherwise;
+//!   `e^ε Φ(b) = φ(a)·Φc(−b)/φ(−b)` replaces `e^ε` when `b ≤ −4`.
+//!
+//! The Gauss rules only integrate the normal density over short intervals or against the
+//! privacy-loss weight; `Φ` itself always comes from [`crate::calibration::normal`].
+//!
+//! **Accuracy** (measured against 120-digit mpmath; `tests/gaussian_calibration.rs` keeps a
+//! subset of the grid as reference tables): the profile
+//! is within 1e-13 relative for ε ∈ [0, 10⁴], μ ∈ [1e-6, 10³] (the worst cases are at
+//! δ < 1e-60, where the input rounding of `ε/μ` alone is worth `a²·2⁻⁵³`); σ and ε are within
+//! 5e-16 relative of the exact values before the safety step, over ε ∈ [0, 10⁶] and
+//! δ ∈ [1e-300, 0.9]; the returned values are never below the exact ones and at most
+//! 1.2e-15 relative above them.
+
+use crate::calibration::normal::normal_cdf;
+use crate::error::{Error, Result};
+use crate::privacy_params::{Delta, Sensitivity};
+use core::f64::consts::FRAC_1_SQRT_2;
+
+/// How many ulps the analytic calibrators move their bisection result up, to absorb the
+/// evaluation error of the profile (the bisection result itself is within 1.5 ulps of the
+/// exact value in every measured case, either side).
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::{
+///     SAFETY_ULPS, analytic_gaussian_delta, analytic_gaussian_sigma,
+/// };
+/// let s = analytic_gaussian_sigma(1.0, 1e-5, 1.0)?;
+/// // Stepping back by SAFETY_ULPS + 1 ulps lands below the smallest passing float.
+/// let mut below = s;
+/// for _ in 0..=SAFETY_ULPS {
+///     below = below.next_down();
+/// }
+/// assert!(analytic_gaussian_delta(1.0, s, 1.0)? <= 1e-5);
+/// assert!(analytic_gaussian_delta(1.0, below, 1.0)? > 1e-5);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+pub const SAFETY_ULPS: u32 = 4;
+
+/// Validates an ε that may be 0 (the analytic profile is defined for every ε ≥ 0).
+pub(crate) fn check_epsilon_nonneg(epsilon: f64) -> Result<f64> {
+    if epsilon.is_finite() && epsilon >= 0.0 {
+        Ok(epsilon)
+    } else {
+        Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "[0, inf), finite" })
+    }
+}
+
+/// Validates a noise scale σ: finite and `> 0`.
+pub(crate) fn check_sigma(sigma: f64) -> Result<f64> {
+    if sigma.is_finite() && sigma > 0.0 {
+        Ok(sigma)
+    } else {
+        Err(Error::OutOfRange { name: "sigma", value: sigma, allowed: "(0, inf), finite" })
+    }
+}
+
+/// `x` moved up by `n` ulps (`+∞` stays `+∞`).
+pub(crate) fn ulps_up(mut x: f64, n: u32) -> f64 {
+    for _ in 0..n {
+        x = x.next_up();
+    }
+    x
+}
+
+/// 24-point Gauss–Laguerre rule (nodes, weights) for `∫₀^∞ e^{−u} f(u) du` (Golub–Welsch,
+/// 60-digit mpmath, rounded to `f64`).
+const LAGUERRE_24: [(f64, f64); 24] = [
+    (0.05901985218150798, 0.14281197333478185),
+    (0.31123914619848375, 0.2587741075174239),
+    (0.7660969055459367, 0.2588067072728698),
+    (1.4255975908036131, 0.18332268897777804),
+    (2.2925620586321904, 0.0981662726299189),
+    (3.3707742642089977, 0.040732478151408645),
+    (4.665083703467171, 0.013226019405120156),
+    (6.1815351187367655, 0.0033693490584783036),
+    (7.927539247172152, 0.0006721625640935479),
+    (9.912098015077706, 0.00010446121465927518),
+    (12.146102711729766, 1.2544721977993332e-05),
+    (14.642732289596674, 1.15131581273728e-06),
+    (17.417992646508978, 7.96081295913363e-08),
+    (20.491460082616424, 4.0728589875499996e-09),
+    (23.887329848169735, 1.507008226292585e-10),
+    (27.635937174332717, 3.917736515058451e-12),
+    (31.776041352374722, 6.894181052958085e-14),
+    (36.35840580165162, 7.819800382459448e-16),
+    (41.45172048487077, 5.3501888130100375e-18),
+    (47.153106445156325, 2.0105174645555034e-20),
+    (53.60857454469507, 3.6057658645529593e-23),
+    (61.05853144721876, 2.4518188458784027e-26),
+    (69.96224003510503, 4.088301593680658e-30),
+    (81.49827923394889, 5.575345788328357e-35),
+];
+
+/// The positive half of the 12-point Gauss–Legendre rule on `[−1, 1]` (nodes, weights).
+const LEGENDRE_12: [(f64, f64); 6] = [
+    (0.1252334085114689, 0.24914704581340277),
+    (0.3678314989981802, 0.2334925365383548),
+    (0.5873179542866175, 0.20316742672306592),
+    (0.7699026741943047, 0.16007832854334622),
+    (0.9041172563704749, 0.10693932599531843),
+    (0.9815606342467192, 0.04717533638651183),
+];
+
+/// 1/√(2π).
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// Below this `a` the profile is evaluated in the tail form `φ(a)·J`.
+const TAIL_FROM: f64 = -4.0;
+
+/// `(s, e)` with `s = fl(x + y)` and `s + e = x + y` exactly (Knuth's TwoSum).
+fn two_sum(x: f64, y: f64) -> (f64, f64) {
+    let s = x + y;
+    let yy = s - x;
+    let e = (x - (s - yy)) + (y - yy);
+    (s, if e.is_finite() { e } else { 0.0 })
+}
+
+/// The standard normal density φ(x), with x² split exactly (relative error a few ulps).
+fn pdf(x: f64) -> f64 {
+    let hi = x * x;
+    if hi > 1500.0 {
+        return 0.0;
+    }
+    let lo = libm::fma(x, x, -hi);
+    FRAC_1_SQRT_2PI * libm::exp(-0.5 * hi) * (1.0 - 0.5 * lo)
+}
+
+/// `√(x² + 2u)` without overflow.
+fn hyp(x: f64, u: f64) -> f64 {
+    if x > 1e150 { x } else { libm::sqrt(x * x + 2.0 * u) }
+}
+
+/// The Mills ratio `R(x) = Φc(x)/φ(x) = ∫₀^∞ e^{−xs − s²/2} ds` for `x ≥ 4`.
+///
+/// With `u = xs + s²/2` the integral is `∫₀^∞ e^{−u} / √(x² + 2u) du`, whose integrand is
+/// analytic for `Re u > −x²/2 ≤ −8`; 24-point Gauss–Laguerre is exact to < 1e-20 there.
+fn mills(x: f64) -> f64 {
+    LAGUERRE_24.iter().map(|&(u, w)| w / hyp(x, u)).sum()
+}
+
+/// `J(w, μ) = ∫₀^∞ (1 − e^{−μs}) e^{−ws − s²/2} ds = R(w) − R(w + μ)` for `w ≥ 4`,
+/// evaluated without cancellation: by the same substitution when `μ ≤ w/2` (quadrature
+/// error < 1e-16 relative, checked against mpmath), as the difference otherwise (then
+/// `R(w + μ) ≤ ⅔ R(w)`).
+fn tail_integral(w: f64, mu: f64) -> f64 {
+    if mu <= 0.5 * w {
+        LAGUERRE_24
+            .iter()
+            .map(|&(u, wt)| {
+                let r = hyp(w, u);
+                let s = 2.0 * u / (w + r);
+                wt * -libm::expm1(-mu * s) / r
+            })
+            .sum()
+    } else {
+        mills(w) - mills(w + mu)
+    }
+}
+
+/// `Φ(m + h) − Φ(m − h)` for `|m| ≤ 4.5`, `0 < h ≤ ½` by 12-point Gauss–Legendre on
+/// `φ(m)·∫_{−h}^{h} e^{−ms − s²/2} ds` (error < 1e-24 relative in that range).
+fn short_interval(m: f64, h: f64) -> f64 {
+    let mh = m * h;
+    let s: f64 = LEGENDRE_12
+        .iter()
+        .map(|&(x, w)| {
+            let t = h * x;
+            w * 2.0 * libm::cosh(mh * x) * libm::exp(-0.5 * t * t)
+        })
+        .sum();
+    pdf(m) * h * s
+}
+
+/// The profile `Φ(a) − e^ε Φ(b)` at `a = m + h`, `b = m − h`, where `ε = −2mh` (so that
+/// `b² − a² = 2ε`; the callers pass `m = −ε/μ, h = μ/2`, or Alg. 1's substitutes), `ε ≥ 0`,
+/// `h > 0`. In `[0, 1]`; 1 (no privacy) if the arithmetic ever fails.
+///
+/// The profile is stationary in `m` (∂/∂a + ∂/∂b = φ(a) − e^ε φ(b) = 0), so rounding `m`
+/// costs only second order; `a` and `b` are formed with their rounding errors kept
+/// (TwoSum) so that `a − b = 2h` holds exactly, which matters to first order.
+pub(crate) fn profile_mh(eps: f64, m: f64, h: f64) -> f64 {
+    if h == f64::INFINITY {
+        return 1.0;
+    }
+    if m == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    let (a, a_lo) = two_sum(m, h);
+    let (b, b_lo) = two_sum(m, -h);
+    let mu = 2.0 * h;
+    let delta = if a <= TAIL_FROM {
+        // δ = E[(1 − e^{ε−L})₊] = φ(a)·J(−a, μ) (L the privacy loss): no ε, no
+        // cancellation, no overflow for any ε.
+        let w = -a;
+        pdf(a) * (1.0 - a * a_lo) * tail_integral(w, mu)
+    } else {
+        // δ = [Φ(a) − Φ(b)] − (e^ε − 1)Φ(b).
+        let pdf_a = pdf(a);
+        let pdf_b = pdf(b);
+        let phi_b = normal_cdf(b) + b_lo * pdf_b;
+        let q = if eps <= 1.0 || b > TAIL_FROM {
+            // Here ε < 64 (b > −4 and a > −4 bound μ and ε): no overflow.
+            libm::expm1(eps) * phi_b
+        } else {
+            // e^ε Φ(b) = φ(a)·R(−b) exactly (e^ε φ(b) = φ(a)).
+            pdf_a * (1.0 - a * a_lo) * mills(-b) - phi_b
+        };
+        let p = if a >= 0.0 {
+            // (Φ(a) − ½) + (½ − Φ(b)): two non-negative erfs.
+            0.5 * (libm::erf(a * FRAC_1_SQRT_2) + libm::erf(-b * FRAC_1_SQRT_2)) + a_lo * pdf_a
+                - b_lo * pdf_b
+        } else if h <= 0.5 {
+            short_interval(m, h)
+        } else {
+            let pa = normal_cdf(a);
+            if pa + phi_b > 0.5 {
+                0.5 * (libm::erf(-b * FRAC_1_SQRT_2) - libm::erf(-a * FRAC_1_SQRT_2)) + a_lo * pdf_a
+                    - b_lo * pdf_b
+            } else {
+                pa + a_lo * pdf_a - phi_b
+            }
+        };
+        p - q
+    };
+    if delta.is_nan() { 1.0 } else { delta.clamp(0.0, 1.0) }
+}
+
+/// The profile `δ(ε; μ)` for `ε ≥ 0` finite and `μ > 0` (`μ = ∞` allowed: `δ = 1`).
+pub(crate) fn profile(eps: f64, mu: f64) -> f64 {
+    if mu == f64::INFINITY {
+        return 1.0;
+    }
+    profile_mh(eps, -(eps / mu), 0.5 * mu)
+}
+
+/// The smallest float `x` in `(lo, hi]` with `passes(x)`, given `!passes(lo)` and
+/// `passes(hi)` (a bisection down to adjacent floats; `lo` may be 0).
+pub(crate) fn bisect_to_adjacent(mut lo: f64, mut hi: f64, passes: impl Fn(f64) -> bool) -> f64 {
+    // Halving the gap reaches adjacent floats in at most ~1100 steps, even from lo = 0.
+    for _ in 0..2200 {
+        let mid = lo + 0.5 * (hi - lo);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if passes(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// The smallest σ (a float, rounded up) with `δ(ε; Δ/σ) ≤ δ`; inputs already validated.
+pub(crate) fn sigma_for(eps: f64, delta: f64, sens: f64) -> Result<f64> {
+    let passes = |s: f64| profile(eps, sens / s) <= delta;
+    // Start at μ = √(2ε) (Alg. 1's α = 1, where δ(ε; μ) = δ₀(ε)).
+    let guess = if eps > 0.0 { sens / libm::sqrt(2.0 * eps) } else { sens };
+    let guess = guess.clamp(f64::MIN_POSITIVE, f64::MAX);
+    let (mut lo, mut hi);
+    if passes(guess) {
+        hi = guess;
+        lo = 0.5 * guess;
+        // σ → 0 means μ → ∞ and δ → 1 > δ, so this stops (at the latest when Δ/σ = ∞).
+        while passes(lo) {
+            hi = lo;
+            lo *= 0.5;
+            if lo == 0.0 {
+                break;
+            }
+        }
+    } else {
+        lo = guess;
+        hi = 2.0 * guess;
+        while !passes(hi) {
+            lo = hi;
+            hi *= 2.0;
+            if hi == f64::INFINITY {
+                return Err(Error::Infeasible {
+                    condition: "analytic Gaussian: σ(ε, δ, Δ) ≤ f64::MAX",
+                    lhs: f64::INFINITY,
+                    rhs: f64::MAX,
+                });
+            }
+        }
+    }
+    let sigma = ulps_up(bisect_to_adjacent(lo, hi, passes), SAFETY_ULPS);
+    if sigma.is_finite() {
+        Ok(sigma)
+    } else {
+        Err(Error::Infeasible {
+            condition: "analytic Gaussian: σ(ε, δ, Δ) ≤ f64::MAX",
+            lhs: sigma,
+            rhs: f64::MAX,
+        })
+    }
+}
+
+/// Classical Gaussian mechanism: `σ = Δ·√(2 ln(1.25/δ))/ε`, valid only for `ε ∈ (0, 1)`.
+///
+/// `(ε, δ)`-DP for `f` with L2 sensitivity `Δ` under the neighbour relation `Δ` was
+/// computed for (Dwork & Roth 2014, Thm A.1). The result is rounded up (by 4 ulps, which
+/// bounds the rounding error of the formula). Prefer [`analytic_gaussian_sigma`]: it is
+/// exact, valid for every ε, and always gives less noise (seed-003 §5-A: 30.75 vs 48.45
+/// at ε = 0.1, δ = 1e-5).
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::classical_gaussian_sigma;
+/// // seed-003 §5-A, row ε = 0.5: σ_GM (S = 1) = 9.68961052521.
+/// let s = classical_gaussian_sigma(0.5, 1e-5, 1.0)?;
+/// assert!((s / 9.68961052521 - 1.0).abs() < 1e-11);
+/// assert!(classical_gaussian_sigma(1.0, 1e-5, 1.0).is_err()); // outside Thm A.1
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] naming `epsilon` (allowed `(0, 1)`) for ε ∉ (0, 1) or NaN,
+/// `delta` for δ ∉ (0, 1), `sensitivity` for Δ ∉ (0, ∞); [`Error::Infeasible`] if σ
+/// overflows `f64`.
+pub fn classical_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64> {
+    if !(epsilon > 0.0 && epsilon < 1.0) {
+        return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, 1)" });
+    }
+    classical_gaussian_sigma_unchecked(epsilon, delta, sensitivity)
+}
+
+/// The classical formula `Δ·√(2 ln(1.25/δ))/ε` for any `ε > 0`. **Not a DP guarantee for
+/// `ε ≥ 1`.**
+///
+/// Dwork–Roth Thm A.1 proves the formula only for ε < 1, and for large ε it is wrong: at
+/// `δ = 1e-5` it returns *less* noise than the exact minimum for every `ε > 8.41977`
+/// (seed-003 §3.1, §5-A ratio column). This function exists to reproduce papers that used
+/// it anyway (DP-Forward Table 4, seed-003 §8 E7) and for comparisons; calibrate real
+/// releases with [`analytic_gaussian_sigma`]. Rounded up like [`classical_gaussian_sigma`].
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::{
+///     analytic_gaussian_sigma, classical_gaussian_sigma_unchecked,
+/// };
+/// // seed-003 §5-A, row ε = 16: σ_GM = 0.302800328913 < σ_aGM = 0.344177428496.
+/// let gm = classical_gaussian_sigma_unchecked(16.0, 1e-5, 1.0)?;
+/// let agm = analytic_gaussian_sigma(16.0, 1e-5, 1.0)?;
+/// assert!((gm / 0.302800328913 - 1.0).abs() < 1e-11);
+/// assert!(gm < agm); // the classical formula under-noises here
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for ε ∉ (0, ∞) or NaN, δ ∉ (0, 1), Δ ∉ (0, ∞);
+/// [`Error::Infeasible`] if σ overflows `f64`.
+pub fn classical_gaussian_sigma_unchecked(
+    epsilon: f64,
+    delta: f64,
+    sensitivity: f64,
+) -> Result<f64> {
+    if !(epsilon.is_finite() && epsilon > 0.0) {
+        return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, inf)" });
+    }
+    let delta = Delta::new_positive(delta)?.get();
+    let sens = Sensitivity::new(sensitivity)?.get();
+    let sigma = ulps_up(sens * classical_factor(delta) / epsilon, 4);
+    if !sigma.is_finite() {
+        return Err(Error::Infeasible {
+            condition: "classical Gaussian: σ = Δ√(2 ln(1.25/δ))/ε ≤ f64::MAX",
+            lhs: sigma,
+            rhs: f64::MAX,
+        });
+    }
+    Ok(sigma)
+}
+
+/// `√(2 ln(1.25/δ))`, with `ln(1.25/δ) = ln 1.25 − ln δ` (a sum of non-negative terms).
+fn classical_factor(delta: f64) -> f64 {
+    const LN_1_25: f64 = 0.223_143_551_314_209_76;
+    libm::sqrt(2.0 * (LN_1_25 - libm::log(delta)))
+}
+
+/// The ε of the classical Gaussian mechanism with noise σ: `ε = Δ·√(2 ln(1.25/δ))/σ`,
+/// rounded up, and only if it is `< 1` (Dwork–Roth Thm A.1).
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::{
+///     classical_gaussian_epsilon, classical_gaussian_sigma,
+/// };
+/// let s = classical_gaussian_sigma(0.5, 1e-5, 1.0)?;
+/// let e = classical_gaussian_epsilon(s, 1e-5, 1.0)?;
+/// assert!(e <= 0.5 && e > 0.5 * (1.0 - 1e-14));
+/// // σ = 1 at δ = 1e-5 would be ε ≈ 4.84: outside the theorem, an error.
+/// assert!(classical_gaussian_epsilon(1.0, 1e-5, 1.0).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for σ ∉ (0, ∞), δ ∉ (0, 1), Δ ∉ (0, ∞);
+/// [`Error::Infeasible`] when the implied ε is `≥ 1`.
+pub fn classical_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: f64) -> Result<f64> {
+    let sigma = check_sigma(sigma)?;
+    let delta = Delta::new_positive(delta)?.get();
+    let sens = Sensitivity::new(sensitivity)?.get();
+    let eps = ulps_up(sens * classical_factor(delta) / sigma, 4);
+    if eps < 1.0 {
+        Ok(eps)
+    } else {
+        Err(Error::Infeasible {
+            condition: "classical Gaussian (Dwork–Roth Thm A.1): ε = Δ√(2 ln(1.25/δ))/σ < 1",
+            lhs: eps,
+            rhs: 1.0,
+        })
+    }
+}
+
+/// The exact privacy profile of the Gaussian mechanism: the smallest δ for which noise
+/// `N(0, σ²)` on an L2-sensitivity-`Δ` query is `(ε, δ)`-DP (Balle & Wang 2018, Thm 8).
+///
+/// `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably (see the
+/// module docs); `ε = 0` gives `2Φ(μ/2) − 1`. The result is in `[0, 1]`: it tends to 0 as
+/// σ → ∞ or ε → ∞ and to 1 as σ → 0.
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_delta;
+/// // seed-003 §5-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507.
+/// let d = analytic_gaussian_delta(1.0, 1.0, 1.0)?;
+/// assert!((d / 0.126936737507 - 1.0).abs() < 1e-11);
+/// // ε = 0: 2Φ(μ/2) − 1 (§5-E, μ = 2: 0.682689492137).
+/// assert!((analytic_gaussian_delta(0.0, 1.0, 2.0)? / 0.682689492137 - 1.0).abs() < 1e-11);
+/// // Very large ε neither overflows nor returns NaN.
+/// assert_eq!(analytic_gaussian_delta(500.0, 1.0, 1.0)?, 0.0);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for ε ∉ [0, ∞) or NaN, σ ∉ (0, ∞), Δ ∉ (0, ∞).
+pub fn analytic_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: f64) -> Result<f64> {
+    let eps = check_epsilon_nonneg(epsilon)?;
+    let sigma = check_sigma(sigma)?;
+    let sens = Sensitivity::new(sensitivity)?.get();
+    Ok(profile(eps, sens / sigma))
+}
+
+/// The smallest noise scale σ for which `N(0, σ²)` on an L2-sensitivity-`Δ` query is
+/// `(ε, δ)`-DP, exactly (analytic Gaussian mechanism, Balle & Wang 2018, Thm 8 / Alg. 1).
+///
+/// Valid for every `ε ≥ 0` (no ε < 1 restriction). σ is found by bracketing and bisecting
+/// the monotone profile [`analytic_gaussian_delta`] down to two adjacent floats; the upper
+/// end is returned, so `analytic_gaussian_delta(ε, σ, Δ) ≤ δ` always holds for the result
+/// (σ is rounded up). It is within ~1e-14 relative of the exact value in the range stated
+/// in the module docs. Seed-003 §5-A/§5-B list reference values.
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::{
+///     analytic_gaussian_delta, analytic_gaussian_sigma,
+/// };
+/// // seed-003 §5-A, row ε = 1, δ = 1e-5: σ_aMGM (S = 1) = 3.73063163482.
+/// let s = analytic_gaussian_sigma(1.0, 1e-5, 1.0)?;
+/// assert!((s / 3.730631634815942 - 1.0).abs() < 1e-14);
+/// assert!(analytic_gaussian_delta(1.0, s, 1.0)? <= 1e-5);
+/// // Linear in Δ; finite even for δ = 1e-300; fine for ε = 500.
+/// assert!((analytic_gaussian_sigma(1.0, 1e-5, 2.0)? / (2.0 * s) - 1.0).abs() < 1e-15);
+/// assert!(analytic_gaussian_sigma(1.0, 1e-300, 1.0)?.is_finite());
+/// assert!(analytic_gaussian_sigma(500.0, 1e-5, 1.0)? > 0.0);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for ε ∉ [0, ∞) or NaN, δ ∉ (0, 1) (no Gaussian noise gives
+/// δ = 0), Δ ∉ (0, ∞); [`Error::Infeasible`] if σ exceeds `f64::MAX` (e.g. ε = 0 with
+/// δ = 1e-310 and Δ = 1e10).
+pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Result<f64> {
+    let eps = check_epsilon_nonneg(epsilon)?;
+    let delta = Delta::new_positive(delta)?.get();
+    let sens = Sensitivity::new(sensitivity)?.get();
+    sigma_for(eps, delta, sens)
+}
+
+/// The smallest ε for which noise `N(0, σ²)` on an L2-sensitivity-`Δ` query is
+/// `(ε, δ)`-DP (the inverse of the exact profile in ε), rounded up.
+///
+/// Returns 0 when `δ ≥ 2Φ(Δ/2σ) − 1` (the mechanism is then `(0, δ)`-DP). Otherwise ε is
+/// bisected down to two adjacent floats and the upper end returned, so
+/// `analytic_gaussian_delta(ε, σ, Δ) ≤ δ` holds for the result.
+///
+/// ```
+/// use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_epsilon;
+/// // seed-003 §5-E inverse values at δ = 1e-5: ε(μ = 1) = 4.37717809568.
+/// let e = analytic_gaussian_epsilon(1.0, 1e-5, 1.0)?;
+/// assert!((e / 4.37717809568 - 1.0).abs() < 1e-11);
+/// // Enough noise for (0, δ)-DP: ε = 0.
+/// assert_eq!(analytic_gaussian_epsilon(1e6, 0.5, 1.0)?, 0.0);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for σ ∉ (0, ∞), δ ∉ (0, 1), Δ ∉ (0, ∞);
+/// [`Error::Infeasible`] when no finite `f64` ε suffices (σ tiny against Δ).
+pub fn analytic_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: f64) -> Result<f64> {
+    let sigma = check_sigma(sigma)?;
+    let delta = Delta::new_positive(delta)?.get();
+    let sens = Sensitivity::new(sensitivity)?.get();
+    let mu = sens / sigma;
+    let infeasible = Error::Infeasible {
+        condition: "analytic Gaussian: ε(σ, δ, Δ) ≤ f64::MAX",
+        lhs: mu,
+        rhs: f64::MAX,
+    };
+    if !mu.is_finite() {
+        return Err(infeasible);
+    }
+    let passes = |e: f64| profile(e, mu) <= delta;
+    if passes(0.0) {
+        return Ok(0.0);
+    }
+    let mut lo = 0.0;
+    // ε* ≈ μ²/2 + μ·z for large μ; start near there and double.
+    let mut hi = (0.5 * mu * mu).clamp(1.0, f64::MAX);
+    while !passes(hi) {
+        lo = hi;
+        hi *= 2.0;
+        if hi == f64::INFINITY {
+            return Err(infeasible);
+        }
+    }
+    let eps = ulps_up(bisect_to_adjacent(lo, hi, passes), SAFETY_ULPS);
+    if eps.is_finite() { Ok(eps) } else { Err(infeasible) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_limits_are_total() {
+        assert_eq!(profile(1.0, f64::INFINITY), 1.0);
+        assert_eq!(profile(1.0, 1e-300), 0.0);
+        assert_eq!(profile(0.0, f64::MAX), 1.0);
+        assert_eq!(profile(1e300, 1.0), 0.0);
+        assert!(profile(0.0, 1e-300) > 0.0);
+        for eps in [0.0, 1e-300, 1e-12, 0.5, 700.0, 710.0, 1e6, 1e300] {
+            for mu in [1e-300, 1e-20, 1e-5, 0.3, 1.0, 40.0, 80.0, 1e10, 1e200, f64::MAX] {
+                let d = profile(eps, mu);
+                assert!((0.0..=1.0).contains(&d), "eps {eps} mu {mu}: {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn profile_is_monotone_in_mu_and_eps() {
+        for eps in [0.0, 1e-6, 0.1, 1.0, 8.0, 100.0, 1000.0] {
+            let mut prev = 0.0;
+            let mut mu = 1e-3;
+            while mu < 1e3 {
+                let d = profile(eps, mu);
+                assert!(d >= prev, "eps {eps} mu {mu}");
+                prev = d;
+                mu *= 1.01;
+            }
+        }
+        for mu in [0.01, 0.5, 1.0, 4.0, 30.0] {
+            let mut prev = 1.0;
+            let mut eps = 0.0;
+            while eps < 2000.0 {
+                let d = profile(eps, mu);
+                assert!(d <= prev, "mu {mu} eps {eps}");
+                prev = d;
+                eps = eps * 1.05 + 1e-3;
+            }
+        }
+    }
+
+    #[test]
+    fn sigma_is_within_a_few_ulps_of_the_smallest_passing_float() {
+        for (eps, delta) in [(1.0, 1e-5), (0.1, 1e-8), (0.0, 0.5), (50.0, 1e-10), (1e-9, 0.3)] {
+            let s = sigma_for(eps, delta, 1.0).unwrap();
+            assert!(profile(eps, 1.0 / s) <= delta);
+            let mut below = s;
+            for _ in 0..=SAFETY_ULPS {
+                below = below.next_down();
+            }
+            assert!(profile(eps, 1.0 / below) > delta);
+        }
+    }
+
+    #[test]
+    fn tail_and_central_forms_agree_at_the_switch() {
+        // a = −4 exactly is on the tail side; just above it, the central forms.
+        for mu in [0.1, 1.0, 3.0, 7.9, 8.1, 20.0] {
+            let h = 0.5 * mu;
+            let m_tail = -4.0 - h;
+            let m_central = (-4.0f64).next_up() - h;
+            let eps_t = -2.0 * m_tail * h;
+            let eps_c = -2.0 * m_central * h;
+            let (t, c) = (profile_mh(eps_t, m_tail, h), profile_mh(eps_c, m_central, h));
+            assert!((t / c - 1.0).abs() < 1e-13, "mu {mu}: {t} vs {c}");
+        }
+    }
+
+    #[test]
+    fn classical_rounds_up() {
+        let s = classical_gaussian_sigma(0.5, 1e-5, 1.0).unwrap();
+        let exact = libm::sqrt(2.0 * libm::log(1.25 / 1e-5)) / 0.5;
+        assert!(s >= exact && s <= exact * (1.0 + 1e-14));
+    }
+}
