@@ -59,7 +59,8 @@
 //! them exceed 1 — the ledger refuses the tenth, which is the safe answer. Use exactly
 //! representable amounts (`0.125`, `0.25`, …) or leave a margin.
 
-use crate::accounting::composition::{Rho, add_down, add_up, mul_up};
+use crate::accounting::composition::Rho;
+use crate::accounting::directed_rounding::{add_down, add_up, mul_up};
 use crate::accounting::rdp::{DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, RdpCurve};
 use crate::error::{Error, Result};
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};

@@ -1,5 +1,7 @@
 //! Privacy accounting: composition, Rényi DP, zCDP, and the budget ledger.
 
 pub mod composition;
+mod directed_rounding;
 pub mod ledger;
 pub mod rdp;
+pub mod zcdp;

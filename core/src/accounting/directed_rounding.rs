@@ -1,0 +1,201 @@
+//! Directed rounding for the composition theorems, the zCDP conversions and the ledger.
+//!
+//! **Guarantee.** Each `*_up` helper returns a double `≥` the exact real result of its
+//! operation on its (double) operands, each `*_down` helper one `≤` it, so chains of them
+//! bracket the real-number formula. Sums use TwoSum and products, quotients and square
+//! roots an FMA remainder to decide the rounding exactly, so an exactly representable
+//! result (`0.25 + 0.5`) is returned exactly; with an operand outside `[1e-150, 1e150]`,
+//! where that remainder could underflow, they step one ulp in the safe direction
+//! unconditionally. `ln`, `ln(1 + x)` and `eˣ − 1` come from `libm` (error below one ulp)
+//! and are padded by two ulps. [`largest_feasible`] bisects over the bit patterns of
+//! non-negative doubles.
+//!
+//! The RDP accountant keeps its own upward-rounding helpers (`rdp::round_up`), which treat
+//! subnormal results differently.
+
+/// Operands and results in `[SAFE_LO, SAFE_HI]` keep every intermediate of the exact error
+/// checks (FMA remainders, products) in the normal range, where those checks are exact.
+/// Outside it the helpers step one ulp in the safe direction unconditionally.
+const SAFE_LO: f64 = 1e-150;
+const SAFE_HI: f64 = 1e150;
+
+#[inline]
+fn in_safe_range(x: f64) -> bool {
+    let a = x.abs();
+    (SAFE_LO..=SAFE_HI).contains(&a)
+}
+
+/// `a + b` rounded towards `+∞` (TwoSum: the rounding error of `a + b` is exact).
+pub(crate) fn add_up(a: f64, b: f64) -> f64 {
+    let s = a + b;
+    if !s.is_finite() {
+        return s;
+    }
+    let bb = s - a;
+    let err = (a - (s - bb)) + (b - bb);
+    if err > 0.0 { s.next_up() } else { s }
+}
+
+/// `a + b` rounded towards `−∞`.
+pub(super) fn add_down(a: f64, b: f64) -> f64 {
+    -add_up(-a, -b)
+}
+
+/// `a · b` rounded towards `+∞`.
+pub(super) fn mul_up(a: f64, b: f64) -> f64 {
+    let p = a * b;
+    if !p.is_finite() || a == 0.0 || b == 0.0 {
+        return p;
+    }
+    if in_safe_range(a) && in_safe_range(b) {
+        // The product of two values in the safe range is normal, so the FMA residue is
+        // exactly a·b − p.
+        if libm::fma(a, b, -p) > 0.0 { p.next_up() } else { p }
+    } else {
+        p.next_up()
+    }
+}
+
+/// `a · b` rounded towards `−∞`; never negative for non-negative operands.
+pub(super) fn mul_down(a: f64, b: f64) -> f64 {
+    let p = -mul_up(-a, b);
+    if a >= 0.0 && b >= 0.0 { p.max(0.0) } else { p }
+}
+
+/// `a / b` rounded towards `+∞` (`b ≠ 0`).
+pub(super) fn div_up(a: f64, b: f64) -> f64 {
+    let q = a / b;
+    if !q.is_finite() || a == 0.0 {
+        return q;
+    }
+    if in_safe_range(a) && in_safe_range(b) {
+        // The remainder a − q·b of a correctly rounded quotient is exact in the normal range.
+        let r = libm::fma(-q, b, a);
+        if (r > 0.0 && b > 0.0) || (r < 0.0 && b < 0.0) { q.next_up() } else { q }
+    } else {
+        q.next_up()
+    }
+}
+
+/// `a / b` rounded towards `−∞`; never negative for non-negative operands.
+pub(super) fn div_down(a: f64, b: f64) -> f64 {
+    let q = -div_up(-a, b);
+    if a >= 0.0 && b > 0.0 { q.max(0.0) } else { q }
+}
+
+/// `√x` rounded towards `+∞` (`x ≥ 0`).
+pub(super) fn sqrt_up(x: f64) -> f64 {
+    let s = libm::sqrt(x);
+    if !s.is_finite() || x == 0.0 {
+        return s;
+    }
+    if in_safe_range(x) {
+        if libm::fma(-s, s, x) > 0.0 { s.next_up() } else { s }
+    } else {
+        s.next_up()
+    }
+}
+
+/// Two ulps up: covers the (< 1 ulp) error of a `libm` transcendental.
+#[inline]
+fn pad_up(x: f64) -> f64 {
+    x.next_up().next_up()
+}
+
+/// Two ulps down.
+#[inline]
+fn pad_down(x: f64) -> f64 {
+    x.next_down().next_down()
+}
+
+/// A lower bound on `ln x` (`x > 0`).
+pub(super) fn ln_down(x: f64) -> f64 {
+    pad_down(libm::log(x))
+}
+
+/// An upper bound on `ln(1/δ)` for `δ ∈ (0, 1)`; positive and finite.
+pub(super) fn ln_inv_up(delta: f64) -> f64 {
+    -ln_down(delta)
+}
+
+/// An upper bound on `ln(1 + x)` (`x > −1`).
+pub(super) fn ln_1p_up(x: f64) -> f64 {
+    pad_up(libm::log1p(x))
+}
+
+/// An upper bound on `eˣ − 1`.
+pub(super) fn exp_m1_up(x: f64) -> f64 {
+    pad_up(libm::expm1(x))
+}
+
+/// `k` as an `f64`, rounded up (exact below 2⁵³).
+pub(super) fn count_up(k: u64) -> f64 {
+    let f = k as f64;
+    // `f` is an integer no larger than 2⁶⁴, so the cast back to u128 is exact.
+    if (f as u128) < u128::from(k) { f.next_up() } else { f }
+}
+
+/// Largest `x ≥ 0` (as a double) with `feasible(x)`, by bisection on the bit patterns of
+/// non-negative doubles, whose order is the order of the values. `0` is assumed feasible and
+/// `+∞` infeasible; neither is evaluated. The result is feasible (or `0`) whatever `feasible`
+/// is; it is the largest such double when `feasible` is monotone.
+pub(super) fn largest_feasible(mut feasible: impl FnMut(f64) -> bool) -> f64 {
+    let mut lo = 0u64;
+    let mut hi = f64::INFINITY.to_bits();
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if feasible(f64::from_bits(mid)) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    f64::from_bits(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directed_rounding_brackets_the_exact_result() {
+        // 0.1 + 0.2 is inexact: the two directions differ by one ulp around it.
+        let (u, d) = (add_up(0.1, 0.2), add_down(0.1, 0.2));
+        assert_eq!(u, d.next_up());
+        assert!(d <= 0.1 + 0.2 && 0.1 + 0.2 <= u);
+        assert_eq!(add_up(0.25, 0.5), 0.75);
+        assert_eq!(mul_up(3.0, 0.25), 0.75);
+        let (u, d) = (mul_up(0.1, 3.0), mul_down(0.1, 3.0));
+        assert_eq!(u, d.next_up());
+        let (u, d) = (div_up(1.0, 3.0), div_down(1.0, 3.0));
+        assert_eq!(u, d.next_up());
+        assert_eq!(div_up(1.0, 4.0), 0.25);
+        assert_eq!(div_down(1.0, 4.0), 0.25);
+        assert_eq!(sqrt_up(4.0), 2.0);
+        assert_eq!(sqrt_up(2.0), libm::sqrt(2.0)); // the rounded sqrt(2.0) is above √2
+        assert_eq!(sqrt_up(3.0), libm::sqrt(3.0).next_up()); // and sqrt(3.0) below √3
+        // Outside the safe range the helpers still bracket, including underflow to 0.
+        assert!(mul_up(1e-200, 1e-200) > 0.0);
+        assert_eq!(mul_down(1e-200, 1e-200), 0.0);
+        assert!(div_up(1e-300, 1e100) > 0.0);
+        assert_eq!(div_down(1e-300, 1e100), 0.0);
+        assert_eq!(mul_up(f64::MAX, 2.0), f64::INFINITY);
+    }
+
+    #[test]
+    fn count_up_rounds_large_counts_up() {
+        assert_eq!(count_up(1), 1.0);
+        assert_eq!(count_up(1 << 53), 2f64.powi(53));
+        let k = (1u64 << 53) + 1;
+        assert!(count_up(k) as u128 >= u128::from(k));
+        assert!(count_up(u64::MAX) >= 2f64.powi(64));
+    }
+
+    #[test]
+    fn bisection_finds_the_largest_feasible_double() {
+        assert_eq!(largest_feasible(|x| x <= 0.3), 0.3);
+        assert_eq!(largest_feasible(|x| mul_up(x, x) <= 2.0), libm::sqrt(2.0).next_down());
+        assert_eq!(largest_feasible(|_| false), 0.0);
+        assert_eq!(largest_feasible(|_| true), f64::MAX);
+    }
+}
