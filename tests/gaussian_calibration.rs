@@ -553,7 +553,9 @@ fn spec_rows_to_the_last_ulps() {
 fn sigma_is_never_below_the_exact_value() {
     for (eps, delta, s_up) in SIGMA_EXACT_UP {
         let at = format!("ε = {eps}, δ = {delta}");
-        assert_up(analytic_gaussian_sigma(eps, delta, 1.0).unwrap(), s_up, 2e-15, &at);
+        // 1e-14: the solvers compare against δ·(1 − 4·EPSILON) so that the profile's
+        // evaluation error cannot push them below the exact value where it is flat.
+        assert_up(analytic_gaussian_sigma(eps, delta, 1.0).unwrap(), s_up, 1e-14, &at);
         if eps > 0.0 && eps < 1e4 {
             assert_up(amgm_sigma(eps, delta, 1.0).unwrap(), s_up, 2e-15, &format!("aMGM {at}"));
         }
@@ -576,7 +578,7 @@ fn epsilon_is_never_below_the_exact_value() {
         if e_up == 0.0 {
             assert_eq!(e, 0.0, "{at}");
         } else {
-            assert_up(e, e_up, 2e-15, &at);
+            assert_up(e, e_up, 1e-14, &at);
         }
     }
 }

@@ -10,6 +10,11 @@
 //! positive; `Δ` is an integer so the second probability is the first sum shifted by `Δ`),
 //! using a compensated sum and the exact normaliser
 //! `Σ_y e^{−y²/2σ²} = σ√(2π) (1 + 2 Σ_k e^{−2π²σ²k²})` (Poisson summation) for `σ ≥ 1`.
+//! The computed value is an upper bound: each factor is evaluated at an exponent lowered by
+//! its rounding-error bound (so a term at a lattice boundary is never lost to rounding), the
+//! truncated tail is bounded by a geometric series, and the total is padded by `1e-12`
+//! relative for the `exp`/`expm1`/summation errors. Deep in the tail (δ ≲ 1e-80 at small σ)
+//! the per-term allowance dominates and the bound is loose, never low.
 //! [`discrete_gaussian_sigma`] returns the upper end of a bisection bracket (σ rounded *up*,
 //! to `1e-12` relative) and [`discrete_gaussian_epsilon`] the upper end for `ε`, so neither
 //! understates the noise or the loss. For vector-valued `f` with L2 sensitivity use the zCDP
@@ -75,7 +80,9 @@ pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Re
     let d = sensitivity as f64;
     let two_s2 = 2.0 * sigma * sigma;
     let a = epsilon * sigma * sigma / d - d / 2.0;
-    let first = libm::floor(a) + 1.0;
+    // One term before floor(a) + 1: if rounding put `a` just below an integer the first
+    // term could otherwise be skipped; an extra term only adds a non-negative amount.
+    let first = libm::floor(a);
     // Terms increase up to y = 0 and then fall; stop once past the peak and negligible.
     let peak_to_end = 40.0 * sigma + 40.0;
     let terms = if first < 0.0 { -first + peak_to_end } else { peak_to_end };
@@ -87,20 +94,36 @@ pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Re
             allowed: "σ + Δ/ε below 2^24 / 40",
         });
     }
+    const U: f64 = f64::EPSILON;
     let (mut sum, mut comp) = (0.0f64, 0.0f64);
     let mut y = first;
-    loop {
-        let w = libm::exp(-y * y / two_s2) * -libm::expm1(epsilon - (2.0 * y * d + d * d) / two_s2);
-        // Neumaier summation.
+    let tail = loop {
+        let p = libm::exp(-y * y / two_s2);
+        if y > 0.0 && p == 0.0 {
+            break 0.0;
+        }
+        // Upper bound of the factor 1 − e^x: x = ε − (2yΔ + Δ²)/2σ² is computed with an
+        // absolute error below 4U·(ε + |2yΔ + Δ²|/2σ²); lowering x by that bound can only
+        // raise the factor, and the factor of a term with y ≤ a (mathematically ≤ 0) is
+        // clamped to 0 from below.
+        let q = (2.0 * y * d + d * d) / two_s2;
+        let x = epsilon - q;
+        let factor = (-libm::expm1(x - 4.0 * U * (epsilon + q.abs()))).max(0.0);
+        let w = p * factor;
         let t = sum + w;
         comp += if sum.abs() >= w.abs() { (sum - t) + w } else { (w - t) + sum };
         sum = t;
-        if y > 0.0 && (w <= 1e-18 * (sum + comp) || w == 0.0) {
-            break;
+        if y > first.max(0.0) && w > 0.0 && w <= 1e-18 * (sum + comp) {
+            // Every later term is at most p(y') (factor ≤ 1), and p falls by at least
+            // r = e^{−(2y+1)/2σ²} per step: bound the rest by p·r/(1 − r).
+            let r = libm::exp(-(2.0 * y + 1.0) / two_s2);
+            break p * r / -libm::expm1(-(2.0 * y + 1.0) / two_s2);
         }
         y += 1.0;
-    }
-    Ok(((sum + comp) / normaliser(sigma)).clamp(0.0, 1.0))
+    };
+    // exp, expm1 and the summation are each within a few ulps: pad by 1e-12 relative.
+    let z = normaliser(sigma);
+    Ok(((sum + comp + tail) * (1.0 + 1e-12) / z).clamp(0.0, 1.0))
 }
 
 /// The smallest `σ` (to `1e-12` relative, rounded up) with `δ(ε; σ) ≤ δ`.
@@ -220,7 +243,8 @@ mod tests {
         // δ(0) = P[|Y| < Δ/2 ... ] reduces to P[−Δ/2 < Y ≤ Δ/2] for Δ = 1: P[Y = 0] = 1/Z.
         let s = 1.3;
         let want = 1.0 / normaliser(s);
-        assert!((discrete_gaussian_delta(0.0, s, 1).unwrap() - want).abs() < 1e-15);
+        let got = discrete_gaussian_delta(0.0, s, 1).unwrap();
+        assert!(got >= want && got <= want * (1.0 + 1e-11), "{got} vs {want}");
     }
 
     #[test]
@@ -247,6 +271,24 @@ mod tests {
             assert!(discrete_gaussian_delta(e, s * (1.0 - 1e-9), d).unwrap() > dl);
             let e2 = discrete_gaussian_epsilon(s, dl, d).unwrap();
             assert!(e2 <= e * (1.0 + 1e-12) && e2 >= e * (1.0 - 1e-8), "{e} {e2}");
+        }
+    }
+
+    #[test]
+    fn lattice_boundaries_do_not_zero_the_profile() {
+        // Review finding (mpmath, 60 digits): ε = 1.5/0.383², σ = 0.383, Δ = 1 puts
+        // a = εσ²/Δ − Δ/2 within an ulp of the integer 1; true δ = 1.1230477e-6, and the
+        // old loop returned 0.
+        let eps = 1.5 / (0.383 * 0.383);
+        let d = discrete_gaussian_delta(eps, 0.383, 1).unwrap();
+        // The reference has 8 digits: never below its rounding interval, and within 1e-6
+        // relative above it (the boundary term's rounding allowance).
+        assert!((1.12304765e-6..1.1230488e-6).contains(&d), "{d}");
+        // Deep in the tail the per-term error allowance dominates (the bound is loose but
+        // still an upper bound): true values 1.487e-87 and 5.37e-87 (mpmath, 4 digits).
+        for (e, truth) in [(51.128578148327406, 1.487e-87), (51.12857814832739, 5.37e-87)] {
+            let d = discrete_gaussian_delta(e, 0.383, 1).unwrap();
+            assert!((truth * (1.0 - 1e-3)..1e-84).contains(&d), "{e}: {d}");
         }
     }
 

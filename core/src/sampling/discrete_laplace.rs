@@ -20,7 +20,8 @@
 //! `U` is drawn exactly by Lemire's multiply-and-reject method ("Fast random integer
 //! generation in an interval", 2019): `w` is the next `L = min(⌈log₂ t⌉ + 8, 64)` bits (the
 //! first read most significant), `U = ⌊w·t/2^L⌋`, and `w` is redrawn when
-//! `w·t mod 2^L < 2^L mod t` (probability below `2^−8`), which leaves every value exactly
+//! `w·t mod 2^L < 2^L mod t` (probability below `2^−8` while `⌈log₂ t⌉ ≤ 56`; up to about
+//! `1/2` for `t` near `2^63`, where `L` is capped at 64), which leaves every value exactly
 //! `⌊2^L/t⌋` preimages. `t = 1` reads no bits.
 //!
 //! Everything is exact: `X` is geometric with `P(X = x) ∝ e^{−x/t}`, so `Y` is geometric

@@ -36,7 +36,7 @@ use rand_core::CryptoRng;
 use crate::error::Result;
 use crate::sampling::discrete_gaussian::DiscreteGaussian;
 use crate::sampling::grid_noise::{
-    Grid, add_up, ceil_log2, div_up, mul_down, mul_up, positive_finite, sqrt_up,
+    Grid, add_up, ceil_log2, div_up, mul_up, positive_finite, sqrt_up,
 };
 use crate::sampling::keyed_stream::KeyedStream;
 
@@ -165,9 +165,10 @@ impl GridGaussian {
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn rho(&self) -> f64 {
-        let d = self.rounded_sensitivity;
-        let sigma = self.requested_sigma;
-        div_up(mul_up(d, d), 2.0 * mul_down(sigma, sigma))
+        // (Δ/σ)²/2 with the ratio formed first, so neither square can overflow for any σ
+        // the constructor accepts (an overflow would only push the bound up, to +∞).
+        let q = div_up(self.rounded_sensitivity, self.requested_sigma);
+        div_up(mul_up(q, q), 2.0)
     }
 
     /// `(Δ₂, σ, d)` as given.
@@ -221,6 +222,22 @@ impl GridGaussian {
 mod tests {
     use super::*;
     use crate::error::Error;
+
+    #[test]
+    fn rho_is_an_upper_bound_for_huge_sigma() {
+        // Review finding: σ² used to overflow and make ρ 5e-324 or NaN.
+        for e in [500, 511, 512, 700, 900] {
+            let sigma = 2f64.powi(e) * 1.5;
+            let g = GridGaussian::new(1.0, sigma, 4).unwrap();
+            let exact = (g.rounded_sensitivity() / sigma).powi(2) / 2.0;
+            assert!(
+                g.rho().is_finite() && g.rho() >= exact,
+                "σ = 1.5·2^{e}: {} vs {exact}",
+                g.rho()
+            );
+            assert!(g.rho() <= exact * (1.0 + 1e-15));
+        }
+    }
 
     #[test]
     fn resolution_rule() {

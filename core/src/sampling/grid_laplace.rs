@@ -17,8 +17,8 @@
 //! `2^k · size`. Both are computed with every operation rounded up.
 //!
 //! **Resolution.** [`GridLaplace::new`] uses Google's rule, the smallest power of two
-//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale is about `2^40` and the inflation `d·r/Δ₁` at
-//! most `d·2^−40/ε`; inputs then need `|x| ≲ 2^13·Δ₁/ε`. [`GridLaplace::with_resolution`]
+//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation `d·r/Δ₁`
+//! below `d·2^−39/ε`; inputs then need `|x| ≲ 2^13·Δ₁/ε`. [`GridLaplace::with_resolution`]
 //! takes `k` (`−1023 ≤ k ≤ 960`) from the caller, up to an integer scale of `2^56`.
 //!
 //! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are

@@ -29,8 +29,8 @@
 //! bound converted exactly or rounded up).
 //!
 //! **Resolution.** [`GridLaplace::new`] uses Google's rule, the smallest power of two
-//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale is about `2^40` and the inflation `d·r/Δ₁` at
-//! most `d·2^−40/ε`. [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
+//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation `d·r/Δ₁`
+//! below `d·2^−39/ε`. [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
 //! (`σ/r ∈ (2^29, 2^30]`), inside the range where [`DiscreteGaussian`] represents `σ/r`
 //! to a relative `2^−30` (rounded up); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`. Both
 //! have a `with_resolution` form taking `k` (`−1023 ≤ k ≤ 960`).
@@ -238,12 +238,6 @@ pub(crate) fn mul_up(a: f64, b: f64) -> f64 {
     if libm::fma(a, b, -p) > 0.0 || p < TINY { p.next_up() } else { p }
 }
 
-/// `a · b` rounded down, for `a, b ≥ 0`.
-pub(crate) fn mul_down(a: f64, b: f64) -> f64 {
-    let p = a * b;
-    if libm::fma(a, b, -p) < 0.0 || p < TINY { p.next_down().max(0.0) } else { p }
-}
-
 /// `a / b` rounded up, for `a ≥ 0`, `b > 0` (the exact residual `a − q·b` decides).
 pub(crate) fn div_up(a: f64, b: f64) -> f64 {
     let q = a / b;
@@ -370,8 +364,6 @@ mod tests {
             for &b in &xs {
                 let p = mul_up(a, b);
                 assert!(libm::fma(a, b, -p) <= 0.0 && libm::fma(a, b, -p.next_down()) > 0.0);
-                let p = mul_down(a, b);
-                assert!(libm::fma(a, b, -p) >= 0.0 && libm::fma(a, b, -p.next_up()) < 0.0);
                 let q = div_up(a, b);
                 assert!(libm::fma(-q, b, a) <= 0.0 && libm::fma(-q.next_down(), b, a) > 0.0);
             }

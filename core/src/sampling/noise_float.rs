@@ -43,8 +43,10 @@ pub trait NoiseFloat: Copy + PartialOrd + core::fmt::Debug + sealed::Sealed + 's
         words[0] & 1 == 1
     }
 
-    /// Rounds an `f64` to this type.
+    /// Rounds an `f64` to this type (to nearest).
     fn from_f64(x: f64) -> Self;
+    /// Rounds an `f64` to this type toward zero (for values that must not grow in magnitude).
+    fn from_f64_toward_zero(x: f64) -> Self;
     /// Widens to `f64` (exact).
     fn to_f64(self) -> f64;
 }
@@ -68,6 +70,10 @@ impl NoiseFloat for f64 {
         x
     }
     #[inline(always)]
+    fn from_f64_toward_zero(x: f64) -> Self {
+        x
+    }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self
     }
@@ -84,6 +90,15 @@ impl NoiseFloat for f32 {
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x as f32
+    }
+    #[inline(always)]
+    fn from_f64_toward_zero(x: f64) -> Self {
+        let r = x as f32;
+        if f64::from(r).abs() > x.abs() {
+            if r > 0.0 { r.next_down() } else { r.next_up() }
+        } else {
+            r
+        }
     }
     #[inline(always)]
     fn to_f64(self) -> f64 {

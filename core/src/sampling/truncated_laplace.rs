@@ -119,6 +119,10 @@ impl TruncatedLaplace {
 
     #[inline]
     fn magnitude(&self, u: f64) -> f64 {
+        if self.delta == 0.0 {
+            // Lap(Δ/ε): −ln U is finite on U ∈ (0, 1] (ln(1 − U) would be −∞ at U = 1).
+            return self.scale * -libm::log(u);
+        }
         let mag = -self.scale * libm::log1p(-u * self.m);
         mag.min(self.bound)
     }
@@ -132,7 +136,12 @@ impl FixedWordSampler for TruncatedLaplace {
     #[inline]
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
         let mag = self.magnitude(f64::open_uniform(words));
-        let x = T::from_f64(if f64::sign_bit(words) { -mag } else { mag });
+        let signed = if f64::sign_bit(words) { -mag } else { mag };
+        // Rounding to the output type must not leave [−B, B] (f32 rounds to nearest).
+        let mut x = T::from_f64(signed);
+        if x.to_f64().abs() > self.bound {
+            x = T::from_f64_toward_zero(signed);
+        }
         [x, x]
     }
 }
@@ -204,6 +213,25 @@ mod tests {
         assert_eq!(t.magnitude(1.0), t.bound());
         let z: f64 = t.group::<f64>(&[u32::MAX, u32::MAX])[0];
         assert_eq!(z, -t.bound());
+    }
+
+    #[test]
+    fn delta_zero_never_returns_infinity() {
+        // Review finding: U = 1 made ln(1 − U) = −∞.
+        let t = TruncatedLaplace::new(1.0, 1.0, 0.0).unwrap();
+        let z: f64 = t.group::<f64>(&[u32::MAX, u32::MAX])[0];
+        assert_eq!(z, -0.0);
+        let z: f64 = t.group::<f64>(&[0, 0])[0];
+        assert_eq!(z, 53.0 * core::f64::consts::LN_2);
+    }
+
+    #[test]
+    fn f32_outputs_stay_inside_the_bound() {
+        // Review finding: B = 1.8036262791699924 rounds up to an f32 above B.
+        let t = TruncatedLaplace::new(1.0, 0.7, 0.2).unwrap();
+        let z: f32 = t.group::<f32>(&[u32::MAX, u32::MAX])[0];
+        assert!(f64::from(z).abs() <= t.bound());
+        assert!(f64::from(z.abs().next_up()) > t.bound());
     }
 
     #[test]
