@@ -152,6 +152,26 @@ pub(crate) fn add_size(a: usize, b: usize, what: &'static str) -> Result<usize> 
     a.checked_add(b).ok_or(Error::SizeOverflow { what })
 }
 
+/// `x ∈ (0, ∞)`, or [`Error::OutOfRange`] naming `name`.
+#[inline]
+pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
+    if x.is_finite() && x > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
+    }
+}
+
+/// `x ∈ [0, ∞)`, or [`Error::OutOfRange`] naming `name`.
+#[inline]
+pub(crate) fn nonneg_finite(name: &'static str, x: f64) -> Result<f64> {
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "[0, inf), finite" })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

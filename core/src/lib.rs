@@ -45,6 +45,7 @@ pub mod accounting;
 pub mod attention_options;
 pub mod batched;
 pub mod calibration;
+mod directed_rounding;
 pub mod element;
 pub mod error;
 pub mod matrix_view;

@@ -38,7 +38,7 @@
 //! The zCDP items ([`Rho`] and the `zcdp_*` functions) are defined in
 //! [`zcdp`](super::zcdp) and re-exported here.
 
-use super::directed_rounding::{
+use crate::directed_rounding::{
     add_up, count_up, div_down, exp_m1_up, largest_feasible, ln_inv_up, mul_up, sqrt_up,
 };
 use crate::error::{Error, Result};
@@ -243,7 +243,7 @@ pub fn advanced_composition_step_epsilon(total: Epsilon, k: u64, slack: Delta) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accounting::directed_rounding::mul_down;
+    use crate::directed_rounding::mul_down;
 
     fn pb(e: f64, d: f64) -> PrivacyBudget {
         PrivacyBudget::new(e, d).unwrap()

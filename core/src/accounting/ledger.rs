@@ -60,8 +60,8 @@
 //! representable amounts (`0.125`, `0.25`, …) or leave a margin.
 
 use crate::accounting::composition::Rho;
-use crate::accounting::directed_rounding::{add_down, add_up, mul_up};
 use crate::accounting::rdp::{DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, RdpCurve};
+use crate::directed_rounding::{add_down, add_up, mul_up};
 use crate::error::{Error, Result};
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
 

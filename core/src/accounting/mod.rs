@@ -1,7 +1,6 @@
 //! Privacy accounting: composition, Rényi DP, zCDP, and the budget ledger.
 
 pub mod composition;
-mod directed_rounding;
 pub mod ledger;
 pub mod rdp;
 pub mod zcdp;

@@ -192,22 +192,6 @@ fn check_rdp_value(r: f64) -> Result<()> {
     }
 }
 
-fn check_delta(delta: f64) -> Result<()> {
-    if delta > 0.0 && delta < 1.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name: "delta", value: delta, allowed: "(0, 1)" })
-    }
-}
-
-fn check_epsilon(epsilon: f64) -> Result<()> {
-    if epsilon.is_finite() && epsilon >= 0.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "[0, inf), finite" })
-    }
-}
-
 // ------------------------------------------------------------------ mechanisms
 
 /// A mechanism with a known RDP curve: `rdp(α)` is an upper bound on ε(α) for one use.

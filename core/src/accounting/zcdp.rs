@@ -23,7 +23,7 @@
 //! Every item is also re-exported from [`composition`](super::composition), its original
 //! home.
 
-use super::directed_rounding::{
+use crate::directed_rounding::{
     add_down, add_up, div_down, div_up, largest_feasible, ln_1p_up, ln_down, ln_inv_up, mul_down,
     mul_up, sqrt_up,
 };

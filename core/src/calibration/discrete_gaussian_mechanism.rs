@@ -23,7 +23,8 @@
 //! **Cost.** One evaluation sums `O(σ + Δ/ε)` terms; it is refused beyond `2^24` terms
 //! (`σ` of a few million) with [`Error::OutOfRange`] rather than answered inexactly.
 
-use crate::error::{Error, Result};
+use crate::Delta;
+use crate::error::{Error, Result, nonneg_finite};
 
 /// Largest number of lattice terms one evaluation may sum.
 pub const MAX_TERMS: u64 = 1 << 24;
@@ -74,9 +75,7 @@ fn normaliser(sigma: f64) -> f64 {
 /// [`MAX_TERMS`] terms.
 pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Result<f64> {
     check(sigma, sensitivity)?;
-    if !(epsilon.is_finite() && epsilon >= 0.0) {
-        return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "[0, inf)" });
-    }
+    nonneg_finite("epsilon", epsilon)?;
     let d = sensitivity as f64;
     let two_s2 = 2.0 * sigma * sigma;
     let a = epsilon * sigma * sigma / d - d / 2.0;
@@ -146,7 +145,7 @@ pub fn discrete_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: u64) -> Re
     if !(epsilon.is_finite() && epsilon > 0.0) {
         return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, inf)" });
     }
-    check_delta(delta)?;
+    Delta::new_positive(delta)?;
     let f = |s: f64| discrete_gaussian_delta(epsilon, s, sensitivity);
     // Bracket: δ(σ) decreases in σ; grow `hi` until it meets the target.
     let mut lo = 1e-3;
@@ -182,7 +181,7 @@ pub fn discrete_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: u64) -> Re
 /// As [`discrete_gaussian_sigma`].
 pub fn discrete_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: u64) -> Result<f64> {
     check(sigma, sensitivity)?;
-    check_delta(delta)?;
+    Delta::new_positive(delta)?;
     let f = |e: f64| discrete_gaussian_delta(e, sigma, sensitivity);
     if f(0.0)? <= delta {
         return Ok(0.0);
@@ -197,14 +196,6 @@ pub fn discrete_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: u64) -> Re
         if f(mid)? <= delta { hi = mid } else { lo = mid }
     }
     Ok(hi)
-}
-
-fn check_delta(delta: f64) -> Result<()> {
-    if delta > 0.0 && delta < 1.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name: "delta", value: delta, allowed: "(0, 1)" })
-    }
 }
 
 #[cfg(test)]

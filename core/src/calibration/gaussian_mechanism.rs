@@ -75,7 +75,7 @@ mod numerics;
 
 pub(crate) use numerics::{profile, profile_mh};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, nonneg_finite};
 use crate::privacy_params::{Delta, Sensitivity};
 
 /// How many ulps the analytic calibrators move their bisection result up, to absorb the
@@ -96,11 +96,7 @@ pub const SAFETY_ULPS: u32 = 4;
 
 /// Validates an ε that may be 0 (the analytic profile is defined for every ε ≥ 0).
 pub(crate) fn check_epsilon_nonneg(epsilon: f64) -> Result<f64> {
-    if epsilon.is_finite() && epsilon >= 0.0 {
-        Ok(epsilon)
-    } else {
-        Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "[0, inf), finite" })
-    }
+    nonneg_finite("epsilon", epsilon)
 }
 
 /// Validates a noise scale σ: finite and `> 0`.

@@ -11,21 +11,8 @@
 //! Releasing a float `x + Laplace` leaks through low bits; the exact release is
 //! [`GridLaplace`](crate::sampling::GridLaplace).
 
-use crate::error::{Error, Result};
-
-/// `q = n/d` rounded up: the smallest `f64` with `q · d ≥ n` (exact comparison via `fma`).
-fn div_up(n: f64, d: f64) -> f64 {
-    let q = n / d;
-    if libm::fma(q, d, -n) < 0.0 { q.next_up() } else { q }
-}
-
-fn positive_finite(name: &'static str, x: f64) -> Result<()> {
-    if x.is_finite() && x > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
-    }
-}
+use crate::directed_rounding::div_up;
+use crate::error::{Result, positive_finite};
 
 /// The Laplace scale `b = Δ/ε`, rounded up.
 ///
@@ -39,7 +26,7 @@ fn positive_finite(name: &'static str, x: f64) -> Result<()> {
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`] if `Δ` or `ε` is not in `(0, ∞)` or `Δ/ε` overflows.
+/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `Δ` or `ε` is not in `(0, ∞)` or `Δ/ε` overflows.
 pub fn laplace_scale(sensitivity: f64, epsilon: f64) -> Result<f64> {
     positive_finite("sensitivity", sensitivity)?;
     positive_finite("epsilon", epsilon)?;
@@ -59,7 +46,7 @@ pub fn laplace_scale(sensitivity: f64, epsilon: f64) -> Result<f64> {
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`] if `b` or `Δ` is not in `(0, ∞)` or the quotient overflows.
+/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `b` or `Δ` is not in `(0, ∞)` or the quotient overflows.
 pub fn laplace_epsilon(scale: f64, sensitivity: f64) -> Result<f64> {
     positive_finite("scale", scale)?;
     positive_finite("sensitivity", sensitivity)?;
@@ -71,6 +58,7 @@ pub fn laplace_epsilon(scale: f64, sensitivity: f64) -> Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn quotients_round_up_exactly() {

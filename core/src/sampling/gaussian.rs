@@ -11,12 +11,11 @@
 //! A fixed number of words per sample is what lets element `i` be computed on its own,
 //! unlike the ziggurat (variable consumption).
 
-use crate::error::Result;
+use crate::error::{Result, positive_finite};
 use crate::sampling::fast_math::{ln_unit, sincos_2pi};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::{NoiseFloat, box_muller};
-use crate::sampling::uniform::positive_finite;
 
 /// `N(0, σ²)`.
 ///

@@ -33,11 +33,10 @@
 
 use rand_core::CryptoRng;
 
-use crate::error::Result;
+use crate::directed_rounding::{add_up, div_up, mul_up, sqrt_up};
+use crate::error::{Result, positive_finite};
 use crate::sampling::discrete_gaussian::DiscreteGaussian;
-use crate::sampling::grid_noise::{
-    Grid, add_up, ceil_log2, div_up, mul_up, positive_finite, sqrt_up,
-};
+use crate::sampling::grid_noise::{Grid, ceil_log2};
 use crate::sampling::keyed_stream::KeyedStream;
 
 /// Exact discrete Gaussian noise on the grid `2^k`: `N_ℤ(0, (σ/r)²)` scaled by `r`, which is

@@ -31,9 +31,10 @@
 
 use rand_core::CryptoRng;
 
-use crate::error::{Error, Result};
+use crate::directed_rounding::{add_up, div_up, mul_up};
+use crate::error::{Error, Result, positive_finite};
 use crate::sampling::discrete_laplace::DiscreteLaplace;
-use crate::sampling::grid_noise::{Grid, add_up, ceil_log2, div_up, mul_up, positive_finite};
+use crate::sampling::grid_noise::{Grid, ceil_log2};
 use crate::sampling::keyed_stream::KeyedStream;
 
 /// Exact discrete Laplace noise on the grid `2^k`, calibrated to `ε`-DP for data of L1

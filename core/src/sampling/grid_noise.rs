@@ -220,44 +220,6 @@ pub(crate) fn ceil_log2(x: f64) -> i32 {
     if m == 0.5 { e - 1 } else { e }
 }
 
-/// Below this magnitude the residual tests of the directed roundings could underflow;
-/// results there are bumped unconditionally.
-const TINY: f64 = 1e-290;
-
-/// `a + b` rounded up (the exact TwoSum error decides).
-pub(crate) fn add_up(a: f64, b: f64) -> f64 {
-    let s = a + b;
-    let bb = s - a;
-    let err = (a - (s - bb)) + (b - bb);
-    if err > 0.0 || s.abs() < TINY { s.next_up() } else { s }
-}
-
-/// `a · b` rounded up, for `a, b ≥ 0` (the exact FMA residual decides).
-pub(crate) fn mul_up(a: f64, b: f64) -> f64 {
-    let p = a * b;
-    if libm::fma(a, b, -p) > 0.0 || p < TINY { p.next_up() } else { p }
-}
-
-/// `a / b` rounded up, for `a ≥ 0`, `b > 0` (the exact residual `a − q·b` decides).
-pub(crate) fn div_up(a: f64, b: f64) -> f64 {
-    let q = a / b;
-    if libm::fma(-q, b, a) > 0.0 || q < TINY { q.next_up() } else { q }
-}
-
-/// `√x` rounded up.
-pub(crate) fn sqrt_up(x: f64) -> f64 {
-    let s = libm::sqrt(x);
-    if libm::fma(s, s, -x) < 0.0 { s.next_up() } else { s }
-}
-
-pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
-    if x.is_finite() && x > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,32 +311,6 @@ mod tests {
             let z = g.integer_noise().sample_bits(&mut bits).unwrap();
             assert_eq!(a[i], (libm::round(x[i] * 8.0) + z as f64) / 8.0);
         }
-    }
-
-    #[test]
-    fn directed_rounding_helpers_are_the_tightest_bounds() {
-        // Each result is on the right side of the exact value (the FMA residual is exact)
-        // and its neighbour towards the exact value is on the wrong side.
-        let xs = [0.1, 0.2, 0.3, 1.0 / 3.0, 2.0, 3.0, 7.0, 1e10, 0.7, 123.456];
-        for &a in &xs {
-            let r = sqrt_up(a);
-            assert!(
-                libm::fma(r, r, -a) >= 0.0 && libm::fma(r.next_down(), r.next_down(), -a) < 0.0
-            );
-            for &b in &xs {
-                let p = mul_up(a, b);
-                assert!(libm::fma(a, b, -p) <= 0.0 && libm::fma(a, b, -p.next_down()) > 0.0);
-                let q = div_up(a, b);
-                assert!(libm::fma(-q, b, a) <= 0.0 && libm::fma(-q.next_down(), b, a) > 0.0);
-            }
-        }
-        // add_up: 1 + 2^−60 rounds to 1 in nearest; the bound is the next double. Exact sums
-        // are kept.
-        assert_eq!(add_up(1.0, 2f64.powi(-60)), 1.0f64.next_up());
-        assert_eq!(add_up(1.0, -2f64.powi(-60)), 1.0);
-        assert_eq!(add_up(1.0, 0.5), 1.5);
-        assert_eq!(add_up(0.1, 0.2), 0.1 + 0.2); // nearest is above the exact sum
-        assert!(mul_up(1e-200, 1e-200) > 0.0);
     }
 
     #[test]

@@ -7,11 +7,10 @@
 //! bits (Mironov, CCS 2012); releases use the grid-snapped discrete Laplace instead
 //! (`docs/RANDOMNESS.md`).
 
-use crate::error::Result;
+use crate::error::{Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::{NoiseFloat, neg_ln};
-use crate::sampling::uniform::positive_finite;
 
 /// `Lap(b)`.
 ///

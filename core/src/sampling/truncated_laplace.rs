@@ -14,11 +14,10 @@
 //! Layout: one element = 2 words (the `f64` uniform and the sign bit), for both outputs.
 //! Floating-point caveat (§12.6): see `docs/RANDOMNESS.md`.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::NoiseFloat;
-use crate::sampling::uniform::positive_finite;
 
 /// `TLap(Δ, ε, δ)`.
 ///

@@ -9,7 +9,7 @@
 //!
 //! Layout: one group = one element = [`NoiseFloat::UNIFORM_WORDS`] words.
 
-use crate::error::{Error, Result};
+use crate::error::{Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::{NoiseFloat, neg_ln};
@@ -61,7 +61,7 @@ impl Exponential {
     /// Rate `λ ∈ (0, ∞)` with finite `1/λ`.
     ///
     /// # Errors
-    /// [`Error::OutOfRange`] otherwise (NaN included).
+    /// [`Error::OutOfRange`](crate::Error::OutOfRange) otherwise (NaN included).
     pub fn new(rate: f64) -> Result<Self> {
         positive_finite("rate", rate)?;
         let inv_rate = 1.0 / rate;
@@ -84,14 +84,5 @@ impl FixedWordSampler for Exponential {
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2] {
         let x = T::from_f64(neg_ln(T::open_uniform(words)) * self.inv_rate);
         [x, x]
-    }
-}
-
-/// `x ∈ (0, ∞)`, or [`Error::OutOfRange`] naming `name`.
-pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
-    if x.is_finite() && x > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
     }
 }

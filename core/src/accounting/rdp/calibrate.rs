@@ -5,7 +5,8 @@
 //! `≤` the target; the search only affects tightness (to `1e-10` relative), never
 //! soundness.
 
-use super::{SampledGaussianRdp, check_delta, check_orders, epsilon_after_steps};
+use super::{SampledGaussianRdp, check_orders, epsilon_after_steps};
+use crate::Delta;
 use crate::error::{Error, Result};
 
 /// The calibration search range for the noise multiplier.
@@ -58,7 +59,7 @@ pub fn calibrate_sampled_gaussian(
     if !(epsilon.is_finite() && epsilon > 0.0) {
         return Err(Error::OutOfRange { name: "epsilon", value: epsilon, allowed: "(0, inf)" });
     }
-    check_delta(delta)?;
+    Delta::new_positive(delta)?;
     check_orders(orders)?;
     let eps_at = |z: f64| -> Result<f64> {
         let m = SampledGaussianRdp::new(sampling_rate, z)?;

@@ -5,9 +5,10 @@
 //! **Guarantee.** ε and δ are rounded up (each order's value carries an explicit bound on
 //! its rounding error); ε is clamped at 0 and δ at 1. See the [`rdp`](super) module docs.
 
-use super::round_up::{U, approx_up, mul_up, u64_up};
-use super::{RdpMechanism, check_delta, check_epsilon, check_orders, check_rdp_value};
-use crate::error::{Error, Result};
+use super::round_up::{U, approx_up, count_up, mul_up};
+use super::{RdpMechanism, check_orders, check_rdp_value};
+use crate::Delta;
+use crate::error::{Error, Result, nonneg_finite};
 
 /// An (ε, δ) guarantee's ε from an RDP curve, and the order that gave it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -96,7 +97,7 @@ fn ln_tv_up(r: f64) -> f64 {
 /// [`Error::Infeasible`] if every RDP value is `+∞` (no finite ε exists).
 pub fn epsilon_from_rdp(orders: &[f64], rdp: &[f64], delta: f64) -> Result<EpsilonBound> {
     check_curve(orders, rdp)?;
-    check_delta(delta)?;
+    Delta::new_positive(delta)?;
     let ln_delta = libm::log(delta);
     let mut best = EpsilonBound { epsilon: f64::INFINITY, order: orders[0] };
     for (&a, &r) in orders.iter().zip(rdp) {
@@ -142,7 +143,7 @@ fn finite_epsilon(best: EpsilonBound) -> Result<EpsilonBound> {
 /// invalid order list, a NaN or negative RDP value, or ε negative or not finite.
 pub fn delta_from_rdp(orders: &[f64], rdp: &[f64], epsilon: f64) -> Result<DeltaBound> {
     check_curve(orders, rdp)?;
-    check_epsilon(epsilon)?;
+    nonneg_finite("epsilon", epsilon)?;
     let mut best_ln = f64::INFINITY;
     let mut order = orders[0];
     for (&a, &r) in orders.iter().zip(rdp) {
@@ -190,7 +191,7 @@ pub fn epsilon_after_steps<M: RdpMechanism + ?Sized>(
     delta: f64,
 ) -> Result<EpsilonBound> {
     check_orders(orders)?;
-    check_delta(delta)?;
+    Delta::new_positive(delta)?;
     let ln_delta = libm::log(delta);
     let mut best = EpsilonBound { epsilon: f64::INFINITY, order: orders[0] };
     for &a in orders {
@@ -211,7 +212,7 @@ pub(super) fn scaled_rdp<M: RdpMechanism + ?Sized>(
 ) -> Result<f64> {
     let r = mechanism.rdp(order)?;
     check_rdp_value(r)?;
-    Ok(if steps == 0 || r == 0.0 { 0.0 } else { mul_up(r, u64_up(steps)) })
+    Ok(if steps == 0 || r == 0.0 { 0.0 } else { mul_up(r, count_up(steps)) })
 }
 
 /// The checks both conversions share: equal lengths, valid orders, RDP values `≥ 0`.

@@ -5,7 +5,7 @@
 //! goes through [`epsilon_from_rdp`] and [`delta_from_rdp`]. No allocation.
 
 use super::conversion::scaled_rdp;
-use super::round_up::{add_up, mul_up, u64_up};
+use super::round_up::{add_up, count_up, mul_up};
 use super::{
     DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, DeltaBound, EpsilonBound, RdpMechanism, check_orders,
     check_rdp_value, delta_from_rdp, epsilon_from_rdp,
@@ -184,7 +184,7 @@ impl<const N: usize> RdpCurve<N> {
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn self_composed(&self, times: u64) -> Self {
-        let t = u64_up(times);
+        let t = count_up(times);
         let mut out = *self;
         for r in &mut out.rdp {
             *r = if times == 0 || *r == 0.0 { 0.0 } else { mul_up(*r, t) };

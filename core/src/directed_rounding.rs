@@ -1,4 +1,5 @@
-//! Directed rounding for the composition theorems, the zCDP conversions and the ledger.
+//! Directed rounding: the one set of `f64` helpers every bound in the crate is rounded with
+//! (composition, zCDP, the ledger, the RDP accountant, grid-noise and Laplace calibration).
 //!
 //! **Guarantee.** Each `*_up` helper returns a double `≥` the exact real result of its
 //! operation on its (double) operands, each `*_down` helper one `≤` it, so chains of them
@@ -9,9 +10,6 @@
 //! unconditionally. `ln`, `ln(1 + x)` and `eˣ − 1` come from `libm` (error below one ulp)
 //! and are padded by two ulps. [`largest_feasible`] bisects over the bit patterns of
 //! non-negative doubles.
-//!
-//! The RDP accountant keeps its own upward-rounding helpers (`rdp::round_up`), which treat
-//! subnormal results differently.
 
 /// Operands and results in `[SAFE_LO, SAFE_HI]` keep every intermediate of the exact error
 /// checks (FMA remainders, products) in the normal range, where those checks are exact.
@@ -37,12 +35,12 @@ pub(crate) fn add_up(a: f64, b: f64) -> f64 {
 }
 
 /// `a + b` rounded towards `−∞`.
-pub(super) fn add_down(a: f64, b: f64) -> f64 {
+pub(crate) fn add_down(a: f64, b: f64) -> f64 {
     -add_up(-a, -b)
 }
 
 /// `a · b` rounded towards `+∞`.
-pub(super) fn mul_up(a: f64, b: f64) -> f64 {
+pub(crate) fn mul_up(a: f64, b: f64) -> f64 {
     let p = a * b;
     if !p.is_finite() || a == 0.0 || b == 0.0 {
         return p;
@@ -57,13 +55,13 @@ pub(super) fn mul_up(a: f64, b: f64) -> f64 {
 }
 
 /// `a · b` rounded towards `−∞`; never negative for non-negative operands.
-pub(super) fn mul_down(a: f64, b: f64) -> f64 {
+pub(crate) fn mul_down(a: f64, b: f64) -> f64 {
     let p = -mul_up(-a, b);
     if a >= 0.0 && b >= 0.0 { p.max(0.0) } else { p }
 }
 
 /// `a / b` rounded towards `+∞` (`b ≠ 0`).
-pub(super) fn div_up(a: f64, b: f64) -> f64 {
+pub(crate) fn div_up(a: f64, b: f64) -> f64 {
     let q = a / b;
     if !q.is_finite() || a == 0.0 {
         return q;
@@ -78,13 +76,13 @@ pub(super) fn div_up(a: f64, b: f64) -> f64 {
 }
 
 /// `a / b` rounded towards `−∞`; never negative for non-negative operands.
-pub(super) fn div_down(a: f64, b: f64) -> f64 {
+pub(crate) fn div_down(a: f64, b: f64) -> f64 {
     let q = -div_up(-a, b);
     if a >= 0.0 && b > 0.0 { q.max(0.0) } else { q }
 }
 
 /// `√x` rounded towards `+∞` (`x ≥ 0`).
-pub(super) fn sqrt_up(x: f64) -> f64 {
+pub(crate) fn sqrt_up(x: f64) -> f64 {
     let s = libm::sqrt(x);
     if !s.is_finite() || x == 0.0 {
         return s;
@@ -109,27 +107,27 @@ fn pad_down(x: f64) -> f64 {
 }
 
 /// A lower bound on `ln x` (`x > 0`).
-pub(super) fn ln_down(x: f64) -> f64 {
+pub(crate) fn ln_down(x: f64) -> f64 {
     pad_down(libm::log(x))
 }
 
 /// An upper bound on `ln(1/δ)` for `δ ∈ (0, 1)`; positive and finite.
-pub(super) fn ln_inv_up(delta: f64) -> f64 {
+pub(crate) fn ln_inv_up(delta: f64) -> f64 {
     -ln_down(delta)
 }
 
 /// An upper bound on `ln(1 + x)` (`x > −1`).
-pub(super) fn ln_1p_up(x: f64) -> f64 {
+pub(crate) fn ln_1p_up(x: f64) -> f64 {
     pad_up(libm::log1p(x))
 }
 
 /// An upper bound on `eˣ − 1`.
-pub(super) fn exp_m1_up(x: f64) -> f64 {
+pub(crate) fn exp_m1_up(x: f64) -> f64 {
     pad_up(libm::expm1(x))
 }
 
 /// `k` as an `f64`, rounded up (exact below 2⁵³).
-pub(super) fn count_up(k: u64) -> f64 {
+pub(crate) fn count_up(k: u64) -> f64 {
     let f = k as f64;
     // `f` is an integer no larger than 2⁶⁴, so the cast back to u128 is exact.
     if (f as u128) < u128::from(k) { f.next_up() } else { f }
@@ -139,7 +137,7 @@ pub(super) fn count_up(k: u64) -> f64 {
 /// non-negative doubles, whose order is the order of the values. `0` is assumed feasible and
 /// `+∞` infeasible; neither is evaluated. The result is feasible (or `0`) whatever `feasible`
 /// is; it is the largest such double when `feasible` is monotone.
-pub(super) fn largest_feasible(mut feasible: impl FnMut(f64) -> bool) -> f64 {
+pub(crate) fn largest_feasible(mut feasible: impl FnMut(f64) -> bool) -> f64 {
     let mut lo = 0u64;
     let mut hi = f64::INFINITY.to_bits();
     while hi - lo > 1 {
@@ -156,6 +154,48 @@ pub(super) fn largest_feasible(mut feasible: impl FnMut(f64) -> bool) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directed_rounding_helpers_are_the_tightest_bounds() {
+        // Each result is on the right side of the exact value (the FMA residual is exact)
+        // and its neighbour towards the exact value is on the wrong side.
+        let xs = [0.1, 0.2, 0.3, 1.0 / 3.0, 2.0, 3.0, 7.0, 1e10, 0.7, 123.456];
+        for &a in &xs {
+            let r = sqrt_up(a);
+            assert!(
+                libm::fma(r, r, -a) >= 0.0 && libm::fma(r.next_down(), r.next_down(), -a) < 0.0
+            );
+            for &b in &xs {
+                let p = mul_up(a, b);
+                assert!(libm::fma(a, b, -p) <= 0.0 && libm::fma(a, b, -p.next_down()) > 0.0);
+                let q = div_up(a, b);
+                assert!(libm::fma(-q, b, a) <= 0.0 && libm::fma(-q.next_down(), b, a) > 0.0);
+            }
+        }
+        // add_up: 1 + 2^−60 rounds to 1 in nearest; the bound is the next double. Exact sums
+        // are kept.
+        assert_eq!(add_up(1.0, 2f64.powi(-60)), 1.0f64.next_up());
+        assert_eq!(add_up(1.0, -2f64.powi(-60)), 1.0);
+        assert_eq!(add_up(1.0, 0.5), 1.5);
+        assert_eq!(add_up(0.1, 0.2), 0.1 + 0.2); // nearest is above the exact sum
+        assert!(mul_up(1e-200, 1e-200) > 0.0);
+    }
+
+    #[test]
+    fn directed_rounding_is_never_below() {
+        let (a, b) = (0.1, 0.2);
+        assert!(add_up(a, b) >= 0.30000000000000004);
+        assert_eq!(add_up(1.0, 2.0), 3.0);
+        assert_eq!(mul_up(3.0, 0.5), 1.5);
+        let p = mul_up(0.1, 0.1);
+        assert!(libm::fma(0.1, 0.1, -p) <= 0.0);
+        let q = div_up(1.0, 3.0);
+        assert!(libm::fma(q, 3.0, -1.0) >= 0.0);
+        assert_eq!(count_up(u64::MAX), 18446744073709551616.0);
+        assert!(count_up((1 << 53) + 1) >= ((1u64 << 53) + 1) as f64);
+        assert_eq!(div_up(0.0, 3.0), 0.0);
+        assert!(mul_up(1e-200, 1e-200) > 0.0);
+    }
 
     #[test]
     fn directed_rounding_brackets_the_exact_result() {
