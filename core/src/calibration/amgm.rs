@@ -216,57 +216,51 @@ pub fn amgm_solve(epsilon: f64, delta: f64) -> Result<AmgmSolution> {
     Ok(sol)
 }
 
+/// Brackets and bisects the root of Algorithm 1 on `[0, ∞)`: `below(x)` holds left of the
+/// root and fails right of it. Returns `(lo, hi)` with `below(lo)` and `!below(hi)`, stopped
+/// once the two ends give `B` values (`bound`) within one ulp.
+fn bisect_root(
+    eps: f64,
+    delta: f64,
+    below: impl Fn(f64) -> bool,
+    bound: impl Fn(f64) -> f64,
+) -> Result<(f64, f64)> {
+    let close = |x: f64, y: f64| (x - y).abs() <= f64::EPSILON * x.max(y);
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    while below(hi) {
+        lo = hi;
+        hi *= 2.0;
+        if hi > 1e300 {
+            return Err(no_bracket(eps, delta));
+        }
+    }
+    for _ in 0..2200 {
+        let mid = lo + 0.5 * (hi - lo);
+        if mid <= lo || mid >= hi || close(bound(lo), bound(hi)) {
+            break;
+        }
+        if below(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, hi))
+}
+
 /// Algorithm 1 with the re-check of §3.6 item 4 but without the final safety ulps.
 fn solve_checked(epsilon: f64, delta: f64) -> Result<AmgmSolution> {
     let eps = Epsilon::new(epsilon)?.get();
     let delta = Delta::new_positive(delta)?.get();
     let d0 = delta0(eps)?;
-    // Stop once the bracket ends give B values within one ulp.
-    let close = |x: f64, y: f64| (x - y).abs() <= f64::EPSILON * x.max(y);
     let (branch, root, alpha, mut bound) = if delta >= d0 {
         // Branch A: g⁺ increases from g⁺(0) = δ₀ ≤ δ; keep g⁺(lo) ≤ δ < g⁺(hi).
-        let (mut lo, mut hi) = (0.0f64, 1.0f64);
-        while g_plus(eps, hi) <= delta {
-            lo = hi;
-            hi *= 2.0;
-            if hi > 1e300 {
-                return Err(no_bracket(eps, delta));
-            }
-        }
-        for _ in 0..2200 {
-            let mid = lo + 0.5 * (hi - lo);
-            if mid <= lo || mid >= hi || close(bound_a(eps, lo), bound_a(eps, hi)) {
-                break;
-            }
-            if g_plus(eps, mid) <= delta {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let lo = bisect_root(eps, delta, |x| g_plus(eps, x) <= delta, |x| bound_a(eps, x))?.0;
         let alpha = 1.0 / (libm::sqrt(1.0 + 0.5 * lo) + libm::sqrt(0.5 * lo));
         (Branch::A, lo, alpha, bound_a(eps, lo))
     } else {
         // Branch B: g⁻ decreases from g⁻(0) = δ₀ > δ; keep g⁻(lo) > δ ≥ g⁻(hi).
-        let (mut lo, mut hi) = (0.0f64, 1.0f64);
-        while g_minus(eps, hi) > delta {
-            lo = hi;
-            hi *= 2.0;
-            if hi > 1e300 {
-                return Err(no_bracket(eps, delta));
-            }
-        }
-        for _ in 0..2200 {
-            let mid = lo + 0.5 * (hi - lo);
-            if mid <= lo || mid >= hi || close(bound_b(eps, lo), bound_b(eps, hi)) {
-                break;
-            }
-            if g_minus(eps, mid) > delta {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let hi = bisect_root(eps, delta, |x| g_minus(eps, x) > delta, |x| bound_b(eps, x))?.1;
         let alpha = libm::sqrt(1.0 + 0.5 * hi) + libm::sqrt(0.5 * hi);
         (Branch::B, hi, alpha, bound_b(eps, hi))
     };

@@ -1,8 +1,8 @@
 //! "Secure" floating-point noise: exact integer noise on a power-of-two grid. This module
 //! holds the grid machinery shared by the two mechanisms ([`GridLaplace`] in
 //! `grid_laplace`, [`GridGaussian`] in `grid_gaussian`): the grid `r = 2^k` and its
-//! bounds, `⌈log₂⌉` for the resolution rules, rounding to the grid, the directed-rounding
-//! helpers of the calibration, and the add-noise loops.
+//! bounds, `⌈log₂⌉` for the resolution rules, rounding to the grid, and the add-noise
+//! loops. The calibration rounds with the crate's directed-rounding helpers.
 //!
 //! **Guarantee.** For `f64` data `x` the mechanisms release
 //! `y = (round(x/r) + Z) · r` with `r = 2^k` a *data-independent* resolution and `Z` exact

@@ -7,7 +7,12 @@
 //! * Continuous samplers ([`FixedWordSampler`]): [`Uniform`], [`Exponential`],
 //!   [`Gaussian`], [`Laplace`], [`TruncatedLaplace`], each drawable from any
 //!   `rand_core::CryptoRng` or element by element from a keyed stream, in `f32` or `f64`.
-//! * Exact samplers on [`BitSource`]s (no floating point in any accept/reject decision).
+//! * Exact samplers ([`ExactSampler`]) on [`BitSource`]s, with no floating point in any
+//!   accept/reject decision: [`Bernoulli`], [`BernoulliDyadic`], [`BernoulliExp`],
+//!   [`DiscreteLaplace`], [`DiscreteGaussian`], [`PoissonSubsampling`]; grid-snapped float
+//!   noise built on them ([`GridLaplace`], [`GridGaussian`]).
+//! * [`MatrixGaussian`] noise `MN(0, Σ, Ψ)` and uniform permutations
+//!   ([`sample_permutation`]).
 //!
 //! Every sampler is usable without `alloc`.
 
@@ -34,8 +39,6 @@ mod truncated_laplace;
 mod uniform;
 
 pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELEMENTS, RngBits};
-#[allow(unused_imports)] // used by the exact samplers
-pub(crate) use bit_source::{check_element, fill_windows};
 pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
 pub use gaussian::Gaussian;
 pub use keyed_stream::{
@@ -46,7 +49,6 @@ pub use noise_float::NoiseFloat;
 pub use truncated_laplace::TruncatedLaplace;
 pub use uniform::{Exponential, Uniform};
 
-// --- exact samplers, grid noise, Poisson subsampling: `pub use` lines below ---
 pub use discrete_gaussian::DiscreteGaussian;
 pub use discrete_laplace::DiscreteLaplace;
 pub use exact_bernoulli::{Bernoulli, BernoulliDyadic, BernoulliExp};
@@ -54,13 +56,10 @@ pub use exact_sampler::ExactSampler;
 pub use grid_gaussian::GridGaussian;
 pub use grid_laplace::GridLaplace;
 pub use poisson_subsampling::PoissonSubsampling;
-// --- end exact samplers ---
 
-// --- matrix Gaussian, permutations: `pub use` lines below ---
 pub use covariance_factor::{PSD_TOL, SYMMETRY_TOL};
 pub use matrix_gaussian::{MatrixGaussian, matrix_gaussian_scratch_len};
 pub use permutation::{
     PermIndex, invert_permutation, lemire_below, permute_cols, permute_rows, permute_slice,
     sample_permutation, sample_permutation_keyed,
 };
-// --- end matrix Gaussian, permutations ---
