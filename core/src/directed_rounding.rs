@@ -23,14 +23,18 @@ fn in_safe_range(x: f64) -> bool {
     (SAFE_LO..=SAFE_HI).contains(&a)
 }
 
+/// `(s, e)` with `s = fl(x + y)` and `s + e = x + y` exactly (Knuth's TwoSum); `e = 0` when
+/// `s` is not finite.
+pub(crate) fn two_sum(x: f64, y: f64) -> (f64, f64) {
+    let s = x + y;
+    let yy = s - x;
+    let e = (x - (s - yy)) + (y - yy);
+    (s, if e.is_finite() { e } else { 0.0 })
+}
+
 /// `a + b` rounded towards `+∞` (TwoSum: the rounding error of `a + b` is exact).
 pub(crate) fn add_up(a: f64, b: f64) -> f64 {
-    let s = a + b;
-    if !s.is_finite() {
-        return s;
-    }
-    let bb = s - a;
-    let err = (a - (s - bb)) + (b - bb);
+    let (s, err) = two_sum(a, b);
     if err > 0.0 { s.next_up() } else { s }
 }
 

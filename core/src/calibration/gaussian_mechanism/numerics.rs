@@ -11,7 +11,8 @@
 //! over the tested range) and the reasoning are in the
 //! [`gaussian_mechanism`](super) module docs, "Numerics" and "Accuracy".
 
-use crate::calibration::normal::normal_cdf;
+use crate::calibration::normal::{normal_cdf, normal_pdf as pdf};
+use crate::directed_rounding::two_sum;
 use core::f64::consts::FRAC_1_SQRT_2;
 
 /// 24-point Gauss–Laguerre rule (nodes, weights) for `∫₀^∞ e^{−u} f(u) du` (Golub–Welsch,
@@ -53,29 +54,8 @@ const LEGENDRE_12: [(f64, f64); 6] = [
     (0.9815606342467192, 0.04717533638651183),
 ];
 
-/// 1/√(2π).
-const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
-
 /// Below this `a` the profile is evaluated in the tail form `φ(a)·J`.
 const TAIL_FROM: f64 = -4.0;
-
-/// `(s, e)` with `s = fl(x + y)` and `s + e = x + y` exactly (Knuth's TwoSum).
-fn two_sum(x: f64, y: f64) -> (f64, f64) {
-    let s = x + y;
-    let yy = s - x;
-    let e = (x - (s - yy)) + (y - yy);
-    (s, if e.is_finite() { e } else { 0.0 })
-}
-
-/// The standard normal density φ(x), with x² split exactly (relative error a few ulps).
-fn pdf(x: f64) -> f64 {
-    let hi = x * x;
-    if hi > 1500.0 {
-        return 0.0;
-    }
-    let lo = libm::fma(x, x, -hi);
-    FRAC_1_SQRT_2PI * libm::exp(-0.5 * hi) * (1.0 - 0.5 * lo)
-}
 
 /// `√(x² + 2u)` without overflow.
 fn hyp(x: f64, u: f64) -> f64 {
