@@ -76,6 +76,10 @@ enum dpattn_status
    */
   DPATTN_STATUS_RANDOMNESS_EXHAUSTED = 10,
   /**
+   * The request needs a capability this build or CPU lacks (e.g. a forced SIMD kernel).
+   */
+  DPATTN_STATUS_UNSUPPORTED = 11,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,

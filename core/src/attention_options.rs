@@ -115,3 +115,88 @@ impl Mask<'_> {
         }
     }
 }
+
+/// The score function `f` of attention, normalised row-wise as `D(A)⁻¹ f(A)` with
+/// `D(A) = diag(f(A) · 1)` (Definition 1.4 of paper 000, `shared/seeds/000_*.txt`).
+///
+/// ```
+/// use dpattn_core::ScoreFn;
+/// assert_eq!(ScoreFn::default(), ScoreFn::Exp);
+/// assert!((ScoreFn::Cosh.eval(0.5) - 0.5f64.cosh()).abs() < 1e-15);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScoreFn {
+    /// `f = exp`: the softmax.
+    #[default]
+    Exp,
+    /// `f = cosh`: the symmetric variant of paper 000. Evaluated stably as
+    /// `(e^{|a|−m} + e^{−|a|−m})` with `m` the row's largest `|a|` (the common factor
+    /// `e^m / 2` cancels in the normalisation).
+    Cosh,
+}
+
+impl ScoreFn {
+    /// `f(a)` in `f64` (may overflow to `+inf` for `|a| > 709`; the kernels never
+    /// evaluate it unshifted).
+    pub fn eval(self, a: f64) -> f64 {
+        match self {
+            ScoreFn::Exp => libm::exp(a),
+            ScoreFn::Cosh => libm::cosh(a),
+        }
+    }
+}
+
+/// Which CPU kernel runs the tiled attention.
+///
+/// `Auto` picks the fastest kernel the CPU supports: AVX2 + FMA on x86-64 when present
+/// (detected at run time with `std`, taken from the compile-time target features without
+/// it), the portable kernel otherwise. Forcing a kernel is for tests and benchmarks;
+/// forcing one the CPU lacks is [`Error::Unsupported`].
+///
+/// ```
+/// use dpattn_core::Kernel;
+/// assert!(Kernel::Portable.is_available());
+/// assert!(Kernel::Auto.is_available());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kernel {
+    /// The fastest available kernel.
+    #[default]
+    Auto,
+    /// Plain Rust on 8-element arrays; every target. Multiply-adds round twice.
+    Portable,
+    /// x86-64 AVX2 + FMA (VEX-encoded, fused multiply-add).
+    Avx2Fma,
+}
+
+impl Kernel {
+    /// Whether this kernel can run on this CPU (with this build).
+    pub fn is_available(self) -> bool {
+        match self {
+            Kernel::Auto | Kernel::Portable => true,
+            Kernel::Avx2Fma => avx2_available(),
+        }
+    }
+
+    /// The kernel `Auto` resolves to on this CPU (never `Auto`).
+    pub fn resolve(self) -> Result<Kernel> {
+        match self {
+            Kernel::Auto if avx2_available() => Ok(Kernel::Avx2Fma),
+            Kernel::Auto => Ok(Kernel::Portable),
+            Kernel::Avx2Fma if !avx2_available() => {
+                Err(Error::Unsupported { what: "the AVX2+FMA kernel on this CPU/target" })
+            }
+            k => Ok(k),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_available() -> bool {
+    crate::attention::simd_avx2::Avx2Fma::detect().is_some()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_available() -> bool {
+    false
+}

@@ -30,6 +30,12 @@ pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     fn to_f64(self) -> f64;
     /// `true` unless the value is NaN or ±infinity.
     fn is_finite(self) -> bool;
+    /// An `f32` converted to this type: exact for `f32`/`f64`, rounded to nearest (ties to
+    /// even) for `f16`/`bf16`; values beyond the type's range become ±infinity.
+    fn from_f32(x: f32) -> Self;
+    /// An `f64` converted to this type: exact for `f64`, rounded to nearest (ties to even)
+    /// otherwise; values beyond the type's range become ±infinity.
+    fn from_f64(x: f64) -> Self;
 }
 
 impl Element for f32 {
@@ -45,6 +51,14 @@ impl Element for f32 {
     #[inline(always)]
     fn is_finite(self) -> bool {
         f32::is_finite(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x as f32
     }
 }
 
@@ -62,6 +76,14 @@ impl Element for f64 {
     fn is_finite(self) -> bool {
         f64::is_finite(self)
     }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        f64::from(x)
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        x
+    }
 }
 
 impl Element for f16 {
@@ -78,6 +100,14 @@ impl Element for f16 {
     fn is_finite(self) -> bool {
         f16::is_finite(self)
     }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        f16::from_f64(x)
+    }
 }
 
 impl Element for bf16 {
@@ -93,6 +123,14 @@ impl Element for bf16 {
     #[inline(always)]
     fn is_finite(self) -> bool {
         bf16::is_finite(self)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    #[inline(always)]
+    fn from_f64(x: f64) -> Self {
+        bf16::from_f64(x)
     }
 }
 

@@ -98,6 +98,12 @@ pub enum Error {
         /// Logical index of the element whose window ran out.
         element: u64,
     },
+    /// The request needs a capability this build or this CPU does not have, e.g. an AVX2
+    /// kernel forced on a CPU without AVX2.
+    Unsupported {
+        /// What is missing.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -131,6 +137,7 @@ impl fmt::Display for Error {
                 f,
                 "the noise-stream window of element {element} is exhausted (an exact sampler needed more randomness than its window holds)"
             ),
+            Error::Unsupported { what } => write!(f, "unsupported: {what}"),
         }
     }
 }

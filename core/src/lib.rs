@@ -34,14 +34,17 @@
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 #![no_std]
-#![forbid(unsafe_code)]
+// `unsafe` is denied everywhere except the AVX2 kernel backend and its dispatch
+// (`attention/simd_avx2.rs`, `attention/dispatch.rs`), where each block states its SAFETY.
+#![deny(unsafe_code)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-#[cfg(feature = "std")]
+#[cfg(any(feature = "std", test))]
 extern crate std;
 
 pub mod accounting;
+pub mod attention;
 pub mod attention_options;
 pub mod batched;
 pub mod calibration;
@@ -55,7 +58,7 @@ pub mod reference_attention;
 pub mod sampling;
 pub mod scratch;
 
-pub use attention_options::{Mask, Scale};
+pub use attention_options::{Kernel, Mask, Scale, ScoreFn};
 pub use batched::{BatchedMut, BatchedRef, Layout4};
 pub use element::Element;
 pub use error::{Error, Result};

@@ -32,6 +32,8 @@ pub enum dpattn_status {
     AllocationFailed = 9,
     /// An exact sampler used up the noise-stream window reserved for one element.
     RandomnessExhausted = 10,
+    /// The request needs a capability this build or CPU lacks (e.g. a forced SIMD kernel).
+    Unsupported = 11,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -52,6 +54,7 @@ impl dpattn_status {
             E::Infeasible { .. } => Self::Infeasible,
             E::AllocationFailed { .. } => Self::AllocationFailed,
             E::RandomnessExhausted { .. } => Self::RandomnessExhausted,
+            E::Unsupported { .. } => Self::Unsupported,
             _ => Self::Internal,
         }
     }
@@ -102,9 +105,10 @@ mod tests {
             E::Infeasible { condition: "a", lhs: 0.0, rhs: 0.0 },
             E::AllocationFailed { what: "a", elements: 1 },
             E::RandomnessExhausted { element: 0 },
+            E::Unsupported { what: "a" },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     }
 
     #[test]

@@ -1,0 +1,404 @@
+//! Exact batched multi-head attention on the CPU: tiled online softmax, caller scratch,
+//! AVX2 + FMA or portable kernels.
+//!
+//! **Guarantee.** [`attention`] computes `out = D(A)⁻¹ f(A) · V` per head with
+//! `A = scale · Q·Kᵀ` (masked entries excluded) and `f` = `exp` or `cosh` ([`ScoreFn`]),
+//! the normalised attention of Definition 1.4 of paper 000 (`shared/seeds/000_*.txt`),
+//! in `f32` arithmetic on inputs widened from `f32`, `f16` or `bf16` (an `f64` input is
+//! rounded to `f32` once). It is exact attention: **no privacy** on its own; the noisy
+//! and DP variants (modules `noisy_attention` and `dp_cross_attention`) run the same loop with noise and clamping. Accuracy: every output is within a few `f32`
+//! ulps times the row's `Σ|p·v|` of the float64 [`reference_attention`](crate::reference_attention())
+//! (the tests check relative error ≤ 1e-5 on random data, and [`attention_f64`] — the same
+//! tiling in `f64` — against it at 1e-12).
+//!
+//! **Algorithm.** FlashAttention's forward pass: blocks of 96 query rows against blocks of
+//! 64 keys, the running maximum and normaliser per row, accumulator rescaling per key
+//! block, and one `6 × 16` register-blocked microkernel for both `Q·Kᵀ` and `P·V`. Extra
+//! memory is [`attention_scratch_len`] elements (105 KiB of `f32` at `d = d_v = 64`), independent of
+//! the sequence lengths; no `S × S` matrix is ever formed. For small problems that need
+//! the normalised matrix itself, see [`attention_matrix`].
+//!
+//! **Validation.** Shapes, zero sizes, NaN/∞ in any input, the mask length, the scale and
+//! the scratch length are checked before anything is written. So is the *range*: if
+//! `scale · max‖q‖ · max‖k‖` or `2 · s_k · max|v|` is within a factor 4 of the largest
+//! `f32`, the call is refused ([`Error::OutOfRange`]) instead of overflowing into NaN
+//! midway; the output is therefore either completely written or untouched.
+//!
+//! **Parallelism.** Callers split the work over flattened heads `b · heads + h` with
+//! [`attention_heads`] (one scratch per thread); results are identical to one
+//! [`attention`] call.
+
+mod dispatch;
+mod matrix;
+pub(crate) mod microkernel;
+pub(crate) mod simd;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod simd_avx2;
+pub(crate) mod tiled;
+
+pub use matrix::{attention_matrix, normalise_scores};
+
+use crate::attention_options::{Kernel, Mask, Scale, ScoreFn};
+use crate::batched::{BatchedMut, BatchedRef};
+use crate::element::Element;
+use crate::error::{Error, Result};
+use crate::scratch::check_scratch;
+use dispatch::Operands;
+use tiled::{NoiseDraw, Plan, RowClamp};
+
+/// Options of an attention call. `Default` is no mask, scale `1/√d`, softmax, the fastest
+/// kernel.
+///
+/// ```
+/// use dpattn_core::{Mask, ScoreFn, attention::AttentionParams};
+/// let p = AttentionParams { mask: Mask { causal: true, key_padding: None }, ..Default::default() };
+/// assert_eq!(p.score, ScoreFn::Exp);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AttentionParams<'a> {
+    /// Causal and key-padding masks ([`Mask`]).
+    pub mask: Mask<'a>,
+    /// The logit scale ([`Scale`]).
+    pub scale: Scale,
+    /// `exp` (softmax) or `cosh` ([`ScoreFn`]).
+    pub score: ScoreFn,
+    /// Which CPU kernel runs ([`Kernel`]).
+    pub kernel: Kernel,
+}
+
+/// Scratch elements (`f32` for [`attention`], `f64` for [`attention_f64`]) for key
+/// dimension `d` and value dimension `d_v`, whatever the sequence lengths.
+///
+/// ```
+/// use dpattn_core::attention::attention_scratch_len;
+/// assert_eq!(attention_scratch_len(64, 64)?, 26_816);
+/// assert!(attention_scratch_len(usize::MAX, 1).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::SizeOverflow`] when the length does not fit in `usize`.
+pub fn attention_scratch_len(d: usize, d_v: usize) -> Result<usize> {
+    tiled::scratch_len(d, d_v)
+}
+
+/// Exact attention `out = softmax(scale · Q·Kᵀ + mask) · V` (or the `cosh` variant) for a
+/// whole batch, in `f32`.
+///
+/// Shapes: `q` `[batch, heads, s_q, d]`, `k` `[batch, heads, s_k, d]`, `v`
+/// `[batch, heads, s_k, d_v]`, `out` `[batch, heads, s_q, d_v]`, any strides. A query row
+/// that sees no key is zero.
+///
+/// ```
+/// use dpattn_core::attention::{AttentionParams, attention, attention_scratch_len};
+/// use dpattn_core::{BatchedMut, BatchedRef, Scale};
+/// // One query, two keys with logits 0 and ln 3: weights 1/4 and 3/4.
+/// let (q, k, v) = ([1.0f32], [0.0f32, 3f32.ln()], [10.0f32, 20.0]);
+/// let mut out = [0.0f32];
+/// let mut scratch = vec![0.0f32; attention_scratch_len(1, 1)?];
+/// let params = AttentionParams { scale: Scale::Custom(1.0), ..Default::default() };
+/// attention(
+///     BatchedMut::contiguous(&mut out, [1, 1, 1, 1])?,
+///     BatchedRef::contiguous(&q, [1, 1, 1, 1])?,
+///     BatchedRef::contiguous(&k, [1, 1, 2, 1])?,
+///     BatchedRef::contiguous(&v, [1, 1, 2, 1])?,
+///     &params,
+///     &mut scratch,
+/// )?;
+/// assert!((out[0] - 17.5).abs() < 1e-5);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::ShapeMismatch`], [`Error::OutOfRange`] (zero extent, bad scale, inputs too
+/// large for `f32`), [`Error::NonFinite`], [`Error::ScratchTooSmall`],
+/// [`Error::BufferTooShort`] (mask), [`Error::Unsupported`] (forced kernel). On error
+/// `out` is untouched.
+pub fn attention<T: Element, O: Element>(
+    out: BatchedMut<'_, O>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &AttentionParams<'_>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    execute_f32(Operands { out, first: 0, q, k, v }, params, Extras::NONE, scratch)
+}
+
+/// [`attention`] for the flattened heads `first_head .. first_head + n` only (flattened
+/// index `b · heads + h`), written to `out` of shape `[1, n, s_q, d_v]`. This is how callers
+/// parallelise: split the heads into ranges, give each thread its own output chunk and
+/// scratch. The result equals the corresponding heads of one [`attention`] call.
+///
+/// ```
+/// use dpattn_core::attention::{AttentionParams, attention_heads, attention_scratch_len};
+/// use dpattn_core::{BatchedMut, BatchedRef};
+/// let (b, h, s, d) = (2, 3, 5, 4);
+/// let x: Vec<f32> = (0..b * h * s * d).map(|i| ((i * 37) % 17) as f32 / 17.0).collect();
+/// let qkv = BatchedRef::contiguous(&x, [b, h, s, d])?;
+/// let mut out = vec![0f32; x.len()];
+/// let len = attention_scratch_len(d, d)?;
+/// std::thread::scope(|sc| {
+///     // Two threads, three heads each.
+///     for (t, chunk) in out.chunks_mut(3 * s * d).enumerate() {
+///         sc.spawn(move || {
+///             let mut scratch = vec![0f32; len];
+///             let o = BatchedMut::contiguous(chunk, [1, 3, s, d]).unwrap();
+///             attention_heads(o, qkv, qkv, qkv, &AttentionParams::default(), 3 * t, &mut scratch)
+///                 .unwrap();
+///         });
+///     }
+/// });
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// Those of [`attention`], and [`Error::ShapeMismatch`] when `out` is not
+/// `[1, n, s_q, d_v]` or the range passes the last head.
+pub fn attention_heads<T: Element, O: Element>(
+    out: BatchedMut<'_, O>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &AttentionParams<'_>,
+    first_head: usize,
+    scratch: &mut [f32],
+) -> Result<()> {
+    execute_f32(Operands { out, first: first_head, q, k, v }, params, Extras::NONE, scratch)
+}
+
+/// The same tiled algorithm as [`attention`] computed in `f64` with the portable kernel
+/// (the `kernel` field is ignored): the path that tests the tiling itself against the
+/// float64 reference at `1e-12`. Scratch is `f64`, [`attention_scratch_len`] elements.
+///
+/// ```
+/// use dpattn_core::attention::{AttentionParams, attention_f64, attention_scratch_len};
+/// use dpattn_core::{BatchedMut, BatchedRef};
+/// let x = [0.5f64, -1.0, 2.0, 0.25];
+/// let mut out = [0.0f64; 4];
+/// let mut scratch = vec![0.0; attention_scratch_len(2, 2)?];
+/// let view = BatchedRef::contiguous(&x, [1, 1, 2, 2])?;
+/// attention_f64(BatchedMut::contiguous(&mut out, [1, 1, 2, 2])?, view, view, view,
+///     &AttentionParams::default(), &mut scratch)?;
+/// assert!(out.iter().all(|o| o.is_finite()));
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`attention`].
+pub fn attention_f64<T: Element>(
+    out: BatchedMut<'_, f64>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &AttentionParams<'_>,
+    scratch: &mut [f64],
+) -> Result<()> {
+    execute_f64(Operands { out, first: 0, q, k, v }, params, Extras::NONE, scratch)
+}
+
+/// What the noisy and DP variants add to the loop.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Extras<'a> {
+    pub(crate) logit_noise: Option<NoiseDraw<'a>>,
+    pub(crate) out_noise: Option<NoiseDraw<'a>>,
+    pub(crate) clamp: Option<RowClamp>,
+}
+
+impl Extras<'_> {
+    pub(crate) const NONE: Extras<'static> =
+        Extras { logit_noise: None, out_noise: None, clamp: None };
+}
+
+pub(crate) fn execute_f32<T: Element, O: Element>(
+    ops: Operands<'_, '_, T, O>,
+    params: &AttentionParams<'_>,
+    extras: Extras<'_>,
+    scratch: &mut [f32],
+) -> Result<()> {
+    let kernel = params.kernel.resolve()?;
+    let plan = validate(&ops, params, extras, f64::from(f32::MAX), scratch.len())?;
+    dispatch::run_f32(kernel, ops, &plan, scratch)
+}
+
+pub(crate) fn execute_f64<T: Element>(
+    ops: Operands<'_, '_, T, f64>,
+    params: &AttentionParams<'_>,
+    extras: Extras<'_>,
+    scratch: &mut [f64],
+) -> Result<()> {
+    let plan = validate(&ops, params, extras, f64::MAX, scratch.len())?;
+    dispatch::run_f64(ops, &plan, scratch)
+}
+
+/// Checks everything, in the order of the error list of [`attention`], and builds the plan.
+fn validate<'a, T: Element, O: Element>(
+    ops: &Operands<'_, '_, T, O>,
+    params: &AttentionParams<'a>,
+    extras: Extras<'a>,
+    max_finite: f64,
+    scratch_len: usize,
+) -> Result<Plan<'a>> {
+    let [batch, heads, s_q, d] = ops.q.layout().shape();
+    let (s_k, dv) = (ops.k.layout().seq(), ops.v.layout().dim());
+    for (name, value) in
+        [("batch", batch), ("heads", heads), ("s_q", s_q), ("d", d), ("s_k", s_k), ("d_v", dv)]
+    {
+        if value == 0 {
+            return Err(Error::OutOfRange { name, value: 0.0, allowed: ">= 1" });
+        }
+    }
+    for (arg, l) in [("k", ops.k.layout()), ("v", ops.v.layout())] {
+        l.expect_axis(arg, 0, batch)?;
+        l.expect_axis(arg, 1, heads)?;
+    }
+    ops.k.layout().expect_axis("k", 3, d)?;
+    ops.v.layout().expect_axis("v", 2, s_k)?;
+    let ol = ops.out.layout();
+    let total = crate::error::mul_size(batch, heads, "batch * heads")?;
+    if ops.first == 0 && ol.batch() == batch && ol.heads() == heads {
+        // the whole batch
+    } else {
+        ol.expect_axis("out", 0, 1)?;
+        let end = ops.first.checked_add(ol.heads()).filter(|&e| e <= total);
+        if end.is_none() {
+            return Err(Error::ShapeMismatch {
+                arg: "out",
+                axis: "heads (first_head + n must not pass batch * heads)",
+                expected: total.saturating_sub(ops.first),
+                got: ol.heads(),
+            });
+        }
+    }
+    ol.expect_axis("out", 2, s_q)?;
+    ol.expect_axis("out", 3, dv)?;
+    params.mask.validate(batch, s_k)?;
+    let scale = params.scale.value(d)?;
+    ops.q.check_finite("q")?;
+    ops.k.check_finite("k")?;
+    ops.v.check_finite("v")?;
+    let mut sigma_max = [0.0f64; 2];
+    for (i, n) in [extras.logit_noise, extras.out_noise].iter().enumerate() {
+        if let Some(n) = n {
+            if n.sigma.len() != heads && n.sigma.len() != total {
+                return Err(Error::ShapeMismatch {
+                    arg: if i == 0 { "logit sigma" } else { "output sigma" },
+                    axis: "length (heads, or batch * heads)",
+                    expected: heads,
+                    got: n.sigma.len(),
+                });
+            }
+            for &x in n.sigma {
+                sigma_max[i] = sigma_max[i].max(crate::error::nonneg_finite("sigma", x)?);
+            }
+        }
+    }
+    // Noise positions: the logit draw has batch·heads·s_q·s_k elements, all below 2^64.
+    let draw = (total as u128) * (s_q as u128) * (s_k.max(dv) as u128);
+    if draw >= 1u128 << 64 {
+        return Err(Error::SizeOverflow { what: "noise draw element index (u64)" });
+    }
+    check_range(ops, scale, extras, sigma_max, max_finite)?;
+    check_scratch(scratch_len, tiled::scratch_len(d, dv)?)?;
+    Ok(Plan {
+        s_q,
+        s_k,
+        d,
+        dv,
+        heads,
+        scale,
+        score: params.score,
+        mask: params.mask,
+        logit_noise: extras.logit_noise,
+        out_noise: extras.out_noise,
+        clamp: extras.clamp,
+    })
+}
+
+/// Refuses inputs whose logits, accumulators or noisy outputs could overflow the compute
+/// precision (a quarter of its range is kept as margin for rounding).
+fn check_range<T: Element, O: Element>(
+    ops: &Operands<'_, '_, T, O>,
+    scale: f64,
+    extras: Extras<'_>,
+    sigma_max: [f64; 2],
+    max_finite: f64,
+) -> Result<()> {
+    let row_norm_max = |x: &BatchedRef<'_, T>| {
+        let [b, h, s, _] = x.layout().shape();
+        let mut m = 0.0f64;
+        for (bi, hi) in (0..b).flat_map(|bi| (0..h).map(move |hi| (bi, hi))) {
+            let head = x.head(bi, hi);
+            for r in 0..s {
+                m = m.max(head.row(r).iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>());
+            }
+        }
+        libm::sqrt(m)
+    };
+    let mut kmax = row_norm_max(&ops.k);
+    let mut vmax = row_norm_max(&ops.v); // ≥ max|v|
+    if let Some(c) = extras.clamp {
+        kmax = kmax.min(c.key);
+        vmax = vmax.min(c.value);
+    }
+    // |f32 Gaussian| ≤ σ · √(2 · 24 · ln 2) < 6σ (docs/RANDOMNESS.md).
+    let logit = scale * row_norm_max(&ops.q) * kmax + 6.0 * sigma_max[0];
+    let accum = 2.0 * ops.k.layout().seq() as f64 * vmax + 6.0 * sigma_max[1];
+    let limit = max_finite / 4.0;
+    if logit.is_nan() || 2.0 * logit >= limit {
+        return Err(Error::OutOfRange {
+            name: "logit bound scale * max|q| * max|k| (+ logit noise)",
+            value: logit,
+            allowed: "below 1/8 of the compute precision's largest finite value",
+        });
+    }
+    if accum.is_nan() || accum >= limit {
+        return Err(Error::OutOfRange {
+            name: "accumulator bound 2 * s_k * max|v| (+ output noise)",
+            value: accum,
+            allowed: "below 1/4 of the compute precision's largest finite value",
+        });
+    }
+    Ok(())
+}
+
+/// A `Vec` of `n` copies of `x`, or [`Error::AllocationFailed`] instead of aborting.
+#[cfg(feature = "alloc")]
+pub(crate) fn try_filled<E: Copy>(
+    n: usize,
+    x: E,
+    what: &'static str,
+) -> Result<alloc::vec::Vec<E>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
+    v.resize(n, x);
+    Ok(v)
+}
+
+/// [`attention`] with scratch allocated for the call (feature `alloc`).
+///
+/// ```
+/// use dpattn_core::attention::{AttentionParams, attention_alloc};
+/// use dpattn_core::{BatchedMut, BatchedRef};
+/// let x = [1.0f32, 0.0, 0.0, 1.0];
+/// let mut out = [0.0f32; 4];
+/// let v = BatchedRef::contiguous(&x, [1, 1, 2, 2])?;
+/// attention_alloc(BatchedMut::contiguous(&mut out, [1, 1, 2, 2])?, v, v, v, &AttentionParams::default())?;
+/// assert!(out[0] > out[1]); // the first query prefers the first value row
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// Those of [`attention`], and [`Error::AllocationFailed`].
+#[cfg(feature = "alloc")]
+pub fn attention_alloc<T: Element, O: Element>(
+    out: BatchedMut<'_, O>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &AttentionParams<'_>,
+) -> Result<()> {
+    let n = attention_scratch_len(q.layout().dim(), v.layout().dim())?;
+    let mut scratch = try_filled(n, 0f32, "attention scratch")?;
+    attention(out, q, k, v, params, &mut scratch)
+}
