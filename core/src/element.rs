@@ -24,6 +24,8 @@ mod sealed {
 pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// Short type name, as used in error messages and the C ABI (`"f32"`, `"bf16"`, ...).
     const NAME: &'static str;
+    /// The largest finite value of the type, as `f64`.
+    const MAX: f64;
     /// The value widened (or, for `f64`, rounded) to `f32`.
     fn to_f32(self) -> f32;
     /// The value widened to `f64` (exact for every element type).
@@ -40,6 +42,7 @@ pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
 
 impl Element for f32 {
     const NAME: &'static str = "f32";
+    const MAX: f64 = f32::MAX as f64;
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
@@ -64,6 +67,7 @@ impl Element for f32 {
 
 impl Element for f64 {
     const NAME: &'static str = "f64";
+    const MAX: f64 = f64::MAX;
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self as f32
@@ -88,6 +92,7 @@ impl Element for f64 {
 
 impl Element for f16 {
     const NAME: &'static str = "f16";
+    const MAX: f64 = 65504.0;
     #[inline(always)]
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
@@ -112,6 +117,7 @@ impl Element for f16 {
 
 impl Element for bf16 {
     const NAME: &'static str = "bf16";
+    const MAX: f64 = bf16::MAX.to_f64_const();
     #[inline(always)]
     fn to_f32(self) -> f32 {
         bf16::to_f32(self)

@@ -53,6 +53,8 @@ pub mod element;
 pub mod error;
 pub mod matrix_view;
 pub mod nalgebra_interop;
+pub mod noisy_attention;
+pub mod output_perturbation;
 pub mod privacy_params;
 pub mod reference_attention;
 pub mod sampling;

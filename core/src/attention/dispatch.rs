@@ -11,10 +11,13 @@ use crate::element::Element;
 use crate::error::Result;
 
 /// Operands of a call: `out` holds `out.batch · out.heads` heads that are the flattened
-/// heads `first, first + 1, …` of `q`, `k`, `v` (flattened index `b · heads + h`).
+/// heads `first, first + 1, …` of `q`, `k`, `v` (flattened index `b · heads + h`; `first`
+/// is 0 for a whole-batch call).
 pub(crate) struct Operands<'o, 'i, T, O> {
     pub(crate) out: BatchedMut<'o, O>,
-    pub(crate) first: usize,
+    /// `None`: `out` is the whole `[batch, heads, s_q, d_v]` output; `Some(first)`: `out`
+    /// is `[1, n, s_q, d_v]` holding the flattened heads `first..first + n`.
+    pub(crate) first: Option<usize>,
     pub(crate) q: BatchedRef<'i, T>,
     pub(crate) k: BatchedRef<'i, T>,
     pub(crate) v: BatchedRef<'i, T>,
@@ -28,7 +31,7 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
     ) -> Result<()> {
         let [ob, oh, _, _] = self.out.layout().shape();
         for idx in 0..ob * oh {
-            let flat = self.first + idx;
+            let flat = self.first.unwrap_or(0) + idx;
             let (b, h) = (flat / plan.heads, flat % plan.heads);
             f(HeadJob {
                 out: self.out.head_mut(idx / oh, idx % oh),

@@ -6,7 +6,7 @@
 //! the normalised attention of Definition 1.4 of paper 000 (`shared/seeds/000_*.txt`),
 //! in `f32` arithmetic on inputs widened from `f32`, `f16` or `bf16` (an `f64` input is
 //! rounded to `f32` once). It is exact attention: **no privacy** on its own; the noisy
-//! and DP variants (modules `noisy_attention` and `dp_cross_attention`) run the same loop with noise and clamping. Accuracy: every output is within a few `f32`
+//! and DP variants (modules `noisy_attention` and `output_perturbation`) run the same loop with noise and clamping. Accuracy: every output is within a few `f32`
 //! ulps times the row's `Σ|p·v|` of the float64 [`reference_attention`](crate::reference_attention())
 //! (the tests check relative error ≤ 1e-5 on random data, and [`attention_f64`] — the same
 //! tiling in `f64` — against it at 1e-12).
@@ -28,7 +28,7 @@
 //! [`attention_heads`] (one scratch per thread); results are identical to one
 //! [`attention`] call.
 
-mod dispatch;
+pub(crate) mod dispatch;
 mod matrix;
 pub(crate) mod microkernel;
 pub(crate) mod simd;
@@ -122,7 +122,7 @@ pub fn attention<T: Element, O: Element>(
     params: &AttentionParams<'_>,
     scratch: &mut [f32],
 ) -> Result<()> {
-    execute_f32(Operands { out, first: 0, q, k, v }, params, Extras::NONE, scratch)
+    execute_f32(Operands { out, first: None, q, k, v }, params, Extras::NONE, scratch)
 }
 
 /// [`attention`] for the flattened heads `first_head .. first_head + n` only (flattened
@@ -164,7 +164,7 @@ pub fn attention_heads<T: Element, O: Element>(
     first_head: usize,
     scratch: &mut [f32],
 ) -> Result<()> {
-    execute_f32(Operands { out, first: first_head, q, k, v }, params, Extras::NONE, scratch)
+    execute_f32(Operands { out, first: Some(first_head), q, k, v }, params, Extras::NONE, scratch)
 }
 
 /// The same tiled algorithm as [`attention`] computed in `f64` with the portable kernel
@@ -194,7 +194,7 @@ pub fn attention_f64<T: Element>(
     params: &AttentionParams<'_>,
     scratch: &mut [f64],
 ) -> Result<()> {
-    execute_f64(Operands { out, first: 0, q, k, v }, params, Extras::NONE, scratch)
+    execute_f64(Operands { out, first: None, q, k, v }, params, Extras::NONE, scratch)
 }
 
 /// What the noisy and DP variants add to the loop.
@@ -216,9 +216,20 @@ pub(crate) fn execute_f32<T: Element, O: Element>(
     extras: Extras<'_>,
     scratch: &mut [f32],
 ) -> Result<()> {
-    let kernel = params.kernel.resolve()?;
-    let plan = validate(&ops, params, extras, f64::from(f32::MAX), scratch.len())?;
+    let (kernel, plan) = prepare_f32(&ops, params, extras, scratch.len())?;
     dispatch::run_f32(kernel, ops, &plan, scratch)
+}
+
+/// Everything [`execute_f32`] checks, without running: the DP mechanism charges its ledger
+/// between this and [`dispatch::run_f32`], so a refused call costs no budget.
+pub(crate) fn prepare_f32<'a, T: Element, O: Element>(
+    ops: &Operands<'_, '_, T, O>,
+    params: &AttentionParams<'a>,
+    extras: Extras<'a>,
+    scratch_len: usize,
+) -> Result<(Kernel, Plan<'a>)> {
+    let kernel = params.kernel.resolve()?;
+    Ok((kernel, validate(ops, params, extras, f64::from(f32::MAX), scratch_len)?))
 }
 
 pub(crate) fn execute_f64<T: Element>(
@@ -256,18 +267,21 @@ fn validate<'a, T: Element, O: Element>(
     ops.v.layout().expect_axis("v", 2, s_k)?;
     let ol = ops.out.layout();
     let total = crate::error::mul_size(batch, heads, "batch * heads")?;
-    if ops.first == 0 && ol.batch() == batch && ol.heads() == heads {
-        // the whole batch
-    } else {
-        ol.expect_axis("out", 0, 1)?;
-        let end = ops.first.checked_add(ol.heads()).filter(|&e| e <= total);
-        if end.is_none() {
-            return Err(Error::ShapeMismatch {
-                arg: "out",
-                axis: "heads (first_head + n must not pass batch * heads)",
-                expected: total.saturating_sub(ops.first),
-                got: ol.heads(),
-            });
+    match ops.first {
+        None => {
+            ol.expect_axis("out", 0, batch)?;
+            ol.expect_axis("out", 1, heads)?;
+        }
+        Some(first) => {
+            ol.expect_axis("out", 0, 1)?;
+            if first.checked_add(ol.heads()).is_none_or(|e| e > total) {
+                return Err(Error::ShapeMismatch {
+                    arg: "out",
+                    axis: "heads (first_head + n must not pass batch * heads)",
+                    expected: total.saturating_sub(first),
+                    got: ol.heads(),
+                });
+            }
         }
     }
     ol.expect_axis("out", 2, s_q)?;
@@ -275,8 +289,29 @@ fn validate<'a, T: Element, O: Element>(
     params.mask.validate(batch, s_k)?;
     let scale = params.scale.value(d)?;
     ops.q.check_finite("q")?;
-    ops.k.check_finite("k")?;
-    ops.v.check_finite("v")?;
+    if let Some(c) = extras.clamp {
+        // Private K and V (the DP mechanism): nothing about them may decide whether the call
+        // is refused. Non-finite rows are clamped to zero in the kernel; only the layout
+        // (public) is checked: one stored row must be one logical position.
+        crate::error::positive_finite("key_norm", c.key)?;
+        crate::error::positive_finite("value_norm", c.value)?;
+        for (arg, l) in [("k", ops.k.layout()), ("v", ops.v.layout())] {
+            if !l.is_non_overlapping() {
+                return Err(Error::OutOfRange {
+                    name: if arg == "k" {
+                        "k layout (overlapping or broadcast strides)"
+                    } else {
+                        "v layout (overlapping or broadcast strides)"
+                    },
+                    value: 0.0,
+                    allowed: "a layout in which every private element has its own memory",
+                });
+            }
+        }
+    } else {
+        ops.k.check_finite("k")?;
+        ops.v.check_finite("v")?;
+    }
     let mut sigma_max = [0.0f64; 2];
     for (i, n) in [extras.logit_noise, extras.out_noise].iter().enumerate() {
         if let Some(n) = n {
@@ -335,31 +370,66 @@ fn check_range<T: Element, O: Element>(
         }
         libm::sqrt(m)
     };
-    let mut kmax = row_norm_max(&ops.k);
-    let mut vmax = row_norm_max(&ops.v); // ≥ max|v|
-    if let Some(c) = extras.clamp {
-        kmax = kmax.min(c.key);
-        vmax = vmax.min(c.value);
-    }
-    // |f32 Gaussian| ≤ σ · √(2 · 24 · ln 2) < 6σ (docs/RANDOMNESS.md).
-    let logit = scale * row_norm_max(&ops.q) * kmax + 6.0 * sigma_max[0];
-    let accum = 2.0 * ops.k.layout().seq() as f64 * vmax + 6.0 * sigma_max[1];
     let limit = max_finite / 4.0;
-    if logit.is_nan() || 2.0 * logit >= limit {
+    let refuse = |name, value: f64, allowed| {
+        if value.is_nan() || value >= limit {
+            Err(Error::OutOfRange { name, value, allowed })
+        } else {
+            Ok(())
+        }
+    };
+    let qmax = row_norm_max(&ops.q);
+    refuse(
+        "scale * max|q| (row norm)",
+        (scale * qmax).max(qmax),
+        "below 1/4 of the compute precision's largest finite value",
+    )?;
+    // With clamping (the DP mechanism) only the public bounds enter: a refusal must not
+    // depend on the private K and V.
+    let (kmax, vmax, velem) = match extras.clamp {
+        Some(c) => (c.key, c.value, c.value),
+        None => {
+            let velem = max_abs(&ops.v);
+            (row_norm_max(&ops.k), row_norm_max(&ops.v), velem)
+        }
+    };
+    refuse("max|k| (row norm)", kmax, "below 1/4 of the compute precision's largest finite value")?;
+    // |f64 Gaussian| ≤ σ · √(2 · 53 · ln 2) < 9σ (docs/RANDOMNESS.md).
+    let logit = scale * qmax * kmax + 9.0 * sigma_max[0];
+    refuse(
+        "logit bound scale * max|q| * max|k| (+ logit noise)",
+        2.0 * logit,
+        "below 1/8 of the compute precision's largest finite value",
+    )?;
+    let accum = 2.0 * ops.k.layout().seq() as f64 * vmax + 9.0 * sigma_max[1];
+    refuse(
+        "accumulator bound 2 * s_k * max|v| (+ output noise)",
+        accum,
+        "below 1/4 of the compute precision's largest finite value",
+    )?;
+    // Outputs are convex combinations of value rows (plus noise): |o| ≤ max|v| + 9σ.
+    let out_bound = velem + 9.0 * sigma_max[1];
+    if out_bound.is_nan() || out_bound >= O::MAX {
         return Err(Error::OutOfRange {
-            name: "logit bound scale * max|q| * max|k| (+ logit noise)",
-            value: logit,
-            allowed: "below 1/8 of the compute precision's largest finite value",
-        });
-    }
-    if accum.is_nan() || accum >= limit {
-        return Err(Error::OutOfRange {
-            name: "accumulator bound 2 * s_k * max|v| (+ output noise)",
-            value: accum,
-            allowed: "below 1/4 of the compute precision's largest finite value",
+            name: "output bound max|v| (+ output noise)",
+            value: out_bound,
+            allowed: "below the output type's largest finite value",
         });
     }
     Ok(())
+}
+
+/// The largest `|x|` over a batched view.
+fn max_abs<T: Element>(x: &BatchedRef<'_, T>) -> f64 {
+    let [b, h, s, _] = x.layout().shape();
+    let mut m = 0.0f64;
+    for (bi, hi) in (0..b).flat_map(|bi| (0..h).map(move |hi| (bi, hi))) {
+        let head = x.head(bi, hi);
+        for r in 0..s {
+            m = head.row(r).iter().fold(m, |m, v| m.max(v.to_f64().abs()));
+        }
+    }
+    m
 }
 
 /// A `Vec` of `n` copies of `x`, or [`Error::AllocationFailed`] instead of aborting.

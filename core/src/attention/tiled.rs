@@ -92,15 +92,24 @@ pub(crate) struct HeadJob<'o, 'i, T, O> {
     pub(crate) h: usize,
 }
 
-/// The factor that scales `row` to L2 norm at most `bound` (1 when it is already within).
-/// The slack of a few ulps keeps the rounded, scaled row inside the bound.
-fn clamp_factor<T: Element, E: Real>(row: &[T], bound: f64) -> E {
-    let norm = libm::sqrt(row.iter().map(|x| x.to_f64() * x.to_f64()).sum::<f64>());
-    if norm <= bound {
-        E::ONE
-    } else {
-        E::from_f64(bound / norm * (1.0 - 1.0 / (1u64 << 21) as f64))
+/// The factor that clamps `row` into the L2 ball of radius `bound`, in `f64` and applied
+/// before rounding to the compute precision (so `f64` rows beyond the `f32` range are
+/// clamped correctly). Rows are aimed at `bound · (1 − 2^-21)`, which leaves room for the
+/// rounding of every element to `f32` (relative `2^-24` each); rows already inside that
+/// radius are unchanged. A row holding NaN or ±∞ gets factor 0 (it becomes the zero row).
+/// The norm is computed after dividing by the largest magnitude, so it cannot overflow.
+fn clamp_factor<T: Element>(row: &[T], bound: f64) -> f64 {
+    if !row.iter().all(|x| x.is_finite()) {
+        return 0.0;
     }
+    let big = row.iter().fold(0.0f64, |m, x| m.max(x.to_f64().abs()));
+    if big == 0.0 {
+        return 1.0;
+    }
+    let norm =
+        big * libm::sqrt(row.iter().map(|x| (x.to_f64() / big) * (x.to_f64() / big)).sum::<f64>());
+    let target = bound * (1.0 - 1.0 / (1u64 << 21) as f64);
+    if norm <= target { 1.0 } else { target / norm }
 }
 
 /// Attention for one head. Errors only from the noise stream (positions validated by the
@@ -189,6 +198,11 @@ pub(crate) fn head<S: Simd, T: Element, O: Element>(
     Ok(())
 }
 
+/// `f · x` rounded to the compute precision; exactly 0 when `f = 0` (non-finite rows).
+fn clamped<T: Element, E: Real>(x: T, f: f64) -> E {
+    if f == 0.0 { E::ZERO } else { E::from_f64(x.to_f64() * f) }
+}
+
 /// `qp[i·d + c] = scale · q[i0 + i][c]` for `i < rq`; rows `rq..rows` are zero.
 fn pack_queries<T: Element, E: Real>(
     qp: &mut [E],
@@ -224,9 +238,11 @@ fn pack_keys<T: Element, E: Real>(
     for j in 0..bcp {
         if j < bc {
             let row = k.row(j0 + j);
-            let f = clamp.map_or(E::ONE, |b| clamp_factor::<T, E>(row, b));
-            for (c, &x) in row.iter().enumerate() {
-                ktp[c * BC + j] = E::of(x) * f;
+            match clamp.map(|b| clamp_factor(row, b)) {
+                None => row.iter().enumerate().for_each(|(c, &x)| ktp[c * BC + j] = E::of(x)),
+                Some(f) => {
+                    row.iter().enumerate().for_each(|(c, &x)| ktp[c * BC + j] = clamped(x, f))
+                }
             }
         } else {
             for c in 0..d {
@@ -248,16 +264,17 @@ fn pack_values<T: Element, E: Real>(
 ) {
     for (j, dst) in vp[..bc * dvp].chunks_exact_mut(dvp).enumerate() {
         let row = v.row(j0 + j);
-        let f = clamp.map_or(E::ONE, |b| clamp_factor::<T, E>(row, b));
-        for (o, &x) in dst[..dv].iter_mut().zip(row) {
-            *o = E::of(x) * f;
+        match clamp.map(|b| clamp_factor(row, b)) {
+            None => dst[..dv].iter_mut().zip(row).for_each(|(o, &x)| *o = E::of(x)),
+            Some(f) => dst[..dv].iter_mut().zip(row).for_each(|(o, &x)| *o = clamped(x, f)),
         }
         dst[dv..].fill(E::ZERO);
     }
 }
 
-/// Adds elements `first..first + n` of the Gaussian draw to `row[..n]` (as `f32` noise,
-/// widened: the CPU and GPU kernels add the same values).
+/// Adds elements `first..first + n` of the draw to `row[..n]`. The noise is the `f64`
+/// Gaussian of `docs/RANDOMNESS.md` (53-bit uniforms, 4 words per pair, so `|z| < 8.6`)
+/// rounded once to the compute precision: the CPU and GPU kernels add the same values.
 fn add_noise<E: Real>(
     row: &mut [E],
     stream: &KeyedStream,
@@ -265,12 +282,12 @@ fn add_noise<E: Real>(
     first: u64,
     n: usize,
 ) -> Result<()> {
-    let mut buf = [0f32; BC];
+    let mut buf = [0f64; BC];
     for c0 in (0..n).step_by(BC) {
         let len = BC.min(n - c0);
-        g.fill_keyed::<f32>(stream, first + c0 as u64, &mut buf[..len])?;
+        g.fill_keyed::<f64>(stream, first + c0 as u64, &mut buf[..len])?;
         for (x, &z) in row[c0..c0 + len].iter_mut().zip(&buf[..len]) {
-            *x = *x + E::from_f64(f64::from(z));
+            *x = *x + E::from_f64(z);
         }
     }
     Ok(())
