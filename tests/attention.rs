@@ -10,6 +10,8 @@
 //! Tiles are 96 query rows × 64 keys with a 6 × 16 microkernel, so the shapes below are
 //! chosen around those boundaries (1, 5, 63, 64, 65, 97, 150).
 
+mod support;
+
 use dpattn::attention::{
     AttentionParams, attention, attention_alloc, attention_f64, attention_heads, attention_matrix,
     attention_scratch_len, normalise_scores,
@@ -19,6 +21,7 @@ use dpattn::{
     BatchedMut, BatchedRef, Element, Error, Kernel, Layout4, Mask, MatMut, MatRef, Scale, ScoreFn,
 };
 use half::{bf16, f16};
+use support::problem::{Rng, Shape, bshd, scatter, shape};
 
 /// `f32` paths: `|got − want| ≤ 1e-5 · max|v|` (the module's documented accuracy: a few
 /// `f32` ulps times the row's `Σ|p·v|`, with logits of order 1).
@@ -32,78 +35,9 @@ const SENTINEL: f64 = -1234.5;
 // Deterministic inputs
 // ---------------------------------------------------------------------------------------
 
-/// SplitMix64: deterministic test inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform on `[-1, 1)`.
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-
-    /// `n` values uniform on `[-amp, amp)`, rounded to `f32`.
-    fn vec_f32(&mut self, n: usize, amp: f64) -> Vec<f32> {
-        (0..n).map(|_| (self.uniform() * amp) as f32).collect()
-    }
-
-    /// `n` integers uniform in `[-m, m]`, as `f32`.
-    fn ints_f32(&mut self, n: usize, m: u64) -> Vec<f32> {
-        (0..n).map(|_| (self.next_u64() % (2 * m + 1)) as f32 - m as f32).collect()
-    }
-
-    /// A key-padding mask `[batch, s_k]` keeping each key with probability 3/4.
-    fn padding(&mut self, batch: usize, s_k: usize) -> Vec<bool> {
-        (0..batch * s_k).map(|_| !self.next_u64().is_multiple_of(4)).collect()
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Problems, runners and the references
 // ---------------------------------------------------------------------------------------
-
-/// `q [b, h, sq, d]`, `k [b, h, sk, d]`, `v [b, h, sk, dv]`, `out [b, h, sq, dv]`.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    b: usize,
-    h: usize,
-    sq: usize,
-    sk: usize,
-    d: usize,
-    dv: usize,
-}
-
-const fn shape(b: usize, h: usize, sq: usize, sk: usize, d: usize, dv: usize) -> Shape {
-    Shape { b, h, sq, sk, d, dv }
-}
-
-impl Shape {
-    fn q(self) -> [usize; 4] {
-        [self.b, self.h, self.sq, self.d]
-    }
-    fn k(self) -> [usize; 4] {
-        [self.b, self.h, self.sk, self.d]
-    }
-    fn v(self) -> [usize; 4] {
-        [self.b, self.h, self.sk, self.dv]
-    }
-    fn o(self) -> [usize; 4] {
-        [self.b, self.h, self.sq, self.dv]
-    }
-    fn out_len(self) -> usize {
-        self.b * self.h * self.sq * self.dv
-    }
-    fn scratch(self) -> usize {
-        attention_scratch_len(self.d, self.dv).unwrap()
-    }
-}
 
 /// Densely packed operands of one problem.
 #[derive(Debug, Clone)]
@@ -680,35 +614,11 @@ fn bf16_output_is_the_rounded_f32_output() {
 /// A layout for a logical `[b, h, s, d]` shape.
 type MakeLayout = fn([usize; 4]) -> Layout4;
 
-/// `[b, h, s, d]` stored as `[b, s, h, d]`.
-fn bshd(shape: [usize; 4]) -> Layout4 {
-    let [_, h, s, d] = shape;
-    Layout4::new(shape, [s * h * d, d, h * d, 1]).unwrap()
-}
-
 /// Row-major with `pad` unused elements after every row.
 fn padded_rows(shape: [usize; 4], pad: usize) -> Layout4 {
     let [_, h, s, d] = shape;
     let rs = d + pad;
     Layout4::new(shape, [h * s * rs, s * rs, rs, 1]).unwrap()
-}
-
-/// `x` (contiguous) written into a `layout` buffer whose other elements are `fill`.
-fn scatter<T: Copy>(x: &[T], layout: &Layout4, fill: T) -> Vec<T> {
-    let [b, h, s, d] = layout.shape();
-    let mut buf = vec![fill; layout.required_len()];
-    let mut n = 0;
-    for bi in 0..b {
-        for hi in 0..h {
-            for si in 0..s {
-                for c in 0..d {
-                    buf[layout.offset(bi, hi, si, c)] = x[n];
-                    n += 1;
-                }
-            }
-        }
-    }
-    buf
 }
 
 /// The logical elements of a `layout` buffer, contiguous; and whether every other element

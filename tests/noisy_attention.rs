@@ -23,13 +23,14 @@
 
 mod support;
 
-use dpattn::attention::{AttentionParams, attention, attention_f64, attention_scratch_len};
+use dpattn::attention::{AttentionParams, attention, attention_f64};
 use dpattn::noisy_attention::{
     NoiseSpec, NoiseStream, noisy_attention, noisy_attention_f64, noisy_attention_heads,
 };
 use dpattn::reference_attention::reference_attention_vec;
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn::{BatchedMut, BatchedRef, Error, Kernel, Layout4, Mask, Scale, ScoreFn};
+use dpattn::{BatchedMut, BatchedRef, Error, Kernel, Mask, Scale, ScoreFn};
+use support::problem::{Rng, Shape, bshd, scatter, shape};
 use support::stats::{
     ALPHA, correlation_z, ks_test, lag_correlation_z, mean_z, moments, normal_cdf, var_z, z_accepts,
 };
@@ -45,78 +46,9 @@ const SENTINEL: f32 = -1234.5;
 // Deterministic inputs
 // ---------------------------------------------------------------------------------------
 
-/// SplitMix64: deterministic test inputs (not noise; noise comes from the keyed streams).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform on `[-1, 1)`.
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-
-    /// `n` values uniform on `[-amp, amp)`, rounded to `f32`.
-    fn vec_f32(&mut self, n: usize, amp: f64) -> Vec<f32> {
-        (0..n).map(|_| (self.uniform() * amp) as f32).collect()
-    }
-
-    /// A key-padding mask `[batch, s_k]` keeping each key with probability 3/4.
-    fn padding(&mut self, batch: usize, s_k: usize) -> Vec<bool> {
-        (0..batch * s_k).map(|_| !self.next_u64().is_multiple_of(4)).collect()
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Problems, runners and the references
 // ---------------------------------------------------------------------------------------
-
-/// `q [b, h, sq, d]`, `k [b, h, sk, d]`, `v [b, h, sk, dv]`, `out [b, h, sq, dv]`.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    b: usize,
-    h: usize,
-    sq: usize,
-    sk: usize,
-    d: usize,
-    dv: usize,
-}
-
-const fn shape(b: usize, h: usize, sq: usize, sk: usize, d: usize, dv: usize) -> Shape {
-    Shape { b, h, sq, sk, d, dv }
-}
-
-impl Shape {
-    fn q(self) -> [usize; 4] {
-        [self.b, self.h, self.sq, self.d]
-    }
-    fn k(self) -> [usize; 4] {
-        [self.b, self.h, self.sk, self.d]
-    }
-    fn v(self) -> [usize; 4] {
-        [self.b, self.h, self.sk, self.dv]
-    }
-    fn o(self) -> [usize; 4] {
-        [self.b, self.h, self.sq, self.dv]
-    }
-    fn out_len(self) -> usize {
-        self.b * self.h * self.sq * self.dv
-    }
-    fn scratch(self) -> usize {
-        attention_scratch_len(self.d, self.dv).unwrap()
-    }
-    /// `(b, h)` of the contiguous output element `idx`.
-    fn head_of(self, idx: usize) -> (usize, usize) {
-        let flat = idx / (self.sq * self.dv);
-        (flat / self.h, flat % self.h)
-    }
-}
 
 /// Densely packed `f32` operands and an optional key-padding mask.
 #[derive(Debug, Clone)]
@@ -411,28 +343,6 @@ fn output_noise_is_the_reference_plus_the_addressed_draw() {
     }
 }
 
-/// The `[b, s, h, d]` (heads-inner) layout of a logical `[b, h, s, d]` shape.
-fn bshd(shape: [usize; 4]) -> Layout4 {
-    let [_, h, s, d] = shape;
-    Layout4::new(shape, [s * h * d, d, h * d, 1]).unwrap()
-}
-
-/// Copies contiguous logical data into a buffer laid out as `layout`.
-fn scatter(x: &[f32], layout: &Layout4) -> Vec<f32> {
-    let [nb, nh, ns, nd] = layout.shape();
-    let mut buf = vec![f32::NAN; layout.required_len()];
-    for b in 0..nb {
-        for h in 0..nh {
-            for s in 0..ns {
-                for c in 0..nd {
-                    buf[layout.offset(b, h, s, c)] = x[layout.logical_index(b, h, s, c) as usize];
-                }
-            }
-        }
-    }
-    buf
-}
-
 #[test]
 fn output_noise_follows_the_logical_index_not_the_memory_offset() {
     let s = shape(2, 3, 100, 70, 5, 7);
@@ -455,7 +365,7 @@ fn output_noise_follows_the_logical_index_not_the_memory_offset() {
     let scale = 1.0 / (s.d as f64).sqrt();
     // Queries and the output stored heads-inner ([b, s, h, d] in memory).
     let (ql, ol) = (bshd(s.q()), bshd(s.o()));
-    let qbuf = scatter(&p.q, &ql);
+    let qbuf = scatter(&p.q, &ql, f32::NAN);
     let (_, k, v) = p.views();
     let q = BatchedRef::new(&qbuf, ql).unwrap();
     for kernel in f32_kernels() {
@@ -805,24 +715,7 @@ fn bad_noise_specs_are_refused_and_leave_the_output_untouched() {
     // σ slices of the wrong length: neither heads (3) nor batch · heads (6) entries.
     for len in [0, 1, 2, 4, 5, 7] {
         let bad = vec![0.5; len];
-        for (which, spec) in [
-            (
-                "output",
-                NoiseSpec {
-                    key: &key,
-                    output: Some(NoiseStream { stream: 1, sigma: &bad }),
-                    logits: None,
-                },
-            ),
-            (
-                "logits",
-                NoiseSpec {
-                    key: &key,
-                    output: None,
-                    logits: Some(NoiseStream { stream: 1, sigma: &bad }),
-                },
-            ),
-        ] {
+        for (which, spec) in one_sided_specs(&key, &bad) {
             let (r, out) = try_run_f32(&p, &params, &spec);
             assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{which} len {len}: {r:?}");
             untouched_f32(&out, &format!("{which} len {len}"));
@@ -836,24 +729,7 @@ fn bad_noise_specs_are_refused_and_leave_the_output_untouched() {
     for bad_value in [-0.5, -1e-300, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
         for mut bad in [vec![0.5; 3], vec![0.5; 6]] {
             bad[1] = bad_value;
-            for (which, spec) in [
-                (
-                    "output",
-                    NoiseSpec {
-                        key: &key,
-                        output: Some(NoiseStream { stream: 1, sigma: &bad }),
-                        logits: None,
-                    },
-                ),
-                (
-                    "logits",
-                    NoiseSpec {
-                        key: &key,
-                        output: None,
-                        logits: Some(NoiseStream { stream: 1, sigma: &bad }),
-                    },
-                ),
-            ] {
+            for (which, spec) in one_sided_specs(&key, &bad) {
                 let ctx = format!("{which} σ = {bad:?}");
                 let (r, out) = try_run_f32(&p, &params, &spec);
                 assert!(matches!(r, Err(Error::OutOfRange { .. })), "{ctx}: {r:?}");
@@ -870,24 +746,7 @@ fn bad_noise_specs_are_refused_and_leave_the_output_untouched() {
     // (and 1e37) for the f32 kernels; 1e307 for the f64 path, whose limit is f64::MAX.
     for (huge, f64_too) in [(1e37, false), (1e300, false), (1e307, true)] {
         let bad = [0.5, huge, 0.5];
-        for (which, spec) in [
-            (
-                "output",
-                NoiseSpec {
-                    key: &key,
-                    output: Some(NoiseStream { stream: 1, sigma: &bad }),
-                    logits: None,
-                },
-            ),
-            (
-                "logits",
-                NoiseSpec {
-                    key: &key,
-                    output: None,
-                    logits: Some(NoiseStream { stream: 1, sigma: &bad }),
-                },
-            ),
-        ] {
+        for (which, spec) in one_sided_specs(&key, &bad) {
             let ctx = format!("{which} σ = {huge:e}");
             let (r, out) = try_run_f32(&p, &params, &spec);
             assert!(matches!(r, Err(Error::OutOfRange { .. })), "{ctx}: {r:?}");
@@ -908,4 +767,13 @@ fn bad_noise_specs_are_refused_and_leave_the_output_untouched() {
     };
     assert!(try_run_f32(&p, &params, &spec).0.is_ok());
     assert!(try_run_f64(&p, &params, &spec).0.is_ok());
+}
+
+/// The two one-draw specs of `sigma` on stream 1: output noise only, and logit noise only.
+fn one_sided_specs<'a>(key: &'a NoiseKey, sigma: &'a [f64]) -> [(&'static str, NoiseSpec<'a>); 2] {
+    let draw = Some(NoiseStream { stream: 1, sigma });
+    [
+        ("output", NoiseSpec { key, output: draw, logits: None }),
+        ("logits", NoiseSpec { key, output: None, logits: draw }),
+    ]
 }

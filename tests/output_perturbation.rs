@@ -37,6 +37,7 @@ use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::{
     BatchedMut, BatchedRef, Delta, Epsilon, Error, Kernel, Mask, PrivacyBudget, Scale, ScoreFn,
 };
+use support::problem::{Rng, Shape, norm, shape};
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
 
 /// Written into every output before a call, to prove what was (not) written.
@@ -47,61 +48,6 @@ const TOL_F32: f64 = 1e-5;
 // ---------------------------------------------------------------------------------------
 // Deterministic inputs
 // ---------------------------------------------------------------------------------------
-
-/// SplitMix64: deterministic test inputs (not noise; noise comes from the keyed streams).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform on `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform on `[lo, hi)`.
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * self.unit()
-    }
-
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// A standard normal (Box–Muller on this generator; only for test inputs).
-    fn normal(&mut self) -> f64 {
-        let u = 1.0 - self.unit();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
-    }
-
-    /// A uniformly random unit vector of dimension `d`.
-    fn direction(&mut self, d: usize) -> Vec<f64> {
-        loop {
-            let x: Vec<f64> = (0..d).map(|_| self.normal()).collect();
-            let n = norm(&x);
-            if n > 1e-3 {
-                return x.iter().map(|v| v / n).collect();
-            }
-        }
-    }
-
-    /// A random direction with norm uniform in `[0, max_norm)`.
-    fn vector(&mut self, d: usize, max_norm: f64) -> Vec<f64> {
-        let r = self.range(0.0, max_norm);
-        self.direction(d).iter().map(|x| x * r).collect()
-    }
-}
-
-fn norm(x: &[f64]) -> f64 {
-    x.iter().map(|v| v * v).sum::<f64>().sqrt()
-}
 
 fn dot(x: &[f64], y: &[f64]) -> f64 {
     x.iter().zip(y).map(|(a, b)| a * b).sum()
@@ -683,27 +629,6 @@ fn the_mechanism_attains_its_frobenius_sensitivity_on_the_worst_case() {
 // ---------------------------------------------------------------------------------------
 // 3. The mechanism
 // ---------------------------------------------------------------------------------------
-
-/// `q [b, h, sq, d]`, `k [b, h, sk, d]`, `v [b, h, sk, dv]`, `out [b, h, sq, dv]`.
-#[derive(Debug, Clone, Copy)]
-struct Shape {
-    b: usize,
-    h: usize,
-    sq: usize,
-    sk: usize,
-    d: usize,
-    dv: usize,
-}
-
-const fn shape(b: usize, h: usize, sq: usize, sk: usize, d: usize, dv: usize) -> Shape {
-    Shape { b, h, sq, sk, d, dv }
-}
-
-impl Shape {
-    fn out_len(self) -> usize {
-        self.b * self.h * self.sq * self.dv
-    }
-}
 
 /// A release's inputs in `f32`, densely packed, with an optional key-padding mask.
 #[derive(Debug, Clone)]

@@ -88,9 +88,9 @@ pub fn noisy_attention<T: Element, O: Element>(
     noise: &NoiseSpec<'_>,
     scratch: &mut [f32],
 ) -> Result<()> {
-    let streams = Streams::new(noise)?;
-    let extras = streams.extras(noise);
-    execute_f32(Operands { out, first: None, q, k, v }, params, extras, scratch)
+    with_noise(noise, |extras| {
+        execute_f32(Operands { out, first: None, q, k, v }, params, extras, scratch)
+    })
 }
 
 /// [`noisy_attention`] for the flattened heads `first_head ..` only, written to `out` of
@@ -131,9 +131,9 @@ pub fn noisy_attention_heads<T: Element, O: Element>(
     first_head: usize,
     scratch: &mut [f32],
 ) -> Result<()> {
-    let streams = Streams::new(noise)?;
-    let extras = streams.extras(noise);
-    execute_f32(Operands { out, first: Some(first_head), q, k, v }, params, extras, scratch)
+    with_noise(noise, |extras| {
+        execute_f32(Operands { out, first: Some(first_head), q, k, v }, params, extras, scratch)
+    })
 }
 
 /// [`noisy_attention`] computed in `f64` (portable kernel, `f64` scratch of
@@ -171,42 +171,28 @@ pub fn noisy_attention_f64<T: Element>(
     noise: &NoiseSpec<'_>,
     scratch: &mut [f64],
 ) -> Result<()> {
-    let streams = Streams::new(noise)?;
-    let extras = streams.extras(noise);
-    execute_f64(Operands { out, first: None, q, k, v }, params, extras, scratch)
+    with_noise(noise, |extras| {
+        execute_f64(Operands { out, first: None, q, k, v }, params, extras, scratch)
+    })
 }
 
-/// The two keyed streams of a call, built once.
-struct Streams {
-    output: Option<KeyedStream>,
-    logits: Option<KeyedStream>,
+/// Builds the keyed streams of `noise` (refusing equal stream ids) and runs `run` with the
+/// kernel hooks that add them.
+fn with_noise(noise: &NoiseSpec<'_>, run: impl FnOnce(Extras<'_>) -> Result<()>) -> Result<()> {
+    if let (Some(o), Some(l)) = (noise.output, noise.logits)
+        && o.stream == l.stream
+    {
+        return Err(Error::OutOfRange {
+            name: "logit noise stream id",
+            value: l.stream as f64,
+            allowed: "any u64 other than the output noise stream id",
+        });
+    }
+    let output = noise.output.map(|n| (KeyedStream::new(noise.key, n.stream), n.sigma));
+    let logits = noise.logits.map(|n| (KeyedStream::new(noise.key, n.stream), n.sigma));
+    run(Extras { logit_noise: draw(&logits), out_noise: draw(&output), clamp: None })
 }
 
-impl Streams {
-    fn new(noise: &NoiseSpec<'_>) -> Result<Self> {
-        if let (Some(o), Some(l)) = (noise.output, noise.logits)
-            && o.stream == l.stream
-        {
-            return Err(Error::OutOfRange {
-                name: "logit noise stream id",
-                value: l.stream as f64,
-                allowed: "any u64 other than the output noise stream id",
-            });
-        }
-        Ok(Self {
-            output: noise.output.map(|n| KeyedStream::new(noise.key, n.stream)),
-            logits: noise.logits.map(|n| KeyedStream::new(noise.key, n.stream)),
-        })
-    }
-
-    fn extras<'a>(&'a self, noise: &NoiseSpec<'a>) -> Extras<'a> {
-        let draw = |s: &'a Option<KeyedStream>, n: Option<NoiseStream<'a>>| {
-            s.as_ref().zip(n).map(|(stream, n)| NoiseDraw { stream, sigma: n.sigma })
-        };
-        Extras {
-            logit_noise: draw(&self.logits, noise.logits),
-            out_noise: draw(&self.output, noise.output),
-            clamp: None,
-        }
-    }
+fn draw<'a>(d: &'a Option<(KeyedStream, &'a [f64])>) -> Option<NoiseDraw<'a>> {
+    d.as_ref().map(|(stream, sigma)| NoiseDraw { stream, sigma })
 }

@@ -207,9 +207,12 @@ pub fn reference_attention_vec<T: Element>(
     let vv = BatchedRef::contiguous(v, [batch, heads, s_k, d_v])?;
     let out_shape = [batch, heads, s_q, d_v];
     let n = crate::batched::Layout4::contiguous(out_shape)?.numel();
-    let mut out = try_zeros(n, "reference attention output")?;
-    let mut scratch =
-        try_zeros(reference_attention_scratch_len(s_k), "reference attention scratch")?;
+    let mut out = crate::scratch::try_filled(n, 0.0f64, "reference attention output")?;
+    let mut scratch = crate::scratch::try_filled(
+        reference_attention_scratch_len(s_k),
+        0.0f64,
+        "reference attention scratch",
+    )?;
     reference_attention(
         BatchedMut::contiguous(&mut out, out_shape)?,
         qv,
@@ -220,13 +223,4 @@ pub fn reference_attention_vec<T: Element>(
         &mut scratch,
     )?;
     Ok(out)
-}
-
-/// A zeroed `Vec<f64>` of `n` elements, or [`Error::AllocationFailed`] instead of aborting.
-#[cfg(feature = "alloc")]
-fn try_zeros(n: usize, what: &'static str) -> Result<alloc::vec::Vec<f64>> {
-    let mut v = alloc::vec::Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
-    v.resize(n, 0.0);
-    Ok(v)
 }

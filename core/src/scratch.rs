@@ -54,3 +54,17 @@ pub fn scratch_len_sum(parts: &[usize]) -> Result<usize> {
         acc.checked_add(p).ok_or(Error::SizeOverflow { what: "scratch length" })
     })
 }
+
+/// A `Vec` of `n` copies of `x`, or [`Error::AllocationFailed`] naming `what` instead of
+/// aborting: how every `alloc` convenience wrapper allocates outputs and scratch.
+#[cfg(feature = "alloc")]
+pub(crate) fn try_filled<E: Copy>(
+    n: usize,
+    x: E,
+    what: &'static str,
+) -> Result<alloc::vec::Vec<E>> {
+    let mut v = alloc::vec::Vec::new();
+    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
+    v.resize(n, x);
+    Ok(v)
+}

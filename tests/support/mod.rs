@@ -2,4 +2,5 @@
 
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
+pub mod problem;
 pub mod stats;

@@ -288,7 +288,7 @@ fn validate<'a, T: Element, O: Element>(
     ol.expect_axis("out", 3, dv)?;
     params.mask.validate(batch, s_k)?;
     let scale = params.scale.value(d)?;
-    ops.q.check_finite("q")?;
+    let q_stats = RowStats::of(&ops.q, "q")?;
     if let Some(c) = extras.clamp {
         // Private K and V (the DP mechanism): nothing about them may decide whether the call
         // is refused. Non-finite rows are clamped to zero in the kernel; only the layout
@@ -308,10 +308,16 @@ fn validate<'a, T: Element, O: Element>(
                 });
             }
         }
-    } else {
-        ops.k.check_finite("k")?;
-        ops.v.check_finite("v")?;
     }
+    // What stands for K and V in the range check: their statistics, or, when they are
+    // private (clamping), only the public bounds — a refusal must not depend on them.
+    let (k_stats, v_stats) = match extras.clamp {
+        Some(c) => (
+            RowStats { norm_max: c.key, abs_max: c.key },
+            RowStats { norm_max: c.value, abs_max: c.value },
+        ),
+        None => (RowStats::of(&ops.k, "k")?, RowStats::of(&ops.v, "v")?),
+    };
     let mut sigma_max = [0.0f64; 2];
     for (i, n) in [extras.logit_noise, extras.out_noise].iter().enumerate() {
         if let Some(n) = n {
@@ -333,7 +339,7 @@ fn validate<'a, T: Element, O: Element>(
     if draw >= 1u128 << 64 {
         return Err(Error::SizeOverflow { what: "noise draw element index (u64)" });
     }
-    check_range(ops, scale, extras, sigma_max, max_finite)?;
+    check_range::<O>(s_k, scale, [q_stats, k_stats, v_stats], sigma_max, max_finite)?;
     check_scratch(scratch_len, tiled::scratch_len(d, dv)?)?;
     Ok(Plan {
         s_q,
@@ -350,26 +356,50 @@ fn validate<'a, T: Element, O: Element>(
     })
 }
 
-/// Refuses inputs whose logits, accumulators or noisy outputs could overflow the compute
-/// precision (a quarter of its range is kept as margin for rounding).
-fn check_range<T: Element, O: Element>(
-    ops: &Operands<'_, '_, T, O>,
-    scale: f64,
-    extras: Extras<'_>,
-    sigma_max: [f64; 2],
-    max_finite: f64,
-) -> Result<()> {
-    let row_norm_max = |x: &BatchedRef<'_, T>| {
+/// What the range check needs of an input, gathered in one pass with the finiteness check.
+#[derive(Debug, Clone, Copy)]
+struct RowStats {
+    /// The largest row L2 norm (`+inf` if a square overflows `f64`).
+    norm_max: f64,
+    /// The largest `|x|`.
+    abs_max: f64,
+}
+
+impl RowStats {
+    /// One pass over `x`; [`Error::NonFinite`] naming `arg` at the first NaN/∞.
+    fn of<T: Element>(x: &BatchedRef<'_, T>, arg: &'static str) -> Result<Self> {
         let [b, h, s, _] = x.layout().shape();
-        let mut m = 0.0f64;
+        let (mut norm_sq, mut abs_max, mut finite) = (0.0f64, 0.0f64, true);
         for (bi, hi) in (0..b).flat_map(|bi| (0..h).map(move |hi| (bi, hi))) {
             let head = x.head(bi, hi);
             for r in 0..s {
-                m = m.max(head.row(r).iter().map(|v| v.to_f64() * v.to_f64()).sum::<f64>());
+                let mut row_sq = 0.0f64;
+                for v in head.row(r) {
+                    let v = v.to_f64();
+                    finite &= v.is_finite();
+                    row_sq += v * v;
+                    abs_max = abs_max.max(v.abs());
+                }
+                norm_sq = norm_sq.max(row_sq);
             }
         }
-        libm::sqrt(m)
-    };
+        if !finite {
+            x.check_finite(arg)?; // the error with the first bad index
+        }
+        Ok(Self { norm_max: libm::sqrt(norm_sq), abs_max })
+    }
+}
+
+/// Refuses inputs whose scaled queries, logits, accumulators or noisy outputs could overflow
+/// the compute precision (a quarter of its range is kept as margin for rounding) or the
+/// output type, from the statistics of `[q, k, v]`.
+fn check_range<O: Element>(
+    s_k: usize,
+    scale: f64,
+    [q, k, v]: [RowStats; 3],
+    sigma_max: [f64; 2],
+    max_finite: f64,
+) -> Result<()> {
     let limit = max_finite / 4.0;
     let refuse = |name, value: f64, allowed| {
         if value.is_nan() || value >= limit {
@@ -378,22 +408,11 @@ fn check_range<T: Element, O: Element>(
             Ok(())
         }
     };
-    let qmax = row_norm_max(&ops.q);
-    refuse(
-        "scale * max|q| (row norm)",
-        (scale * qmax).max(qmax),
-        "below 1/4 of the compute precision's largest finite value",
-    )?;
-    // With clamping (the DP mechanism) only the public bounds enter: a refusal must not
-    // depend on the private K and V.
-    let (kmax, vmax, velem) = match extras.clamp {
-        Some(c) => (c.key, c.value, c.value),
-        None => {
-            let velem = max_abs(&ops.v);
-            (row_norm_max(&ops.k), row_norm_max(&ops.v), velem)
-        }
-    };
-    refuse("max|k| (row norm)", kmax, "below 1/4 of the compute precision's largest finite value")?;
+    let quarter = "below 1/4 of the compute precision's largest finite value";
+    let qmax = q.norm_max;
+    refuse("scale * max|q| (row norm)", (scale * qmax).max(qmax), quarter)?;
+    let (kmax, vmax, velem) = (k.norm_max, v.norm_max, v.abs_max);
+    refuse("max|k| (row norm)", kmax, quarter)?;
     // |f64 Gaussian| ≤ σ · √(2 · 53 · ln 2) < 9σ (docs/RANDOMNESS.md).
     let logit = scale * qmax * kmax + 9.0 * sigma_max[0];
     refuse(
@@ -401,12 +420,8 @@ fn check_range<T: Element, O: Element>(
         2.0 * logit,
         "below 1/8 of the compute precision's largest finite value",
     )?;
-    let accum = 2.0 * ops.k.layout().seq() as f64 * vmax + 9.0 * sigma_max[1];
-    refuse(
-        "accumulator bound 2 * s_k * max|v| (+ output noise)",
-        accum,
-        "below 1/4 of the compute precision's largest finite value",
-    )?;
+    let accum = 2.0 * s_k as f64 * vmax + 9.0 * sigma_max[1];
+    refuse("accumulator bound 2 * s_k * max|v| (+ output noise)", accum, quarter)?;
     // Outputs are convex combinations of value rows (plus noise): |o| ≤ max|v| + 9σ.
     let out_bound = velem + 9.0 * sigma_max[1];
     if out_bound.is_nan() || out_bound >= O::MAX {
@@ -417,32 +432,6 @@ fn check_range<T: Element, O: Element>(
         });
     }
     Ok(())
-}
-
-/// The largest `|x|` over a batched view.
-fn max_abs<T: Element>(x: &BatchedRef<'_, T>) -> f64 {
-    let [b, h, s, _] = x.layout().shape();
-    let mut m = 0.0f64;
-    for (bi, hi) in (0..b).flat_map(|bi| (0..h).map(move |hi| (bi, hi))) {
-        let head = x.head(bi, hi);
-        for r in 0..s {
-            m = head.row(r).iter().fold(m, |m, v| m.max(v.to_f64().abs()));
-        }
-    }
-    m
-}
-
-/// A `Vec` of `n` copies of `x`, or [`Error::AllocationFailed`] instead of aborting.
-#[cfg(feature = "alloc")]
-pub(crate) fn try_filled<E: Copy>(
-    n: usize,
-    x: E,
-    what: &'static str,
-) -> Result<alloc::vec::Vec<E>> {
-    let mut v = alloc::vec::Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
-    v.resize(n, x);
-    Ok(v)
 }
 
 /// [`attention`] with scratch allocated for the call (feature `alloc`).
@@ -469,6 +458,6 @@ pub fn attention_alloc<T: Element, O: Element>(
     params: &AttentionParams<'_>,
 ) -> Result<()> {
     let n = attention_scratch_len(q.layout().dim(), v.layout().dim())?;
-    let mut scratch = try_filled(n, 0f32, "attention scratch")?;
+    let mut scratch = crate::scratch::try_filled(n, 0f32, "attention scratch")?;
     attention(out, q, k, v, params, &mut scratch)
 }

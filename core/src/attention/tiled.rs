@@ -198,9 +198,16 @@ pub(crate) fn head<S: Simd, T: Element, O: Element>(
     Ok(())
 }
 
-/// `f · x` rounded to the compute precision; exactly 0 when `f = 0` (non-finite rows).
-fn clamped<T: Element, E: Real>(x: T, f: f64) -> E {
-    if f == 0.0 { E::ZERO } else { E::from_f64(x.to_f64() * f) }
+/// The elements of a key or value row in the compute precision: as they are, or, with a
+/// clamp bound, multiplied by the row's [`clamp_factor`] in `f64` and rounded once (exactly
+/// 0 for a non-finite row, whose factor is 0).
+fn packed_row<T: Element, E: Real>(row: &[T], clamp: Option<f64>) -> impl Iterator<Item = E> + '_ {
+    let factor = clamp.map(|b| clamp_factor(row, b));
+    row.iter().map(move |&x| match factor {
+        None => E::of(x),
+        Some(0.0) => E::ZERO,
+        Some(f) => E::from_f64(x.to_f64() * f),
+    })
 }
 
 /// `qp[i·d + c] = scale · q[i0 + i][c]` for `i < rq`; rows `rq..rows` are zero.
@@ -237,12 +244,8 @@ fn pack_keys<T: Element, E: Real>(
 ) {
     for j in 0..bcp {
         if j < bc {
-            let row = k.row(j0 + j);
-            match clamp.map(|b| clamp_factor(row, b)) {
-                None => row.iter().enumerate().for_each(|(c, &x)| ktp[c * BC + j] = E::of(x)),
-                Some(f) => {
-                    row.iter().enumerate().for_each(|(c, &x)| ktp[c * BC + j] = clamped(x, f))
-                }
+            for (c, x) in packed_row(k.row(j0 + j), clamp).enumerate() {
+                ktp[c * BC + j] = x;
             }
         } else {
             for c in 0..d {
@@ -263,10 +266,8 @@ fn pack_values<T: Element, E: Real>(
     clamp: Option<f64>,
 ) {
     for (j, dst) in vp[..bc * dvp].chunks_exact_mut(dvp).enumerate() {
-        let row = v.row(j0 + j);
-        match clamp.map(|b| clamp_factor(row, b)) {
-            None => dst[..dv].iter_mut().zip(row).for_each(|(o, &x)| *o = E::of(x)),
-            Some(f) => dst[..dv].iter_mut().zip(row).for_each(|(o, &x)| *o = clamped(x, f)),
+        for (o, x) in dst[..dv].iter_mut().zip(packed_row(v.row(j0 + j), clamp)) {
+            *o = x;
         }
         dst[dv..].fill(E::ZERO);
     }

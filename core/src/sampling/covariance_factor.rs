@@ -36,6 +36,8 @@ use crate::error::{Error, Result};
 #[cfg(feature = "alloc")]
 use crate::matrix_view::MatRef;
 #[cfg(feature = "alloc")]
+use crate::scratch::try_filled;
+#[cfg(feature = "alloc")]
 use alloc::vec::Vec;
 
 /// Relative tolerance of the symmetry check: a covariance `C` is accepted when
@@ -170,7 +172,7 @@ pub(crate) fn factor_covariance(c: MatRef<'_, f64>, names: &CovArg) -> Result<Ve
         });
     }
     let roots: Vec<f64> = values.iter().map(|&l| libm::sqrt(l.max(0.0))).collect();
-    let mut a = try_zeros(n * n, "matrix Gaussian factor")?;
+    let mut a = try_filled(n * n, 0.0f64, "matrix Gaussian factor")?;
     for i in 0..n {
         for k in 0..n {
             a[i * n + k] = vectors[i * n + k] * roots[k];
@@ -184,7 +186,7 @@ pub(crate) fn factor_covariance(c: MatRef<'_, f64>, names: &CovArg) -> Result<Ve
 #[cfg(feature = "alloc")]
 fn cholesky(c: MatRef<'_, f64>) -> Result<Option<Vec<f64>>> {
     let n = c.rows();
-    let mut l = try_zeros(n * n, "matrix Gaussian factor")?;
+    let mut l = try_filled(n * n, 0.0f64, "matrix Gaussian factor")?;
     for j in 0..n {
         let mut d = sym(c, j, j);
         for k in 0..j {
@@ -211,9 +213,9 @@ fn cholesky(c: MatRef<'_, f64>) -> Result<Option<Vec<f64>>> {
 fn symmetric_eigen(c: MatRef<'_, f64>, names: &CovArg) -> Result<(Vec<f64>, Vec<f64>)> {
     let n = c.rows();
     if n == 1 {
-        let mut values = try_zeros(1, "matrix Gaussian eigenvalues")?;
+        let mut values = try_filled(1, 0.0f64, "matrix Gaussian eigenvalues")?;
         values[0] = sym(c, 0, 0);
-        let mut vectors = try_zeros(1, "matrix Gaussian eigenvectors")?;
+        let mut vectors = try_filled(1, 0.0f64, "matrix Gaussian eigenvectors")?;
         vectors[0] = 1.0;
         return Ok((values, vectors));
     }
@@ -227,7 +229,7 @@ fn symmetric_eigen(c: MatRef<'_, f64>, names: &CovArg) -> Result<(Vec<f64>, Vec<
         },
     )?;
     let values = e.eigenvalues.iter().copied().collect::<Vec<f64>>();
-    let mut vectors = try_zeros(n * n, "matrix Gaussian eigenvectors")?;
+    let mut vectors = try_filled(n * n, 0.0f64, "matrix Gaussian eigenvectors")?;
     for i in 0..n {
         for k in 0..n {
             vectors[i * n + k] = e.eigenvectors[(i, k)];
@@ -237,15 +239,6 @@ fn symmetric_eigen(c: MatRef<'_, f64>, names: &CovArg) -> Result<(Vec<f64>, Vec<
         return Err(Error::NonFinite { arg: names.arg, index: 0 });
     }
     Ok((values, vectors))
-}
-
-/// A zeroed `Vec<f64>` of `n` elements, or [`Error::AllocationFailed`] instead of aborting.
-#[cfg(feature = "alloc")]
-pub(crate) fn try_zeros(n: usize, what: &'static str) -> Result<Vec<f64>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| Error::AllocationFailed { what, elements: n })?;
-    v.resize(n, 0.0);
-    Ok(v)
 }
 
 #[cfg(all(test, feature = "alloc"))]

@@ -51,7 +51,7 @@ use crate::scratch::check_scratch;
 use crate::matrix_view::MatRef;
 #[cfg(feature = "alloc")]
 use crate::sampling::covariance_factor::{
-    COL_COV, ROW_COV, check_square, check_symmetric, factor_covariance, scalar_identity, try_zeros,
+    COL_COV, ROW_COV, check_square, check_symmetric, factor_covariance, scalar_identity,
 };
 #[cfg(feature = "alloc")]
 use alloc::vec::Vec;
@@ -261,7 +261,7 @@ impl MatrixGaussian {
         check_dense_size(rows, cols)?;
         let copy = |f: MatRef<'_, f64>| -> Result<Factor> {
             let n = f.rows();
-            let mut data = try_zeros(n * n, "matrix Gaussian factor")?;
+            let mut data = crate::scratch::try_filled(n * n, 0.0f64, "matrix Gaussian factor")?;
             for i in 0..n {
                 data[i * n..(i + 1) * n].copy_from_slice(f.row(i));
             }
