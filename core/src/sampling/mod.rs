@@ -11,6 +11,8 @@
 //!   accept/reject decision: [`Bernoulli`], [`BernoulliDyadic`], [`BernoulliExp`],
 //!   [`DiscreteLaplace`], [`DiscreteGaussian`], [`PoissonSubsampling`]; grid-snapped float
 //!   noise built on them ([`GridLaplace`], [`GridGaussian`]).
+//! * [`Gamma`] and [`ChiSquare`] (Marsaglia–Tsang, constant cost for any shape), drawn from
+//!   a keyed element's window or any `CryptoRng`.
 //! * [`MatrixGaussian`] noise `MN(0, Σ, Ψ)` and uniform permutations
 //!   ([`sample_permutation`]).
 //!
@@ -24,6 +26,7 @@ mod exact_bernoulli;
 mod exact_sampler;
 mod fast_math;
 mod fixed_word;
+pub(crate) mod gamma;
 mod gaussian;
 mod grid_gaussian;
 mod grid_laplace;
@@ -40,6 +43,7 @@ mod uniform;
 
 pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELEMENTS, RngBits};
 pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
+pub use gamma::{ChiSquare, Gamma};
 pub use gaussian::Gaussian;
 pub use keyed_stream::{
     BLOCK_WORDS, KeyedStream, NoiseKey, STREAM_WORDS, WordLayout, chacha20_block,
