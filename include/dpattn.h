@@ -80,6 +80,12 @@ enum dpattn_status
    */
   DPATTN_STATUS_UNSUPPORTED = 11,
   /**
+   * Private input lies outside the declared public domain of a mechanism (or a matrix
+   * that must be positive definite is not). The refusal depends on private data: show it
+   * only to the data holder.
+   */
+  DPATTN_STATUS_DOMAIN_VIOLATION = 12,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,

@@ -104,6 +104,18 @@ pub enum Error {
         /// What is missing.
         what: &'static str,
     },
+    /// Private input lies outside the public domain the privacy guarantee is stated for
+    /// (e.g. a column of `X` longer than the declared `α`), or a matrix that must be
+    /// positive definite is not. **The refusal itself depends on private data**: report it
+    /// only to the data holder (see `gaussian_sampling_attention`).
+    DomainViolation {
+        /// The condition that failed, e.g. `"max column norm ≤ α"`.
+        condition: &'static str,
+        /// The measured (private) value.
+        measured: f64,
+        /// The declared bound it was compared with.
+        declared: f64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -138,6 +150,10 @@ impl fmt::Display for Error {
                 "the noise-stream window of element {element} is exhausted (an exact sampler needed more randomness than its window holds)"
             ),
             Error::Unsupported { what } => write!(f, "unsupported: {what}"),
+            Error::DomainViolation { condition, measured, declared } => write!(
+                f,
+                "private input outside the declared domain: `{condition}` fails (measured {measured}, declared {declared}); this refusal depends on private data"
+            ),
         }
     }
 }

@@ -34,6 +34,10 @@ pub enum dpattn_status {
     RandomnessExhausted = 10,
     /// The request needs a capability this build or CPU lacks (e.g. a forced SIMD kernel).
     Unsupported = 11,
+    /// Private input lies outside the declared public domain of a mechanism (or a matrix
+    /// that must be positive definite is not). The refusal depends on private data: show it
+    /// only to the data holder.
+    DomainViolation = 12,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -55,6 +59,7 @@ impl dpattn_status {
             E::AllocationFailed { .. } => Self::AllocationFailed,
             E::RandomnessExhausted { .. } => Self::RandomnessExhausted,
             E::Unsupported { .. } => Self::Unsupported,
+            E::DomainViolation { .. } => Self::DomainViolation,
             _ => Self::Internal,
         }
     }
@@ -72,6 +77,8 @@ impl dpattn_status {
             8 => b"infeasible privacy parameters\0",
             9 => b"allocation failed\0",
             10 => b"noise-stream window exhausted\0",
+            11 => b"unsupported by this build or CPU\0",
+            12 => b"private input outside the declared domain\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -106,15 +113,16 @@ mod tests {
             E::AllocationFailed { what: "a", elements: 1 },
             E::RandomnessExhausted { element: 0 },
             E::Unsupported { what: "a" },
+            E::DomainViolation { condition: "a", measured: 0.0, declared: 0.0 },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     }
 
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");
