@@ -3,8 +3,10 @@
 //! A seeded synthetic batch (4 heads × 1024 tokens × 64), exact attention (checked against the
 //! float64 reference), then output-perturbation DP cross-attention (our extension, see
 //! `docs/PRIVACY.md` §2) of 16 public queries per head over the 1024-token private context
-//! at several ε, and a table: mechanism, ε, δ, relative error against exact attention, time.
-//! Later mechanism issues add their rows.
+//! at several ε, then the Gaussian-sampling DP attention of paper 000 on the spec's worked
+//! example (`shared/spec/seed-000.md` §5.4; privacy unit: one feature column, see
+//! `docs/PRIVACY.md` §3), and a table: mechanism, ε, δ, relative error against exact
+//! attention, time. Later mechanism issues add their rows.
 
 use std::time::Instant;
 
@@ -146,6 +148,9 @@ fn main() -> Result<(), dpattn::Error> {
         });
     }
 
+    // 3. Gaussian-sampling DP attention (paper 000) at both ends of the feasible k range.
+    gaussian_sampling_rows(&mut rows, &mut ledger)?;
+
     println!(
         "dpattn quickstart: {HEADS} heads x {TOKENS} tokens x {DIM}; DP rows: {QUERIES} public queries/head"
     );
@@ -160,6 +165,72 @@ fn main() -> Result<(), dpattn::Error> {
         );
     }
     println!("ledger after the DP releases (basic composition): {:?}", ledger.spent());
+    Ok(())
+}
+
+/// Paper 000 on the spec's example: `X = √(0.05/4096)·H[0..4, :]` (Hadamard rows), so
+/// `XXᵀ = 0.05·I`; `ε = 0.09`, `δ = 1e-6`, `β = 5e-6`; `k` at both ends of the paper's
+/// feasible range. The error is `‖P_B − P_A‖_F / ‖P_A‖_F`; the uniform attention (the
+/// constant release `B = 0`) is shown for comparison: the paper's own accuracy bound cannot
+/// tell the two apart (`docs/PRIVACY.md` §3.4).
+fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpattn::Error> {
+    use dpattn::gaussian_sampling_attention::{
+        Calibration, Domain, GaussianSamplingParams, OutOfDomain, Sampler, feasible_k,
+        gaussian_sampling_attention, gaussian_sampling_attention_scratch_len,
+    };
+    let (n, d) = (4usize, 4096usize);
+    let x: Vec<f64> = (0..n * d)
+        .map(|i| {
+            let sign = if ((i / d) & (i % d)).count_ones().is_multiple_of(2) { 1.0 } else { -1.0 };
+            sign * (0.05f64 / 4096.0).sqrt()
+        })
+        .collect();
+    // Declared bounds with a rounding margin (the data must satisfy them in f64).
+    let domain = Domain::new((0.2f64 / 4096.0).sqrt() * (1.0 + 1e-12), 0.05 * (1.0 - 1e-9), 5e-6)?;
+    let budget = PrivacyBudget::new(0.09, 1e-6)?;
+    let range = feasible_k(n, &domain, budget, 0.01, &Calibration::PAPER_LITERAL)?;
+    // Exact P_A: diagonal e^0.05/(e^0.05 + 3), off-diagonal 1/(e^0.05 + 3).
+    let z = 0.05f64.exp() + 3.0;
+    let exact: Vec<f64> =
+        (0..n * n).map(|i| if i % (n + 1) == 0 { 0.05f64.exp() / z } else { 1.0 / z }).collect();
+    let rel = |p: &[f64]| {
+        let num: f64 = p.iter().zip(&exact).map(|(a, b)| (a - b).powi(2)).sum();
+        (num / exact.iter().map(|b| b * b).sum::<f64>()).sqrt()
+    };
+    let mut scratch =
+        vec![
+            0.0;
+            gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?
+        ];
+    for (i, k) in [*range.start(), *range.end()].into_iter().enumerate() {
+        let params = GaussianSamplingParams::new(budget, domain, k);
+        let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
+        let t = Instant::now();
+        gaussian_sampling_attention(
+            BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
+            BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
+            BatchedRef::contiguous(&x, [1, 1, n, d])?,
+            &params,
+            &NoiseKey::from_bytes([9; 32]),
+            i as u64,
+            Some(&mut *ledger),
+            &mut scratch,
+        )?;
+        rows.push(Row {
+            mechanism: format!("Gaussian-sampling DP attention (paper 000, n=4, d=4096, k={k})"),
+            epsilon: "0.09".into(),
+            delta: "1e-6".into(),
+            error: rel(&p),
+            millis: t.elapsed().as_secs_f64() * 1e3,
+        });
+    }
+    rows.push(Row {
+        mechanism: "  for comparison: uniform attention (B = 0, no data used)".into(),
+        epsilon: "0".into(),
+        delta: "0".into(),
+        error: rel(&[0.25; 16]),
+        millis: 0.0,
+    });
     Ok(())
 }
 

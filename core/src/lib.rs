@@ -51,6 +51,7 @@ pub mod calibration;
 mod directed_rounding;
 pub mod element;
 pub mod error;
+pub mod gaussian_sampling_attention;
 pub mod matrix_view;
 pub mod nalgebra_interop;
 pub mod noisy_attention;
