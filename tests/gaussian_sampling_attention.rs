@@ -672,3 +672,85 @@ fn low_precision_inputs_are_accepted() {
     .unwrap();
     assert!(p.chunks(n).all(|r| (r.iter().sum::<f64>() - 1.0).abs() < 1e-14));
 }
+
+// ---------------------------------------------------------------------------------------
+// Extremes: neighbours stay neighbours, and nothing fails after the ledger is charged.
+
+fn release_with_ledger(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    params: &GaussianSamplingParams,
+    ledger: &mut Ledger,
+) -> Result<Vec<f64>, Error> {
+    let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
+    let mut scratch =
+        vec![
+            0.0;
+            gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?
+        ];
+    gaussian_sampling_attention(
+        BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
+        BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
+        BatchedRef::contiguous(x, [1, 1, n, d])?,
+        params,
+        &NoiseKey::from_bytes(KEY),
+        0,
+        Some(ledger),
+        &mut scratch,
+    )?;
+    assert!(scratch.iter().all(|v| *v == 0.0), "private intermediates left in scratch");
+    Ok(b)
+}
+
+#[test]
+fn clipping_is_continuous_even_where_the_squared_norm_overflows() {
+    // x² overflows f64; x and its neighbour next_up(x) must both clip to norm α, giving
+    // (with the same noise) the same release up to rounding.
+    let x = 1.3407807929942596e154f64;
+    let mut params = default_params(Domain::new(1e100, 1e190, 1e80).unwrap());
+    params.out_of_domain = OutOfDomain::ClipAndRidge;
+    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let b1 = release_with_ledger(&[x], 1, 1, &params, &mut ledger).unwrap();
+    let b2 = release_with_ledger(&[x.next_up()], 1, 1, &params, &mut ledger).unwrap();
+    assert!((b1[0] / b2[0] - 1.0).abs() < 1e-12, "{b1:?} vs {b2:?}");
+}
+
+#[test]
+fn conditions_that_could_fail_while_drawing_are_refused_before_the_charge() {
+    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    // Noise element indices past 2^64 (factor-free, d = 2049, k = 2^53).
+    let mut p = default_params(Domain::new(1.0, 1e-3, 1e-20).unwrap());
+    p.sampler = Sampler::FactorFree;
+    p.k = 1 << 53;
+    let x = vec![0.01; 2049];
+    assert!(matches!(
+        release_with_ledger(&x, 1, 2049, &p, &mut ledger),
+        Err(Error::SizeOverflow { .. })
+    ));
+    // Gram entries that would make k·B overflow: refused on the public d·α² + η.
+    let big = 1e151;
+    let p = default_params(Domain::new(big * 2f64.sqrt(), 1e302, 1e130).unwrap());
+    let x = [big, big, big, -big];
+    assert!(matches!(
+        release_with_ledger(&x, 2, 2, &p, &mut ledger),
+        Err(Error::OutOfRange { .. })
+    ));
+    // Clip-and-ridge with an η too small for a guaranteed Cholesky: a public refusal for the
+    // factorising samplers, none for the factor-free one (which never factorises).
+    let mut p = default_params(Domain::new(1.0, 1e-17, 1e-30).unwrap());
+    p.out_of_domain = OutOfDomain::ClipAndRidge;
+    for x in [[1.0, 1.0], [3.0, 3.0], [0.5, 0.5]] {
+        assert!(matches!(
+            release_with_ledger(&x, 2, 1, &p, &mut ledger),
+            Err(Error::OutOfRange { .. })
+        ));
+    }
+    assert_eq!(ledger.charges(), 0);
+    p.sampler = Sampler::FactorFree;
+    p.k = 100;
+    for x in [[1.0, 1.0], [3.0, 3.0], [0.5, 0.5]] {
+        assert!(release_with_ledger(&x, 2, 1, &p, &mut ledger).is_ok());
+    }
+    assert_eq!(ledger.charges(), 3);
+}

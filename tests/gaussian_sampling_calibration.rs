@@ -450,3 +450,15 @@ fn monotonicity_on_a_grid() {
         assert_eq!(ds, k_min(n, 0.9, GAMMA, &Calibration::rigorous(0.05)).unwrap());
     }
 }
+
+/// Review regression: a sensitivity that overflows must never pass the privacy check, and
+/// β = 0 has sensitivity exactly 0 whatever α (no `∞ · 0 = NaN`).
+#[test]
+fn overflowing_sensitivities_never_pass() {
+    let huge = Domain::new(f64::MAX, 1.0, 0.0).unwrap();
+    assert_eq!(sensitivity(4, &huge, SensitivityBound::PaperSqrtN).unwrap(), 0.0);
+    let huge = Domain { beta: 1.0, ..huge };
+    assert!(sensitivity(4, &huge, SensitivityBound::PaperSqrtN).unwrap().is_infinite());
+    let r = check_privacy(4, 10, &huge, budget(0.5), &Calibration::PAPER_LITERAL);
+    assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
+}

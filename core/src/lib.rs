@@ -52,6 +52,7 @@ mod directed_rounding;
 pub mod element;
 pub mod error;
 pub mod gaussian_sampling_attention;
+mod linalg;
 pub mod matrix_view;
 pub mod nalgebra_interop;
 pub mod noisy_attention;

@@ -199,6 +199,9 @@ fn check_k(k: u64) -> Result<()> {
 pub fn sensitivity(n: usize, domain: &Domain, bound: SensitivityBound) -> Result<f64> {
     check_n(n)?;
     domain.validate()?;
+    if domain.beta == 0.0 {
+        return Ok(0.0);
+    }
     let two_ab = mul_up(2.0 * domain.alpha, domain.beta);
     let num = match bound {
         SensitivityBound::PaperSqrtN => mul_up(two_ab, sqrt_up(n as f64)),
@@ -274,7 +277,8 @@ pub fn check_privacy(
     let s = sensitivity(n, domain, calibration.sensitivity)?;
     let (eps, l) = privacy_terms(budget)?;
     let (dk, dc) = delta_terms(k, eps, l, calibration.constants);
-    if s >= dc {
+    // A NaN can never pass.
+    if s.is_nan() || s >= dc {
         return Err(Error::Infeasible {
             condition: "s < Δ: the k-independent term (PRIV-a: 2αβ√n/η < 0.1ε/ln(1/δ) for Theorem 4.1)",
             lhs: s,
@@ -464,8 +468,9 @@ pub fn feasible_k(
     Ok(lo..=hi)
 }
 
-/// The infimum of the private `ε` at a given `k` (rounded up): `(PRIV)` holds for every
-/// `ε` strictly above it (Theorem 4.1: `10·s·max(√(k ln(1/δ)), ln(1/δ))`; Def. 5.5:
+/// The infimum of the private `ε` at a given `k` (rounded up): in real arithmetic `(PRIV)`
+/// holds for every `ε` strictly above it (the rounded [`check_privacy`] may still refuse
+/// an `ε` within a few ulps of it) (Theorem 4.1: `10·s·max(√(k ln(1/δ)), ln(1/δ))`; Def. 5.5:
 /// `s·max(√(8k ln(1/δ)), 8 ln(1/δ))`).
 ///
 /// # Errors
@@ -532,8 +537,10 @@ pub fn min_feasible_epsilon(
     Ok(f64::from_bits(hi))
 }
 
-/// The supremum of the neighbour radius `β` that is private at `k` (rounded down): every
-/// `β` strictly below it satisfies `s(β) < Δ(k)`. `domain.beta` is ignored.
+/// The supremum of the neighbour radius `β` that is private at `k` (rounded down): in real
+/// arithmetic every `β` strictly below it satisfies `s(β) < Δ(k)` (the rounded
+/// [`check_privacy`] may still refuse a `β` within a few ulps of it). `domain.beta` is
+/// ignored.
 ///
 /// ```
 /// use dpattn_core::PrivacyBudget;

@@ -15,9 +15,9 @@
 //!   **independent of `k`**; needs `k ≥ n`.
 //! * [`Sampler::Literal`] (S1, the paper's text): `gᵢ = L·zᵢ`, accumulated in `f64`;
 //!   `O(n²k)`.
-//! * [`Sampler::FactorFree`] (S2): `gᵢ = X·zᵢ` with `zᵢ ~ N(0, I_d)`, no factorisation and
-//!   `A` never used; `O(ndk)`, `d/n` times the cost of S1. Only for data input
-//!   ([`dp_covariance_from_data`]).
+//! * [`Sampler::FactorFree`] (S2): `gᵢ = X·zᵢ` with `zᵢ ~ N(0, I_d)`: the sampler neither
+//!   factorises nor uses `A` (the mechanism still forms `A` for its domain check); `O(ndk)`,
+//!   `d/n` times the cost of S1. Only for data input ([`dp_covariance_from_data`]).
 //!
 //! **Randomness** (one keyed stream per release, `docs/RANDOMNESS.md`): problem `p` (the
 //! logical head index `b·heads + h`; 0 for a single matrix) reads
@@ -38,13 +38,20 @@ use crate::sampling::{ChiSquare, FixedWordSampler, Gaussian, KeyedStream, MAX_WI
 use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
 
 use super::calibration::K_LIMIT;
-use super::linalg::{
+use crate::linalg::{
     cholesky_in_place, lower_gram_into, lower_times_lower_in_place, lower_times_vector_in_place,
 };
 
 /// Samples per block of the literal and factor-free samplers (fixed, so the accumulation
 /// order, and hence every bit of `B`, does not depend on the caller).
 pub const SAMPLE_BLOCK: usize = 64;
+
+/// The refusal of [`Sampler::FactorFree`] where only `Σ` is given.
+const FACTOR_FREE_NEEDS_DATA: Error = Error::OutOfRange {
+    name: "sampler",
+    value: 2.0,
+    allowed: "Bartlett or Literal for a covariance input (FactorFree needs X)",
+};
 
 /// How `B ~ Wishart_n(k, Σ)/k` is drawn (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -77,15 +84,12 @@ pub fn dp_covariance_scratch_len(n: usize, sampler: Sampler) -> Result<usize> {
     match sampler {
         Sampler::Bartlett => scratch_len_sum(&[nn, nn, n]),
         Sampler::Literal => scratch_len_sum(&[nn, nn, mul_size(SAMPLE_BLOCK, n, "block")?]),
-        Sampler::FactorFree => Err(Error::OutOfRange {
-            name: "sampler",
-            value: 2.0,
-            allowed: "Bartlett or Literal for a covariance input (FactorFree needs X)",
-        }),
+        Sampler::FactorFree => Err(FACTOR_FREE_NEEDS_DATA),
     }
 }
 
-/// Algorithm 2 on a positive definite `Σ` (`n × n`; only its lower triangle is read) into
+/// Algorithm 2 on a positive definite `Σ` (`n × n`, finite; only its lower triangle enters
+/// the factorisation) into
 /// `out` (`n × n`, exactly symmetric): the building block of the mechanism, **without** its
 /// privacy check (module docs).
 ///
@@ -236,11 +240,34 @@ pub(crate) fn sample_from_factor(
             write_symmetric(out, acc, n, k as f64);
             Ok(())
         }
-        Sampler::FactorFree => Err(Error::OutOfRange {
-            name: "sampler",
-            value: 2.0,
-            allowed: "Bartlett or Literal for a covariance input (FactorFree needs X)",
-        }),
+        Sampler::FactorFree => Err(FACTOR_FREE_NEEDS_DATA),
+    }
+}
+
+/// Checks, before anything is drawn, that `problems` problems fit in the stream: the
+/// Bartlett windows `problems·n² ≤ 2^40`, the literal and factor-free element indices
+/// `problems·k·q < 2^64` (`q = n` for the literal sampler, the sample dimension otherwise).
+pub(crate) fn check_stream_capacity(
+    sampler: Sampler,
+    problems: u64,
+    n: usize,
+    q: usize,
+    k: u64,
+) -> Result<()> {
+    let fits = match sampler {
+        Sampler::Bartlett => (n as u64)
+            .checked_mul(n as u64)
+            .and_then(|nn| problems.checked_mul(nn))
+            .is_some_and(|e| e <= MAX_WINDOW_ELEMENTS),
+        Sampler::Literal => element_base(problems - 1, k, n).is_ok(),
+        Sampler::FactorFree => element_base(problems - 1, k, q).is_ok(),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::SizeOverflow {
+            what: "noise elements of the release (problems · k · dim, or problems · n² ≥ 2^40 Bartlett windows)",
+        })
     }
 }
 

@@ -21,9 +21,10 @@ use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
 
 use super::calibration::{Calibration, DeltaConstants, Domain, SensitivityBound, check_privacy};
 use super::covariance::{
-    SAMPLE_BLOCK, Sampler, check_k, factor_free, factor_free_scratch_len, sample_from_factor,
+    SAMPLE_BLOCK, Sampler, check_k, check_stream_capacity, factor_free, factor_free_scratch_len,
+    sample_from_factor,
 };
-use super::linalg::{cholesky_in_place, gram, symmetric_min_eigenvalue};
+use crate::linalg::{cholesky_in_place, gram, symmetric_min_eigenvalue};
 
 /// What the mechanism does with private data outside the declared domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,10 +36,15 @@ pub enum OutOfDomain {
     Reject,
     /// `[EXT]` (spec §5.2 (i)+(ii), not in the paper): clip every column to norm `α` and
     /// append the public columns `√η·I_n`, so the mechanism runs on
-    /// `A' = X_c X_cᵀ + η·I ⪰ η·I` and never refuses. Both steps preserve β-closeness
-    /// (clipping is 1-Lipschitz; the appended columns are the same for all neighbours), so
-    /// the guarantee holds for **every** input. The release then estimates `A + η·I`: every
-    /// diagonal logit is shifted by `η` (and clipped columns shrink). Allows `d < n`.
+    /// `A' = X_c X_cᵀ + η·I ⪰ η·I` and never refuses private data. Both steps preserve
+    /// β-closeness (clipping is 1-Lipschitz, and the clip factor is computed without
+    /// overflow for every finite column; the appended columns are the same for all
+    /// neighbours), so the guarantee holds for every finite input. The release then
+    /// estimates `A + η·I`: every diagonal logit is shifted by `η` (and clipped columns
+    /// shrink). Allows `d < n`. With the Bartlett or literal sampler the public parameters
+    /// must satisfy `η ≥ 20·n^2.5·u·(d·α² + η)` (`u = 2^-53`), which guarantees that the
+    /// Cholesky factorisation of `A'` succeeds in floating point (checked up front, an
+    /// [`Error::OutOfRange`]); the factor-free sampler needs no factorisation.
     ClipAndRidge,
 }
 
@@ -101,8 +107,9 @@ impl GaussianSamplingParams {
 pub struct PrivateReport {
     /// Largest column norm of any problem, before clipping.
     pub alpha_hat: f64,
-    /// Largest `|A_ij| = max_i (XXᵀ)_ii` of any problem (before the ridge): compare with
-    /// the public `r` of the accuracy statement.
+    /// Largest `|A_ij| = max_i (XXᵀ)_ii` of any problem, of the matrix the mechanism runs on
+    /// before the ridge (after clipping in [`OutOfDomain::ClipAndRidge`]): compare with the
+    /// public `r` of the accuracy statement.
     pub r_hat: f64,
     /// Columns clipped to `α` (always 0 with [`OutOfDomain::Reject`]).
     pub clipped_columns: usize,
@@ -201,12 +208,45 @@ fn check_domain(
             });
         }
     }
+    if p.out_of_domain == OutOfDomain::ClipAndRidge && p.sampler == Sampler::FactorFree {
+        return Ok(()); // no factorisation is used: nothing can fail
+    }
     work[..n * n].copy_from_slice(&a[..n * n]);
     cholesky_in_place(&mut work[..n * n], n).map_err(|(_, pivot)| Error::DomainViolation {
         condition: "X Xᵀ positive definite (a Cholesky pivot is not positive)",
         measured: pivot,
         declared: 0.0,
     })
+}
+
+/// Public magnitude guards (no data read). Every entry of `A` is at most `d·α² + η` for any
+/// input the call accepts (columns of norm `≤ α`), so bounding that by `2^900` keeps `A`,
+/// `k·B` and `B` finite (`k ≤ 2^53`; the Wishart factor is bounded by the samplers' bounded
+/// normals). In clip-and-ridge mode with a factorising sampler, Demmel's condition
+/// `20·n^{3/2}·κ₂·u ≤ 1` (Higham, *Accuracy and Stability*, Thm 10.7) with
+/// `κ₂ ≤ n(dα² + η)/η` makes the Cholesky of `X_c X_cᵀ + ηI` succeed for every input.
+fn check_public_scale(n: usize, d: usize, p: &GaussianSamplingParams) -> Result<()> {
+    let (alpha, eta) = (p.domain.alpha, p.domain.eta);
+    let top = (d as f64) * alpha * alpha + eta;
+    if top.is_nan() || top > libm::ldexp(1.0, 900) {
+        return Err(Error::OutOfRange {
+            name: "d·α² + η (largest possible Gram entry)",
+            value: top,
+            allowed: "[0, 2^900] (keeps B finite)",
+        });
+    }
+    if p.out_of_domain == OutOfDomain::ClipAndRidge && p.sampler != Sampler::FactorFree {
+        let nf = n as f64;
+        let needed = 20.0 * nf * nf * libm::sqrt(nf) * f64::EPSILON / 2.0 * top;
+        if needed > eta {
+            return Err(Error::OutOfRange {
+                name: "η (clip-and-ridge: too small against d·α² for a guaranteed Cholesky; raise η or use Sampler::FactorFree)",
+                value: eta,
+                allowed: "η ≥ 20·n^2.5·u·(d·α² + η)",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The privacy charge of one call: `(ε, δ)` composed over the charged problems.
@@ -224,7 +264,10 @@ fn charge(p: &GaussianSamplingParams, batch: usize, heads: usize) -> Result<Priv
 /// [`Error::Infeasible`] naming it); finiteness and scratch; the private domain check of
 /// every problem; then the ledger is charged (once, the composed `(ε, δ)` of all charged
 /// problems); then the releases are drawn. Any error leaves `out_b`, `out_p` and the ledger
-/// untouched. Randomness: one keyed stream `(key, stream)` for the whole call; problem
+/// untouched (every condition that could fail while drawing is checked before the charge:
+/// stream capacity, and the public bound `d·α² + η ≤ 2^900` that keeps `B` finite). The
+/// part of `scratch` the call uses is zeroed before it returns, so the private `XXᵀ` and its
+/// factor do not outlive the call. Randomness: one keyed stream `(key, stream)` for the whole call; problem
 /// `b·heads + h` reads the elements the [`Sampler`] documents.
 ///
 /// ```
@@ -263,6 +306,30 @@ fn charge(p: &GaussianSamplingParams, batch: usize, heads: usize) -> Result<Priv
 /// domain: **a data-dependent refusal**), or the ledger's error when the charge does not fit.
 #[allow(clippy::too_many_arguments)]
 pub fn gaussian_sampling_attention<T: Element, const N: usize>(
+    out_b: BatchedMut<'_, f64>,
+    out_p: BatchedMut<'_, f64>,
+    x: BatchedRef<'_, T>,
+    params: &GaussianSamplingParams,
+    key: &NoiseKey,
+    stream: u64,
+    ledger: Option<&mut Ledger<N>>,
+    scratch: &mut [f64],
+) -> Result<PrivateReport> {
+    let [_, _, n, d] = x.layout().shape();
+    let result = release_all(out_b, out_p, x, params, key, stream, ledger, scratch);
+    // The scratch held A = XXᵀ and its Cholesky factor: private intermediates are not left
+    // behind in the caller's memory (spec §6.5), whatever the outcome.
+    if let Ok(used) =
+        gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)
+    {
+        let used = used.min(scratch.len());
+        scratch[..used].fill(0.0);
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn release_all<T: Element, const N: usize>(
     mut out_b: BatchedMut<'_, f64>,
     mut out_p: BatchedMut<'_, f64>,
     x: BatchedRef<'_, T>,
@@ -298,6 +365,9 @@ pub fn gaussian_sampling_attention<T: Element, const N: usize>(
         params.domain.check_nonempty(n, d)?;
     }
     check_k(params.k, n, params.sampler)?;
+    check_public_scale(n, d, params)?;
+    let ridged = if reject { d } else { d + n };
+    check_stream_capacity(params.sampler, (batch * heads) as u64, n, ridged, params.k)?;
     let total = charge(params, batch, heads)?;
     let needed =
         gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?;

@@ -59,7 +59,6 @@
 
 mod calibration;
 mod covariance;
-mod linalg;
 mod mechanism;
 
 pub use calibration::{

@@ -187,25 +187,13 @@ pub(crate) fn factor_covariance(c: MatRef<'_, f64>, names: &CovArg) -> Result<Ve
 fn cholesky(c: MatRef<'_, f64>) -> Result<Option<Vec<f64>>> {
     let n = c.rows();
     let mut l = try_filled(n * n, 0.0f64, "matrix Gaussian factor")?;
-    for j in 0..n {
-        let mut d = sym(c, j, j);
-        for k in 0..j {
-            d -= l[j * n + k] * l[j * n + k];
-        }
-        if !(d > 0.0 && d.is_finite()) {
-            return Ok(None);
-        }
-        let djj = libm::sqrt(d);
-        l[j * n + j] = djj;
-        for i in j + 1..n {
-            let mut s = sym(c, i, j);
-            for k in 0..j {
-                s -= l[i * n + k] * l[j * n + k];
-            }
-            l[i * n + j] = s / djj;
+    for i in 0..n {
+        for j in 0..n {
+            l[i * n + j] = sym(c, i, j);
         }
     }
-    Ok(if l.iter().all(|x| x.is_finite()) { Some(l) } else { None })
+    let ok = crate::linalg::cholesky_in_place(&mut l, n).is_ok() && l.iter().all(|x| x.is_finite());
+    Ok(ok.then_some(l))
 }
 
 /// Eigenvalues and eigenvectors (row-major, eigenvector `k` in column `k`) of `sym(c)`.

@@ -1,5 +1,5 @@
-//! Small dense `f64` kernels for the Gaussian-sampling mechanism, allocation-free on
-//! row-major `n × n` slices: the Gram matrix `XXᵀ` (with optional column clipping and a
+//! Small dense `f64` kernels, allocation-free on row-major `n × n` slices, shared by the
+//! Gaussian-sampling mechanism and the matrix Gaussian sampler: the Gram matrix `XXᵀ` (with optional column clipping and a
 //! ridge), Cholesky in place, the lower-triangular product `L·T`, the symmetric product
 //! `Y·Yᵀ`, and the eigenvalues of a symmetric matrix (cyclic Jacobi).
 //!
@@ -30,8 +30,11 @@ pub(crate) fn gram<T: Element>(
         }
     }
     let (mut max_norm, mut clipped) = (0.0f64, 0usize);
-    for f in &mut factors[..d] {
-        let norm = libm::sqrt(*f);
+    for (c, f) in factors[..d].iter_mut().enumerate() {
+        // A sum of squares that overflows is recomputed scaled by the column's largest
+        // entry, so the norm (and the clip factor, which must be continuous in the data
+        // for clipping to preserve neighbours) is right for every finite column.
+        let norm = if f.is_finite() { libm::sqrt(*f) } else { scaled_column_norm(&x, c) };
         max_norm = max_norm.max(norm);
         *f = match clip {
             Some(alpha) if norm > alpha => {
@@ -64,6 +67,16 @@ pub(crate) fn gram<T: Element>(
         a[i * n + i] += ridge;
     }
     (max_norm, clipped)
+}
+
+/// `‖x[:, c]‖₂` without overflow for finite entries: `m·√(Σ(x_ic/m)²)`, `m = max_i |x_ic|`.
+fn scaled_column_norm<T: Element>(x: &MatRef<'_, T>, c: usize) -> f64 {
+    let m = (0..x.rows()).map(|i| x.row(i)[c].to_f64().abs()).fold(0.0, f64::max);
+    if m == 0.0 || !m.is_finite() {
+        return m;
+    }
+    let scaled = |i: usize| x.row(i)[c].to_f64() / m;
+    m * libm::sqrt((0..x.rows()).map(|i| scaled(i) * scaled(i)).sum::<f64>())
 }
 
 /// Cholesky `a = L·Lᵀ` in place: the lower triangle of `a` becomes `L`, the strict upper
@@ -221,6 +234,18 @@ mod tests {
         assert_eq!(m, (5.0, 1));
         assert_eq!(w, [0.5, 1.0]);
         assert_eq!(a, [0.25 * 9.0 + 0.5, 0.25 * 12.0, 0.25 * 12.0, 0.25 * 16.0 + 1.0 + 0.5]);
+    }
+
+    #[test]
+    fn columns_whose_squared_norm_overflows_are_clipped_continuously() {
+        let big = 1.3407807929942596e154; // big² overflows
+        let x = [big, 1.0];
+        let (mut f, mut a) = ([0.0; 2], [0.0; 1]);
+        let (m, clipped) =
+            gram(MatRef::from_row_major(&x, 1, 2).unwrap(), Some(1.0), 0.0, &mut f, &mut a);
+        assert_eq!((m, clipped), (big, 1));
+        assert_eq!(f, [1.0 / big, 1.0]);
+        assert_eq!(a, [2.0]);
     }
 
     #[test]
