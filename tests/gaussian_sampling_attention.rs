@@ -66,13 +66,15 @@ fn hadamard_rows(n: usize, d: usize) -> Vec<f64> {
         .collect()
 }
 
-/// One release of one `n × d` problem.
-fn release(
+/// One release of one `n × d` problem, charged to `ledger` if given; checks that the
+/// scratch (which held `XXᵀ` and its factor) is zeroed afterwards.
+fn release_in(
     x: &[f64],
     n: usize,
     d: usize,
     params: &GaussianSamplingParams,
     stream: u64,
+    ledger: Option<&mut Ledger>,
 ) -> Result<(Vec<f64>, Vec<f64>, PrivateReport), Error> {
     let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
     let mut scratch =
@@ -80,17 +82,28 @@ fn release(
             0.0;
             gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?
         ];
-    let report = gaussian_sampling_attention::<f64, 16>(
+    let report = gaussian_sampling_attention(
         BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
         BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
         BatchedRef::contiguous(x, [1, 1, n, d])?,
         params,
         &NoiseKey::from_bytes(KEY),
         stream,
-        None,
+        ledger,
         &mut scratch,
-    )?;
-    Ok((b, p, report))
+    );
+    assert!(scratch.iter().all(|v| *v == 0.0), "private intermediates left in scratch");
+    Ok((b, p, report?))
+}
+
+fn release(
+    x: &[f64],
+    n: usize,
+    d: usize,
+    params: &GaussianSamplingParams,
+    stream: u64,
+) -> Result<(Vec<f64>, Vec<f64>, PrivateReport), Error> {
+    release_in(x, n, d, params, stream, None)
 }
 
 /// A fixed `n × d` matrix, its Gram matrix `A`, and a domain that it satisfies with margin.
@@ -683,24 +696,7 @@ fn release_with_ledger(
     params: &GaussianSamplingParams,
     ledger: &mut Ledger,
 ) -> Result<Vec<f64>, Error> {
-    let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
-    let mut scratch =
-        vec![
-            0.0;
-            gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?
-        ];
-    gaussian_sampling_attention(
-        BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
-        BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
-        BatchedRef::contiguous(x, [1, 1, n, d])?,
-        params,
-        &NoiseKey::from_bytes(KEY),
-        0,
-        Some(ledger),
-        &mut scratch,
-    )?;
-    assert!(scratch.iter().all(|v| *v == 0.0), "private intermediates left in scratch");
-    Ok(b)
+    release_in(x, n, d, params, 0, Some(ledger)).map(|(b, _, _)| b)
 }
 
 #[test]

@@ -177,7 +177,8 @@ fn check_n(n: usize) -> Result<()> {
     Ok(())
 }
 
-fn check_k(k: u64) -> Result<()> {
+/// `k ∈ [1, K_LIMIT]`.
+pub(crate) fn check_k_range(k: u64) -> Result<()> {
     if k == 0 || k > K_LIMIT {
         return Err(Error::OutOfRange { name: "k", value: k as f64, allowed: "[1, 2^53]" });
     }
@@ -255,7 +256,7 @@ fn delta_terms(k: u64, eps: f64, l: f64, constants: DeltaConstants) -> (f64, f64
 /// # Errors
 /// [`Error::OutOfRange`] for `k ∉ [1, 2^53]`, `ε ∉ (0, 1)` or `δ ∉ (0, 0.1)`.
 pub fn delta_threshold(k: u64, budget: PrivacyBudget, constants: DeltaConstants) -> Result<f64> {
-    check_k(k)?;
+    check_k_range(k)?;
     let (eps, l) = privacy_terms(budget)?;
     let (a, b) = delta_terms(k, eps, l, constants);
     Ok(a.min(b))
@@ -273,7 +274,7 @@ pub fn check_privacy(
     budget: PrivacyBudget,
     calibration: &Calibration,
 ) -> Result<()> {
-    check_k(k)?;
+    check_k_range(k)?;
     let s = sensitivity(n, domain, calibration.sensitivity)?;
     let (eps, l) = privacy_terms(budget)?;
     let (dk, dc) = delta_terms(k, eps, l, calibration.constants);
@@ -351,7 +352,7 @@ fn largest_true(mut lo: u64, mut hi: u64, pred: impl Fn(u64) -> bool) -> u64 {
 /// # Errors
 /// [`Error::OutOfRange`] for `k = 0`, `n = 0`, `γ ∉ (0, 1)` or `C < 1`.
 pub fn rho(k: u64, n: usize, gamma: f64, model: RhoModel) -> Result<f64> {
-    check_k(k)?;
+    check_k_range(k)?;
     check_n(n)?;
     if !(gamma > 0.0 && gamma < 1.0) {
         return Err(Error::OutOfRange { name: "gamma", value: gamma, allowed: "(0, 1)" });
@@ -482,7 +483,7 @@ pub fn min_epsilon_for_k(
     delta: f64,
     calibration: &Calibration,
 ) -> Result<f64> {
-    check_k(k)?;
+    check_k_range(k)?;
     let s = sensitivity(n, domain, calibration.sensitivity)?;
     let l = ln_inv_delta(delta)?;
     let kl = mul_up(count_up(k), l);

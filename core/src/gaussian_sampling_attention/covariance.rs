@@ -37,7 +37,7 @@ use crate::sampling::gamma::standard_normal;
 use crate::sampling::{ChiSquare, FixedWordSampler, Gaussian, KeyedStream, MAX_WINDOW_ELEMENTS};
 use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
 
-use super::calibration::K_LIMIT;
+use super::calibration::check_k_range;
 use crate::linalg::{
     cholesky_in_place, lower_gram_into, lower_times_lower_in_place, lower_times_vector_in_place,
 };
@@ -145,9 +145,7 @@ pub fn dp_covariance(
 
 /// Checks for a run that starts from a factor: `k` range and sampler support.
 pub(crate) fn check_k(k: u64, n: usize, sampler: Sampler) -> Result<()> {
-    if k == 0 || k > K_LIMIT {
-        return Err(Error::OutOfRange { name: "k", value: k as f64, allowed: "[1, 2^53]" });
-    }
+    check_k_range(k)?;
     if sampler == Sampler::Bartlett && k < n as u64 {
         return Err(Error::OutOfRange {
             name: "k (the Bartlett sampler needs k >= n)",

@@ -391,14 +391,17 @@ fn release_all<T: Element, const N: usize>(
         ledger.try_charge(Charge::Approx(total))?;
     }
 
-    // Pass 2: the releases (the same deterministic Gram and Cholesky as pass 1).
+    // Pass 2: the releases (the same deterministic Gram and Cholesky as pass 1). With one
+    // problem, `a` and `factors` still hold its Gram matrix and clip factors from pass 1.
     let stream = KeyedStream::new(key, stream);
     let ridge = if reject { 0.0 } else { params.domain.eta };
     for b in 0..batch {
         for h in 0..heads {
             let problem = (b * heads + h) as u64;
             let xh = x.head(b, h);
-            prepare(xh, params, factors, a);
+            if batch * heads > 1 {
+                prepare(xh, params, factors, a);
+            }
             let mut ob = out_b.head_mut(b, h);
             if params.sampler == Sampler::FactorFree {
                 factor_free(ob.rb_mut(), xh, factors, ridge, params.k, &stream, problem, work)?;
