@@ -86,6 +86,11 @@ enum dpattn_status
    */
   DPATTN_STATUS_DOMAIN_VIOLATION = 12,
   /**
+   * A structure's memory estimate exceeds the caller's memory limit (nothing was
+   * allocated).
+   */
+  DPATTN_STATUS_MEMORY_LIMIT = 13,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,

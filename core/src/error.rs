@@ -116,6 +116,16 @@ pub enum Error {
         /// The declared bound it was compared with.
         declared: f64,
     },
+    /// A structure's memory estimate (computed from public parameters before anything is
+    /// allocated) exceeds the limit the caller set.
+    MemoryLimit {
+        /// What would have been built.
+        what: &'static str,
+        /// Estimated bytes.
+        needed_bytes: u64,
+        /// The caller's limit in bytes.
+        limit_bytes: u64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -153,6 +163,10 @@ impl fmt::Display for Error {
             Error::DomainViolation { condition, measured, declared } => write!(
                 f,
                 "private input outside the declared domain: `{condition}` fails (measured {measured}, declared {declared}); this refusal depends on private data"
+            ),
+            Error::MemoryLimit { what, needed_bytes, limit_bytes } => write!(
+                f,
+                "{what} would need an estimated {needed_bytes} bytes, over the memory limit of {limit_bytes} bytes"
             ),
         }
     }

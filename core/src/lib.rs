@@ -49,11 +49,15 @@ pub mod attention_options;
 pub mod batched;
 pub mod calibration;
 mod directed_rounding;
+#[cfg(feature = "alloc")]
+pub mod dp_cross_attention;
 pub mod element;
 pub mod error;
 pub mod gaussian_sampling_attention;
 mod linalg;
 pub mod matrix_view;
+#[cfg(feature = "alloc")]
+pub mod moment_sketch;
 pub mod nalgebra_interop;
 pub mod noisy_attention;
 pub mod output_perturbation;
@@ -61,6 +65,8 @@ pub mod privacy_params;
 pub mod reference_attention;
 pub mod sampling;
 pub mod scratch;
+#[cfg(feature = "alloc")]
+pub mod softmax_tree;
 
 pub use attention_options::{Kernel, Mask, Scale, ScoreFn};
 pub use batched::{BatchedMut, BatchedRef, Layout4};

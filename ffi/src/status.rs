@@ -38,6 +38,9 @@ pub enum dpattn_status {
     /// that must be positive definite is not). The refusal depends on private data: show it
     /// only to the data holder.
     DomainViolation = 12,
+    /// A structure's memory estimate exceeds the caller's memory limit (nothing was
+    /// allocated).
+    MemoryLimit = 13,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -60,6 +63,7 @@ impl dpattn_status {
             E::RandomnessExhausted { .. } => Self::RandomnessExhausted,
             E::Unsupported { .. } => Self::Unsupported,
             E::DomainViolation { .. } => Self::DomainViolation,
+            E::MemoryLimit { .. } => Self::MemoryLimit,
             _ => Self::Internal,
         }
     }
@@ -79,6 +83,7 @@ impl dpattn_status {
             10 => b"noise-stream window exhausted\0",
             11 => b"unsupported by this build or CPU\0",
             12 => b"private input outside the declared domain\0",
+            13 => b"memory estimate over the caller's limit\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -114,15 +119,16 @@ mod tests {
             E::RandomnessExhausted { element: 0 },
             E::Unsupported { what: "a" },
             E::DomainViolation { condition: "a", measured: 0.0, declared: 0.0 },
+            E::MemoryLimit { what: "a", needed_bytes: 2, limit_bytes: 1 },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     }
 
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");

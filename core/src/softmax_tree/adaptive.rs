@@ -1,0 +1,278 @@
+//! DPTreeSoftmaxAdaptive (paper 001 Algorithm 7, seed-001 §8): the median of `l`
+//! independent DPTreeSoftmax copies, each at `(ε/l, δ/l, δ′/l)`.
+//!
+//! **Guarantee.** `(ε, δ + δ′)`-DP for neighbouring datasets that differ in one row
+//! `(x_k, w_k)` (basic composition over the `l` copies; [`DpTreeSoftmaxAdaptive::achieved_privacy`]
+//! reports the actual spend). "Robust to adaptive queries" is an **accuracy** property (a
+//! bound that holds for every query at once with probability `1 − p_f`), not a privacy one:
+//! privacy holds for any queries because all noise is drawn at build time.
+//!
+//! Corrections: `l` uses the net exponent `d`, not `r` ([`Copies::NetHoeffding`], OQ14), and
+//! the proof covers the output only if queries are snapped to the net (`snap_to_net`, OQ13;
+//! post-processing of a public value, off in faithful mode). The median is returned, never
+//! the mean (Algorithm 7 line 17); `l` is always odd (OQ16).
+
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result};
+use crate::matrix_view::MatRef;
+use crate::privacy_params::PrivacyBudget;
+use crate::sampling::KeyedStream;
+use crate::scratch::check_scratch;
+
+use super::budget::{
+    Copies, SoftmaxBudget, copy_count, net_resolution, snap_to_net, softmax_budget,
+};
+use super::build::{SoftmaxCopy, StructureSpec, build_structures};
+use super::feature_map::TaylorFeatureMap;
+use super::softmax::{SoftmaxTreeParams, check_memory, copy_noise_variance};
+use super::tree_arena::leaf_count;
+
+/// Parameters of the adaptive structures (and of DPCrossAttention).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveParams {
+    /// The per-structure parameters; `budget` and `delta_prime` are the structure's total.
+    pub tree: SoftmaxTreeParams,
+    /// How many copies.
+    pub copies: Copies,
+    /// The failure probability `p_f` of the uniform accuracy statement (`(0, 0.01)` strict).
+    pub p_fail: f64,
+    /// `[FIX]` OQ13: snap each query coordinate to the `2ε₀` net before answering.
+    pub snap_to_net: bool,
+}
+
+impl AdaptiveParams {
+    /// Faithful defaults on top of `tree`: `Copies::NetHoeffding { k: 10 }`, `p_f = 0.005`,
+    /// no snapping.
+    pub fn new(tree: SoftmaxTreeParams) -> Self {
+        Self { tree, copies: Copies::NetHoeffding { k: 10.0 }, p_fail: 0.005, snap_to_net: false }
+    }
+
+    pub(crate) fn check(&self) -> Result<()> {
+        self.tree.check()?;
+        let hi = if self.tree.strict { 0.01 } else { 1.0 };
+        if !(self.p_fail > 0.0 && self.p_fail < hi) {
+            let allowed = if self.tree.strict { "(0, 0.01)" } else { "(0, 1)" };
+            return Err(Error::OutOfRange { name: "p_fail", value: self.p_fail, allowed });
+        }
+        Ok(())
+    }
+
+    /// `l` for keys of dimension `d` (odd).
+    ///
+    /// # Errors
+    /// Invalid parameters.
+    pub fn copy_count(&self, dim: usize) -> Result<usize> {
+        let map = self.tree.feature_map(dim)?;
+        let l = copy_count(
+            self.copies,
+            dim,
+            map.features(),
+            self.tree.radius,
+            self.tree.eps_s,
+            self.p_fail,
+        )?;
+        usize::try_from(l).map_err(|_| Error::SizeOverflow { what: "copy count l" })
+    }
+
+    /// The budget of one copy: the structure's `(ε, δ, δ′)` divided by `l` (rounded down).
+    pub(crate) fn copy_budget(
+        &self,
+        share: f64,
+        copies: usize,
+        r: usize,
+        depth: u32,
+    ) -> Result<SoftmaxBudget> {
+        use crate::directed_rounding::div_down;
+        let t = &self.tree;
+        let k = share * copies as f64;
+        let copy = PrivacyBudget::new(
+            div_down(t.budget.epsilon().get(), k),
+            div_down(t.budget.delta().get(), k),
+        )?;
+        softmax_budget(copy, div_down(t.delta_prime, k), t.c, r, depth, t.accounting)
+    }
+}
+
+/// The answer of `l` copies at `y`: the median, with `answers` as scratch.
+pub(crate) fn median_answer(
+    copies: &[SoftmaxCopy],
+    u: &[f64],
+    gamma: f64,
+    answers: &mut [f64],
+) -> f64 {
+    for (a, c) in answers.iter_mut().zip(copies) {
+        *a = c.answer(u, gamma);
+    }
+    let l = copies.len();
+    let (_, m, _) = answers[..l].select_nth_unstable_by(l / 2, f64::total_cmp);
+    *m
+}
+
+/// DPTreeSoftmaxAdaptive (Algorithm 7).
+///
+/// ```
+/// use dpattn_core::{MatRef, PrivacyBudget};
+/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::softmax_tree::{AdaptiveParams, Copies, DpTreeSoftmaxAdaptive, SoftmaxTreeParams};
+/// let keys = MatRef::from_row_major(&[0.2, 0.9, 0.5, 0.1], 2, 2)?;
+/// let mut params = AdaptiveParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.5, 1e-6)?, 1e-6));
+/// params.copies = Copies::Fixed(5);
+/// let s = DpTreeSoftmaxAdaptive::new(keys, &[1.0, 1.0], &params, &KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0))?;
+/// assert_eq!(s.copies(), 5);
+/// assert!(s.query(&[0.5, 0.5])?.is_finite());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpTreeSoftmaxAdaptive {
+    params: AdaptiveParams,
+    map: TaylorFeatureMap,
+    gamma: f64,
+    budget: SoftmaxBudget,
+    copies: Vec<SoftmaxCopy>,
+}
+
+impl DpTreeSoftmaxAdaptive {
+    /// Builds `l` copies over the rows of `keys` with weights `w`, noised from element 0 of
+    /// `stream` (copy `j` of structure 0 in the addressing of `docs/RANDOMNESS.md` §5.2).
+    ///
+    /// # Errors
+    /// Bad parameters or shapes; [`Error::MemoryLimit`].
+    pub fn new(
+        keys: MatRef<'_, f64>,
+        weights: &[f64],
+        params: &AdaptiveParams,
+        stream: &KeyedStream,
+    ) -> Result<Self> {
+        params.check()?;
+        let map = params.tree.feature_map(keys.cols())?;
+        if weights.len() != keys.rows() {
+            return Err(Error::ShapeMismatch {
+                arg: "weights",
+                axis: "len",
+                expected: keys.rows(),
+                got: weights.len(),
+            });
+        }
+        let l = params.copy_count(keys.cols())?;
+        let r = map.features();
+        check_memory(
+            "DPTreeSoftmaxAdaptive",
+            1,
+            l,
+            r,
+            keys.rows(),
+            params.tree.memory_limit_bytes,
+        )?;
+        let depth = leaf_count(keys.rows())?.trailing_zeros();
+        let budget = params.copy_budget(1.0, l, r, depth)?;
+        let gamma = map.range(params.tree.radius);
+        let spec = StructureSpec { weight_bound: params.tree.weight_bound, budget };
+        let mut built = build_structures(
+            keys,
+            params.tree.radius,
+            &|k, _| weights[k],
+            &[spec],
+            &map,
+            gamma,
+            l,
+            Some(stream),
+        )?;
+        let copies = built.pop().ok_or(Error::Unsupported { what: "empty build" })?;
+        Ok(Self { params: *params, map, gamma, budget, copies })
+    }
+
+    /// `l`.
+    pub fn copies(&self) -> usize {
+        self.copies.len()
+    }
+
+    /// The feature map.
+    pub fn feature_map(&self) -> &TaylorFeatureMap {
+        &self.map
+    }
+
+    /// The budget hierarchy of one copy.
+    pub fn copy_budget(&self) -> &SoftmaxBudget {
+        &self.budget
+    }
+
+    /// What the structure actually achieves: `l` copies under basic composition.
+    ///
+    /// # Errors
+    /// Propagates the accountant's errors.
+    pub fn achieved_privacy(&self) -> Result<PrivacyBudget> {
+        crate::accounting::composition::basic_composition_k(
+            self.budget.achieved()?,
+            self.copies.len() as u64,
+        )
+    }
+
+    /// Scratch for [`query_into`](Self::query_into): `r + d + l`.
+    pub fn query_scratch_len(&self) -> usize {
+        self.map.features() + self.map.dim() + self.copies.len()
+    }
+
+    /// The median answer at a public `y` (snapped to the net if configured).
+    ///
+    /// # Errors
+    /// [`Error::ScratchTooSmall`]; bad queries.
+    pub fn query_into(&self, y: &[f64], scratch: &mut [f64]) -> Result<f64> {
+        check_scratch(scratch.len(), self.query_scratch_len())?;
+        let (u, rest) = scratch.split_at_mut(self.map.features());
+        let (yy, answers) = rest.split_at_mut(self.map.dim());
+        self.prepare(y, yy, u)?;
+        Ok(median_answer(&self.copies, u, self.gamma, answers))
+    }
+
+    /// [`query_into`](Self::query_into) with allocated scratch.
+    ///
+    /// # Errors
+    /// As [`query_into`](Self::query_into).
+    pub fn query(&self, y: &[f64]) -> Result<f64> {
+        let mut scratch =
+            crate::scratch::try_filled(self.query_scratch_len(), 0.0, "query scratch")?;
+        self.query_into(y, &mut scratch)
+    }
+
+    /// The exact noise variance of one copy's answer at `y` (§7.5).
+    ///
+    /// # Errors
+    /// Bad queries.
+    pub fn copy_noise_variance(&self, y: &[f64]) -> Result<f64> {
+        let mut scratch =
+            crate::scratch::try_filled(self.query_scratch_len(), 0.0, "query scratch")?;
+        let (u, rest) = scratch.split_at_mut(self.map.features());
+        self.prepare(y, &mut rest[..self.map.dim()], u)?;
+        copy_noise_variance(
+            &self.budget,
+            u,
+            self.gamma,
+            self.copies[0].n_leaves(),
+            self.params.tree.weight_bound,
+        )
+    }
+
+    fn prepare(&self, y: &[f64], yy: &mut [f64], u: &mut [f64]) -> Result<()> {
+        prepare_query(&self.params, &self.map, y, yy, u)
+    }
+}
+
+/// Validates/clamps the public query, snaps it if configured, and evaluates `P(y)`.
+pub(crate) fn prepare_query(
+    params: &AdaptiveParams,
+    map: &TaylorFeatureMap,
+    y: &[f64],
+    yy: &mut [f64],
+    u: &mut [f64],
+) -> Result<()> {
+    params.tree.query_point(y, yy)?;
+    if params.snap_to_net {
+        let r = params.tree.radius;
+        let step = 2.0 * net_resolution(map.dim(), r, params.tree.eps_s);
+        for v in yy.iter_mut() {
+            *v = snap_to_net(*v, step, r);
+        }
+    }
+    map.eval_into(yy, u)
+}

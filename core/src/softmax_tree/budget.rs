@@ -1,0 +1,315 @@
+//! The budget hierarchy of paper 001 (seed-001 §10), the copy count `l` (§8.4), the
+//! accountant that reports what a configuration actually achieves (OQ15, E2), and the
+//! closed-form noise and error estimates (§7.5, AC-12, E5). All of it is arithmetic on
+//! public parameters. Privacy-side values are rounded in the safe direction (budgets down,
+//! achieved totals up).
+
+use crate::accounting::composition::{
+    advanced_composition, advanced_composition_step_epsilon, basic_composition, basic_composition_k,
+};
+use crate::directed_rounding::{div_down, div_up, ln_inv_up, mul_down, mul_up, sqrt_up};
+use crate::error::{Error, Result};
+use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
+use crate::sampling::TruncatedLaplace;
+
+/// How one DPTreeSoftmax divides its `(ε_S, δ_S, δ′_S)` between its `r` feature structures
+/// and the weight-sum structure `D_0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accounting {
+    /// Algorithm 3 as printed: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)` per feature
+    /// structure, `(ε_S/3, δ_S/3)` for `D_0`. It spends about `2ε_S/3 + O(c²)` (OQ15).
+    #[default]
+    Paper,
+    /// `[EXT]` E2: the feature structures share `(2ε_S/3, 2δ_S/3)` with `ε_D` the largest
+    /// per-structure ε that advanced composition with slack `δ′_S` (or basic composition,
+    /// whichever is better) allows; `D_0` keeps `(ε_S/3, δ_S/3)`. `c` is unused. The total
+    /// is exactly `(ε_S, δ_S + δ′_S)` with less noise.
+    Tight,
+}
+
+/// The budgets of one DPTreeSoftmax copy, from the copy's `(ε_S, δ_S, δ′_S)` down to a node.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SoftmaxBudget {
+    /// `(ε_S, δ_S)` of the copy.
+    pub copy: PrivacyBudget,
+    /// `δ′_S`.
+    pub delta_prime: f64,
+    /// `(ε_D, δ_D)` of each feature DPTreeDistance (`p = 2`).
+    pub distance: PrivacyBudget,
+    /// The node budget of the feature trees, `(ε_D/(3L), δ_D/(3L))`.
+    pub feature_node: PrivacyBudget,
+    /// The node budget of `D_0`'s trees, `(ε_S/(9L), δ_S/(9L))`.
+    pub ones_node: PrivacyBudget,
+    /// The advanced-composition slack the accountant uses over the features (`δ′_S/2` for
+    /// [`Accounting::Paper`], `δ′_S` for [`Accounting::Tight`]).
+    pub slack: f64,
+    /// `r`.
+    pub features: usize,
+}
+
+/// The budgets of one DPTreeSoftmax copy with `r` features and depth `L`.
+///
+/// ```
+/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::softmax_tree::{Accounting, softmax_budget};
+/// // seed-001 §10 Config A, l = 1: ε_D = 4.59827e-4, δ_D = 2.38095e-9.
+/// let b = softmax_budget(PrivacyBudget::new(0.5, 5e-7)?, 5e-7, 0.09, 70, 10, Accounting::Paper)?;
+/// assert!((b.distance.epsilon().get() / 4.59827e-4 - 1.0).abs() < 1e-5);
+/// assert!((b.feature_node.epsilon().get() / 1.53276e-5 - 1.0).abs() < 1e-5);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `r = 0`, `L = 0`, `δ′ ∉ (0, 1)`, `c ≤ 0`;
+/// [`Error::Infeasible`] when a budget underflows.
+pub fn softmax_budget(
+    copy: PrivacyBudget,
+    delta_prime: f64,
+    c: f64,
+    features: usize,
+    depth: u32,
+    accounting: Accounting,
+) -> Result<SoftmaxBudget> {
+    if features == 0 || depth == 0 {
+        return Err(Error::OutOfRange { name: "features, depth", value: 0.0, allowed: ">= 1" });
+    }
+    if !(delta_prime > 0.0 && delta_prime < 1.0) {
+        return Err(Error::OutOfRange {
+            name: "delta_prime",
+            value: delta_prime,
+            allowed: "(0, 1)",
+        });
+    }
+    let (eps, delta) = (copy.epsilon().get(), copy.delta().get());
+    let r = features as f64;
+    let l3 = 3.0 * f64::from(depth);
+    let (distance, slack) = match accounting {
+        Accounting::Paper => {
+            if !(c > 0.0 && c.is_finite()) {
+                return Err(Error::OutOfRange { name: "c", value: c, allowed: "(0, inf)" });
+            }
+            let denom = mul_up(3.0, sqrt_up(mul_up(r, ln_inv_up(delta_prime / 2.0))));
+            let e = div_down(mul_down(c, eps), denom);
+            (budget(e, div_down(delta, 3.0 * r))?, delta_prime / 2.0)
+        }
+        Accounting::Tight => {
+            let target = Epsilon::new(div_down(2.0 * eps, 3.0))?;
+            let e = advanced_composition_step_epsilon(
+                target,
+                features as u64,
+                Delta::new(delta_prime)?,
+            )?;
+            (budget(e.get(), div_down(div_down(2.0 * delta, 3.0), r))?, delta_prime)
+        }
+    };
+    let feature_node =
+        budget(div_down(distance.epsilon().get(), l3), div_down(distance.delta().get(), l3))?;
+    let ones_node = budget(div_down(eps, 3.0 * l3), div_down(delta, 3.0 * l3))?;
+    Ok(SoftmaxBudget { copy, delta_prime, distance, feature_node, ones_node, slack, features })
+}
+
+fn budget(eps: f64, delta: f64) -> Result<PrivacyBudget> {
+    if eps > 0.0 {
+        PrivacyBudget::new(eps, delta)
+    } else {
+        Err(Error::Infeasible { condition: "node epsilon > 0", lhs: eps, rhs: 0.0 })
+    }
+}
+
+impl SoftmaxBudget {
+    /// What one copy achieves: the `r` feature structures under advanced composition with
+    /// slack [`slack`](Self::slack) (or basic, if smaller), plus `D_0`, composed basically.
+    /// For Config A (§10, `l = 1`) the feature part is `ε = 0.021228`.
+    ///
+    /// # Errors
+    /// Propagates the accountant's errors.
+    pub fn achieved(&self) -> Result<PrivacyBudget> {
+        // D_0: 3 trees × L nodes at (ε_S/(9L), δ_S/(9L)) each, at most (ε_S/3, δ_S/3).
+        let e3 = Epsilon::new(div_up(self.copy.epsilon().get(), 3.0))?;
+        let ones = PrivacyBudget::from_parts(e3, Delta::new(div_up(self.copy.delta().get(), 3.0))?);
+        basic_composition(&[self.achieved_features()?, ones])
+    }
+
+    /// The feature part of [`achieved`](Self::achieved) alone.
+    ///
+    /// # Errors
+    /// Propagates the accountant's errors.
+    pub fn achieved_features(&self) -> Result<PrivacyBudget> {
+        let r = self.features as u64;
+        let adv = advanced_composition(self.distance, r, Delta::new(self.slack)?)?;
+        let basic = basic_composition_k(self.distance, r)?;
+        Ok(if basic.epsilon().get() <= adv.epsilon().get() { basic } else { adv })
+    }
+
+    /// The `TLap` of feature tree `q ∈ 0..3` with range `Γ` and weight bound `R_w`:
+    /// `TLap(2 R_w Γ^q, ε_D/(3L), δ_D/(3L))`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] when the node δ exceeds 1/2.
+    pub fn feature_tlap(&self, q: u32, gamma: f64, weight_bound: f64) -> Result<TruncatedLaplace> {
+        let mut sens = 2.0 * weight_bound;
+        for _ in 0..q {
+            sens *= gamma;
+        }
+        let n = self.feature_node;
+        TruncatedLaplace::new(sens, n.epsilon().get(), n.delta().get())
+    }
+
+    /// The `TLap` of `D_0`'s trees: `TLap(2 R_w, ε_S/(9L), δ_S/(9L))`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] when the node δ exceeds 1/2.
+    pub fn ones_tlap(&self, weight_bound: f64) -> Result<TruncatedLaplace> {
+        let n = self.ones_node;
+        TruncatedLaplace::new(2.0 * weight_bound, n.epsilon().get(), n.delta().get())
+    }
+}
+
+/// How many independent copies `l` the adaptive structure takes the median of (§8.4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Copies {
+    /// The paper's `l = ⌈C·r·ln(d R/(ε_s p_f))⌉` (Theorem G.10 with its big-O constant `C`
+    /// supplied by the caller), rounded up to odd.
+    Paper {
+        /// The constant `C > 0`.
+        c: f64,
+    },
+    /// `[FIX]` (OQ14): a union bound over an ℓ∞ net of the query box with exponent `d`
+    /// (not `r`): step `2ε₀`, `ε₀ = ε_s/(√d R)`, `|N| = (⌈R/(2ε₀)⌉ + 1)^d`, per-copy success
+    /// `1 − 1/k²` (Chebyshev at `kσ`), `l = ⌈ln(|N|/p_f) / (2(1/2 − 1/k²)²)⌉`, rounded up to
+    /// odd. `k = 10` is the recommended value.
+    NetHoeffding {
+        /// The Chebyshev multiple `k > √2`.
+        k: f64,
+    },
+    /// A fixed `l ≥ 1` (even values are rounded up to odd).
+    Fixed(u64),
+}
+
+/// `l` for the given configuration, always odd (OQ16).
+///
+/// ```
+/// use dpattn_core::softmax_tree::{Copies, copy_count};
+/// // seed-001 §8.4 at R = 1, ε_s = 0.01, p_f = 0.01.
+/// assert_eq!(copy_count(Copies::NetHoeffding { k: 10.0 }, 2, 15, 1.0, 0.01, 0.01)?, 29);
+/// assert_eq!(copy_count(Copies::Paper { c: 1.0 }, 4, 70, 1.0, 0.01, 0.01)?, 742 + 1);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for bad parameters; [`Error::SizeOverflow`] when `l` is huge.
+pub fn copy_count(
+    copies: Copies,
+    dim: usize,
+    features: usize,
+    radius: f64,
+    eps_s: f64,
+    p_fail: f64,
+) -> Result<u64> {
+    let raw = match copies {
+        Copies::Fixed(l) => {
+            if l == 0 {
+                return Err(Error::OutOfRange { name: "copies", value: 0.0, allowed: ">= 1" });
+            }
+            l as f64
+        }
+        Copies::Paper { c } => {
+            check_copy_inputs(dim, radius, eps_s, p_fail)?;
+            crate::error::positive_finite("C", c)?;
+            libm::ceil(c * features as f64 * libm::log(dim as f64 * radius / (eps_s * p_fail)))
+        }
+        Copies::NetHoeffding { k } => {
+            check_copy_inputs(dim, radius, eps_s, p_fail)?;
+            if !(k.is_finite() && k * k > 2.0) {
+                return Err(Error::OutOfRange { name: "k", value: k, allowed: "(sqrt 2, inf)" });
+            }
+            let ln_net = dim as f64 * libm::log(net_points_per_axis(dim, radius, eps_s));
+            let gap = 0.5 - 1.0 / (k * k);
+            libm::ceil((ln_net + libm::log(1.0 / p_fail)) / (2.0 * gap * gap))
+        }
+    };
+    if !(raw.is_finite() && raw < 1e15) {
+        return Err(Error::SizeOverflow { what: "copy count l" });
+    }
+    let l = (raw as u64).max(1);
+    Ok(if l.is_multiple_of(2) { l + 1 } else { l })
+}
+
+fn check_copy_inputs(dim: usize, radius: f64, eps_s: f64, p_fail: f64) -> Result<()> {
+    if dim == 0 {
+        return Err(Error::OutOfRange { name: "dim", value: 0.0, allowed: ">= 1" });
+    }
+    crate::error::positive_finite("radius", radius)?;
+    for (name, v) in [("eps_s", eps_s), ("p_fail", p_fail)] {
+        if !(v > 0.0 && v < 1.0) {
+            return Err(Error::OutOfRange { name, value: v, allowed: "(0, 1)" });
+        }
+    }
+    Ok(())
+}
+
+/// `ε₀ = ε_s/(√d R)`, the net resolution of [`Copies::NetHoeffding`].
+pub fn net_resolution(dim: usize, radius: f64, eps_s: f64) -> f64 {
+    eps_s / (libm::sqrt(dim as f64) * radius)
+}
+
+/// `⌈R/(2ε₀)⌉ + 1`.
+fn net_points_per_axis(dim: usize, radius: f64, eps_s: f64) -> f64 {
+    libm::ceil(radius / (2.0 * net_resolution(dim, radius, eps_s))) + 1.0
+}
+
+/// Snaps a public query coordinate to the net `{0, 2ε₀, 4ε₀, …} ∩ [0, R] ∪ {R}` (OQ13,
+/// "proof mode"): the nearest net point. Post-processing of a public value.
+pub fn snap_to_net(y: f64, step: f64, radius: f64) -> f64 {
+    let k = libm::round(y / step);
+    let g = (k * step).min(radius);
+    if (radius - y).abs() < (g - y).abs() { radius } else { g }
+}
+
+/// The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
+/// (§7.5 with `bl → L`, `u_i → Γ`, `‖P(y)‖² → T_s(z_max)`):
+/// `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`.
+///
+/// # Errors
+/// [`Error::OutOfRange`] when a node budget is invalid for `TLap`.
+pub fn uniform_noise_std(
+    budget: &SoftmaxBudget,
+    depth: u32,
+    gamma: f64,
+    taylor_max: f64,
+    weight_bound: f64,
+) -> Result<f64> {
+    let l = f64::from(depth);
+    let v = |q| budget.feature_tlap(q, gamma, weight_bound).map(|t| t.variance());
+    let (v0, v1, v2) = (v(0)?, v(1)?, v(2)?);
+    let vo = budget.ones_tlap(weight_bound)?.variance();
+    let g2 = gamma * gamma;
+    let r = budget.features as f64;
+    let var = 0.25
+        * (r * (2.0 * l * v2 + 4.0 * g2 * l * v1 + g2 * g2 * l * v0)
+            + taylor_max * taylor_max * l * vo);
+    Ok(libm::sqrt(var))
+}
+
+/// `[EXT]` E5: the deterministic bound on the noise of one DPTreeSoftmax copy's answer, for
+/// **every** query at once (TLap is bounded):
+/// `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`.
+///
+/// # Errors
+/// [`Error::OutOfRange`] when a node budget is invalid for `TLap`.
+pub fn worst_case_noise_bound(
+    budget: &SoftmaxBudget,
+    depth: u32,
+    gamma: f64,
+    taylor_max: f64,
+    weight_bound: f64,
+) -> Result<f64> {
+    let l = f64::from(depth);
+    let b = |q| budget.feature_tlap(q, gamma, weight_bound).map(|t| t.bound());
+    let (b0, b1, b2) = (b(0)?, b(1)?, b(2)?);
+    let bo = budget.ones_tlap(weight_bound)?.bound();
+    let r = budget.features as f64;
+    Ok(0.5
+        * (r * (2.0 * l * b2 + 2.0 * gamma * l * b1 + gamma * gamma * l * b0)
+            + taylor_max * l * bo))
+}

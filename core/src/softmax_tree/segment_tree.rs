@@ -1,0 +1,157 @@
+//! DPTree (paper 001 Algorithm 2, seed-001 §3): a summation segment tree over `N` leaves
+//! with truncated-Laplace noise on every released node.
+//!
+//! **Guarantee** (Lemma B.6 with the root dropped, OQ7): the noisy node array is
+//! `(ε, δ)`-DP for neighbouring inputs that differ in **one value** (one leaf), given
+//! `values ∈ [−b, b]^n` so that the sensitivity is `Δ = 2b` (Lemma B.3). Each value is
+//! clamped into `[−b, b]` (NaN → 0) before summation: a per-value map, so neighbours stay
+//! neighbours and clamping private data costs no privacy (rejecting it would). One leaf
+//! touches `L = log2 N` released nodes, each drawn from `TLap(Δ, ε/L, δ/L)`; basic
+//! composition gives `(ε, δ)`. Queries read only the noisy nodes: any number of them, adaptive
+//! or not, is post-processing.
+
+use crate::error::{Error, Result};
+use crate::privacy_params::PrivacyBudget;
+use crate::sampling::{KeyedStream, TruncatedLaplace};
+
+use super::tree_arena::{TreeArena, leaf_count};
+use super::{clamp_private, split_budget};
+
+/// Which side of the query path a read node lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// A left sibling: added to `c_left`.
+    Left,
+    /// A right sibling: added to `c_right`.
+    Right,
+}
+
+/// A noisy summation segment tree (Algorithm 2).
+///
+/// ```
+/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::softmax_tree::DpTree;
+/// let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+/// let stream = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+/// let tree = DpTree::new(&values, 8.0, PrivacyBudget::new(1.0, 1e-6)?, &stream)?;
+/// let (left, right) = tree.query_leaf(5)?; // noisy 1+…+5 and 7+8
+/// assert!((left - 15.0).abs() <= 3.0 * tree.bound() && (right - 15.0).abs() <= 3.0 * tree.bound());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpTree {
+    arena: TreeArena,
+    noise: Option<TruncatedLaplace>,
+}
+
+impl DpTree {
+    /// Builds the tree over `values` (padded with zeros to `N = max(2, next_pow2(n))` leaves)
+    /// with values clamped into `[−bound, bound]`, noised from element 0 of `stream` (node `v`
+    /// is element `v − 2`).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for an empty input, a bad `bound`, or a node budget `δ/L > 1/2`.
+    pub fn new(
+        values: &[f64],
+        bound: f64,
+        budget: PrivacyBudget,
+        stream: &KeyedStream,
+    ) -> Result<Self> {
+        crate::error::positive_finite("bound", bound)?;
+        let mut tree = Self::build(values, bound)?;
+        let depth = tree.arena.depth();
+        let (eps, delta) = split_budget(budget, f64::from(depth));
+        let tlap = TruncatedLaplace::new(2.0 * bound, eps, delta)?;
+        tree.arena.add_noise(&[tlap], stream, 0)?;
+        tree.noise = Some(tlap);
+        Ok(tree)
+    }
+
+    /// **Not differentially private.** The noise-free tree over the unclamped `values` (which
+    /// must be finite): the exact sums that [`DpTree::new`] perturbs. For tests, audits and
+    /// measuring error; never release it.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for an empty input; [`Error::NonFinite`].
+    pub fn non_private_exact(values: &[f64]) -> Result<Self> {
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::NonFinite { arg: "values", index: i });
+        }
+        Self::build(values, f64::INFINITY)
+    }
+
+    fn build(values: &[f64], bound: f64) -> Result<Self> {
+        let n_leaves = leaf_count(values.len())?;
+        let mut arena = TreeArena::zeroed(1, 1, n_leaves)?;
+        for (j, &v) in values.iter().enumerate() {
+            arena.leaf_mut(0, j)[0] = clamp_private(v, -bound, bound);
+        }
+        arena.build_sums();
+        Ok(Self { arena, noise: None })
+    }
+
+    /// `N`.
+    pub fn n_leaves(&self) -> usize {
+        self.arena.n_leaves()
+    }
+
+    /// `L = log2 N`, the number of nodes a query reads.
+    pub fn depth(&self) -> u32 {
+        self.arena.depth()
+    }
+
+    /// The per-node noise bound `B` (0 for the non-private tree).
+    pub fn bound(&self) -> f64 {
+        self.noise.map_or(0.0, |t| t.bound())
+    }
+
+    /// The per-node noise variance (Fact 3.5; 0 for the non-private tree).
+    pub fn node_variance(&self) -> f64 {
+        self.noise.map_or(0.0, |t| t.variance())
+    }
+
+    /// The released value of heap node `v ∈ 2..2N` (the root, 1, is not released).
+    pub fn node(&self, v: usize) -> Option<f64> {
+        (2..2 * self.n_leaves()).contains(&v).then(|| self.arena.node(0, v)[0])
+    }
+
+    /// `(c_left, c_right)` at leaf `j`: noisy sums of the leaves strictly left and strictly
+    /// right of `j` (leaf `j` is in neither; seed-001 OQ10).
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for `j ≥ N`.
+    pub fn query_leaf(&self, j: usize) -> Result<(f64, f64)> {
+        self.check_leaf(j)?;
+        let (mut l, mut r) = ([0.0], [0.0]);
+        self.arena.query(0, j, &mut l, &mut r);
+        Ok((l[0], r[0]))
+    }
+
+    /// The heap indices a query at leaf `j` reads, bottom-up, with their sides; writes
+    /// [`depth`](Self::depth) entries into `out` and returns that count.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for `j ≥ N`; [`Error::BufferTooShort`] for a short `out`.
+    pub fn touched_nodes(&self, j: usize, out: &mut [(usize, Side)]) -> Result<usize> {
+        self.check_leaf(j)?;
+        let l = self.depth() as usize;
+        if out.len() < l {
+            return Err(Error::BufferTooShort { arg: "out", needed: l, got: out.len() });
+        }
+        let mut h = self.n_leaves() + j;
+        for slot in out.iter_mut().take(l) {
+            *slot = (h ^ 1, if h & 1 == 1 { Side::Left } else { Side::Right });
+            h >>= 1;
+        }
+        Ok(l)
+    }
+
+    fn check_leaf(&self, j: usize) -> Result<()> {
+        if j < self.n_leaves() {
+            Ok(())
+        } else {
+            Err(Error::OutOfRange { name: "leaf", value: j as f64, allowed: "[0, N)" })
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The storage behind every noisy segment tree of this module (seed-001 §3, §12.1): `trees`
+//! summation trees over the same `N` leaves, each holding `moments` interleaved sums per
+//! node, in one contiguous `f64` arena.
+//!
+//! * Heap layout without the root: node `v ∈ 2..2N` (children `2v`, `2v+1`, leaf of bin `j`
+//!   is `N + j`) lives at offset `((tree · (2N − 2)) + (v − 2)) · moments + q`.
+//! * The root is never stored, never noised and never read (OQ7): each leaf-to-root path
+//!   has exactly `L = log2 N` released nodes.
+//! * Build: fill the leaves with exact sums, [`TreeArena::build_sums`] sets every internal
+//!   node to the exact sum of its two children, then [`TreeArena::add_noise`] adds an
+//!   independent `TLap` draw to every node (Algorithm 2: `c[v] = b[v] + noise`, never the sum
+//!   of noisy children). The noise of node offset `o` is element `first + o` of the keyed
+//!   stream (`docs/RANDOMNESS.md` §5.2), so the arena is a function of (data, key, stream,
+//!   first) alone, whatever the thread count.
+
+use alloc::vec::Vec;
+
+use crate::error::{Error, Result, mul_size};
+use crate::sampling::{FixedWordSampler, KeyedStream, TruncatedLaplace};
+use crate::scratch::try_filled;
+use rand_core::Rng;
+
+/// The largest supported number of moments (`p + 1` for `ℓ_p^p` distances).
+pub(crate) const MAX_MOMENTS: usize = 9;
+
+/// `N = max(2, next_pow2(n))` leaves (OQ6: `n = 1` would give depth 0).
+///
+/// ```
+/// use dpattn_core::softmax_tree::leaf_count;
+/// assert_eq!((leaf_count(1)?, leaf_count(9)?, leaf_count(1000)?), (2, 16, 1024));
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `n = 0`; [`Error::SizeOverflow`] when `N` does not fit.
+pub fn leaf_count(n: usize) -> Result<usize> {
+    if n == 0 {
+        return Err(Error::OutOfRange { name: "n", value: 0.0, allowed: ">= 1" });
+    }
+    n.max(2).checked_next_power_of_two().ok_or(Error::SizeOverflow { what: "leaf count" })
+}
+
+/// The bin of a value: `min(⌊x·N/ρ⌋, N − 1)` computed in `f64` (seed-001 §3.3, §12.5), the
+/// same function for data and queries. Values below 0 (and NaN) go to bin 0.
+///
+/// ```
+/// use dpattn_core::softmax_tree::bin;
+/// assert_eq!((bin(0.0, 1.0, 16), bin(0.25, 1.0, 16), bin(1.0, 1.0, 16)), (0, 4, 15));
+/// ```
+pub fn bin(x: f64, range: f64, n_leaves: usize) -> usize {
+    let b = libm::floor(x * n_leaves as f64 / range);
+    if b.is_nan() || b <= 0.0 {
+        0
+    } else if b >= (n_leaves - 1) as f64 {
+        n_leaves - 1
+    } else {
+        b as usize
+    }
+}
+
+/// `trees × (2N − 2) × moments` node sums.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TreeArena {
+    n_leaves: usize,
+    depth: u32,
+    moments: usize,
+    trees: usize,
+    nodes: Vec<f64>,
+}
+
+impl TreeArena {
+    /// Elements of an arena, checked for overflow.
+    pub(crate) fn len_for(trees: usize, moments: usize, n_leaves: usize) -> Result<usize> {
+        let per_tree = mul_size(2, n_leaves, "tree nodes")? - 2;
+        mul_size(mul_size(trees, per_tree, "tree nodes")?, moments, "tree nodes")
+    }
+
+    /// A zeroed arena (fallible allocation).
+    pub(crate) fn zeroed(trees: usize, moments: usize, n_leaves: usize) -> Result<Self> {
+        debug_assert!(n_leaves.is_power_of_two() && n_leaves >= 2);
+        debug_assert!((1..=MAX_MOMENTS).contains(&moments));
+        let len = Self::len_for(trees, moments, n_leaves)?;
+        let nodes = try_filled(len, 0.0, "tree nodes")?;
+        Ok(Self { n_leaves, depth: n_leaves.trailing_zeros(), moments, trees, nodes })
+    }
+
+    pub(crate) fn n_leaves(&self) -> usize {
+        self.n_leaves
+    }
+
+    pub(crate) fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    #[inline]
+    fn offset(&self, tree: usize, v: usize) -> usize {
+        (tree * (2 * self.n_leaves - 2) + (v - 2)) * self.moments
+    }
+
+    /// The `moments` sums of heap node `v ∈ 2..2N` of `tree`.
+    #[inline]
+    pub(crate) fn node(&self, tree: usize, v: usize) -> &[f64] {
+        let o = self.offset(tree, v);
+        &self.nodes[o..o + self.moments]
+    }
+
+    /// The leaf of bin `j` of `tree`, for the exact-sum scatter before [`Self::build_sums`].
+    #[inline]
+    pub(crate) fn leaf_mut(&mut self, tree: usize, j: usize) -> &mut [f64] {
+        let o = self.offset(tree, self.n_leaves + j);
+        &mut self.nodes[o..o + self.moments]
+    }
+
+    /// Every internal node (depths 1..L−1) := the exact sum of its children.
+    pub(crate) fn build_sums(&mut self) {
+        let m = self.moments;
+        for tree in 0..self.trees {
+            for v in (2..self.n_leaves).rev() {
+                let (l, r, o) =
+                    (self.offset(tree, 2 * v), self.offset(tree, 2 * v + 1), self.offset(tree, v));
+                for q in 0..m {
+                    self.nodes[o + q] = self.nodes[l + q] + self.nodes[r + q];
+                }
+            }
+        }
+    }
+
+    /// Adds `samplers[q]` noise to moment `q` of every node; node offset `o` draws element
+    /// `first + o` of `stream` (2 words per element, the fixed-word layout).
+    pub(crate) fn add_noise(
+        &mut self,
+        samplers: &[TruncatedLaplace],
+        stream: &KeyedStream,
+        first: u128,
+    ) -> Result<()> {
+        debug_assert_eq!(samplers.len(), self.moments);
+        check_capacity(first, self.nodes.len())?;
+        let mut reader = stream.reader_at(first * 2)?;
+        for (o, x) in self.nodes.iter_mut().enumerate() {
+            let words = [reader.next_u32(), reader.next_u32()];
+            let z: f64 = samplers[o % self.moments].group::<f64>(&words)[0];
+            *x += z;
+        }
+        Ok(())
+    }
+
+    /// `(c_left, c_right)` of `tree` at leaf `j`, for every moment: the sums of the siblings
+    /// left and right of the path (Algorithm 2 Query, the bottom-up form). Leaf `j` itself is
+    /// in neither (OQ10).
+    pub(crate) fn query(&self, tree: usize, j: usize, left: &mut [f64], right: &mut [f64]) {
+        left.fill(0.0);
+        right.fill(0.0);
+        let mut h = self.n_leaves + j;
+        while h > 1 {
+            let side = if h & 1 == 1 { &mut *left } else { &mut *right };
+            for (s, x) in side.iter_mut().zip(self.node(tree, h ^ 1)) {
+                *s += x;
+            }
+            h >>= 1;
+        }
+    }
+
+    /// The DPTreeDistance answer (Algorithm 5) of `tree` at `y` with range `ρ`:
+    /// `Σ_q C(p,q) y^{p−q} ((−1)^{p−q} c_right_q + (−1)^q c_left_q)`, `p = moments − 1`.
+    pub(crate) fn distance(&self, tree: usize, y: f64, range: f64) -> f64 {
+        let mut left = [0.0; MAX_MOMENTS];
+        let mut right = [0.0; MAX_MOMENTS];
+        let m = self.moments;
+        self.query(tree, bin(y, range, self.n_leaves), &mut left[..m], &mut right[..m]);
+        let p = m - 1;
+        let mut z = 0.0;
+        let mut binom = 1.0; // C(p, q)
+        for q in 0..=p {
+            let ypow = powi(y, (p - q) as u32);
+            let sr = if (p - q).is_multiple_of(2) { right[q] } else { -right[q] };
+            let sl = if q.is_multiple_of(2) { left[q] } else { -left[q] };
+            z += binom * ypow * (sr + sl);
+            binom = binom * (p - q) as f64 / (q + 1) as f64;
+        }
+        z
+    }
+
+    /// Overwrites the arena with zeros (used when a build fails half-way).
+    pub(crate) fn wipe(&mut self) {
+        self.nodes.fill(0.0);
+    }
+}
+
+/// `x^k` with `0^0 = 1`, by repeated multiplication (no `powi` in `no_std`).
+#[inline]
+pub(crate) fn powi(x: f64, k: u32) -> f64 {
+    let mut r = 1.0;
+    for _ in 0..k {
+        r *= x;
+    }
+    r
+}
+
+/// Elements `first .. first + count` must lie in one stream (2 words each, `2^67` elements).
+pub(crate) fn check_capacity(first: u128, count: usize) -> Result<()> {
+    let end = first.checked_add(count as u128);
+    match end {
+        Some(e) if e <= 1u128 << 67 => Ok(()),
+        _ => Err(Error::OutOfRange {
+            name: "first noise element",
+            value: first as f64,
+            allowed: "first + node count <= 2^67 (one keyed stream)",
+        }),
+    }
+}
+
+/// The `TLap` samplers of the `p + 1` moment trees: `Δ_q = 2 R_w ρ^q` at the node budget.
+pub(crate) fn moment_samplers(
+    moments: usize,
+    weight_bound: f64,
+    range: f64,
+    eps_node: f64,
+    delta_node: f64,
+) -> Result<[TruncatedLaplace; MAX_MOMENTS]> {
+    let first = TruncatedLaplace::new(2.0 * weight_bound, eps_node, delta_node)?;
+    let mut out = [first; MAX_MOMENTS];
+    for (q, s) in out.iter_mut().enumerate().take(moments) {
+        *s = TruncatedLaplace::new(
+            2.0 * weight_bound * powi(range, q as u32),
+            eps_node,
+            delta_node,
+        )?;
+    }
+    Ok(out)
+}
+
+/// Bytes of an arena of `trees × (2N − 2) × moments` `f64`s, in `u128` so that estimates of
+/// configurations far too large to build still compare correctly with a limit.
+pub(crate) fn arena_bytes(trees: u128, moments: u128, n_leaves: u128) -> u128 {
+    trees.saturating_mul(moments).saturating_mul(2 * n_leaves - 2).saturating_mul(8)
+}

@@ -1,0 +1,380 @@
+//! Weighted `ℓ_p^p` distance queries: DPTreeDistance (paper 001 Algorithms 4–5, seed-001
+//! §4) and DPTreeHighDim (Algorithm 6, §5).
+//!
+//! **Guarantee.** DPTreeDistance: `(ε, δ)`-DP for neighbouring datasets that differ in **one
+//! point** `(x_k, w_k)` (value and weight may both change), for `x ∈ [0, ρ]`,
+//! `w ∈ [−R_w, R_w]`. Points are binned into `N` leaves; tree `q = 0..p` sums `w x^q` per bin
+//! with sensitivity `Δ_q = 2 R_w ρ^q` at `(ε/(p+1), δ/(p+1))` (Theorem D.1). A point that
+//! moves to another bin shifts nodes on two paths; with the exact `TLap` strip mass the
+//! claimed `(ε, δ)` still holds (seed-001 §4.5, documented in `docs/PRIVACY.md` §4). Private
+//! `x` and `w` are clamped into their domains (NaN → 0), which preserves neighbourhood.
+//!
+//! DPTreeHighDim: `d` DPTreeDistance structures, one per coordinate, at
+//! `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`; advanced composition gives `(ε', δ + δ′)` with
+//! `ε' = d ε_k (e^{ε_k} − 1) + ε_k √(2 d ln(1/δ′)) ≈ √2·c·ε` (Lemma E.1; the exact `ε'` is
+//! returned by [`DpTreeHighDim::achieved_privacy`]).
+//!
+//! **Accuracy.** Points in the query's own bin are dropped (OQ10): a bias of at most
+//! `R_w (ρ/N)^p` per such point. The noise variance is exactly
+//! `Σ_q (C(p,q) y^{p−q})² · L · Var_TLap(Δ_q, ε/((p+1)L), δ/((p+1)L))` (§4.6).
+
+use crate::accounting::composition::{advanced_composition, basic_composition_k};
+use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
+use crate::error::{Error, Result, positive_finite};
+use crate::matrix_view::MatRef;
+use crate::privacy_params::{Delta, PrivacyBudget};
+use crate::sampling::KeyedStream;
+
+use super::tree_arena::{MAX_MOMENTS, TreeArena, bin, leaf_count, moment_samplers, powi};
+use super::{check_query_value, clamp_private, split_budget};
+
+/// Parameters of a [`DpTreeDistance`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DistanceParams {
+    /// The exponent `p ∈ 1..=8` of `Σ w |y − x|^p`.
+    pub p: u32,
+    /// The value range `ρ`: data and queries lie in `[0, ρ]`.
+    pub range: f64,
+    /// The weight bound `R_w`: weights lie in `[−R_w, R_w]`.
+    pub weight_bound: f64,
+    /// `(ε, δ)` of the whole structure; `δ ≤ (p+1)·L/2` is needed for the node budgets.
+    pub budget: PrivacyBudget,
+}
+
+impl DistanceParams {
+    fn check(&self) -> Result<()> {
+        if !(1..MAX_MOMENTS as u32).contains(&self.p) {
+            return Err(Error::OutOfRange {
+                name: "p",
+                value: f64::from(self.p),
+                allowed: "[1, 8]",
+            });
+        }
+        positive_finite("range", self.range)?;
+        positive_finite("weight_bound", self.weight_bound)
+    }
+}
+
+/// DPTreeDistance: `p + 1` noisy moment trees answering `Σ_k w_k |y − x_k|^p`.
+///
+/// ```
+/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::softmax_tree::{DistanceParams, DpTreeDistance};
+/// // The paper's Figure 1 (seed-001 §4.7), noise-free: Σ w |0 − x| = 4.4.
+/// let x = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
+/// let w = [2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0];
+/// let params = DistanceParams { p: 1, range: 1.0, weight_bound: 6.0, budget: PrivacyBudget::new(1.0, 1e-3)? };
+/// let exact = DpTreeDistance::non_private_exact(&x, &w, 16, &params)?;
+/// assert!((exact.query(0.0)? - 4.4).abs() < 1e-12);
+/// let noisy = DpTreeDistance::new(&x, &w, &params, &KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0))?;
+/// assert!(noisy.query(0.0)?.is_finite());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpTreeDistance {
+    arena: TreeArena,
+    params: DistanceParams,
+    node_variance: [f64; MAX_MOMENTS],
+}
+
+impl DpTreeDistance {
+    /// Builds the structure over points `x` with weights `w` (`N = max(2, next_pow2(n))`
+    /// leaves), noised from element 0 of `stream`.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] for `x`, `w` of different lengths; [`Error::OutOfRange`] for
+    /// an empty input or bad parameters.
+    pub fn new(
+        x: &[f64],
+        w: &[f64],
+        params: &DistanceParams,
+        stream: &KeyedStream,
+    ) -> Result<Self> {
+        params.check()?;
+        let n_leaves = leaf_count(x.len())?;
+        let mut s = Self::build(x, w, n_leaves, params, true)?;
+        let m = params.p as usize + 1;
+        let (eps, delta) = split_budget(params.budget, (m as f64) * f64::from(s.arena.depth()));
+        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
+        s.arena.add_noise(&samplers[..m], stream, 0)?;
+        for (v, t) in s.node_variance.iter_mut().zip(&samplers[..m]) {
+            *v = t.variance();
+        }
+        Ok(s)
+    }
+
+    /// **Not differentially private.** The noise-free structure with `n_leaves` leaves (a
+    /// power of two ≥ 2) over unclamped finite data: what [`DpTreeDistance::new`] perturbs.
+    /// For tests, audits and bias measurement only.
+    ///
+    /// # Errors
+    /// As [`DpTreeDistance::new`], plus [`Error::NonFinite`] and a bad `n_leaves`.
+    pub fn non_private_exact(
+        x: &[f64],
+        w: &[f64],
+        n_leaves: usize,
+        params: &DistanceParams,
+    ) -> Result<Self> {
+        params.check()?;
+        if !(n_leaves >= 2 && n_leaves.is_power_of_two()) {
+            return Err(Error::OutOfRange {
+                name: "n_leaves",
+                value: n_leaves as f64,
+                allowed: "a power of two >= 2",
+            });
+        }
+        for (arg, v) in [("x", x), ("w", w)] {
+            if let Some(i) = v.iter().position(|a| !a.is_finite()) {
+                return Err(Error::NonFinite { arg, index: i });
+            }
+        }
+        Self::build(x, w, n_leaves, params, false)
+    }
+
+    fn build(
+        x: &[f64],
+        w: &[f64],
+        n_leaves: usize,
+        params: &DistanceParams,
+        clamp: bool,
+    ) -> Result<Self> {
+        if x.len() != w.len() {
+            return Err(Error::ShapeMismatch {
+                arg: "w",
+                axis: "len",
+                expected: x.len(),
+                got: w.len(),
+            });
+        }
+        let m = params.p as usize + 1;
+        let mut arena = TreeArena::zeroed(1, m, n_leaves)?;
+        for (&xk, &wk) in x.iter().zip(w) {
+            let (xk, wk) = if clamp {
+                (
+                    clamp_private(xk, 0.0, params.range),
+                    clamp_private(wk, -params.weight_bound, params.weight_bound),
+                )
+            } else {
+                (xk, wk)
+            };
+            let leaf = arena.leaf_mut(0, bin(xk, params.range, n_leaves));
+            let mut pw = wk;
+            for s in leaf.iter_mut() {
+                *s += pw;
+                pw *= xk;
+            }
+        }
+        arena.build_sums();
+        Ok(Self { arena, params: *params, node_variance: [0.0; MAX_MOMENTS] })
+    }
+
+    /// `N`.
+    pub fn n_leaves(&self) -> usize {
+        self.arena.n_leaves()
+    }
+
+    /// `L = log2 N`.
+    pub fn depth(&self) -> u32 {
+        self.arena.depth()
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &DistanceParams {
+        &self.params
+    }
+
+    /// The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5). The query is public: `y` must be in
+    /// `[0, ρ]`.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] / [`Error::NonFinite`] for `y` outside `[0, ρ]`.
+    pub fn query(&self, y: f64) -> Result<f64> {
+        check_query_value("y", y, self.params.range)?;
+        Ok(self.arena.distance(0, y, self.params.range))
+    }
+
+    /// The exact variance of the noise in [`query`](Self::query)`(y)` (seed-001 §4.6).
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    pub fn noise_variance(&self, y: f64) -> Result<f64> {
+        check_query_value("y", y, self.params.range)?;
+        Ok(distance_variance(self.params.p, y, self.depth(), &self.node_variance))
+    }
+}
+
+/// `Σ_q (C(p,q) y^{p−q})² · L · V_q`.
+pub(crate) fn distance_variance(p: u32, y: f64, depth: u32, node_variance: &[f64]) -> f64 {
+    let mut binom = 1.0;
+    let mut v = 0.0;
+    for q in 0..=p {
+        let c = binom * powi(y, p - q);
+        v += c * c * f64::from(depth) * node_variance[q as usize];
+        binom = binom * f64::from(p - q) / f64::from(q + 1);
+    }
+    v
+}
+
+/// Parameters of a [`DpTreeHighDim`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HighDimParams {
+    /// The exponent `p ∈ 1..=8`.
+    pub p: u32,
+    /// The coordinate range `R`: points and queries lie in `[0, R]^d`.
+    pub range: f64,
+    /// The weight bound `R_w`.
+    pub weight_bound: f64,
+    /// The target `(ε, δ)`; the structure is `(ε', δ + δ′)`-DP with `ε' ≈ √2·c·ε`.
+    pub budget: PrivacyBudget,
+    /// The advanced-composition slack `δ′ ∈ (0, 1)`.
+    pub delta_prime: f64,
+    /// The composition constant `c ∈ (0, 1)` (the paper takes `c < 0.1`).
+    pub c: f64,
+}
+
+/// DPTreeHighDim (Algorithm 6): `Σ_i w_i ‖y − x_i‖_p^p` as a sum of `d` one-dimensional
+/// structures.
+///
+/// ```
+/// use dpattn_core::{MatRef, PrivacyBudget};
+/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::softmax_tree::{DpTreeHighDim, HighDimParams};
+/// let x = [0.1, 0.9, 0.5, 0.5];
+/// let params = HighDimParams { p: 1, range: 1.0, weight_bound: 1.0,
+///     budget: PrivacyBudget::new(0.5, 1e-6)?, delta_prime: 1e-6, c: 0.09 };
+/// let s = DpTreeHighDim::new(MatRef::from_row_major(&x, 2, 2)?, &[1.0, 1.0], &params,
+///     &KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0))?;
+/// assert!(s.query(&[0.0, 0.0])?.is_finite());
+/// assert!(s.achieved_privacy()?.epsilon().get() < 0.5);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct DpTreeHighDim {
+    arena: TreeArena,
+    params: HighDimParams,
+    dim: usize,
+    per_coordinate: PrivacyBudget,
+    node_variance: [f64; MAX_MOMENTS],
+}
+
+impl DpTreeHighDim {
+    /// Builds `d` structures over the rows of `x` (`n × d`) with weights `w`.
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`], [`Error::OutOfRange`] for bad parameters.
+    pub fn new(
+        x: MatRef<'_, f64>,
+        w: &[f64],
+        params: &HighDimParams,
+        stream: &KeyedStream,
+    ) -> Result<Self> {
+        DistanceParams {
+            p: params.p,
+            range: params.range,
+            weight_bound: params.weight_bound,
+            budget: params.budget,
+        }
+        .check()?;
+        check_open_unit("delta_prime", params.delta_prime)?;
+        check_open_unit("c", params.c)?;
+        let (n, d) = (x.rows(), x.cols());
+        if w.len() != n {
+            return Err(Error::ShapeMismatch { arg: "w", axis: "len", expected: n, got: w.len() });
+        }
+        if d == 0 {
+            return Err(Error::OutOfRange { name: "d", value: 0.0, allowed: ">= 1" });
+        }
+        let n_leaves = leaf_count(n)?;
+        let m = params.p as usize + 1;
+        let df = d as f64;
+        let eps_k = div_down(
+            mul_down(params.c, params.budget.epsilon().get()),
+            sqrt_up(mul_up(df, ln_inv_up(params.delta_prime))),
+        );
+        let delta_k = div_down(params.budget.delta().get(), df);
+        let per_coordinate = PrivacyBudget::new(eps_k, delta_k)?;
+        let mut arena = TreeArena::zeroed(d, m, n_leaves)?;
+        for (k, &wk) in w.iter().enumerate() {
+            let wk = clamp_private(wk, -params.weight_bound, params.weight_bound);
+            for (c, &xv) in x.row(k).iter().enumerate() {
+                let xv = clamp_private(xv, 0.0, params.range);
+                let leaf = arena.leaf_mut(c, bin(xv, params.range, n_leaves));
+                let mut pw = wk;
+                for s in leaf.iter_mut() {
+                    *s += pw;
+                    pw *= xv;
+                }
+            }
+        }
+        arena.build_sums();
+        let (eps, delta) = split_budget(per_coordinate, (m as f64) * f64::from(arena.depth()));
+        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
+        arena.add_noise(&samplers[..m], stream, 0)?;
+        let mut node_variance = [0.0; MAX_MOMENTS];
+        for (v, t) in node_variance.iter_mut().zip(&samplers[..m]) {
+            *v = t.variance();
+        }
+        Ok(Self { arena, params: *params, dim: d, per_coordinate, node_variance })
+    }
+
+    /// The per-coordinate budget `(ε_k, δ_k)`.
+    pub fn per_coordinate(&self) -> PrivacyBudget {
+        self.per_coordinate
+    }
+
+    /// The `(ε', dδ_k + δ′)` the structure actually achieves (advanced composition over the
+    /// `d` coordinates, rounded up; never worse than basic composition).
+    ///
+    /// # Errors
+    /// Propagates the accountant's errors.
+    pub fn achieved_privacy(&self) -> Result<PrivacyBudget> {
+        let d = self.dim as u64;
+        let adv =
+            advanced_composition(self.per_coordinate, d, Delta::new(self.params.delta_prime)?)?;
+        let basic = basic_composition_k(self.per_coordinate, d)?;
+        Ok(if basic.epsilon().get() <= adv.epsilon().get() { basic } else { adv })
+    }
+
+    /// The noisy `Σ_i w_i ‖y − x_i‖_p^p`; `y ∈ [0, R]^d` (public, validated).
+    ///
+    /// # Errors
+    /// [`Error::ShapeMismatch`] for a wrong length; [`Error::OutOfRange`] /
+    /// [`Error::NonFinite`] for a coordinate outside `[0, R]`.
+    pub fn query(&self, y: &[f64]) -> Result<f64> {
+        self.check_y(y)?;
+        Ok(y.iter().enumerate().map(|(c, &v)| self.arena.distance(c, v, self.params.range)).sum())
+    }
+
+    /// The exact noise variance of [`query`](Self::query)`(y)` (the sum of §4.6 over
+    /// coordinates).
+    ///
+    /// # Errors
+    /// As [`query`](Self::query).
+    pub fn noise_variance(&self, y: &[f64]) -> Result<f64> {
+        self.check_y(y)?;
+        Ok(y.iter()
+            .map(|&v| distance_variance(self.params.p, v, self.arena.depth(), &self.node_variance))
+            .sum())
+    }
+
+    fn check_y(&self, y: &[f64]) -> Result<()> {
+        let d = self.dim;
+        if y.len() != d {
+            return Err(Error::ShapeMismatch { arg: "y", axis: "len", expected: d, got: y.len() });
+        }
+        for &v in y {
+            check_query_value("y", v, self.params.range)?;
+        }
+        Ok(())
+    }
+}
+
+/// `x ∈ (0, 1)`.
+pub(crate) fn check_open_unit(name: &'static str, x: f64) -> Result<()> {
+    if x > 0.0 && x < 1.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "(0, 1)" })
+    }
+}
