@@ -399,6 +399,7 @@ pub fn estimate_cross_attention_bytes(
     dim: usize,
     params: &CrossAttentionParams,
 ) -> Result<u64> {
+    params.adaptive.check()?;
     let map = params.adaptive.tree.feature_map(dim)?;
     let l = params.adaptive.copy_count(dim)?;
     let b = estimate_bytes(

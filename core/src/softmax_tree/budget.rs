@@ -7,7 +7,7 @@
 use crate::accounting::composition::{
     advanced_composition, advanced_composition_step_epsilon, basic_composition, basic_composition_k,
 };
-use crate::directed_rounding::{div_down, div_up, ln_inv_up, mul_down, mul_up, sqrt_up};
+use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result};
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
 use crate::sampling::TruncatedLaplace;
@@ -45,7 +45,12 @@ pub struct SoftmaxBudget {
     pub slack: f64,
     /// `r`.
     pub features: usize,
+    /// `L`, the depth of every tree.
+    pub depth: u32,
 }
+
+/// The relative margin [`Accounting::Tight`] leaves for rounding.
+const TIGHT_SHAVE: f64 = 1.0 - 1e-12;
 
 /// The budgets of one DPTreeSoftmax copy with `r` features and depth `L`.
 ///
@@ -93,19 +98,35 @@ pub fn softmax_budget(
             (budget(e, div_down(delta, 3.0 * r))?, delta_prime / 2.0)
         }
         Accounting::Tight => {
-            let target = Epsilon::new(div_down(2.0 * eps, 3.0))?;
+            // Shaved by 1e-12 (relative) so that the rounded-up report of what is spent never
+            // exceeds (ε_S, δ_S + δ′_S).
+            let target = Epsilon::new(mul_down(div_down(2.0 * eps, 3.0), TIGHT_SHAVE))?;
             let e = advanced_composition_step_epsilon(
                 target,
                 features as u64,
                 Delta::new(delta_prime)?,
             )?;
-            (budget(e.get(), div_down(div_down(2.0 * delta, 3.0), r))?, delta_prime)
+            let dd = div_down(mul_down(div_down(2.0 * delta, 3.0), TIGHT_SHAVE), r);
+            (budget(e.get(), dd)?, delta_prime)
         }
     };
     let feature_node =
         budget(div_down(distance.epsilon().get(), l3), div_down(distance.delta().get(), l3))?;
-    let ones_node = budget(div_down(eps, 3.0 * l3), div_down(delta, 3.0 * l3))?;
-    Ok(SoftmaxBudget { copy, delta_prime, distance, feature_node, ones_node, slack, features })
+    let shave = if accounting == Accounting::Tight { TIGHT_SHAVE } else { 1.0 };
+    let ones_node = budget(
+        div_down(mul_down(eps, shave), 3.0 * l3),
+        div_down(mul_down(delta, shave), 3.0 * l3),
+    )?;
+    Ok(SoftmaxBudget {
+        copy,
+        delta_prime,
+        distance,
+        feature_node,
+        ones_node,
+        slack,
+        features,
+        depth,
+    })
 }
 
 fn budget(eps: f64, delta: f64) -> Result<PrivacyBudget> {
@@ -124,9 +145,12 @@ impl SoftmaxBudget {
     /// # Errors
     /// Propagates the accountant's errors.
     pub fn achieved(&self) -> Result<PrivacyBudget> {
-        // D_0: 3 trees × L nodes at (ε_S/(9L), δ_S/(9L)) each, at most (ε_S/3, δ_S/3).
-        let e3 = Epsilon::new(div_up(self.copy.epsilon().get(), 3.0))?;
-        let ones = PrivacyBudget::from_parts(e3, Delta::new(div_up(self.copy.delta().get(), 3.0))?);
+        // D_0: 3 trees × L nodes, each at the node budget; the sum is rounded up.
+        let nodes = 3.0 * f64::from(self.depth);
+        let ones = PrivacyBudget::new(
+            mul_up(nodes, self.ones_node.epsilon().get()),
+            mul_up(nodes, self.ones_node.delta().get()),
+        )?;
         basic_composition(&[self.achieved_features()?, ones])
     }
 
@@ -220,7 +244,7 @@ pub fn copy_count(
         }
         Copies::NetHoeffding { k } => {
             check_copy_inputs(dim, radius, eps_s, p_fail)?;
-            if !(k.is_finite() && k * k > 2.0) {
+            if !(k.is_finite() && k > core::f64::consts::SQRT_2) {
                 return Err(Error::OutOfRange { name: "k", value: k, allowed: "(sqrt 2, inf)" });
             }
             let ln_net = dim as f64 * libm::log(net_points_per_axis(dim, radius, eps_s));

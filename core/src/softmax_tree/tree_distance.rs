@@ -117,6 +117,7 @@ impl DpTreeDistance {
         params: &DistanceParams,
     ) -> Result<Self> {
         params.check()?;
+        leaf_count(x.len())?; // rejects an empty input, as `new` does
         if !(n_leaves >= 2 && n_leaves.is_power_of_two()) {
             return Err(Error::OutOfRange {
                 name: "n_leaves",
