@@ -8,6 +8,7 @@
 //! For `K ∈ [0, R]^{n×d}` and `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped into that
 //! domain, NaN → 0), one token contributes `P(k)[1, v]ᵀ`, so
 //! * [`SketchNoise::Gaussian`]: Frobenius sensitivity `2·√(T_s(z_max))·√(1 + d R_w²)`
+//!   (both sensitivities times [`SENSITIVITY_MARGIN`] for rounding)
 //!   (`‖P(k)‖² = T_s(τ‖k‖²) ≤ T_s(z_max)`), analytic Gaussian mechanism (Balle & Wang 2018):
 //!   `(ε, δ)`-DP;
 //! * [`SketchNoise::Laplace`]: ℓ1 sensitivity `2·(Σ_a β_a)·(1 + d R_w)` with the per-feature
@@ -30,6 +31,9 @@ use crate::scratch::{check_scratch, try_filled};
 use crate::softmax_tree::{
     QueryPolicy, SoftmaxTreeParams, TaylorFeatureMap, Temperature, clamp_private, taylor_exp,
 };
+
+/// Relative margin on the sensitivities for floating-point rounding in `P(k)` and its norms.
+pub const SENSITIVITY_MARGIN: f64 = 1.0 + 1e-9;
 
 /// The noise added to the sketch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -124,7 +128,10 @@ impl MomentSketchParams {
         match self.noise {
             SketchNoise::Gaussian => {
                 let ts = taylor_exp(map.z_max(self.radius), map.degree());
-                let sens = 2.0 * libm::sqrt(ts) * libm::sqrt(1.0 + d * rw * rw);
+                // The computed ‖P(k)‖² can exceed the computed T_s(z_max) by rounding (about
+                // r ulps); the margin covers it.
+                let sens =
+                    2.0 * libm::sqrt(ts) * libm::sqrt(1.0 + d * rw * rw) * SENSITIVITY_MARGIN;
                 let sigma = analytic_gaussian_sigma(
                     self.budget.epsilon().get(),
                     self.budget.delta().get(),
@@ -135,7 +142,7 @@ impl MomentSketchParams {
             SketchNoise::Laplace => {
                 let mut beta = try_filled(map.features(), 0.0, "feature bounds")?;
                 map.feature_bounds_into(self.radius, &mut beta)?;
-                let sens = 2.0 * beta.iter().sum::<f64>() * (1.0 + d * rw);
+                let sens = 2.0 * beta.iter().sum::<f64>() * (1.0 + d * rw) * SENSITIVITY_MARGIN;
                 Ok((sens, sens / self.budget.epsilon().get()))
             }
         }

@@ -166,6 +166,8 @@ impl DpTreeSoftmaxAdaptive {
         )?;
         let depth = leaf_count(keys.rows())?.trailing_zeros();
         let budget = params.copy_budget(1.0, l, r, depth)?;
+        // A vacuous composed guarantee is refused before the data is read.
+        crate::accounting::composition::basic_composition_k(budget.achieved()?, l as u64)?;
         let gamma = map.range(params.tree.radius);
         let spec = StructureSpec { weight_bound: params.tree.weight_bound, budget };
         let mut built = build_structures(

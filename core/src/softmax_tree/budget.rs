@@ -18,6 +18,8 @@ use crate::sampling::TruncatedLaplace;
 pub enum Accounting {
     /// Algorithm 3 as printed: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)` per feature
     /// structure, `(ε_S/3, δ_S/3)` for `D_0`. It spends about `2ε_S/3 + O(c²)` (OQ15).
+    /// With relaxed parameters (`c` up to 0.7, large `ε`) it can exceed the nominal budget;
+    /// only [`SoftmaxBudget::achieved`] is authoritative.
     #[default]
     Paper,
     /// `[EXT]` E2: the feature structures share `(2ε_S/3, 2δ_S/3)` with `ε_D` the largest

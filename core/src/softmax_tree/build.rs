@@ -87,6 +87,9 @@ pub(crate) fn build_structures(
     copies: usize,
     stream: Option<&KeyedStream>,
 ) -> Result<Vec<Vec<SoftmaxCopy>>> {
+    if copies == 0 {
+        return Err(Error::OutOfRange { name: "copies", value: 0.0, allowed: ">= 1" });
+    }
     let n = keys.rows();
     let r = map.features();
     let n_leaves = super::tree_arena::leaf_count(n)?;
@@ -98,6 +101,20 @@ pub(crate) fn build_structures(
     )?;
     check_capacity(0, total)?;
     let clamp_keys = stream.is_some();
+    // Every public check (the samplers' parameters) before the private scatter.
+    let mut noise: Vec<([TruncatedLaplace; 3], [TruncatedLaplace; 3])> = Vec::new();
+    if stream.is_some() {
+        noise.try_reserve_exact(specs.len()).map_err(|_| Error::AllocationFailed {
+            what: "softmax-tree samplers",
+            elements: specs.len(),
+        })?;
+        for spec in specs {
+            noise.push((
+                samplers(|q| spec.budget.feature_tlap(q, gamma, spec.weight_bound))?,
+                samplers(|_| spec.budget.ones_tlap(spec.weight_bound))?,
+            ));
+        }
+    }
 
     // Exact sums, one set per structure.
     let mut exact: Vec<(TreeArena, TreeArena)> = Vec::new();
@@ -117,6 +134,13 @@ pub(crate) fn build_structures(
             *xc = if clamp_keys { clamp_private(v, 0.0, radius) } else { v };
         }
         map.eval_into(&x, &mut u)?;
+        if clamp_keys {
+            // Rounding can put a computed feature an ulp above the computed Γ; clamping keeps
+            // every feature inside the range the sensitivities 2 R_w Γ^q are computed for.
+            for ui in u.iter_mut() {
+                *ui = ui.clamp(0.0, gamma);
+            }
+        }
         for (b, &ui) in bins.iter_mut().zip(&u) {
             *b = bin(ui, gamma, n_leaves);
         }
@@ -148,7 +172,8 @@ pub(crate) fn build_structures(
         what: "softmax-tree structures",
         elements: specs.len(),
     })?;
-    for (s, (spec, (mut feat, mut ones))) in specs.iter().zip(exact).enumerate() {
+    // Arenas wipe themselves when dropped, so an error below leaves no exact sums behind.
+    for (s, (mut feat, mut ones)) in exact.into_iter().enumerate() {
         feat.build_sums();
         ones.build_sums();
         let mut row = Vec::new();
@@ -159,30 +184,16 @@ pub(crate) fn build_structures(
         let finish = |mut f: TreeArena, mut o: TreeArena, j: usize| -> Result<SoftmaxCopy> {
             if let Some(stream) = stream {
                 let base = ((s * copies + j) * (r + 1)) as u128 * tree_len as u128;
-                let fs = samplers(|q| spec.budget.feature_tlap(q, gamma, spec.weight_bound))?;
-                let os = samplers(|_| spec.budget.ones_tlap(spec.weight_bound))?;
-                let noised = f
-                    .add_noise(&fs, stream, base)
-                    .and_then(|()| o.add_noise(&os, stream, base + (r as u128) * tree_len as u128));
-                if let Err(e) = noised {
-                    f.wipe();
-                    o.wipe();
-                    return Err(e);
-                }
+                let (fs, os) = &noise[s];
+                f.add_noise(fs, stream, base)?;
+                o.add_noise(os, stream, base + (r as u128) * tree_len as u128)?;
             }
             let p_wx = (0..r).map(|i| f.distance(i, 0.0, gamma)).sum();
             let s_w = o.distance(0, 0.0, 1.0);
             Ok(SoftmaxCopy { features: f, ones: o, p_wx, s_w })
         };
         for j in 0..copies.saturating_sub(1) {
-            match finish(feat.clone(), ones.clone(), j) {
-                Ok(c) => row.push(c),
-                Err(e) => {
-                    feat.wipe();
-                    ones.wipe();
-                    return Err(e);
-                }
-            }
+            row.push(finish(feat.try_clone()?, ones.try_clone()?, j)?);
         }
         // The last copy noises the exact arenas themselves: no un-noised sums survive.
         row.push(finish(feat, ones, copies - 1)?);

@@ -19,8 +19,8 @@
 //! **When the faithful mode is practical.** The structures hold `r = C(d+s, s)` features,
 //! each with `3(2N − 2)` noisy nodes, per copy: memory, not time, binds
 //! ([`estimate_cross_attention_bytes`](crate::dp_cross_attention::estimate_cross_attention_bytes)
-//! is available before building, and every constructor refuses configurations over its
-//! memory limit with [`Error::MemoryLimit`](crate::Error::MemoryLimit)). Realistically
+//! is available before building, and the softmax, adaptive and cross-attention constructors
+//! refuse configurations over their memory limit with [`Error::MemoryLimit`](crate::Error::MemoryLimit)). Realistically
 //! `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
 //! (seed-001 AC-12, reproduced by [`crate::dp_cross_attention::estimate_error`]).
 //!

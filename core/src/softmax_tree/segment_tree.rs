@@ -59,10 +59,11 @@ impl DpTree {
         stream: &KeyedStream,
     ) -> Result<Self> {
         crate::error::positive_finite("bound", bound)?;
-        let mut tree = Self::build(values, bound)?;
-        let depth = tree.arena.depth();
+        // Public checks first, so that no error can follow the private scatter.
+        let depth = leaf_count(values.len())?.trailing_zeros();
         let (eps, delta) = split_budget(budget, f64::from(depth));
         let tlap = TruncatedLaplace::new(2.0 * bound, eps, delta)?;
+        let mut tree = Self::build(values, bound)?;
         tree.arena.add_noise(&[tlap], stream, 0)?;
         tree.noise = Some(tlap);
         Ok(tree)

@@ -290,6 +290,7 @@ impl DpTreeSoftmax {
             depth,
             params.accounting,
         )?;
+        budget.achieved()?; // a vacuous composed guarantee is refused before the data is read
         let gamma = map.range(params.radius);
         let spec = StructureSpec { weight_bound: params.weight_bound, budget };
         let mut built = build_structures(

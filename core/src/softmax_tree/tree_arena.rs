@@ -180,9 +180,32 @@ impl TreeArena {
         z
     }
 
-    /// Overwrites the arena with zeros (used when a build fails half-way).
+    /// Overwrites the arena with zeros.
     pub(crate) fn wipe(&mut self) {
         self.nodes.fill(0.0);
+        core::hint::black_box(&mut self.nodes);
+    }
+
+    /// A copy made with fallible allocation (arenas can be gigabytes).
+    pub(crate) fn try_clone(&self) -> Result<Self> {
+        let mut nodes = try_filled(self.nodes.len(), 0.0, "tree nodes")?;
+        nodes.copy_from_slice(&self.nodes);
+        Ok(Self {
+            n_leaves: self.n_leaves,
+            depth: self.depth,
+            moments: self.moments,
+            trees: self.trees,
+            nodes,
+        })
+    }
+}
+
+impl Drop for TreeArena {
+    /// Arenas hold exact private sums until they are noised; every arena is wiped when
+    /// dropped, so an error path never leaves them in freed memory (best effort: the write is
+    /// kept alive with `black_box`).
+    fn drop(&mut self) {
+        self.wipe();
     }
 }
 

@@ -93,10 +93,12 @@ impl DpTreeDistance {
     ) -> Result<Self> {
         params.check()?;
         let n_leaves = leaf_count(x.len())?;
-        let mut s = Self::build(x, w, n_leaves, params, true)?;
+        // Public checks first, so that no error can follow the private scatter.
         let m = params.p as usize + 1;
-        let (eps, delta) = split_budget(params.budget, (m as f64) * f64::from(s.arena.depth()));
+        let depth = n_leaves.trailing_zeros();
+        let (eps, delta) = split_budget(params.budget, (m as f64) * f64::from(depth));
         let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
+        let mut s = Self::build(x, w, n_leaves, params, true)?;
         s.arena.add_noise(&samplers[..m], stream, 0)?;
         for (v, t) in s.node_variance.iter_mut().zip(&samplers[..m]) {
             *v = t.variance();
@@ -295,6 +297,9 @@ impl DpTreeHighDim {
         );
         let delta_k = div_down(params.budget.delta().get(), df);
         let per_coordinate = PrivacyBudget::new(eps_k, delta_k)?;
+        let depth = n_leaves.trailing_zeros();
+        let (eps, delta) = split_budget(per_coordinate, (m as f64) * f64::from(depth));
+        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
         let mut arena = TreeArena::zeroed(d, m, n_leaves)?;
         for (k, &wk) in w.iter().enumerate() {
             let wk = clamp_private(wk, -params.weight_bound, params.weight_bound);
@@ -309,8 +314,6 @@ impl DpTreeHighDim {
             }
         }
         arena.build_sums();
-        let (eps, delta) = split_budget(per_coordinate, (m as f64) * f64::from(arena.depth()));
-        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
         arena.add_noise(&samplers[..m], stream, 0)?;
         let mut node_variance = [0.0; MAX_MOMENTS];
         for (v, t) in node_variance.iter_mut().zip(&samplers[..m]) {
