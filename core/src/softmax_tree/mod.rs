@@ -20,8 +20,8 @@
 //! each with `3(2N − 2)` noisy nodes, per copy: memory, not time, binds
 //! ([`estimate_cross_attention_bytes`](crate::dp_cross_attention::estimate_cross_attention_bytes)
 //! is available before building, and the softmax, adaptive and cross-attention constructors
-//! refuse configurations over their memory limit with [`Error::MemoryLimit`](crate::Error::MemoryLimit)). Realistically
-//! `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
+//! refuse configurations over their memory limit with [`Error::MemoryLimit`]).
+//! Realistically `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
 //! (seed-001 AC-12, reproduced by [`crate::dp_cross_attention::estimate_error`]).
 //!
 //! Every structure is built from a keyed ChaCha20 stream: node noise is addressed by the
