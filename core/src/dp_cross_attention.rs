@@ -28,11 +28,10 @@ use crate::error::{Error, Result};
 use crate::matrix_view::{MatMut, MatRef};
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
-use crate::scratch::check_scratch;
 use crate::softmax_tree::{
     AdaptiveParams, Copies, SoftmaxBudget, SoftmaxCopy, SoftmaxTreeParams, StructureSpec,
     TaylorFeatureMap, build_structures, check_memory, estimate_bytes, leaf_count, median_answer,
-    prepare_query, taylor_max, uniform_noise_std, worst_case_noise_bound,
+    query_features, taylor_max, uniform_noise_std, worst_case_noise_bound,
 };
 
 /// How the total budget is divided between the `d + 1` structures.
@@ -299,10 +298,9 @@ impl DpCrossAttention {
                 got: out.len(),
             });
         }
-        check_scratch(scratch.len(), self.query_scratch_len())?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        let (yy, answers) = rest.split_at_mut(d);
-        prepare_query(&self.params.adaptive, &self.map, q, yy, u)?;
+        let a = &self.params.adaptive;
+        let (u, answers) =
+            query_features(&a.tree, &self.map, a.snap_to_net, q, scratch, self.copies())?;
         let raw = median_answer(&self.structures[0], u, self.gamma, answers);
         let nonpositive = raw.is_nan() || raw <= 0.0;
         let den = if self.params.clamp_outputs {

@@ -199,6 +199,16 @@ pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
     }
 }
 
+/// `x ∈ (0, 1)`, or [`Error::OutOfRange`] naming `name`.
+#[inline]
+pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<()> {
+    if x > 0.0 && x < 1.0 {
+        Ok(())
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "(0, 1)" })
+    }
+}
+
 /// `x ∈ [0, ∞)`, or [`Error::OutOfRange`] naming `name`.
 #[inline]
 pub(crate) fn nonneg_finite(name: &'static str, x: f64) -> Result<f64> {

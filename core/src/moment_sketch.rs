@@ -27,9 +27,10 @@ use crate::error::{Error, Result, mul_size};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Epsilon, PrivacyBudget};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, Laplace};
-use crate::scratch::{check_scratch, try_filled};
+use crate::scratch::try_filled;
 use crate::softmax_tree::{
-    QueryPolicy, SoftmaxTreeParams, TaylorFeatureMap, Temperature, clamp_private, taylor_exp,
+    QueryPolicy, SoftmaxTreeParams, TaylorFeatureMap, Temperature, clamp_private, query_features,
+    taylor_exp,
 };
 
 /// Relative margin on the sensitivities for floating-point rounding in `P(k)` and its norms.
@@ -333,11 +334,7 @@ impl MomentSketch {
                 got: out.len(),
             });
         }
-        check_scratch(scratch.len(), self.query_scratch_len())?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        let yy = &mut rest[..d];
-        self.params.tree_params().query_point(q, yy)?;
-        self.map.eval_into(yy, u)?;
+        let (u, _) = query_features(&self.params.tree_params(), &self.map, false, q, scratch, 0)?;
         let cols = d + 1;
         let proj = |c: usize| -> f64 {
             u.iter().enumerate().map(|(i, &ui)| ui * self.sketch[i * cols + c]).sum()

@@ -197,6 +197,29 @@ pub fn advanced_composition(step: PrivacyBudget, k: u64, slack: Delta) -> Result
     Ok(PrivacyBudget::from_parts(eps, delta))
 }
 
+/// The tighter of [`basic_composition_k`] and [`advanced_composition`] for `k` `(ε, δ)`-DP
+/// steps: basic composition when its ε is no larger (its δ, `kδ`, is then smaller too),
+/// else advanced composition with slack `δ'`. Both are valid; this reports the better one.
+///
+/// ```
+/// use dpattn_core::{Delta, PrivacyBudget};
+/// use dpattn_core::accounting::composition::tighter_composition;
+/// let slack = Delta::new(1e-6)?;
+/// // Two steps: basic (0.2) beats advanced (√(4 ln 10⁶)·0.1 + …).
+/// assert_eq!(tighter_composition(PrivacyBudget::new(0.1, 0.0)?, 2, slack)?.epsilon().get(), 0.2);
+/// // 100 steps: advanced (6.308) beats basic (10).
+/// assert!(tighter_composition(PrivacyBudget::new(0.1, 0.0)?, 100, slack)?.epsilon().get() < 6.31);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`advanced_composition`] and [`basic_composition_k`].
+pub fn tighter_composition(step: PrivacyBudget, k: u64, slack: Delta) -> Result<PrivacyBudget> {
+    let adv = advanced_composition(step, k, slack)?;
+    let basic = basic_composition_k(step, k)?;
+    Ok(if basic.epsilon().get() <= adv.epsilon().get() { basic } else { adv })
+}
+
 /// The largest per-step ε such that `k` mechanisms, each `(ε, δ)`-DP, compose to
 /// `ε_total` — the inverse of [`advanced_composition`], rounded down.
 ///

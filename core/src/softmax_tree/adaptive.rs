@@ -18,14 +18,11 @@ use crate::error::{Error, Result};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
-use crate::scratch::check_scratch;
 
-use super::budget::{
-    Copies, SoftmaxBudget, copy_count, net_resolution, snap_to_net, softmax_budget,
-};
+use super::budget::{Copies, SoftmaxBudget, copy_count, softmax_budget};
 use super::build::{SoftmaxCopy, StructureSpec, build_structures};
 use super::feature_map::TaylorFeatureMap;
-use super::softmax::{SoftmaxTreeParams, check_memory, copy_noise_variance};
+use super::softmax::{SoftmaxTreeParams, check_memory, copy_noise_variance, query_features};
 use super::tree_arena::leaf_count;
 
 /// Parameters of the adaptive structures (and of DPCrossAttention).
@@ -220,10 +217,7 @@ impl DpTreeSoftmaxAdaptive {
     /// # Errors
     /// [`Error::ScratchTooSmall`]; bad queries.
     pub fn query_into(&self, y: &[f64], scratch: &mut [f64]) -> Result<f64> {
-        check_scratch(scratch.len(), self.query_scratch_len())?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        let (yy, answers) = rest.split_at_mut(self.map.dim());
-        self.prepare(y, yy, u)?;
+        let (u, answers) = self.features(y, scratch)?;
         Ok(median_answer(&self.copies, u, self.gamma, answers))
     }
 
@@ -244,8 +238,7 @@ impl DpTreeSoftmaxAdaptive {
     pub fn copy_noise_variance(&self, y: &[f64]) -> Result<f64> {
         let mut scratch =
             crate::scratch::try_filled(self.query_scratch_len(), 0.0, "query scratch")?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        self.prepare(y, &mut rest[..self.map.dim()], u)?;
+        let (u, _) = self.features(y, &mut scratch)?;
         copy_noise_variance(
             &self.budget,
             u,
@@ -255,26 +248,12 @@ impl DpTreeSoftmaxAdaptive {
         )
     }
 
-    fn prepare(&self, y: &[f64], yy: &mut [f64], u: &mut [f64]) -> Result<()> {
-        prepare_query(&self.params, &self.map, y, yy, u)
+    fn features<'s>(
+        &self,
+        y: &[f64],
+        scratch: &'s mut [f64],
+    ) -> Result<(&'s [f64], &'s mut [f64])> {
+        let p = &self.params;
+        query_features(&p.tree, &self.map, p.snap_to_net, y, scratch, self.copies.len())
     }
-}
-
-/// Validates/clamps the public query, snaps it if configured, and evaluates `P(y)`.
-pub(crate) fn prepare_query(
-    params: &AdaptiveParams,
-    map: &TaylorFeatureMap,
-    y: &[f64],
-    yy: &mut [f64],
-    u: &mut [f64],
-) -> Result<()> {
-    params.tree.query_point(y, yy)?;
-    if params.snap_to_net {
-        let r = params.tree.radius;
-        let step = 2.0 * net_resolution(map.dim(), r, params.tree.eps_s);
-        for v in yy.iter_mut() {
-            *v = snap_to_net(*v, step, r);
-        }
-    }
-    map.eval_into(yy, u)
 }

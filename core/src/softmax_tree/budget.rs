@@ -5,7 +5,7 @@
 //! achieved totals up).
 
 use crate::accounting::composition::{
-    advanced_composition, advanced_composition_step_epsilon, basic_composition, basic_composition_k,
+    advanced_composition_step_epsilon, basic_composition, tighter_composition,
 };
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result};
@@ -161,10 +161,7 @@ impl SoftmaxBudget {
     /// # Errors
     /// Propagates the accountant's errors.
     pub fn achieved_features(&self) -> Result<PrivacyBudget> {
-        let r = self.features as u64;
-        let adv = advanced_composition(self.distance, r, Delta::new(self.slack)?)?;
-        let basic = basic_composition_k(self.distance, r)?;
-        Ok(if basic.epsilon().get() <= adv.epsilon().get() { basic } else { adv })
+        tighter_composition(self.distance, self.features as u64, Delta::new(self.slack)?)
     }
 
     /// The `TLap` of feature tree `q ∈ 0..3` with range `Γ` and weight bound `R_w`:
@@ -173,6 +170,8 @@ impl SoftmaxBudget {
     /// # Errors
     /// [`Error::OutOfRange`] when the node δ exceeds 1/2.
     pub fn feature_tlap(&self, q: u32, gamma: f64, weight_bound: f64) -> Result<TruncatedLaplace> {
+        // ((2R_w)·Γ)·Γ…: the same order as the data's ((w·u)·u)…, so by monotone rounding no
+        // computed leaf contribution exceeds half the computed sensitivity.
         let mut sens = 2.0 * weight_bound;
         for _ in 0..q {
             sens *= gamma;

@@ -152,15 +152,10 @@ pub(crate) fn build_structures(
                 raw
             };
             let (feat, ones) = &mut exact[s];
-            for i in 0..r {
-                let leaf = feat.leaf_mut(i, bins[i]);
-                leaf[0] += w;
-                leaf[1] += w * u[i];
-                leaf[2] += w * u[i] * u[i];
+            for (i, (&j, &ui)) in bins.iter().zip(&u).enumerate() {
+                feat.add_point(i, j, w, ui);
             }
-            for m in ones.leaf_mut(0, ones_bin) {
-                *m += w;
-            }
+            ones.add_point(0, ones_bin, w, 1.0);
         }
     }
     x.fill(0.0);

@@ -53,9 +53,9 @@ pub use softmax::{DpTreeSoftmax, QueryPolicy, SoftmaxTreeParams, Temperature};
 pub use tree_arena::{bin, leaf_count};
 pub use tree_distance::{DistanceParams, DpTreeDistance, DpTreeHighDim, HighDimParams};
 
-pub(crate) use adaptive::{median_answer, prepare_query};
+pub(crate) use adaptive::median_answer;
 pub(crate) use build::{SoftmaxCopy, StructureSpec, build_structures, estimate_bytes};
-pub(crate) use softmax::{check_memory, taylor_max};
+pub(crate) use softmax::{check_memory, query_features, taylor_max};
 
 use crate::directed_rounding::div_down;
 use crate::error::{Error, Result};

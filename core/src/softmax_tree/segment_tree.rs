@@ -86,7 +86,7 @@ impl DpTree {
         let n_leaves = leaf_count(values.len())?;
         let mut arena = TreeArena::zeroed(1, 1, n_leaves)?;
         for (j, &v) in values.iter().enumerate() {
-            arena.leaf_mut(0, j)[0] = clamp_private(v, -bound, bound);
+            arena.add_point(0, j, clamp_private(v, -bound, bound), 1.0);
         }
         arena.build_sums();
         Ok(Self { arena, noise: None })

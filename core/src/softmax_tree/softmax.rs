@@ -15,17 +15,16 @@
 
 use alloc::vec::Vec;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, open_unit};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
 use crate::scratch::check_scratch;
 
-use super::budget::{Accounting, SoftmaxBudget, softmax_budget};
+use super::budget::{Accounting, SoftmaxBudget, net_resolution, snap_to_net, softmax_budget};
 use super::build::{SoftmaxCopy, StructureSpec, build_structures, estimate_bytes};
 use super::feature_map::{TaylorFeatureMap, min_degree, taylor_exp};
 use super::tree_arena::{bin, leaf_count};
-use super::tree_distance::check_open_unit;
 
 /// The kernel temperature `τ` of `exp(τ⟨x, y⟩)`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -102,8 +101,8 @@ impl SoftmaxTreeParams {
         if strict && eps > 1.0 {
             return Err(Error::OutOfRange { name: "epsilon", value: eps, allowed: "(0, 1]" });
         }
-        check_open_unit("delta", self.budget.delta().get())?;
-        check_open_unit("delta_prime", self.delta_prime)?;
+        open_unit("delta", self.budget.delta().get())?;
+        open_unit("delta_prime", self.delta_prime)?;
         let c_ok =
             if strict { self.c > 0.0 && self.c < 0.1 } else { self.c > 0.0 && self.c <= 0.7 };
         if self.accounting == Accounting::Paper && !c_ok {
@@ -349,11 +348,7 @@ impl DpTreeSoftmax {
     /// # Errors
     /// [`Error::ScratchTooSmall`]; bad queries per [`QueryPolicy`].
     pub fn query_into(&self, y: &[f64], scratch: &mut [f64]) -> Result<f64> {
-        check_scratch(scratch.len(), self.query_scratch_len())?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        let yy = &mut rest[..self.map.dim()];
-        self.params.query_point(y, yy)?;
-        self.map.eval_into(yy, u)?;
+        let (u, _) = query_features(&self.params, &self.map, false, y, scratch, 0)?;
         Ok(self.copy.answer(u, self.gamma))
     }
 
@@ -374,10 +369,7 @@ impl DpTreeSoftmax {
     pub fn noise_variance(&self, y: &[f64]) -> Result<f64> {
         let mut scratch =
             crate::scratch::try_filled(self.query_scratch_len(), 0.0, "query scratch")?;
-        let (u, rest) = scratch.split_at_mut(self.map.features());
-        let yy = &mut rest[..self.map.dim()];
-        self.params.query_point(y, yy)?;
-        self.map.eval_into(yy, u)?;
+        let (u, _) = query_features(&self.params, &self.map, false, y, &mut scratch, 0)?;
         copy_noise_variance(
             &self.budget,
             u,
@@ -427,4 +419,31 @@ fn _assert_send_sync() {
     fn is<T: Send + Sync>() {}
     is::<DpTreeSoftmax>();
     is::<Vec<SoftmaxCopy>>();
+}
+
+/// Splits `scratch` into `P(y)` (`r`), the validated public query (`d`) and `extra` more
+/// elements, after validating (or clamping, per [`QueryPolicy`](super::QueryPolicy)) `y`,
+/// snapping it to the net when `snap` is set, and evaluating `P(y)`: the preamble of every
+/// query of this module, of DPCrossAttention and of the moment sketch.
+pub(crate) fn query_features<'s>(
+    params: &SoftmaxTreeParams,
+    map: &TaylorFeatureMap,
+    snap: bool,
+    y: &[f64],
+    scratch: &'s mut [f64],
+    extra: usize,
+) -> Result<(&'s [f64], &'s mut [f64])> {
+    let (r, d) = (map.features(), map.dim());
+    check_scratch(scratch.len(), r + d + extra)?;
+    let (u, rest) = scratch.split_at_mut(r);
+    let (yy, tail) = rest.split_at_mut(d);
+    params.query_point(y, yy)?;
+    if snap {
+        let step = 2.0 * net_resolution(d, params.radius, params.eps_s);
+        for v in yy.iter_mut() {
+            *v = snap_to_net(*v, step, params.radius);
+        }
+    }
+    map.eval_into(yy, u)?;
+    Ok((u, &mut tail[..extra]))
 }

@@ -104,11 +104,16 @@ impl TreeArena {
         &self.nodes[o..o + self.moments]
     }
 
-    /// The leaf of bin `j` of `tree`, for the exact-sum scatter before [`Self::build_sums`].
+    /// Adds a point of value `x` and weight `w` to the leaf of bin `j` of `tree`: moment `q`
+    /// gains `w·x^q` (the exact-sum scatter before [`Self::build_sums`]).
     #[inline]
-    pub(crate) fn leaf_mut(&mut self, tree: usize, j: usize) -> &mut [f64] {
+    pub(crate) fn add_point(&mut self, tree: usize, j: usize, w: f64, x: f64) {
         let o = self.offset(tree, self.n_leaves + j);
-        &mut self.nodes[o..o + self.moments]
+        let mut pw = w;
+        for s in &mut self.nodes[o..o + self.moments] {
+            *s += pw;
+            pw *= x;
+        }
     }
 
     /// Every internal node (depths 1..L−1) := the exact sum of its children.

@@ -18,9 +18,9 @@
 //! `R_w (ρ/N)^p` per such point. The noise variance is exactly
 //! `Σ_q (C(p,q) y^{p−q})² · L · Var_TLap(Δ_q, ε/((p+1)L), δ/((p+1)L))` (§4.6).
 
-use crate::accounting::composition::{advanced_composition, basic_composition_k};
+use crate::accounting::composition::tighter_composition;
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
-use crate::error::{Error, Result, positive_finite};
+use crate::error::{Error, Result, open_unit, positive_finite};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Delta, PrivacyBudget};
 use crate::sampling::KeyedStream;
@@ -161,12 +161,7 @@ impl DpTreeDistance {
             } else {
                 (xk, wk)
             };
-            let leaf = arena.leaf_mut(0, bin(xk, params.range, n_leaves));
-            let mut pw = wk;
-            for s in leaf.iter_mut() {
-                *s += pw;
-                pw *= xk;
-            }
+            arena.add_point(0, bin(xk, params.range, n_leaves), wk, xk);
         }
         arena.build_sums();
         Ok(Self { arena, params: *params, node_variance: [0.0; MAX_MOMENTS] })
@@ -279,8 +274,8 @@ impl DpTreeHighDim {
             budget: params.budget,
         }
         .check()?;
-        check_open_unit("delta_prime", params.delta_prime)?;
-        check_open_unit("c", params.c)?;
+        open_unit("delta_prime", params.delta_prime)?;
+        open_unit("c", params.c)?;
         let (n, d) = (x.rows(), x.cols());
         if w.len() != n {
             return Err(Error::ShapeMismatch { arg: "w", axis: "len", expected: n, got: w.len() });
@@ -305,12 +300,7 @@ impl DpTreeHighDim {
             let wk = clamp_private(wk, -params.weight_bound, params.weight_bound);
             for (c, &xv) in x.row(k).iter().enumerate() {
                 let xv = clamp_private(xv, 0.0, params.range);
-                let leaf = arena.leaf_mut(c, bin(xv, params.range, n_leaves));
-                let mut pw = wk;
-                for s in leaf.iter_mut() {
-                    *s += pw;
-                    pw *= xv;
-                }
+                arena.add_point(c, bin(xv, params.range, n_leaves), wk, xv);
             }
         }
         arena.build_sums();
@@ -333,11 +323,11 @@ impl DpTreeHighDim {
     /// # Errors
     /// Propagates the accountant's errors.
     pub fn achieved_privacy(&self) -> Result<PrivacyBudget> {
-        let d = self.dim as u64;
-        let adv =
-            advanced_composition(self.per_coordinate, d, Delta::new(self.params.delta_prime)?)?;
-        let basic = basic_composition_k(self.per_coordinate, d)?;
-        Ok(if basic.epsilon().get() <= adv.epsilon().get() { basic } else { adv })
+        tighter_composition(
+            self.per_coordinate,
+            self.dim as u64,
+            Delta::new(self.params.delta_prime)?,
+        )
     }
 
     /// The noisy `Σ_i w_i ‖y − x_i‖_p^p`; `y ∈ [0, R]^d` (public, validated).
@@ -371,14 +361,5 @@ impl DpTreeHighDim {
             check_query_value("y", v, self.params.range)?;
         }
         Ok(())
-    }
-}
-
-/// `x ∈ (0, 1)`.
-pub(crate) fn check_open_unit(name: &'static str, x: f64) -> Result<()> {
-    if x > 0.0 && x < 1.0 {
-        Ok(())
-    } else {
-        Err(Error::OutOfRange { name, value: x, allowed: "(0, 1)" })
     }
 }
