@@ -200,6 +200,7 @@ pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
 }
 
 /// `x ∈ (0, 1)`, or [`Error::OutOfRange`] naming `name`.
+#[cfg(feature = "alloc")]
 #[inline]
 pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<()> {
     if x > 0.0 && x < 1.0 {
