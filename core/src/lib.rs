@@ -60,6 +60,7 @@ pub mod matrix_view;
 pub mod moment_sketch;
 pub mod nalgebra_interop;
 pub mod noisy_attention;
+pub mod noisy_head;
 pub mod output_perturbation;
 pub mod privacy_params;
 pub mod reference_attention;

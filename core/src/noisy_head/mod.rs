@@ -1,0 +1,62 @@
+//! NoisyHead: differentially private pretraining of a linear attention head for in-context
+//! linear regression (paper 004, Bonnerjee–Yeon–Asch–Nandy–Ghosal, "How Private is Your
+//! Attention? Bridging Privacy with In-Context Learning"; spec `shared/spec/seed-004.md`).
+//!
+//! **What it releases.** A linear attention head whose off-diagonal blocks are zero predicts
+//! `ŷ = ⟨Γ, Z⟩ = uᵀΓv` from a prompt's rank-one summary `Z = u vᵀ`, `u` the query token,
+//! `v = L⁻¹Σᵢ yᵢxᵢ` (§1.2). NoisyHead (Algorithm 1, [`noisy_head()`]) clips labels to `±C`,
+//! projects each `Z_k` on the Frobenius ball of radius `G`, and runs `T` steps of
+//! projected gradient descent on a ridge objective with Gaussian noise `N(0, s²)` on every
+//! entry of every iterate, releasing `Γ̂ = Γ^T`.
+//!
+//! **Guarantee** (Theorem 3.2, §2.4): `(ε, δ)`-DP when `σ ≥ 2G(C + RG)`, with
+//! `s = η0·T·σ·√(2 ln(1.25T/δ))/(εN)`: each step is a classical Gaussian mechanism at
+//! `(ε/T, δ/T)` and basic composition adds them up. The classical mechanism is proven only
+//! for `ε/T < 1`; the paper does not say so, the library enforces it
+//! ([`NoisyHeadParams::validate`]). `Γ⁰`, `C, G, R, λ, η0, T` and `σ` must not depend on the
+//! private prompts; `T` is fixed before the run ([`schedule`]).
+//!
+//! **Neighbour relation and unit: one whole prompt**, replaced (all `L + 1` tokens, the
+//! labels and the query target); `N` is public (Def. 3.1, erratum 30). Test prompts are not
+//! protected. See `docs/PRIVACY.md` §5.
+//!
+//! **Paper errors followed by the spec's fixes.** The head computes `⟨w22(W11^{KQ})ᵀ, Z⟩`,
+//! so the exported `W11^{KQ}` is `Γᵀ` ([`export_attention`], erratum 1); the descent
+//! minimises ridge with `2λ`, not `λ` (erratum 3; [`ridge`] takes the λ you want); the
+//! printed `T` rule is negative (erratum 7; [`schedule::t_low_dim_code`]); `G` has two
+//! printed forms and `Π_G` is active far more often than the proof claims (erratum 9,
+//! [`GForm`]); the robustness figure's rising ridge curve is a floating-point artefact
+//! (erratum 21, [`RidgeSolver::Qr`]); the early-stopping U needs a random start (erratum
+//! 22); basic composition is loose (erratum 26, opt-in [`Accounting::Zcdp`]).
+//!
+//! **Cost.** Per step `4ND²` flops in [`Form::Streaming`] or `2D⁴` in [`Form::Gram`] after
+//! a one-off `ND⁴`; memory `N(2D+1) + O(D²)` (`+ D⁴` for Gram), all caller scratch.
+//!
+//! ```
+//! use dpattn_core::noisy_head::{presets, schedule::mean_field_excess_risk};
+//! let p = presets::low_dim(4000, 1.0)?;
+//! // Spec §4.2: the mean-field prediction of the excess risk at N = 4000, ε = 1 is 0.05016.
+//! let risk = mean_field_excess_risk(&p, 0.1, 0.0)?;
+//! assert!((risk / 0.05016 - 1.0).abs() < 2e-3);
+//! # Ok::<(), dpattn_core::Error>(())
+//! ```
+
+mod features;
+mod linear_head;
+mod params;
+pub mod presets;
+mod release;
+#[cfg(feature = "alloc")]
+mod ridge;
+pub mod schedule;
+mod simulation;
+mod train;
+
+pub use features::{Features, Prompts, private_features, prompt_from_embedding, raw_features};
+pub use linear_head::{export_attention, linear_attention_head, linear_attention_head_scratch_len};
+pub use params::{Accounting, Diagnostics, GForm, NoisyHeadParams, Radii};
+pub use release::{noisy_head, noisy_head_scratch_len};
+#[cfg(feature = "alloc")]
+pub use ridge::{RidgeSolver, ridge};
+pub use simulation::{corrupt_prompt, excess_risk, generate_prompts, random_start, test_mse};
+pub use train::{Form, gradient_step, gram_build, predict, train_nonprivate};

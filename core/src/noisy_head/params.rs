@@ -1,0 +1,306 @@
+//! Public hyper-parameters of NoisyHead, their validation and the privacy calibration
+//! (spec seed-004 §2.4, §3.2 eq. (4.1), §5.3, §5.7).
+//!
+//! **Guarantee.** [`NoisyHeadParams::validate`] accepts only parameter sets for which
+//! Theorem 3.2 holds as proven: `σ ≥ σ_min = 2G(C + RG)` (rounded up) and a per-step
+//! budget `ε/T < 1`, where the classical Gaussian mechanism the proof uses is valid
+//! (Dwork–Roth Thm A.1; the paper leaves this unstated). Every parameter here must be
+//! chosen without looking at the private prompts.
+
+use crate::PrivacyBudget;
+use crate::accounting::ledger::Charge;
+use crate::accounting::zcdp::{Rho, zcdp_rho_for};
+use crate::calibration::gaussian_mechanism::classical_gaussian_sigma;
+use crate::directed_rounding::{add_up, mul_up};
+use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
+
+/// How the per-entry noise standard deviation `s` is calibrated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accounting {
+    /// Algorithm 1 as printed: each of the `T` steps is a classical Gaussian mechanism at
+    /// `(ε/T, δ/T)`, composed with basic composition (Theorem 3.2). The ledger is charged
+    /// `Charge::Approx(ε, δ)`. Every number of the paper's experiments uses this.
+    #[default]
+    Paper,
+    /// **Our extension, not the paper's** (spec §2.4, erratum 26): the `T` steps are
+    /// Gaussian mechanisms composed in zCDP, with total `ρ` the largest that converts to
+    /// `(ε, δ)` ([`zcdp_rho_for`]). Same guarantee, far less noise (≈7.5× smaller `s` at
+    /// `T = 44`); the ledger is charged `Charge::Zcdp(ρ)`. Never mix with reproduction runs:
+    /// it changes every number of the paper's figures.
+    Zcdp,
+}
+
+/// All public inputs of Algorithm 1 (spec §2.2, §5.3). Build one by hand or with
+/// [`presets`](super::presets), then call [`validate`](Self::validate).
+///
+/// ```
+/// use dpattn_core::noisy_head::presets;
+/// // Spec U3/U4: the low-dimensional preset at N = 1000, ε = 1.
+/// let p = presets::low_dim(1000, 1.0)?;
+/// assert_eq!((p.d, p.l, p.iters), (5, 31, 44));
+/// assert!((p.noise_std()? / 1.6880798479843007 - 1.0).abs() < 1e-12);
+/// p.validate()?;
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoisyHeadParams {
+    /// Token dimension `D` (`Γ` is `D × D`).
+    pub d: usize,
+    /// Prompt length `L` (labelled context tokens per prompt).
+    pub l: usize,
+    /// Number of training prompts `N` (public: neighbours *replace* one prompt).
+    pub n: usize,
+    /// Ridge parameter `λ ≥ 0`.
+    pub lambda: f64,
+    /// Step size `η0 > 0`; must satisfy `η0 < 2/(2λ + G²)` (the descent is stable).
+    pub eta0: f64,
+    /// Number of iterations `T ≥ 1`, fixed before the run (spec §2.5, erratum 27).
+    pub iters: u32,
+    /// Label clipping bound `C > 0`.
+    pub clip_c: f64,
+    /// Projection radius `G > 0` of each `Z_k`.
+    pub proj_g: f64,
+    /// Projection radius `R > 0` of the iterate `Γ`.
+    pub proj_r: f64,
+    /// Noise scale `σ ≥ σ_min = 2G(C + RG)`.
+    pub sigma: f64,
+    /// `ε > 0` of the whole release.
+    pub epsilon: f64,
+    /// `δ ∈ (0, 1)` of the whole release.
+    pub delta: f64,
+    /// How `s` is calibrated (default [`Accounting::Paper`]).
+    pub accounting: Accounting,
+}
+
+/// Data-independent flags about a parameter set that are allowed but worth knowing
+/// (spec §5.7 "soft diagnostics").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Diagnostics {
+    /// `η0` lies in Theorem 4.1's interval `(λ/(c(2λ+G²)²), λ/(2λ+G²)²)` for `c = 100`.
+    /// The paper's low-dimensional presets exceed the upper end by ≈2× (erratum 6).
+    pub eta0_in_theorem_interval: bool,
+    /// Theorem 4.1's upper end `λ/(2λ+G²)²`.
+    pub eta0_theorem_upper: f64,
+    /// The contraction factor of the noiseless map, `a = 1 − 2λη0`.
+    pub contraction: f64,
+}
+
+impl NoisyHeadParams {
+    /// `σ_min = 2G(C + RG)`, rounded up (Theorem 3.2).
+    pub fn sigma_min(&self) -> f64 {
+        mul_up(2.0 * self.proj_g, add_up(self.clip_c, mul_up(self.proj_r, self.proj_g)))
+    }
+
+    /// The ℓ2 (Frobenius) sensitivity of one gradient step under replace-one neighbours,
+    /// `2η0(RG² + CG)/N = η0·σ_min/N` (eq. A.1), rounded up. The noise is calibrated to
+    /// the larger `η0·σ/N`.
+    pub fn sensitivity(&self) -> f64 {
+        mul_up(self.eta0, self.sigma_min()) / self.n as f64 * (1.0 + 2.0 * f64::EPSILON)
+    }
+
+    /// The per-entry standard deviation `s` of the noise `z_t`.
+    ///
+    /// [`Accounting::Paper`]: `s = η0·T·σ·√(2 ln(1.25T/δ)) / (ε N)`, i.e. the classical
+    /// Gaussian mechanism at `(ε/T, δ/T)` with sensitivity `η0σ/N` (rounded up).
+    /// [`Accounting::Zcdp`]: `s = (η0σ/N)·√(T/(2ρ))` with `ρ` = [`Self::zcdp_rho`].
+    ///
+    /// # Errors
+    /// Those of [`validate`](Self::validate) that concern `ε, δ, η0, σ, N, T`.
+    pub fn noise_std(&self) -> Result<f64> {
+        self.check_privacy_inputs()?;
+        let t = f64::from(self.iters);
+        let step_sens = self.eta0 * self.sigma / self.n as f64 * (1.0 + 2.0 * f64::EPSILON);
+        match self.accounting {
+            Accounting::Paper => {
+                classical_gaussian_sigma(self.epsilon / t, self.delta / t, step_sens)
+            }
+            Accounting::Zcdp => {
+                let rho = self.zcdp_rho()?.get();
+                let s = step_sens * libm::sqrt(t / (2.0 * rho)) * (1.0 + 4.0 * f64::EPSILON);
+                positive_finite("noise std", s)?;
+                Ok(s)
+            }
+        }
+    }
+
+    /// The total zCDP parameter `ρ` of the release under [`Accounting::Zcdp`]: the largest
+    /// `ρ` whose conversion gives `(ε, δ)`.
+    ///
+    /// # Errors
+    /// `ε`, `δ` out of range.
+    pub fn zcdp_rho(&self) -> Result<Rho> {
+        zcdp_rho_for(PrivacyBudget::new(self.epsilon, self.delta)?)
+    }
+
+    /// What a ledger is charged for one release: `Charge::Approx(ε, δ)` under
+    /// [`Accounting::Paper`], `Charge::Zcdp(ρ)` under [`Accounting::Zcdp`].
+    ///
+    /// # Errors
+    /// `ε`, `δ` out of range.
+    pub fn charge<const K: usize>(&self) -> Result<Charge<K>> {
+        Ok(match self.accounting {
+            Accounting::Paper => Charge::Approx(PrivacyBudget::new(self.epsilon, self.delta)?),
+            Accounting::Zcdp => Charge::Zcdp(self.zcdp_rho()?),
+        })
+    }
+
+    /// Checks every hard rule of spec §5.7; all of them depend on public inputs only.
+    ///
+    /// # Errors
+    /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `ε, C, G, R, σ, η0` not
+    ///   positive and finite; `δ ∉ (0, 1)`; `λ` negative or not finite.
+    /// * [`Error::Infeasible`]: `σ < σ_min` (Theorem 3.2); `ε/T ≥ 1` under
+    ///   [`Accounting::Paper`] (classical Gaussian mechanism outside its proven range: use
+    ///   more iterations, a smaller ε, or [`Accounting::Zcdp`]); `η0 ≥ 2/(2λ + G²)` (the
+    ///   descent diverges and `Π_R` would hide it).
+    /// * [`Error::SizeOverflow`]: `D²`, `N·L·D` or `T·D²` overflow.
+    pub fn validate(&self) -> Result<()> {
+        for (name, v) in [("d", self.d), ("l", self.l), ("n", self.n)] {
+            if v == 0 {
+                return Err(Error::OutOfRange { name, value: 0.0, allowed: "[1, inf)" });
+            }
+        }
+        self.check_privacy_inputs()?;
+        positive_finite("clip_c", self.clip_c)?;
+        positive_finite("proj_g", self.proj_g)?;
+        positive_finite("proj_r", self.proj_r)?;
+        nonneg_finite("lambda", self.lambda)?;
+        let d2 = mul_size(self.d, self.d, "D²")?;
+        mul_size(mul_size(self.n, self.l, "N·L")?, self.d, "N·L·D")?;
+        mul_size(d2, self.iters as usize, "T·D²")?;
+        let sigma_min = self.sigma_min();
+        if !sigma_min.is_finite() || self.sigma < sigma_min {
+            return Err(Error::Infeasible {
+                condition: "Theorem 3.2: σ ≥ σ_min = 2G(C + RG)",
+                lhs: self.sigma,
+                rhs: sigma_min,
+            });
+        }
+        let limit = 2.0 / (2.0 * self.lambda + self.proj_g * self.proj_g);
+        if self.eta0 >= limit {
+            return Err(Error::Infeasible {
+                condition: "stable descent: η0 < 2/(2λ + G²)",
+                lhs: self.eta0,
+                rhs: limit,
+            });
+        }
+        self.noise_std().map(|_| ())
+    }
+
+    fn check_privacy_inputs(&self) -> Result<()> {
+        if self.iters == 0 {
+            return Err(Error::OutOfRange { name: "iters", value: 0.0, allowed: "[1, inf)" });
+        }
+        if self.n == 0 {
+            return Err(Error::OutOfRange { name: "n", value: 0.0, allowed: "[1, inf)" });
+        }
+        positive_finite("epsilon", self.epsilon)?;
+        positive_finite("eta0", self.eta0)?;
+        positive_finite("sigma", self.sigma)?;
+        if !(self.delta > 0.0 && self.delta < 1.0) {
+            return Err(Error::OutOfRange { name: "delta", value: self.delta, allowed: "(0, 1)" });
+        }
+        let per_step = self.epsilon / f64::from(self.iters);
+        if self.accounting == Accounting::Paper && per_step >= 1.0 {
+            return Err(Error::Infeasible {
+                condition: "classical Gaussian mechanism per step: ε/T < 1",
+                lhs: per_step,
+                rhs: 1.0,
+            });
+        }
+        Ok(())
+    }
+
+    /// The soft diagnostics of spec §5.7 (never an error).
+    pub fn diagnostics(&self) -> Diagnostics {
+        let denom = 2.0 * self.lambda + self.proj_g * self.proj_g;
+        let upper = self.lambda / (denom * denom);
+        Diagnostics {
+            eta0_in_theorem_interval: self.eta0 < upper && self.eta0 > upper / 100.0,
+            eta0_theorem_upper: upper,
+            contraction: 1.0 - 2.0 * self.lambda * self.eta0,
+        }
+    }
+}
+
+/// Which printed form of the projection radius `G` to use (spec erratum 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GForm {
+    /// Eq. (4.1): `G = (C/√L)(1 + √(ln(N/κ))/D)`.
+    Theorem41,
+    /// Proof (A.11): `G = (C/√L)(1 + (ln(N/κ)/D²)^{1/4})`; what the paper's experiments use.
+    Proof,
+}
+
+/// The clipping and projection radii of Theorem 4.1 (spec §3.2 eq. (4.1)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Radii {
+    /// Label clip `C = √(2ν ln(NL/κ))`, `ν = 1 + τ²`.
+    pub c: f64,
+    /// Projection radius of each `Z_k` (see [`GForm`]).
+    pub g: f64,
+    /// Test-prompt radius `G0 = (C/√L)(1 + √(ln(1/κ))/D)` (used only by the risk bound).
+    pub g0: f64,
+    /// Iterate radius `R = r_scale · C²√(N/L)/λ · (1 + √(ln(1/κ))/D)`.
+    pub r: f64,
+}
+
+impl Radii {
+    /// Eq. (4.1) with the constant of `R` set to `r_scale` (1 in the theorem). The
+    /// experiments use `κ = 1`, `τ² = 0` and [`GForm::Proof`].
+    ///
+    /// ```
+    /// use dpattn_core::noisy_head::{GForm, Radii};
+    /// // Spec U4, low-dim N = 1000: L = 31, D = 5, λ = 5.
+    /// let r = Radii::theorem41(1000, 31, 5, 5.0, 0.0, 1.0, GForm::Proof, 1.0)?;
+    /// assert!((r.c / 4.547909955895627 - 1.0).abs() < 1e-12);
+    /// assert!((r.g / 1.4090448880154893 - 1.0).abs() < 1e-12);
+    /// assert!((r.r / 23.494860120883494 - 1.0).abs() < 1e-12);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for zero sizes, `λ ≤ 0`, `τ² < 0`, `κ ∉ (0, 1]`,
+    /// `r_scale ≤ 0`, or `NL/κ ≤ 1` (then `C` is not defined).
+    #[allow(clippy::too_many_arguments)]
+    pub fn theorem41(
+        n: usize,
+        l: usize,
+        d: usize,
+        lambda: f64,
+        tau2: f64,
+        kappa: f64,
+        gform: GForm,
+        r_scale: f64,
+    ) -> Result<Self> {
+        for (name, v) in [("n", n), ("l", l), ("d", d)] {
+            if v == 0 {
+                return Err(Error::OutOfRange { name, value: 0.0, allowed: "[1, inf)" });
+            }
+        }
+        positive_finite("lambda", lambda)?;
+        positive_finite("r_scale", r_scale)?;
+        let tau2 = nonneg_finite("tau2", tau2)?;
+        if !(kappa > 0.0 && kappa <= 1.0) {
+            return Err(Error::OutOfRange { name: "kappa", value: kappa, allowed: "(0, 1]" });
+        }
+        let (nf, lf, df) = (n as f64, l as f64, d as f64);
+        let log_nl = libm::log(nf * lf / kappa);
+        if log_nl <= 0.0 {
+            return Err(Error::OutOfRange {
+                name: "n·l/kappa",
+                value: nf * lf / kappa,
+                allowed: "(1, inf)",
+            });
+        }
+        let c = libm::sqrt(2.0 * (1.0 + tau2) * log_nl);
+        let base = c / libm::sqrt(lf);
+        let log_n = libm::log(nf / kappa);
+        let g = match gform {
+            GForm::Theorem41 => base * (1.0 + libm::sqrt(log_n) / df),
+            GForm::Proof => base * (1.0 + libm::sqrt(libm::sqrt(log_n / (df * df)))),
+        };
+        let conf = 1.0 + libm::sqrt(libm::log(1.0 / kappa)) / df;
+        Ok(Self { c, g, g0: base * conf, r: r_scale * c * c * libm::sqrt(nf / lf) / lambda * conf })
+    }
+}
