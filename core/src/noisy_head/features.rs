@@ -6,8 +6,9 @@
 //! sensitivity bound of Theorem 3.2 needs; no error ever depends on prompt content.
 //! Sanitisation is deterministic: a NaN label becomes 0 before clipping, ±∞ labels clip to
 //! ±C, and a prompt whose query or summary is not finite contributes `Z̃_k = 0` (its target
-//! is still clipped). `Π_G` keeps a relative margin of `4·2⁻⁵²` inside the ball so that
-//! rounding never pushes `‖Z̃_k‖_F` above `G`.
+//! is still clipped; a NaN anywhere in a query or a context token counts as not finite).
+//! `Π_G` keeps a relative margin of `(2D + 8)·2⁻⁵²` inside the ball so that rounding never
+//! pushes the exact `‖Z̃_k‖_F` of the stored factors above `G`.
 
 use crate::MatRef;
 use crate::error::{Error, Result, mul_size};
@@ -87,20 +88,24 @@ impl<'a> Prompts<'a> {
     pub fn d(&self) -> usize {
         self.d
     }
-    /// Context token `i` of prompt `k` (`D` values). Panics if out of range.
+    /// Context token `i` of prompt `k` (`D` values).
+    ///
+    /// # Panics
+    /// If `k ≥ N` or `i ≥ L`.
     pub fn context_x(&self, k: usize, i: usize) -> &'a [f64] {
+        assert!(k < self.n && i < self.l, "prompt {k}, token {i} out of range");
         let at = (k * self.l + i) * self.d;
         &self.ctx_x[at..at + self.d]
     }
-    /// The `L` context labels of prompt `k`.
+    /// The `L` context labels of prompt `k`. Panics if `k ≥ N`.
     pub fn context_y(&self, k: usize) -> &'a [f64] {
         &self.ctx_y[k * self.l..(k + 1) * self.l]
     }
-    /// The query token of prompt `k`.
+    /// The query token of prompt `k`. Panics if `k ≥ N`.
     pub fn query_x(&self, k: usize) -> &'a [f64] {
         &self.query_x[k * self.d..(k + 1) * self.d]
     }
-    /// The query target of prompt `k`.
+    /// The query target of prompt `k`. Panics if `k ≥ N`.
     pub fn query_y(&self, k: usize) -> f64 {
         self.query_y[k]
     }
@@ -176,18 +181,29 @@ impl<'a> Features<'a> {
     pub fn d(&self) -> usize {
         self.d
     }
-    /// `(u_k, v_k, t_k)`.
+    /// `(u_k, v_k, t_k)`. Panics if `k ≥ N`.
     pub fn get(&self, k: usize) -> (&'a [f64], &'a [f64], f64) {
         let r = k * self.d..(k + 1) * self.d;
         (&self.u[r.clone()], &self.v[r], self.t[k])
     }
 }
 
-/// Euclidean norm with scaling, finite whenever every entry is (no overflow for
-/// 1e300-sized entries, no underflow to 0 for tiny ones).
+/// Euclidean norm with scaling: finite whenever every entry is finite and the norm is
+/// representable (no overflow for 1e300-sized entries, no underflow to 0 for tiny ones);
+/// NaN if any entry is NaN, +∞ if any is infinite. The computed value is within a relative
+/// `(len + 2)·2⁻⁵³` of the exact norm.
 pub(crate) fn scaled_norm(x: &[f64]) -> f64 {
-    let m = x.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    if m == 0.0 || !m.is_finite() {
+    let mut m = 0.0f64;
+    for v in x {
+        let a = v.abs();
+        if a.is_nan() {
+            return f64::NAN;
+        }
+        if a > m {
+            m = a;
+        }
+    }
+    if m == 0.0 || m.is_infinite() {
         return m;
     }
     let s: f64 = x.iter().map(|v| (v / m) * (v / m)).sum();
@@ -199,9 +215,23 @@ pub(crate) fn clip_label(y: f64, c: f64) -> f64 {
     if y.is_nan() { 0.0 } else { y.clamp(-c, c) }
 }
 
-/// Relative margin kept inside the projection balls: rounding of the scale and of the
-/// later products stays below it, so `‖·‖_F ≤ radius` holds for the computed values.
-pub(crate) const PROJECTION_MARGIN: f64 = 1.0 - 4.0 * f64::EPSILON;
+/// Relative margin kept inside a projection ball for a vector of `len` entries: the
+/// computed norm errs by at most `(len + 2)·2⁻⁵³` relative and the rescaling by `2⁻⁵³` per
+/// entry, so a vector scaled to `radius · margin(len)` by its computed norm has exact norm
+/// `≤ radius` (and one left alone because its computed norm is `≤ radius · margin(len)`
+/// too).
+pub(crate) fn margin(len: usize) -> f64 {
+    1.0 - (len as f64 + 8.0) * f64::EPSILON
+}
+
+/// The range `[1e-100, 1e100]` allowed for `C`, `G` and `R`: far from underflow and
+/// overflow in every product the step forms (`RG²`, `CG`, `G·margin`).
+pub(crate) fn check_radius(name: &'static str, x: f64) -> Result<()> {
+    if !(1e-100..=1e100).contains(&x) {
+        return Err(Error::OutOfRange { name, value: x, allowed: "[1e-100, 1e100]" });
+    }
+    Ok(())
+}
 
 /// Writes `u = x_q`, `v = L⁻¹ Σᵢ yᵢ xᵢ` for one prompt, with labels clipped to `±C` when
 /// `clip` is `Some(C)`; returns `(‖u‖, ‖v‖)` (scaled norms).
@@ -236,9 +266,11 @@ fn check_out(p: &Prompts<'_>, u: &[f64], v: &[f64], t: &[f64]) -> Result<()> {
 }
 
 /// The private summaries of Algorithm 1: `u_k = x_{k,L+1}`,
-/// `v_k = ρ_k · L⁻¹ Σᵢ clip_C(y_{k,i}) x_{k,i}` with `ρ_k = min(1, G/(‖u_k‖‖v_k‖))` (so
-/// `u_k v_kᵀ = Π_G(Z_k)`), `t_k = clip_C(y_{k,L+1})`, with the sanitisation of the module
-/// doc. `u`, `v` are `N·D`, `t` is `N`.
+/// `v_k = L⁻¹ Σᵢ clip_C(y_{k,i}) x_{k,i}`, `t_k = clip_C(y_{k,L+1})`, and when
+/// `‖u_k‖‖v_k‖ > G` the factors are replaced by `u_k/‖u_k‖` and `G·v_k/‖v_k‖` (so
+/// `u_k v_kᵀ = Π_G(Z_k)` in every case; the paper's `ρ_k`-scaling of `v_k` is the same
+/// matrix), with the sanitisation and margin of the module doc. `u`, `v` are `N·D`, `t`
+/// is `N`.
 ///
 /// ```
 /// use dpattn_core::noisy_head::{Prompts, private_features};
@@ -253,8 +285,8 @@ fn check_out(p: &Prompts<'_>, u: &[f64], v: &[f64], t: &[f64]) -> Result<()> {
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`] for `C` or `G` not positive and finite; [`Error::ShapeMismatch`]
-/// for output lengths. Never because of prompt content.
+/// [`Error::OutOfRange`] for `C` or `G` outside `[1e-100, 1e100]`;
+/// [`Error::ShapeMismatch`] for output lengths. Never because of prompt content.
 pub fn private_features(
     p: &Prompts<'_>,
     clip_c: f64,
@@ -263,23 +295,30 @@ pub fn private_features(
     v: &mut [f64],
     t: &mut [f64],
 ) -> Result<()> {
-    crate::error::positive_finite("clip_c", clip_c)?;
-    crate::error::positive_finite("proj_g", proj_g)?;
+    check_radius("clip_c", clip_c)?;
+    check_radius("proj_g", proj_g)?;
     check_out(p, u, v, t)?;
     let d = p.d;
+    // Both factors are measured with 2D entries' worth of rounding in the product.
+    let m = margin(2 * d);
     for k in 0..p.n {
         let (uk, vk) = (&mut u[k * d..(k + 1) * d], &mut v[k * d..(k + 1) * d]);
         let (nu, nv) = summarise(p, k, Some(clip_c), uk, vk);
         t[k] = clip_label(p.query_y(k), clip_c);
-        if !(nu.is_finite() && nv.is_finite()) {
+        let finite = nu.is_finite() && nv.is_finite();
+        if !finite || nu == 0.0 || nv == 0.0 {
+            // Not finite: sanitised to Z̃_k = 0. A zero factor: Z_k = 0 already.
             uk.fill(0.0);
             vk.fill(0.0);
             continue;
         }
-        // ‖u‖·‖v‖ > G, evaluated without forming the (possibly overflowing) product.
-        if nu > 0.0 && nv > proj_g / nu {
-            let rho = (proj_g / nu) / nv * PROJECTION_MARGIN;
-            vk.iter_mut().for_each(|x| *x *= rho);
+        // ‖u‖·‖v‖ > G·m, evaluated without forming the (possibly overflowing) product.
+        if nv > proj_g * m / nu {
+            // Π_G with both factors well scaled: û = u/‖u‖, ṽ = (v/‖v‖)·G·m, so
+            // û ṽᵀ = Π_G(Z) up to the margin and no intermediate is subnormal.
+            let gm = proj_g * m;
+            uk.iter_mut().for_each(|x| *x /= nu);
+            vk.iter_mut().for_each(|x| *x = *x / nv * gm);
         }
     }
     Ok(())

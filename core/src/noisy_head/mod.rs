@@ -58,5 +58,8 @@ pub use params::{Accounting, Diagnostics, GForm, NoisyHeadParams, Radii};
 pub use release::{noisy_head, noisy_head_scratch_len};
 #[cfg(feature = "alloc")]
 pub use ridge::{RidgeSolver, ridge};
-pub use simulation::{corrupt_prompt, excess_risk, generate_prompts, random_start, test_mse};
+pub use simulation::{
+    RANDOM_START_FIRST_ELEMENT, corrupt_prompt, excess_risk, generate_prompts, random_start,
+    test_mse,
+};
 pub use train::{Form, gradient_step, gram_build, predict, train_nonprivate};

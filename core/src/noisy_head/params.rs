@@ -7,6 +7,7 @@
 //! (Dwork–Roth Thm A.1; the paper leaves this unstated). Every parameter here must be
 //! chosen without looking at the private prompts.
 
+use super::features::check_radius;
 use crate::PrivacyBudget;
 use crate::accounting::ledger::Charge;
 use crate::accounting::zcdp::{Rho, zcdp_rho_for};
@@ -24,8 +25,9 @@ pub enum Accounting {
     Paper,
     /// **Our extension, not the paper's** (spec §2.4, erratum 26): the `T` steps are
     /// Gaussian mechanisms composed in zCDP, with total `ρ` the largest that converts to
-    /// `(ε, δ)` ([`zcdp_rho_for`]). Same guarantee, far less noise (≈7.5× smaller `s` at
-    /// `T = 44`); the ledger is charged `Charge::Zcdp(ρ)`. Never mix with reproduction runs:
+    /// `(ε, δ)` ([`zcdp_rho_for`], the CKS20 conversion). Same guarantee, far less noise:
+    /// ≈9× smaller `s` at the low-dimensional preset (`T = 44`, `ε = 1`, `δ = 1e-5`; the
+    /// spec's 7.5× uses the looser BS16 conversion). The ledger is charged `Charge::Zcdp(ρ)`. Never mix with reproduction runs:
     /// it changes every number of the paper's figures.
     Zcdp,
 }
@@ -147,8 +149,9 @@ impl NoisyHeadParams {
     /// Checks every hard rule of spec §5.7; all of them depend on public inputs only.
     ///
     /// # Errors
-    /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `ε, C, G, R, σ, η0` not
-    ///   positive and finite; `δ ∉ (0, 1)`; `λ` negative or not finite.
+    /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `ε, σ, η0` not positive and
+    ///   finite; `C, G, R` outside `[1e-100, 1e100]` (keeps every product of the step far
+    ///   from underflow and overflow); `δ ∉ (0, 1)`; `λ` negative or not finite.
     /// * [`Error::Infeasible`]: `σ < σ_min` (Theorem 3.2); `ε/T ≥ 1` under
     ///   [`Accounting::Paper`] (classical Gaussian mechanism outside its proven range: use
     ///   more iterations, a smaller ε, or [`Accounting::Zcdp`]); `η0 ≥ 2/(2λ + G²)` (the
@@ -161,9 +164,9 @@ impl NoisyHeadParams {
             }
         }
         self.check_privacy_inputs()?;
-        positive_finite("clip_c", self.clip_c)?;
-        positive_finite("proj_g", self.proj_g)?;
-        positive_finite("proj_r", self.proj_r)?;
+        check_radius("clip_c", self.clip_c)?;
+        check_radius("proj_g", self.proj_g)?;
+        check_radius("proj_r", self.proj_r)?;
         nonneg_finite("lambda", self.lambda)?;
         let d2 = mul_size(self.d, self.d, "D²")?;
         mul_size(mul_size(self.n, self.l, "N·L")?, self.d, "N·L·D")?;
@@ -229,6 +232,8 @@ pub enum GForm {
     /// Eq. (4.1): `G = (C/√L)(1 + √(ln(N/κ))/D)`.
     Theorem41,
     /// Proof (A.11): `G = (C/√L)(1 + (ln(N/κ)/D²)^{1/4})`; what the paper's experiments use.
+    /// Only `G` changes: `R` and `G0` always use the (4.1) form (the same as (A.12), (A.13)
+    /// at `κ = 1`).
     Proof,
 }
 

@@ -70,7 +70,7 @@ fn assemble(
 /// ```
 ///
 /// # Errors
-/// `n < 2`, or `ε` such that the parameters fail [`NoisyHeadParams::validate`] (e.g.
+/// `n ∉ [2, 2⁵²]`, or `ε` such that the parameters fail [`NoisyHeadParams::validate`] (e.g.
 /// `ε/T ≥ 1`).
 pub fn low_dim(n: usize, epsilon: f64) -> Result<NoisyHeadParams> {
     min_n(n)?;
@@ -122,10 +122,10 @@ pub fn early_stopping(n: usize, iters: u32, epsilon: f64) -> Result<NoisyHeadPar
 /// `C²√(N/L)/λ`, 1000× larger and pure noise). The paper's run is `robustness(5000, 500, 0.5)`.
 ///
 /// # Errors
-/// As [`low_dim`]; also `n < 3` (then `⌊ln N⌋ = 0`).
+/// As [`low_dim`], with `n ≥ 3` (else `⌊ln N⌋ = 0`).
 pub fn robustness(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams> {
-    if n < 3 {
-        return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[3, inf)" });
+    if !(3..=1 << 52).contains(&n) {
+        return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[3, 2^52]" });
     }
     let (d, lambda) = (5, 0.01);
     let mut radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
@@ -135,8 +135,8 @@ pub fn robustness(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams> {
 }
 
 fn min_n(n: usize) -> Result<()> {
-    if n < 2 {
-        return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[2, inf)" });
+    if !(2..=1 << 52).contains(&n) {
+        return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[2, 2^52]" });
     }
     Ok(())
 }

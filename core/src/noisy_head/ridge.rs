@@ -23,7 +23,9 @@ use crate::scratch::try_filled;
 /// How [`ridge`] solves eq. (2.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RidgeSolver {
-    /// Cholesky of `λN·I + ZᵀZ` (`D⁴` memory, `≈ND⁴ + D⁶/3` flops). For honest data.
+    /// Cholesky of `λN·I + ZᵀZ` (`D⁴` memory, `≈ND⁴ + D⁶/3` flops). For honest data; it
+    /// refuses numerically singular systems, such as the paper's robustness attack with
+    /// labels of size `α ≳ 1e7` (condition number `∝ α²/(Nλ)`): use [`RidgeSolver::Qr`].
     Cholesky,
     /// Householder QR of the `(N + D²) × D²` matrix `[Z; √(λN)·I]`. For adversarial data.
     Qr,
@@ -35,6 +37,17 @@ fn not_definite(lambda: f64) -> Error {
         lhs: lambda,
         rhs: 0.0,
     }
+}
+
+/// [`not_definite`] unless every pivot exceeds `D²·2⁻⁵²` times the largest (the usual
+/// numerical-rank tolerance).
+fn rank_check(pivots: &[f64], d2: usize, lambda: f64) -> Result<()> {
+    let max = pivots.iter().fold(0.0f64, |m, p| m.max(*p));
+    let tol = d2 as f64 * f64::EPSILON * max;
+    if !(max > 0.0 && max.is_finite()) || pivots.iter().any(|p| *p <= tol) {
+        return Err(not_definite(lambda));
+    }
+    Ok(())
 }
 
 /// `Γ*` of eq. (2.7) (`D × D`, row-major) for the features `f` (raw features for the
@@ -53,7 +66,8 @@ fn not_definite(lambda: f64) -> Error {
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for `λ < 0` or not finite; [`Error::Infeasible`] when the system
-/// is singular (only possible for `λ = 0`); [`Error::AllocationFailed`],
+/// is numerically singular (a pivot below `D²·2⁻⁵²` times the largest; with `λ = 0` and
+/// `N < D²`, for example) or the features are not finite; [`Error::AllocationFailed`],
 /// [`Error::SizeOverflow`].
 pub fn ridge(f: &Features<'_>, lambda: f64, solver: RidgeSolver) -> Result<Vec<f64>> {
     let lambda = nonneg_finite("lambda", lambda)?;
@@ -71,6 +85,10 @@ pub fn ridge(f: &Features<'_>, lambda: f64, solver: RidgeSolver) -> Result<Vec<f
                 a[(i, i)] += lambda;
             }
             let chol = a.cholesky().ok_or_else(|| not_definite(lambda))?;
+            let l = chol.l_dirty();
+            // A pivot below the rank tolerance means the system is numerically singular.
+            let pivots: Vec<f64> = (0..d2).map(|i| l[(i, i)] * l[(i, i)]).collect();
+            rank_check(&pivots, d2, lambda)?;
             chol.solve(&DVector::from_vec(b))
         }
         RidgeSolver::Qr => {
@@ -94,9 +112,8 @@ pub fn ridge(f: &Features<'_>, lambda: f64, solver: RidgeSolver) -> Result<Vec<f
             qr.q_tr_mul(&mut qty);
             let r = qr.r();
             let rhs = qty.rows(0, d2).into_owned();
-            if (0..d2).any(|i| r[(i, i)] == 0.0) {
-                return Err(not_definite(lambda));
-            }
+            let pivots: Vec<f64> = (0..d2).map(|i| r[(i, i)].abs()).collect();
+            rank_check(&pivots, d2, lambda)?;
             r.solve_upper_triangular(&rhs).ok_or_else(|| not_definite(lambda))?
         }
     };

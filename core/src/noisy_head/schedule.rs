@@ -65,9 +65,27 @@ pub fn t_from_r(r: f64, eta0: f64, lambda: f64) -> Result<u32> {
 }
 
 /// `E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of §1.1 (exact).
-pub fn expected_z_norm_sq(l: usize, d: usize, tau2: f64) -> f64 {
+///
+/// ```
+/// use dpattn_core::noisy_head::schedule::expected_z_norm_sq;
+/// assert_eq!(expected_z_norm_sq(1, 3, 0.5)?, 1.5);
+/// assert!(expected_z_norm_sq(0, 3, 0.0).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `l` or `d` zero or `τ²` negative / not finite.
+pub fn expected_z_norm_sq(l: usize, d: usize, tau2: f64) -> Result<f64> {
+    for (name, v) in [("l", l), ("d", d)] {
+        if v == 0 {
+            return Err(Error::OutOfRange { name, value: 0.0, allowed: "[1, inf)" });
+        }
+    }
+    if !(tau2 >= 0.0 && tau2.is_finite()) {
+        return Err(Error::OutOfRange { name: "tau2", value: tau2, allowed: "[0, inf)" });
+    }
     let (lf, df) = (l as f64, d as f64);
-    (1.0 + tau2) / lf + (lf - 1.0) / (lf * df)
+    Ok((1.0 + tau2) / lf + (lf - 1.0) / (lf * df))
 }
 
 /// The mean-field predictor of the expected excess risk `E[ℰ_test(T)]` (spec §4.6, our
@@ -110,7 +128,7 @@ pub fn mean_field_excess_risk(params: &NoisyHeadParams, c0: f64, tau2: f64) -> R
     let c0e = c0.min(cap);
     let a2t = libm::pow(a * a, f64::from(params.iters));
     let v = c0e * c0e * a2t + s * s * (1.0 - a2t) / (1.0 - a * a);
-    Ok(expected_z_norm_sq(params.l, params.d, tau2) * v.min(cap * cap))
+    Ok(expected_z_norm_sq(params.l, params.d, tau2)? * v.min(cap * cap))
 }
 
 /// The `T ∈ [1, max_iters]` that minimises [`mean_field_excess_risk`] (ties: the smallest),

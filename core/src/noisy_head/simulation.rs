@@ -149,21 +149,30 @@ pub fn corrupt_prompt(
     Ok(())
 }
 
+/// Element index where [`random_start`] begins reading its stream: `2⁶²`, far past any
+/// noise a release reads (`T·D² < 2⁶²`), so even a start drawn from the release's own
+/// `(key, stream)` is independent of the release's noise.
+pub const RANDOM_START_FIRST_ELEMENT: u64 = 1 << 62;
+
 /// A public random start `Γ⁰` with i.i.d. `N(0, c0²)` entries (the paper's code uses
-/// `c0 = 0.1`), element `i` of the keyed stream. Use a key that is not the release's.
-/// The release projects it with `Π_R`.
+/// `c0 = 0.1`): entry `i` is element `2⁶² + i` of the keyed stream
+/// ([`RANDOM_START_FIRST_ELEMENT`]). The release projects it with `Π_R`.
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for `c0` negative or not finite.
 pub fn random_start(out: &mut [f64], c0: f64, key: &NoiseKey, stream: u64) -> Result<()> {
     nonneg_finite("c0", c0)?;
-    Gaussian::STANDARD.fill_keyed(&KeyedStream::new(key, stream), 0, out)?;
+    Gaussian::STANDARD.fill_keyed(
+        &KeyedStream::new(key, stream),
+        RANDOM_START_FIRST_ELEMENT,
+        out,
+    )?;
     out.iter_mut().for_each(|x| *x *= c0);
     Ok(())
 }
 
 fn check_gamma(arg: &'static str, gamma: &[f64], d: usize) -> Result<()> {
-    check_len(arg, gamma.len(), d * d)
+    check_len(arg, gamma.len(), mul_size(d, d, "D²")?)
 }
 
 /// The excess risk of eq. (B.1): `n_test⁻¹ Σ_k ⟨Γ̂ − Γ*, Z_k⟩²` over test features (raw,

@@ -7,7 +7,7 @@
 //! `Γ ← (1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z_k⟩ − t_k)Z_k` is the gradient step of
 //! `(2N)⁻¹Σ(…)² + λ‖Γ‖²`, whose minimiser is ridge (2.7) with `2λ`, not `λ` (erratum 3).
 
-use super::features::{Features, PROJECTION_MARGIN, check_len};
+use super::features::{Features, check_len, margin};
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
 
 /// How the data term of the gradient is computed. Both give the same function of the data
@@ -152,9 +152,9 @@ impl Stepper<'_> {
 /// (module [`features`](super::features)). Returns whether it scaled.
 pub(crate) fn project_ball(gamma: &mut [f64], r: f64) -> bool {
     let n = super::features::scaled_norm(gamma);
-    if n > r {
-        let s = r / n * PROJECTION_MARGIN;
-        gamma.iter_mut().for_each(|x| *x *= s);
+    let rm = r * margin(gamma.len());
+    if n > rm {
+        gamma.iter_mut().for_each(|x| *x = *x / n * rm);
         true
     } else {
         false
@@ -183,7 +183,7 @@ pub fn gradient_step(
     lambda: f64,
     eta0: f64,
 ) -> Result<()> {
-    let d2 = f.d * f.d;
+    let d2 = mul_size(f.d, f.d, "D²")?;
     check_len("gamma", gamma.len(), d2)?;
     check_len("out", out.len(), d2)?;
     nonneg_finite("lambda", lambda)?;
@@ -216,7 +216,7 @@ pub fn train_nonprivate(
     scratch: &mut [f64],
     mut on_iter: impl FnMut(u32, &[f64]),
 ) -> Result<()> {
-    let d2 = f.d * f.d;
+    let d2 = mul_size(f.d, f.d, "D²")?;
     check_len("gamma", gamma.len(), d2)?;
     nonneg_finite("lambda", lambda)?;
     positive_finite("eta0", eta0)?;
