@@ -193,21 +193,29 @@ impl<'a> Features<'a> {
 /// NaN if any entry is NaN, +∞ if any is infinite. The computed value is within a relative
 /// `(len + 2)·2⁻⁵³` of the exact norm.
 pub(crate) fn scaled_norm(x: &[f64]) -> f64 {
+    let (m, root) = norm_parts(x);
+    if m == 0.0 || !m.is_finite() { m } else { m * root }
+}
+
+/// The norm as `max|xᵢ| · √(Σ (xᵢ/max)²)` without forming the product (which may
+/// overflow while both parts are finite): `(NaN, _)` if an entry is NaN, `(∞, _)` if one
+/// is infinite, `(0, 0)` for the zero vector.
+pub(crate) fn norm_parts(x: &[f64]) -> (f64, f64) {
     let mut m = 0.0f64;
     for v in x {
         let a = v.abs();
         if a.is_nan() {
-            return f64::NAN;
+            return (f64::NAN, f64::NAN);
         }
         if a > m {
             m = a;
         }
     }
     if m == 0.0 || m.is_infinite() {
-        return m;
+        return (m, 0.0);
     }
     let s: f64 = x.iter().map(|v| (v / m) * (v / m)).sum();
-    m * libm::sqrt(s)
+    (m, libm::sqrt(s))
 }
 
 /// `min(max(y, −C), C)` with NaN ↦ 0.

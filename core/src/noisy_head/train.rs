@@ -151,10 +151,13 @@ impl Stepper<'_> {
 /// `Π_R(Γ) = Γ·min(1, R/‖Γ‖_F)` in place, keeping the relative margin of the projections
 /// (module [`features`](super::features)). Returns whether it scaled.
 pub(crate) fn project_ball(gamma: &mut [f64], r: f64) -> bool {
-    let n = super::features::scaled_norm(gamma);
+    // ‖Γ‖ = m·root, compared and divided in two factors so a norm above f64::MAX with
+    // finite entries still projects to the sphere. Γ is finite here (checked start, finite
+    // steps), so m is finite.
+    let (m, root) = super::features::norm_parts(gamma);
     let rm = r * margin(gamma.len());
-    if n > rm {
-        gamma.iter_mut().for_each(|x| *x = *x / n * rm);
+    if m > 0.0 && root > rm / m {
+        gamma.iter_mut().for_each(|x| *x = *x / m / root * rm);
         true
     } else {
         false
