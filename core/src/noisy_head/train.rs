@@ -91,16 +91,27 @@ pub fn gram_build(f: &Features<'_>, h: &mut [f64], b: &mut [f64]) -> Result<()> 
     let d = f.d;
     for k in 0..f.n {
         let (u, v, t) = f.get(k);
-        for p in 0..d2 {
-            let zp = u[p / d] * v[p % d];
-            if zp == 0.0 {
-                continue;
-            }
-            b[p] += t * zp;
-            let row = &mut h[p * d2..(p + 1) * d2];
-            // Upper triangle only; mirrored below.
-            for q in p..d2 {
-                row[q] += zp * u[q / d] * v[q % d];
+        // Row p = (i1, j1) of the upper triangle: z_p · z_q for q = (i2, j2) ≥ p.
+        for (i1, &u1) in u.iter().enumerate() {
+            for (j1, &v1) in v.iter().enumerate() {
+                let zp = u1 * v1;
+                if zp == 0.0 {
+                    continue;
+                }
+                let p = i1 * d + j1;
+                b[p] += t * zp;
+                let row = &mut h[p * d2..(p + 1) * d2];
+                // The rest of row i1 of Z, then the full rows below it.
+                let zu = zp * u1;
+                for (hq, &v2) in row[p..(i1 + 1) * d].iter_mut().zip(&v[j1..]) {
+                    *hq += zu * v2;
+                }
+                for (i2, &u2) in u.iter().enumerate().skip(i1 + 1) {
+                    let zu = zp * u2;
+                    for (hq, &v2) in row[i2 * d..(i2 + 1) * d].iter_mut().zip(v) {
+                        *hq += zu * v2;
+                    }
+                }
             }
         }
     }
