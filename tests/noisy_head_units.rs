@@ -460,10 +460,9 @@ fn u1_adversarial_prompts_stay_inside_the_clip_and_projection_balls() {
     assert!(exact > 400, "only {exact} prompts checked exactly");
 }
 
-#[test]
-fn u1_release_projects_the_start_onto_the_r_ball() {
-    // Z̃ = 0 (queries 0), λ = 0 and a tiny η0 make one step ≈ the identity, so
-    // Γ¹ ≈ Π_R(Γ⁰): a start of norm 2R is halved, a start inside the ball is kept.
+/// One prompt with `Z̃ = 0` (query 0), `λ = 0`, `R = 1` and a tiny `η0`, so that one
+/// release step is `Γ¹ ≈ Π_R(Γ⁰)` (noise std below 1e-10).
+fn near_identity_step() -> (Data, NoisyHeadParams) {
     let (n, l, d) = (1, 1, 3);
     let mut data = Data::zeros(n, l, d);
     data.x.copy_from_slice(&[1.0, 0.0, 0.0]);
@@ -483,6 +482,15 @@ fn u1_release_projects_the_start_onto_the_r_ball() {
         delta: 1e-5,
         accounting: Accounting::Paper,
     };
+    (data, p)
+}
+
+#[test]
+fn u1_release_projects_the_start_onto_the_r_ball() {
+    // Z̃ = 0 (queries 0), λ = 0 and a tiny η0 make one step ≈ the identity, so
+    // Γ¹ ≈ Π_R(Γ⁰): a start of norm 2R is halved, a start inside the ball is kept.
+    let (data, p) = near_identity_step();
+    let d = p.d;
     let s = noise_std_formula(1e-12, 1.0, 4.0, 0.5, 1e-5, 1.0);
     assert!(s < 1e-10);
     let mut rng = Rng(0x0404);
@@ -508,25 +516,8 @@ fn u1_release_projects_the_start_onto_the_r_ball() {
 // (the norm overflowed to +∞ and `x / ∞ · R` is 0); the norm is now kept as max·root.
 #[test]
 fn u1_release_projects_a_start_whose_norm_overflows() {
-    let (n, l, d) = (1, 1, 3);
-    let mut data = Data::zeros(n, l, d);
-    data.x.copy_from_slice(&[1.0, 0.0, 0.0]);
-    data.y[0] = 0.5;
-    let p = NoisyHeadParams {
-        d,
-        l,
-        n,
-        lambda: 0.0,
-        eta0: 1e-12,
-        iters: 1,
-        clip_c: 1.0,
-        proj_g: 1.0,
-        proj_r: 1.0,
-        sigma: 4.0,
-        epsilon: 0.5,
-        delta: 1e-5,
-        accounting: Accounting::Paper,
-    };
+    let (data, p) = near_identity_step();
+    let d = p.d;
     // Π_R(Γ⁰) = R·Γ⁰/‖Γ⁰‖: R/3 in each of the 9 equal entries (‖Γ⁰‖ = 3·f64::MAX/2).
     let gamma0 = vec![f64::MAX / 2.0; d * d];
     let mut out = vec![0.0; d * d];

@@ -111,6 +111,21 @@ impl<'a> Prompts<'a> {
     }
 }
 
+/// `(D + 1, L + 1)` of an embedding `E`, which needs at least one feature and one context
+/// token besides the label row and the query column.
+pub(crate) fn embedding_shape(e: &MatRef<'_, f64>) -> Result<(usize, usize)> {
+    let (rows, cols) = (e.rows(), e.cols());
+    if rows < 2 || cols < 2 {
+        return Err(Error::ShapeMismatch {
+            arg: "e",
+            axis: "rows and cols",
+            expected: 2,
+            got: rows.min(cols),
+        });
+    }
+    Ok((rows, cols))
+}
+
 /// Copies one prompt from the paper's embedding `E ∈ ℝ^{(D+1)×(L+1)}` (eq. 2.1; column
 /// `i < L` is `(x_i; y_i)`, the last column is `(x_q; 0)`, any strides) into the flat
 /// layout of [`Prompts`]: `ctx_x` (`L·D`), `ctx_y` (`L`), `query_x` (`D`). The query target
@@ -125,15 +140,7 @@ pub fn prompt_from_embedding(
     ctx_y: &mut [f64],
     query_x: &mut [f64],
 ) -> Result<()> {
-    let (rows, cols) = (e.rows(), e.cols());
-    if rows < 2 || cols < 2 {
-        return Err(Error::ShapeMismatch {
-            arg: "e",
-            axis: "rows and cols",
-            expected: 2,
-            got: rows.min(cols),
-        });
-    }
+    let (rows, cols) = embedding_shape(&e)?;
     let (d, l) = (rows - 1, cols - 1);
     check_len("ctx_x", ctx_x.len(), d * l)?;
     check_len("ctx_y", ctx_y.len(), l)?;

@@ -7,7 +7,7 @@
 //! `ŷ = ⟨w22^{PV}(W11^{KQ})ᵀ, Z⟩`: the export writes `W11^{KQ} = Γᵀ` so that the head
 //! predicts exactly `uᵀΓv`.
 
-use super::features::check_len;
+use super::features::{check_len, embedding_shape};
 use crate::error::{Error, Result, mul_size};
 use crate::{MatMut, MatRef};
 
@@ -88,15 +88,7 @@ pub fn linear_attention_head(
     w_kq: MatRef<'_, f64>,
     scratch: &mut [f64],
 ) -> Result<()> {
-    let (rows, cols) = (e.rows(), e.cols());
-    if rows < 2 || cols < 2 {
-        return Err(Error::ShapeMismatch {
-            arg: "e",
-            axis: "rows and cols",
-            expected: 2,
-            got: rows.min(cols),
-        });
-    }
+    let (rows, cols) = embedding_shape(&e)?;
     for (arg, m) in [("w_pv", &w_pv), ("w_kq", &w_kq)] {
         if m.rows() != rows || m.cols() != rows {
             return Err(Error::ShapeMismatch {
