@@ -124,7 +124,7 @@ pub fn early_stopping(n: usize, iters: u32, epsilon: f64) -> Result<NoisyHeadPar
 /// # Errors
 /// As [`low_dim`], with `n ≥ 3` (else `⌊ln N⌋ = 0`).
 pub fn robustness(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams> {
-    if !(3..=1 << 52).contains(&n) {
+    if n < 3 || n as u64 > 1 << 52 {
         return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[3, 2^52]" });
     }
     let (d, lambda) = (5, 0.01);
@@ -135,7 +135,7 @@ pub fn robustness(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams> {
 }
 
 fn min_n(n: usize) -> Result<()> {
-    if !(2..=1 << 52).contains(&n) {
+    if n < 2 || n as u64 > 1 << 52 {
         return Err(Error::OutOfRange { name: "n", value: n as f64, allowed: "[2, 2^52]" });
     }
     Ok(())
