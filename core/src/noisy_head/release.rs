@@ -8,7 +8,7 @@
 
 use super::features::{Prompts, check_len, private_features};
 use super::params::NoisyHeadParams;
-use super::train::{Form, Stepper, gram_build, project_ball};
+use super::train::{Form, Stepper, project_ball};
 use crate::accounting::ledger::Ledger;
 use crate::error::{Error, Result, add_size, mul_size};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
@@ -86,8 +86,7 @@ pub fn noisy_head<const K: usize>(
             return Err(Error::ShapeMismatch { arg: "prompts", axis, expected, got });
         }
     }
-    let (n, d) = (params.n, params.d);
-    let d2 = d * d;
+    let d2 = params.d * params.d;
     check_len("out", out.len(), d2)?;
     check_len("gamma0", gamma0.len(), d2)?;
     if let Some(index) = gamma0.iter().position(|g| !g.is_finite()) {
@@ -101,8 +100,7 @@ pub fn noisy_head<const K: usize>(
     }
 
     let used = &mut scratch[..need];
-    let result =
-        run(out, gamma0, prompts, params, form, s, &KeyedStream::new(key, stream), used, n, d2);
+    let result = run(out, gamma0, prompts, params, form, s, &KeyedStream::new(key, stream), used);
     used.fill(0.0);
     result
 }
@@ -117,29 +115,16 @@ fn run(
     s: f64,
     ks: &KeyedStream,
     scratch: &mut [f64],
-    n: usize,
-    d2: usize,
 ) -> Result<()> {
-    let d = params.d;
+    let (n, d) = (params.n, params.d);
+    let d2 = d * d;
     let (u, rest) = scratch.split_at_mut(n * d);
     let (v, rest) = rest.split_at_mut(n * d);
     let (t, rest) = rest.split_at_mut(n);
     let (gamma, rest) = rest.split_at_mut(d2);
-    let (grad, rest) = rest.split_at_mut(d2);
-    let (next, rest) = rest.split_at_mut(d2);
     private_features(prompts, params.clip_c, params.proj_g, u, v, t)?;
     let f = super::Features::new(n, d, u, v, t)?;
-    let gram = match form {
-        Form::Streaming => None,
-        Form::Gram => {
-            let (h, rest) = rest.split_at_mut(d2 * d2);
-            let b = &mut rest[..d2];
-            gram_build(&f, h, b)?;
-            Some((&*h, &*b))
-        }
-    };
-    let stepper =
-        Stepper { f, a: 1.0 - 2.0 * params.lambda * params.eta0, eta0: params.eta0, gram };
+    let (stepper, grad, next) = Stepper::new(f, params.lambda, params.eta0, form, rest)?;
     gamma.copy_from_slice(gamma0);
     project_ball(gamma, params.proj_r);
     // After the step, `grad` is free and holds the standard normals of step t.

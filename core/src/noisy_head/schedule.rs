@@ -113,9 +113,7 @@ pub fn mean_field_excess_risk(params: &NoisyHeadParams, c0: f64, tau2: f64) -> R
     if !(c0 >= 0.0 && c0.is_finite()) {
         return Err(Error::OutOfRange { name: "c0", value: c0, allowed: "[0, inf)" });
     }
-    if !(tau2 >= 0.0 && tau2.is_finite()) {
-        return Err(Error::OutOfRange { name: "tau2", value: tau2, allowed: "[0, inf)" });
-    }
+    let ez2 = expected_z_norm_sq(params.l, params.d, tau2)?;
     let a = 1.0 - 2.0 * params.lambda * params.eta0;
     if a.is_nan() || a.abs() >= 1.0 {
         return Err(Error::OutOfRange {
@@ -128,7 +126,7 @@ pub fn mean_field_excess_risk(params: &NoisyHeadParams, c0: f64, tau2: f64) -> R
     let c0e = c0.min(cap);
     let a2t = libm::pow(a * a, f64::from(params.iters));
     let v = c0e * c0e * a2t + s * s * (1.0 - a2t) / (1.0 - a * a);
-    Ok(expected_z_norm_sq(params.l, params.d, tau2)? * v.min(cap * cap))
+    Ok(ez2 * v.min(cap * cap))
 }
 
 /// The `T ∈ [1, max_iters]` that minimises [`mean_field_excess_risk`] (ties: the smallest),

@@ -129,13 +129,38 @@ pub fn gram_build(f: &Features<'_>, h: &mut [f64], b: &mut [f64]) -> Result<()> 
 
 /// The state of one run: features (or their Gram form) and the step constants.
 pub(crate) struct Stepper<'a> {
-    pub(crate) f: Features<'a>,
-    pub(crate) a: f64,
-    pub(crate) eta0: f64,
-    pub(crate) gram: Option<(&'a [f64], &'a [f64])>,
+    f: Features<'a>,
+    a: f64,
+    eta0: f64,
+    gram: Option<(&'a [f64], &'a [f64])>,
 }
 
-impl Stepper<'_> {
+impl<'a> Stepper<'a> {
+    /// Splits `scratch` ([`Form::scratch_len`]`(D)` long, checked by the caller) into the
+    /// two `D²` work buffers it returns (gradient, next iterate) and, for [`Form::Gram`],
+    /// `H̃` and `b̃`, which it builds.
+    pub(crate) fn new(
+        f: Features<'a>,
+        lambda: f64,
+        eta0: f64,
+        form: Form,
+        scratch: &'a mut [f64],
+    ) -> Result<(Self, &'a mut [f64], &'a mut [f64])> {
+        let d2 = f.d * f.d;
+        let (grad, rest) = scratch.split_at_mut(d2);
+        let (next, rest) = rest.split_at_mut(d2);
+        let gram = match form {
+            Form::Streaming => None,
+            Form::Gram => {
+                let (h, rest) = rest.split_at_mut(d2 * d2);
+                let b = &mut rest[..d2];
+                gram_build(&f, h, b)?;
+                Some((&*h, &*b))
+            }
+        };
+        Ok((Self { f, a: 1.0 - 2.0 * lambda * eta0, eta0, gram }, grad, next))
+    }
+
     /// `out ← aΓ − η0·∇` with `∇ = N⁻¹Σ(⟨Γ, Z_k⟩ − t_k)Z_k`; `grad` is `D²` work.
     pub(crate) fn step(&self, gamma: &[f64], grad: &mut [f64], out: &mut [f64]) {
         match self.gram {
@@ -234,20 +259,8 @@ pub fn train_nonprivate(
     check_len("gamma", gamma.len(), d2)?;
     nonneg_finite("lambda", lambda)?;
     positive_finite("eta0", eta0)?;
-    let need = form.scratch_len(f.d)?;
-    crate::scratch::check_scratch(scratch.len(), need)?;
-    let (work, rest) = scratch.split_at_mut(2 * d2);
-    let (grad, next) = work.split_at_mut(d2);
-    let gram = match form {
-        Form::Streaming => None,
-        Form::Gram => {
-            let (h, rest) = rest.split_at_mut(d2 * d2);
-            let b = &mut rest[..d2];
-            gram_build(f, h, b)?;
-            Some((&*h, &*b))
-        }
-    };
-    let stepper = Stepper { f: *f, a: 1.0 - 2.0 * lambda * eta0, eta0, gram };
+    crate::scratch::check_scratch(scratch.len(), form.scratch_len(f.d)?)?;
+    let (stepper, grad, next) = Stepper::new(*f, lambda, eta0, form, scratch)?;
     for t in 1..=iters {
         stepper.step(gamma, grad, next);
         gamma.copy_from_slice(next);
