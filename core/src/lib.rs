@@ -51,6 +51,7 @@ pub mod calibration;
 mod directed_rounding;
 #[cfg(feature = "alloc")]
 pub mod dp_cross_attention;
+pub mod dp_forward;
 pub mod element;
 pub mod error;
 pub mod gaussian_sampling_attention;

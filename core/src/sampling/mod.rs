@@ -63,6 +63,7 @@ pub use poisson_subsampling::PoissonSubsampling;
 
 pub use covariance_factor::{PSD_TOL, SYMMETRY_TOL};
 pub use matrix_gaussian::{MatrixGaussian, matrix_gaussian_scratch_len};
+pub(crate) use permutation::below;
 pub use permutation::{
     PermIndex, invert_permutation, lemire_below, permute_cols, permute_rows, permute_slice,
     sample_permutation, sample_permutation_keyed,

@@ -142,7 +142,7 @@ fn lemire64(s: u64, next: &mut impl FnMut() -> Result<u32>) -> Result<u64> {
 
 /// Uniform on `[0, s)`: the 32-bit method when `s < 2^32`, else the 64-bit one.
 #[inline]
-fn below(s: u64, next: &mut impl FnMut() -> Result<u32>) -> Result<u64> {
+pub(crate) fn below(s: u64, next: &mut impl FnMut() -> Result<u32>) -> Result<u64> {
     match u32::try_from(s) {
         Ok(s32) => lemire32(s32, next).map(u64::from),
         Err(_) => lemire64(s, next),

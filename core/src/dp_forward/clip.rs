@@ -1,0 +1,210 @@
+//! Bounding a hidden-state matrix before noise: clip or normalise to norm `C`, over the
+//! whole matrix (Frobenius) or row by row (seed-003 §4.2, App. A.2; spec §7.1 item 4).
+//!
+//! **Guarantee.** After [`clip_hidden`], every block (a whole `tokens × dim` sequence for
+//! [`ClipRegion::Frobenius`], one row for [`ClipRegion::Rows`]) has exact Euclidean norm
+//! `≤ C`, including floating-point rounding: a rescaled block is scaled to `C·(1 − m)`
+//! with `m = (len + 16)·2⁻⁵²` (which covers the error of the computed norm and of the
+//! rescaling), and `f32` results are rounded toward zero. Blocks are independent: the map is
+//! applied per block, so one changed row (or sequence) changes only its own block.
+//!
+//! * [`ClipMode::Clip`]: `x ← x / max(1, ‖x‖/C)` (blocks inside the ball are untouched).
+//! * [`ClipMode::Normalize`]: `x ← C·x/‖x‖` (the paper's choice); the zero block stays zero,
+//!   which is inside the ball (spec §7.1 item 4, E16).
+//! * [`ClipMode::ReleasedCode`]: the released code's `x ← x·min(1, C/(‖x‖ + 1e-6))`, kept
+//!   for reproduction, with the same rounding margin on top.
+//!
+//! Norms are computed with scaling (no overflow for entries near `f64::MAX`, no underflow
+//! for tiny ones). NaN or ±∞ anywhere is an error before anything is written.
+
+use crate::error::{Error, Result};
+use crate::matrix_view::MatMut;
+use crate::sampling::NoiseFloat;
+
+/// Which blocks are bounded by `C`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClipRegion {
+    /// The whole `tokens × dim` matrix of each sequence (sequence-level DP-Forward, §4.2).
+    Frobenius,
+    /// Each row (token) on its own (the token-level design of App. A.2).
+    Rows,
+}
+
+/// How a block is brought into the ball of radius `C`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClipMode {
+    /// `x / max(1, ‖x‖/C)`.
+    Clip,
+    /// `C·x/‖x‖`; zero stays zero.
+    Normalize,
+    /// `x·min(1, C/(‖x‖ + 1e-6))`, as the authors' `dp_noise._max_norm_clip` (reproduction).
+    ReleasedCode,
+}
+
+/// What [`clip_hidden`] did: how many blocks it rescaled and the largest norm it saw
+/// (before rescaling). Private data: keep it on the data owner's side.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClipReport {
+    /// Blocks whose entries were multiplied by a factor other than 1.
+    pub scaled: usize,
+    /// The largest block norm before clipping.
+    pub max_norm: f64,
+}
+
+/// The relative margin kept inside the ball for a block of `len` entries.
+pub(crate) fn ball_margin(len: usize) -> f64 {
+    1.0 - (len as f64 + 16.0) * f64::EPSILON
+}
+
+/// `(max |x|, √(Σ (x/max)²))` over the rows `rows` of `x`; the norm is their product.
+fn block_norm<T: NoiseFloat>(x: &MatMut<'_, T>, rows: core::ops::Range<usize>) -> (f64, f64) {
+    let view = x.rb();
+    let mut m = 0.0f64;
+    for i in rows.clone() {
+        for v in view.row(i) {
+            m = m.max(v.to_f64().abs());
+        }
+    }
+    if m == 0.0 {
+        return (0.0, 0.0);
+    }
+    let mut s = 0.0f64;
+    for i in rows {
+        for v in view.row(i) {
+            let r = v.to_f64() / m;
+            s += r * r;
+        }
+    }
+    (m, libm::sqrt(s))
+}
+
+/// Checks that `x` holds only finite values; the error names the first bad entry by its
+/// row-major index.
+pub(crate) fn check_finite_hidden<T: NoiseFloat>(x: &MatMut<'_, T>) -> Result<()> {
+    let view = x.rb();
+    for i in 0..view.rows() {
+        if let Some(j) = view.row(i).iter().position(|v| !v.to_f64().is_finite()) {
+            return Err(Error::NonFinite { arg: "x", index: i * view.cols() + j });
+        }
+    }
+    Ok(())
+}
+
+/// The range allowed for `C`: far from underflow and overflow in `C·(1 − m)/‖x‖`.
+pub(crate) fn check_clip_norm(c: f64) -> Result<()> {
+    if !(1e-100..=1e100).contains(&c) {
+        return Err(Error::OutOfRange { name: "clip_norm", value: c, allowed: "[1e-100, 1e100]" });
+    }
+    Ok(())
+}
+
+/// Clips or normalises `x` (`rows × dim`, any row stride) block by block, where a block is
+/// `block_rows` consecutive rows for [`ClipRegion::Frobenius`] (one sequence of a batch
+/// stacked along rows) and one row for [`ClipRegion::Rows`]. See the module docs for the
+/// guarantee.
+///
+/// ```
+/// use dpattn_core::dp_forward::{ClipMode, ClipRegion, clip_hidden};
+/// use dpattn_core::MatMut;
+/// let mut x = [3.0f64, 4.0, 0.0, 0.0]; // two sequences of one 1×2 row each
+/// let r = clip_hidden(MatMut::from_row_major(&mut x, 2, 2)?, 1, ClipRegion::Frobenius,
+///     ClipMode::Normalize, 1.0)?;
+/// assert!((x[0] - 0.6).abs() < 1e-12 && (x[1] - 0.8).abs() < 1e-12);
+/// assert_eq!(&x[2..], &[0.0, 0.0]); // the zero sequence stays zero
+/// assert_eq!((r.scaled, r.max_norm), (1, 5.0));
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::OutOfRange`] for `C ∉ [1e-100, 1e100]` or `block_rows = 0`;
+/// [`Error::ShapeMismatch`] when the row count is not a multiple of `block_rows`;
+/// [`Error::NonFinite`] for NaN or ±∞ in `x`. `x` is untouched on error.
+pub fn clip_hidden<T: NoiseFloat>(
+    mut x: MatMut<'_, T>,
+    block_rows: usize,
+    region: ClipRegion,
+    mode: ClipMode,
+    c: f64,
+) -> Result<ClipReport> {
+    check_clip_norm(c)?;
+    if block_rows == 0 {
+        return Err(Error::OutOfRange { name: "tokens", value: 0.0, allowed: ">= 1" });
+    }
+    if !x.rows().is_multiple_of(block_rows) {
+        return Err(Error::ShapeMismatch {
+            arg: "x",
+            axis: "rows (a multiple of tokens)",
+            expected: (x.rows() / block_rows + 1) * block_rows,
+            got: x.rows(),
+        });
+    }
+    check_finite_hidden(&x)?;
+    let rows_per_block = match region {
+        ClipRegion::Frobenius => block_rows,
+        ClipRegion::Rows => 1,
+    };
+    let mut report = ClipReport { scaled: 0, max_norm: 0.0 };
+    let mut start = 0;
+    while start < x.rows() {
+        let range = start..start + rows_per_block;
+        start += rows_per_block;
+        let len = rows_per_block * x.cols();
+        let (m, root) = block_norm(&x, range.clone());
+        let norm = m * root; // may overflow to +∞; only reported
+        report.max_norm = report.max_norm.max(norm);
+        if let Some(factor) = block_factor(mode, c, len, m, root) {
+            report.scaled += 1;
+            for i in range {
+                for v in x.row_mut(i) {
+                    *v = T::from_f64_toward_zero((v.to_f64() / m) * factor);
+                }
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The factor `f` such that the block becomes `(x/m)·f`, or `None` to leave it alone.
+/// `(m, root)` are the parts of the block norm `m·root`; `len` the number of entries.
+fn block_factor(mode: ClipMode, c: f64, len: usize, m: f64, root: f64) -> Option<f64> {
+    if m == 0.0 {
+        return None; // the zero block is inside the ball in every mode
+    }
+    let target = c * ball_margin(len); // the radius a rescaled block is brought to
+    // `inside`: the computed norm m·root ≤ target, decided without forming m·root.
+    let inside = root <= target / m;
+    let to_ball = target / root; // (x/m)·to_ball has norm ≈ target
+    match mode {
+        ClipMode::Clip => (!inside).then_some(to_ball),
+        ClipMode::Normalize => Some(to_ball),
+        ClipMode::ReleasedCode => {
+            // coef = C/(‖x‖ + 1e-6) when < 1; the block becomes (x/m)·(m·coef).
+            let norm = m * root;
+            let coef = c / (norm + 1e-6);
+            if coef >= 1.0 && inside {
+                None
+            } else if norm.is_finite() {
+                Some((m * coef).min(to_ball))
+            } else {
+                Some(to_ball)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factor_rules() {
+        // Inside the ball: Clip leaves it, Normalize scales up to C.
+        assert_eq!(block_factor(ClipMode::Clip, 2.0, 4, 1.0, 1.0), None);
+        let f = block_factor(ClipMode::Normalize, 2.0, 4, 1.0, 1.0).unwrap();
+        assert!((f - 2.0).abs() < 1e-13 && f < 2.0);
+        // Released code: coef = 1/(5 + 1e-6) on a norm-5 block.
+        let f = block_factor(ClipMode::ReleasedCode, 1.0, 2, 4.0, 1.25).unwrap();
+        assert!((f / (4.0 / (5.0 + 1e-6)) - 1.0).abs() < 1e-15);
+        assert_eq!(block_factor(ClipMode::ReleasedCode, 1.0, 2, 0.25, 1.0), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! DP-Forward: analytic matrix Gaussian noise on hidden states in the forward pass, for
+//! sequence- and token-level local DP (paper 003, Du, Yue, Chow, Wang, Huang, Sun, CCS 2023;
+//! spec `shared/spec/seed-003.md`).
+//!
+//! **What it releases.** A user runs the first part `f` of a model on a private sequence
+//! and sends `M(X) = clip_C(f(X)) + Z` to the party that runs the rest (§3.2, §4.4, §4.8).
+//! [`dp_forward`] is that hook on a batch of `tokens × dim` hidden matrices:
+//! [`clip_hidden`] bounds each sequence (Frobenius) or each row to norm `C`, then aMGM
+//! noise `Z = U·N·Vᵀ` is added — i.i.d. (`σ = S·√k/A(ε, δ)`, the paper's choice, Eq. 6),
+//! diagonal, or a general matrix normal with certified factors ([`NoiseFactors`]).
+//!
+//! **Guarantee.** Each sequence's `k = releases` releases together are `(ε, δ)`-DP under the
+//! chosen [`Neighbours`] (Theorem 3 and Theorem 6 with Algorithm 1's exact calibration;
+//! exact Gaussian composition over the `k` releases, §4.5; see [`DpForwardParams`]).
+//! Labels sent with the sequence are protected only if randomized ([`RandomizedResponse`],
+//! Theorem 4: `(ε₁ + ε₂, δ)`-LDP). The guarantee is local (the data owner runs the hook)
+//! only while `f` is frozen or updated without the raw inputs; the paper's experiments
+//! update `f` on the server, which needs central trust (E5).
+//!
+//! **Neighbour relation** ([`Neighbours`], [`sensitivity`]): any two sequences with the same
+//! label (SeqLDP, sensitivity `2C`), or hidden matrices that differ in `c` rows
+//! (token-level, `2C√c` for row clipping, only at the row-local embedding position).
+//!
+//! **Where a host applies the hook** ([`NoisePosition`], §4.3; encoder layers 0-based):
+//!
+//! | position | noise goes on | residual |
+//! | --- | --- | --- |
+//! | `Embedding` | `LayerNorm(tok + seg + pos)` after dropout, `n × d` | — |
+//! | `Encoder { sub: Mha }` | attention output projection, before LayerNorm | host removes it |
+//! | `Encoder { sub: AddNorm1 }` | `LayerNorm(h + input)` after attention | kept inside `f` |
+//! | `Encoder { sub: Ffn }` | second FFN dense layer, before LayerNorm | host removes it |
+//! | `Encoder { sub: AddNorm2 }` | the encoder output (Table 5's "Encoder i") | kept inside `f` |
+//! | `Pooled` | the `1 × d` [CLS] feature after dense + tanh | — |
+//!
+//! The attention mask sent with a padded sequence reveals its length, which SeqLDP does not
+//! cover (E14): send no mask (padding as tokens) or privatise the length separately.
+//!
+//! **The paper's errors, with the spec's resolutions** (`docs/PRIVACY.md` §6):
+//! * [FIX] E1, E2: sensitivity `2C`, not the released code's `C` (sequence) or the paper's
+//!   `C` (token level); [`SensitivityRule::ReleasedCode`] reproduces the code and charges
+//!   the effective ε (nominal ε = 8 is really 19.12 at δ = 1e-5).
+//! * [FIX] E3: the Q/K/V design is one release of `X·[W^Q|W^K|W^V]` with sensitivity
+//!   `2C·σ̄_max` ([`spectral_norm_upper_bound`], a certified bound).
+//! * [FIX] E4, E17: Algorithm 1 is solved with branch-aware bisection and erfc tails
+//!   ([`crate::calibration::amgm`]); the code's branch A returns noise hundreds of times
+//!   too small.
+//! * [FIX] E6: the `k` epochs are composed, not ignored.
+//! * [FIX] E7: the classical Gaussian mechanism refuses ε ≥ 1 ([`baselines`]).
+//! * E8: the paper's central-DP "translation" via shuffling (Poisson subsampling at
+//!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
+//!
+//! **Floating point.** Noise is drawn in `f64` from a ChaCha20 keyed stream and added in
+//! `f64`, then rounded to the caller's `f32`/`f64`; as for every floating-point Gaussian
+//! mechanism, the low-order bits of a release are not covered by the proof (E18,
+//! `docs/PRIVACY.md` §6).
+//!
+//! ```
+//! use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
+//!     NoisePosition, SensitivityRule};
+//! use dpattn_core::PrivacyBudget;
+//! // Three epochs at a total (ε, δ) = (1, 1e-5), unit sensitivity: seed-003 §5-C gives
+//! // σ = 6.461643536 per release (3.730631635 for a single release).
+//! let p = DpForwardParams {
+//!     budget: PrivacyBudget::new(1.0, 1e-5)?, releases: 3, clip_norm: 0.5,
+//!     region: ClipRegion::Frobenius, mode: ClipMode::Clip, neighbours: Neighbours::Sequence,
+//!     position: NoisePosition::Embedding, tokens: 128, dim: 768,
+//!     rule: SensitivityRule::Derived,
+//! };
+//! assert!((p.noise_floor()? / 6.461643536 - 1.0).abs() < 1e-9);
+//! # Ok::<(), dpattn_core::Error>(())
+//! ```
+
+pub mod baselines;
+#[cfg(feature = "alloc")]
+mod certify;
+mod clip;
+mod labels;
+mod noise;
+mod params;
+mod release;
+mod sensitivity;
+
+pub use baselines::mvg_iid_std;
+#[cfg(feature = "alloc")]
+pub use certify::CertifiedMatrixGaussian;
+pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
+pub use labels::{MAX_CLASSES, RandomizedResponse, full_ldp_budget, randomize_label_in};
+pub use noise::{NoiseFactors, check_factors};
+pub use params::{DpForwardParams, SensitivityRule};
+pub use release::{dp_forward, dp_forward_scratch_len};
+pub use sensitivity::{
+    Neighbours, NoisePosition, SubLayer, check_neighbours, sensitivity, spectral_norm_upper_bound,
+};
