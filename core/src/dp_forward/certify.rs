@@ -60,7 +60,8 @@ impl CertifiedMatrixGaussian {
     ///
     /// # Errors
     /// [`Error::OutOfRange`] (`name` `"factor"`) if an eigendecomposition does not
-    /// converge; [`Error::AllocationFailed`] if the work matrices cannot be allocated.
+    /// converge; [`Error::AllocationFailed`] if a work buffer cannot be allocated (nalgebra's
+    /// own matrices abort on allocation failure, like any `Vec`).
     pub fn new(inner: MatrixGaussian) -> Result<Self> {
         let (sigma_min_row, sigma_min_col) = match inner.iid_sigma() {
             Some(s) => (s, 1.0),
@@ -112,16 +113,41 @@ impl CertifiedMatrixGaussian {
     }
 }
 
-/// A certified lower bound on `σ_min(A)` for square `A` (module docs, steps 1–4).
+/// A certified lower bound on `σ_min(A)` for square `A` (module docs, steps 1–4). `A` is
+/// first scaled by an exact power of two so that its largest entry lies in `[1, 2)`; every
+/// error term also carries an absolute `2⁻¹⁰⁶⁰` for products that underflow.
 pub(crate) fn certified_sigma_min(a: MatRef<'_, f64>) -> Result<f64> {
     let m = a.rows();
+    let max = (0..m).flat_map(|i| a.row(i).iter()).fold(0.0f64, |acc, v| acc.max(v.abs()));
+    if m == 0 || max == 0.0 || !max.is_finite() {
+        return Ok(0.0);
+    }
+    // 2^-e with e the exponent of max: exact scaling (no entry overflows or leaves the range
+    // of normal numbers unless it was already tiny next to max).
+    let e = libm::ilogb(max);
+    let (scale, unscale) = (libm::ldexp(1.0, -e), libm::ldexp(1.0, e));
+    let mut scaled = try_filled(m * m, 0.0, "scaled factor")?;
+    for i in 0..m {
+        for (d, &v) in scaled[i * m..(i + 1) * m].iter_mut().zip(a.row(i)) {
+            *d = v * scale;
+        }
+    }
+    let bound = certified_sigma_min_scaled(&scaled, m)?;
+    // σ_min(A) = σ_min(scaled)·2^e; multiplying by a power of two is exact unless it underflows,
+    // and an underflowing product only gets smaller.
+    Ok((bound * unscale).min(f64::MAX))
+}
+
+/// Steps 1–4 on a row-major `m × m` factor whose largest entry is in `[1, 2)`.
+fn certified_sigma_min_scaled(a: &[f64], m: usize) -> Result<f64> {
+    let tiny = libm::ldexp(1.0, -1060);
     let gamma = 2.0 * (m as f64 + 4.0) * (f64::EPSILON / 2.0);
     // G = A·Aᵀ and |A|·|A|ᵀ.
     let mut g = DMatrix::<f64>::zeros(m, m);
     let mut g_abs = try_filled(m * m, 0.0, "|A|·|A|ᵀ")?;
     for i in 0..m {
         for j in i..m {
-            let (ri, rj) = (a.row(i), a.row(j));
+            let (ri, rj) = (&a[i * m..(i + 1) * m], &a[j * m..(j + 1) * m]);
             let (mut s, mut t) = (0.0, 0.0);
             for k in 0..m {
                 s += ri[k] * rj[k];
@@ -164,7 +190,10 @@ pub(crate) fn certified_sigma_min(a: MatRef<'_, f64>) -> Result<f64> {
             );
             e_sq = add_up(e_sq, mul_up(e, e));
             let o = if i == j { o - 1.0 } else { o };
-            let oe = add_up(mul_up(o.abs(), 1.0 + f64::EPSILON), mul_up(gamma, add_up(o_abs, 1.0)));
+            let oe = add_up(
+                add_up(mul_up(o.abs(), 1.0 + f64::EPSILON), mul_up(gamma, add_up(o_abs, 1.0))),
+                tiny,
+            );
             o_sq = add_up(o_sq, mul_up(oe, oe));
         }
     }

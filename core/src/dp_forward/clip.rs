@@ -57,16 +57,26 @@ pub(crate) fn ball_margin(len: usize) -> f64 {
 }
 
 /// `(max |x|, √(Σ (x/max)²))` over the rows `rows` of `x`; the norm is their product.
+/// One pass sums the raw squares alongside the max; a second, scaled pass runs only when the
+/// max is outside `[1e-140, 1e140]`, where raw squares could overflow or lose precision.
+/// Either way the relative error of `max·root` is below `(len + 4)·2⁻⁵³`.
 fn block_norm<T: NoiseFloat>(x: &MatMut<'_, T>, rows: core::ops::Range<usize>) -> (f64, f64) {
     let view = x.rb();
-    let mut m = 0.0f64;
+    let (mut m, mut raw) = (0.0f64, 0.0f64);
     for i in rows.clone() {
         for v in view.row(i) {
-            m = m.max(v.to_f64().abs());
+            let a = v.to_f64().abs();
+            m = m.max(a);
+            raw += a * a;
         }
     }
     if m == 0.0 {
         return (0.0, 0.0);
+    }
+    if (1e-140..=1e140).contains(&m) {
+        // Entries below 1e-154 lose their squares to underflow: at most len·1e-308 against
+        // m² ≥ 1e-280, far inside the margin.
+        return (m, libm::sqrt(raw) / m);
     }
     let mut s = 0.0f64;
     for i in rows {
@@ -117,7 +127,8 @@ pub(crate) fn check_clip_norm(c: f64) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for `C ∉ [1e-100, 1e100]` or `block_rows = 0`;
-/// [`Error::ShapeMismatch`] when the row count is not a multiple of `block_rows`;
+/// [`Error::ShapeMismatch`] for zero columns or a row count that is not a multiple of
+/// `block_rows`;
 /// [`Error::NonFinite`] for NaN or ±∞ in `x`. `x` is untouched on error.
 pub fn clip_hidden<T: NoiseFloat>(
     mut x: MatMut<'_, T>,
@@ -128,13 +139,16 @@ pub fn clip_hidden<T: NoiseFloat>(
 ) -> Result<ClipReport> {
     check_clip_norm(c)?;
     if block_rows == 0 {
-        return Err(Error::OutOfRange { name: "tokens", value: 0.0, allowed: ">= 1" });
+        return Err(Error::OutOfRange { name: "block_rows", value: 0.0, allowed: ">= 1" });
+    }
+    if x.cols() == 0 {
+        return Err(Error::ShapeMismatch { arg: "x", axis: "cols", expected: 1, got: 0 });
     }
     if !x.rows().is_multiple_of(block_rows) {
         return Err(Error::ShapeMismatch {
             arg: "x",
-            axis: "rows (a multiple of tokens)",
-            expected: (x.rows() / block_rows + 1) * block_rows,
+            axis: "rows (a multiple of block_rows)",
+            expected: (x.rows() / block_rows).saturating_add(1).saturating_mul(block_rows),
             got: x.rows(),
         });
     }
@@ -166,28 +180,29 @@ pub fn clip_hidden<T: NoiseFloat>(
 
 /// The factor `f` such that the block becomes `(x/m)·f`, or `None` to leave it alone.
 /// `(m, root)` are the parts of the block norm `m·root`; `len` the number of entries.
+///
+/// A block is left alone when its computed norm is `≤ C·(1 − μ)` (`μ` = `1 −`
+/// [`ball_margin`]); a rescaled block is aimed at `C·(1 − 2μ)`, so its computed norm falls
+/// below the first threshold and a second clip leaves it bit-identical (idempotence).
 fn block_factor(mode: ClipMode, c: f64, len: usize, m: f64, root: f64) -> Option<f64> {
     if m == 0.0 {
         return None; // the zero block is inside the ball in every mode
     }
-    let target = c * ball_margin(len); // the radius a rescaled block is brought to
-    // `inside`: the computed norm m·root ≤ target, decided without forming m·root.
-    let inside = root <= target / m;
+    let keep = c * ball_margin(len); // blocks at or below this computed norm stay
+    let target = c * (2.0 * ball_margin(len) - 1.0); // C·(1 − 2μ): where rescaled blocks go
+    // `inside`: the computed norm m·root ≤ keep, decided without forming m·root.
+    let inside = root <= keep / m;
     let to_ball = target / root; // (x/m)·to_ball has norm ≈ target
     match mode {
         ClipMode::Clip => (!inside).then_some(to_ball),
         ClipMode::Normalize => Some(to_ball),
         ClipMode::ReleasedCode => {
-            // coef = C/(‖x‖ + 1e-6) when < 1; the block becomes (x/m)·(m·coef).
-            let norm = m * root;
-            let coef = c / (norm + 1e-6);
-            if coef >= 1.0 && inside {
-                None
-            } else if norm.is_finite() {
-                Some((m * coef).min(to_ball))
-            } else {
-                Some(to_ball)
-            }
+            // coef = min(1, C/(‖x‖ + 1e-6)); the block becomes (x/m)·(m·coef), with
+            // m·coef = C/(root + 1e-6/m) formed on the scaled parts (no subnormal coef for
+            // huge ‖x‖/C).
+            let m_coef =
+                if m >= 1e-290 { c / (root + 1e-6 / m) } else { m * (c / (m * root + 1e-6)) };
+            if m_coef >= m && inside { None } else { Some(m_coef.min(to_ball)) }
         }
     }
 }
@@ -202,6 +217,9 @@ mod tests {
         assert_eq!(block_factor(ClipMode::Clip, 2.0, 4, 1.0, 1.0), None);
         let f = block_factor(ClipMode::Normalize, 2.0, 4, 1.0, 1.0).unwrap();
         assert!((f - 2.0).abs() < 1e-13 && f < 2.0);
+        // A block aimed at the target is inside on the next pass.
+        let g = block_factor(ClipMode::Clip, 2.0, 4, 1.0, 4.0).unwrap();
+        assert_eq!(block_factor(ClipMode::Clip, 2.0, 4, 1.0, g * 4.0 / 4.0 * 1.0), None);
         // Released code: coef = 1/(5 + 1e-6) on a norm-5 block.
         let f = block_factor(ClipMode::ReleasedCode, 1.0, 2, 4.0, 1.25).unwrap();
         assert!((f / (4.0 / (5.0 + 1e-6)) - 1.0).abs() < 1e-15);

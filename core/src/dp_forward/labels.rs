@@ -12,12 +12,17 @@
 //! **Exactness.** The flip is decided by a 64-bit uniform integer against a threshold `T`
 //! with `T/2⁶⁴ ≥ (k−1)/(e^{ε₂} + k − 1)` (rounded up, and at least 1), so the realised
 //! flip probability is never below the ideal one: the keep/other ratio is at most
-//! `e^{ε₂}` exactly, the kept label is at most `2⁻⁶⁴`-relatively less likely than ideal.
+//! `e^{ε₂}` exactly; the kept label is less likely than ideal by a relative error below 1e-10.
 //! The replacement is drawn by Lemire's unbiased rejection method.
 //!
-//! **Randomness.** Label `i` reads words `64·(first + i) ..` of the [`KeyedStream`] (two for
-//! the coin, up to 62 for the replacement; with at most 2¹⁵ classes a window runs out with
-//! probability below 2⁻¹⁰⁰⁰, reported as [`Error::RandomnessExhausted`]).
+//! **Randomness.** Label `i` reads words `2⁶⁷ + 64·(first + i) ..` of the [`KeyedStream`] (two
+//! for the coin, up to 62 for the replacement; with at most 2¹⁵ classes a window runs out with
+//! probability below 2⁻¹⁰⁰⁰, reported as [`Error::RandomnessExhausted`]; labels randomized
+//! before the failing one stay randomized). The windows start at word 2⁶⁷, above every word a
+//! fixed-word sampler can read (element indices are `u64`, at most 4 words each), so labels
+//! never share randomness with hidden-state noise drawn from the same stream: a shared coin
+//! would let the receiver see from the noise whether the label was flipped. A separate
+//! stream id is still the clearer choice.
 
 use rand_core::Rng as _;
 
@@ -30,6 +35,8 @@ use crate::sampling::below;
 
 /// Stream words reserved per label.
 const WINDOW: u64 = 64;
+/// The first word of label 0's window: above every word a fixed-word sampler reads.
+const LABEL_BASE: u128 = 1 << 67;
 /// The largest number of classes (keeps the rejection window's failure below 2⁻¹⁰⁰⁰).
 pub const MAX_CLASSES: u32 = 1 << 15;
 
@@ -116,7 +123,8 @@ impl RandomizedResponse {
     /// # Errors
     /// [`Error::OutOfRange`] for a label `≥ classes` (nothing is changed: every label is
     /// checked first) or a window past the end of the stream;
-    /// [`Error::RandomnessExhausted`] (see the module docs).
+    /// [`Error::RandomnessExhausted`] (see the module docs; labels before the failing one
+    /// are then already randomized).
     pub fn randomize(&self, labels: &mut [u32], stream: &KeyedStream, first: u64) -> Result<()> {
         if let Some(&bad) = labels.iter().find(|&&l| l >= self.classes) {
             return Err(Error::OutOfRange {
@@ -142,13 +150,12 @@ fn keep_probability(epsilon: f64, classes: u32) -> f64 {
     1.0 / (1.0 + f64::from(classes - 1) * libm::exp(-epsilon))
 }
 
+/// Windows `first .. first + len` must end by word 2⁶⁸ (the stream's end).
 fn check_window(first: u64, len: usize) -> Result<()> {
-    first
-        .checked_add(len as u64)
-        .and_then(|end| end.checked_mul(WINDOW))
-        .filter(|&w| u128::from(w) <= 1u128 << 68)
-        .map(|_| ())
-        .ok_or(Error::SizeOverflow { what: "64 * (first + labels)" })
+    match first.checked_add(len as u64) {
+        Some(end) if LABEL_BASE + u128::from(end) * u128::from(WINDOW) <= 1u128 << 68 => Ok(()),
+        _ => Err(Error::SizeOverflow { what: "label window: first + labels <= 2^61" }),
+    }
 }
 
 /// One response: keep `label` unless the coin flips, then `other(r)` for `r` uniform on
@@ -163,7 +170,7 @@ fn respond(
 ) -> Result<u32> {
     let mut reader = WindowReader::new(stream, index)?;
     let coin = u64::from(reader.next()?) | (u64::from(reader.next()?) << 32);
-    if coin >= threshold || k == 1 {
+    if coin >= threshold {
         return Ok(label);
     }
     let r = below(u64::from(k - 1), &mut || reader.next())?;
@@ -179,7 +186,8 @@ struct WindowReader {
 
 impl WindowReader {
     fn new(stream: &KeyedStream, index: u64) -> Result<Self> {
-        Ok(Self { rng: stream.reader_at(u128::from(index) * u128::from(WINDOW))?, used: 0, index })
+        let pos = LABEL_BASE + u128::from(index) * u128::from(WINDOW);
+        Ok(Self { rng: stream.reader_at(pos)?, used: 0, index })
     }
 
     fn next(&mut self) -> Result<u32> {

@@ -39,8 +39,10 @@
 //! * [FIX] E1, E2: sensitivity `2C`, not the released code's `C` (sequence) or the paper's
 //!   `C` (token level); [`SensitivityRule::ReleasedCode`] reproduces the code and charges
 //!   the effective ε (nominal ε = 8 is really 19.12 at δ = 1e-5).
-//! * [FIX] E3: the Q/K/V design is one release of `X·[W^Q|W^K|W^V]` with sensitivity
-//!   `2C·σ̄_max` ([`spectral_norm_upper_bound`], a certified bound).
+//! * [FIX] E3: the Q/K/V design should be one release of `X·[W^Q|W^K|W^V]` with
+//!   sensitivity `2C·σ̄_max` for a certified upper bound `σ̄_max`
+//!   ([`spectral_norm_upper_bound`]). The hook itself does not run that design (it clips
+//!   what it perturbs); a host computing it uses the bound for its sensitivity.
 //! * [FIX] E4, E17: Algorithm 1 is solved with branch-aware bisection and erfc tails
 //!   ([`crate::calibration::amgm`]); the code's branch A returns noise hundreds of times
 //!   too small.
@@ -52,7 +54,10 @@
 //! **Floating point.** Noise is drawn in `f64` from a ChaCha20 keyed stream and added in
 //! `f64`, then rounded to the caller's `f32`/`f64`; as for every floating-point Gaussian
 //! mechanism, the low-order bits of a release are not covered by the proof (E18,
-//! `docs/PRIVACY.md` §6).
+//! `docs/PRIVACY.md` §6.5). The sampler's support is bounded (`|z| ≤ 8.57`), which an
+//! observer can see when `S₂/σ` is large: calibrations whose per-release `S₂/σ` would make
+//! that visible beyond 1% of δ are refused ([`GAUSSIAN_SUPPORT`]; about ε > 20 at
+//! δ = 1e-5).
 //!
 //! ```
 //! use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
@@ -85,7 +90,7 @@ pub use baselines::mvg_iid_std;
 pub use certify::CertifiedMatrixGaussian;
 pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
 pub use labels::{MAX_CLASSES, RandomizedResponse, full_ldp_budget, randomize_label_in};
-pub use noise::{NoiseFactors, check_factors};
+pub use noise::{GAUSSIAN_SUPPORT, NoiseFactors, check_factors};
 pub use params::{DpForwardParams, SensitivityRule};
 pub use release::{dp_forward, dp_forward_scratch_len};
 pub use sensitivity::{

@@ -18,6 +18,7 @@
 //! draws for the same logical element. For [`NoiseFactors::Matrix`], sequence `b`'s `N` is
 //! the block starting at `first + b·tokens·dim` and `Z = U·N·Vᵀ` is formed per sequence.
 
+use crate::calibration::normal::normal_sf;
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result};
 use crate::matrix_view::MatMut;
@@ -73,10 +74,12 @@ fn min_std(name: &'static str, v: &[f64], len: usize) -> Result<f64> {
 /// [`Error::ShapeMismatch`] for factors of the wrong size; [`Error::NonFinite`] /
 /// [`Error::OutOfRange`] for a standard deviation that is not finite and positive;
 /// [`Error::Infeasible`] (`lhs` the product of the smallest singular values, `rhs` the
-/// floor) when Theorem 6 fails; the errors of
+/// floor) when Theorem 6 fails, and when the sampler's bounded support would be visible at
+/// this ε (see [`GAUSSIAN_SUPPORT`]); the errors of
 /// [`noise_floor`](DpForwardParams::noise_floor).
 pub fn check_factors(params: &DpForwardParams, factors: &NoiseFactors<'_>) -> Result<f64> {
     let floor = params.noise_floor()?;
+    check_support(params, floor)?;
     let (su, sv) = match factors {
         NoiseFactors::Iid => return Ok(floor),
         NoiseFactors::Diagonal { row_std, col_std } => {
@@ -103,6 +106,31 @@ pub fn check_factors(params: &DpForwardParams, factors: &NoiseFactors<'_>) -> Re
             condition: "σ_min(U)·σ_min(V) ≥ S·√k/A(ε, δ) (DP-Forward Thm 6)",
             lhs: su * sv,
             rhs: floor,
+        })
+    }
+}
+
+/// `√(106·ln 2)`: the largest `|z|` the `f64` Box–Muller sampler can return (its uniform is
+/// never below `2⁻⁵³`).
+pub const GAUSSIAN_SUPPORT: f64 = 8.571_674_348_7; // √(106 ln 2) = 8.5716743486529…, rounded up
+
+/// Refuses a calibration whose per-release `μ = S₂/σ` is so large that the sampler's bounded
+/// support is visible: with `|z| ≤ R` every output lies in a box around `clip(x)`, and an
+/// output in `x`'s box but outside `x′`'s happens with probability `Q(R − μ)` per release,
+/// an event the Gaussian analysis does not pay for. The hook requires
+/// `k·Q(R − μ) ≤ δ/100`, so this event adds at most 1% of δ (about ε ≤ 20 at δ = 1e-5 for
+/// one release).
+fn check_support(params: &DpForwardParams, floor: f64) -> Result<()> {
+    let mu = params.sensitivity()? / floor;
+    let slack = f64::from(params.releases) * normal_sf(GAUSSIAN_SUPPORT - mu);
+    let allowed = params.budget.delta().get() / 100.0;
+    if slack <= allowed {
+        Ok(())
+    } else {
+        Err(Error::Infeasible {
+            condition: "k·Q(8.57 − S₂/σ) ≤ δ/100: the f64 Gaussian's support |z| ≤ 8.57 must stay invisible (ε too large for this δ)",
+            lhs: slack,
+            rhs: allowed,
         })
     }
 }

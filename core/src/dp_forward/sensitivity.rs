@@ -23,7 +23,8 @@
 //! token + segment + position embedding and a row-wise LayerNorm), false after any
 //! attention sub-layer, where one token moves every row. [`check_neighbours`] refuses
 //! `Tokens` at any other position. Insertions and deletions shift positions and are not
-//! covered (E15).
+//! covered (E15), and neither is a substitution that changes the segment (token-type) ids of
+//! other rows, such as moving a `[SEP]`: the host must keep those fixed or public.
 //!
 //! **A linear map after the clip** (App. A.2's Q/K/V design, E3 and E11): releasing
 //! `X·W + Z` for row-clipped `X` has sensitivity `lip·S₂` with `lip ≥ σ_max(W)`; use one
