@@ -91,13 +91,7 @@ impl RandomizedResponse {
                 allowed: "[2, 32768]",
             });
         }
-        if epsilon.get() < 1e-9 {
-            return Err(Error::OutOfRange {
-                name: "epsilon",
-                value: epsilon.get(),
-                allowed: ">= 1e-9 for randomized response",
-            });
-        }
+        check_rr_epsilon(epsilon)?;
         Ok(Self { epsilon, classes, threshold: flip_threshold(epsilon.get(), classes) })
     }
 
@@ -143,6 +137,18 @@ impl RandomizedResponse {
         }
         Ok(())
     }
+}
+
+/// Below 1e-9 the threshold's rounding is not negligible against ε.
+fn check_rr_epsilon(epsilon: Epsilon) -> Result<()> {
+    if epsilon.get() < 1e-9 {
+        return Err(Error::OutOfRange {
+            name: "epsilon",
+            value: epsilon.get(),
+            allowed: ">= 1e-9 for randomized response",
+        });
+    }
+    Ok(())
 }
 
 /// `e^ε/(e^ε + k − 1)`, computed as `1/(1 + (k−1)e^{−ε})`.
@@ -234,13 +240,7 @@ pub fn randomize_label_in(
             allowed: "1 to 32768 distinct labels",
         });
     }
-    if epsilon.get() < 1e-9 {
-        return Err(Error::OutOfRange {
-            name: "epsilon",
-            value: epsilon.get(),
-            allowed: ">= 1e-9 for randomized response",
-        });
-    }
+    check_rr_epsilon(epsilon)?;
     for (i, c) in candidates.iter().enumerate() {
         if candidates[..i].contains(c) {
             return Err(Error::OutOfRange {
