@@ -30,24 +30,24 @@
 //! | `Encoder { sub: AddNorm1 }` | `LayerNorm(h + input)` after attention | kept inside `f` |
 //! | `Encoder { sub: Ffn }` | second FFN dense layer, before LayerNorm | host removes it |
 //! | `Encoder { sub: AddNorm2 }` | the encoder output (Table 5's "Encoder i") | kept inside `f` |
-//! | `Pooled` | the `1 × d` [CLS] feature after dense + tanh | — |
+//! | `Pooled` | the `1 × d` `[CLS]` feature after dense + tanh | — |
 //!
 //! The attention mask sent with a padded sequence reveals its length, which SeqLDP does not
 //! cover (E14): send no mask (padding as tokens) or privatise the length separately.
 //!
 //! **The paper's errors, with the spec's resolutions** (`docs/PRIVACY.md` §6):
-//! * [FIX] E1, E2: sensitivity `2C`, not the released code's `C` (sequence) or the paper's
+//! * \[FIX\] E1, E2: sensitivity `2C`, not the released code's `C` (sequence) or the paper's
 //!   `C` (token level); [`SensitivityRule::ReleasedCode`] reproduces the code and charges
 //!   the effective ε (nominal ε = 8 is really 19.12 at δ = 1e-5).
-//! * [FIX] E3: the Q/K/V design should be one release of `X·[W^Q|W^K|W^V]` with
+//! * \[FIX\] E3: the Q/K/V design should be one release of `X·[W^Q|W^K|W^V]` with
 //!   sensitivity `2C·σ̄_max` for a certified upper bound `σ̄_max`
 //!   ([`spectral_norm_upper_bound`]). The hook itself does not run that design (it clips
 //!   what it perturbs); a host computing it uses the bound for its sensitivity.
-//! * [FIX] E4, E17: Algorithm 1 is solved with branch-aware bisection and erfc tails
+//! * \[FIX\] E4, E17: Algorithm 1 is solved with branch-aware bisection and erfc tails
 //!   ([`crate::calibration::amgm`]); the code's branch A returns noise hundreds of times
 //!   too small.
-//! * [FIX] E6: the `k` epochs are composed, not ignored.
-//! * [FIX] E7: the classical Gaussian mechanism refuses ε ≥ 1 ([`baselines`]).
+//! * \[FIX\] E6: the `k` epochs are composed, not ignored.
+//! * \[FIX\] E7: the classical Gaussian mechanism refuses ε ≥ 1 ([`baselines`]).
 //! * E8: the paper's central-DP "translation" via shuffling (Poisson subsampling at
 //!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
 //!

@@ -62,7 +62,7 @@ pub enum NoisePosition {
         /// The sub-layer whose output is perturbed.
         sub: SubLayer,
     },
-    /// The pooled `1 × d` feature ([CLS], dense, tanh) before the task head.
+    /// The pooled `1 × d` feature (`[CLS]`, dense, tanh) before the task head.
     Pooled,
 }
 
