@@ -220,6 +220,16 @@ pub(crate) fn nonneg_finite(name: &'static str, x: f64) -> Result<f64> {
     }
 }
 
+/// Checks a radius or clipping norm (`C`, `G`, `R`, …) against `[1e-100, 1e100]`: far from
+/// underflow and overflow in the products and quotients the mechanisms form with it
+/// (`RG²`, `CG`, `C·(1 − m)/‖x‖`).
+pub(crate) fn check_radius(name: &'static str, x: f64) -> Result<()> {
+    if !(1e-100..=1e100).contains(&x) {
+        return Err(Error::OutOfRange { name, value: x, allowed: "[1e-100, 1e100]" });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@
 //! Norms are computed with scaling (no overflow for entries near `f64::MAX`, no underflow
 //! for tiny ones). NaN or ±∞ anywhere is an error before anything is written.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_radius};
 use crate::matrix_view::MatMut;
 use crate::sampling::NoiseFloat;
 
@@ -100,14 +100,6 @@ pub(crate) fn check_finite_hidden<T: NoiseFloat>(x: &MatMut<'_, T>) -> Result<()
     Ok(())
 }
 
-/// The range allowed for `C`: far from underflow and overflow in `C·(1 − m)/‖x‖`.
-pub(crate) fn check_clip_norm(c: f64) -> Result<()> {
-    if !(1e-100..=1e100).contains(&c) {
-        return Err(Error::OutOfRange { name: "clip_norm", value: c, allowed: "[1e-100, 1e100]" });
-    }
-    Ok(())
-}
-
 /// Clips or normalises `x` (`rows × dim`, any row stride) block by block, where a block is
 /// `block_rows` consecutive rows for [`ClipRegion::Frobenius`] (one sequence of a batch
 /// stacked along rows) and one row for [`ClipRegion::Rows`]. See the module docs for the
@@ -131,13 +123,13 @@ pub(crate) fn check_clip_norm(c: f64) -> Result<()> {
 /// `block_rows`;
 /// [`Error::NonFinite`] for NaN or ±∞ in `x`. `x` is untouched on error.
 pub fn clip_hidden<T: NoiseFloat>(
-    mut x: MatMut<'_, T>,
+    x: MatMut<'_, T>,
     block_rows: usize,
     region: ClipRegion,
     mode: ClipMode,
     c: f64,
 ) -> Result<ClipReport> {
-    check_clip_norm(c)?;
+    check_radius("clip_norm", c)?;
     if block_rows == 0 {
         return Err(Error::OutOfRange { name: "block_rows", value: 0.0, allowed: ">= 1" });
     }
@@ -153,6 +145,19 @@ pub fn clip_hidden<T: NoiseFloat>(
         });
     }
     check_finite_hidden(&x)?;
+    Ok(clip_checked(x, block_rows, region, mode, c))
+}
+
+/// [`clip_hidden`] after its checks (`C` in range, `x` finite with a positive number of
+/// columns and a row count that is a multiple of `block_rows ≥ 1`): the hook runs the checks
+/// once, before its ledger charge, and then this.
+pub(crate) fn clip_checked<T: NoiseFloat>(
+    mut x: MatMut<'_, T>,
+    block_rows: usize,
+    region: ClipRegion,
+    mode: ClipMode,
+    c: f64,
+) -> ClipReport {
     let rows_per_block = match region {
         ClipRegion::Frobenius => block_rows,
         ClipRegion::Rows => 1,
@@ -175,7 +180,7 @@ pub fn clip_hidden<T: NoiseFloat>(
             }
         }
     }
-    Ok(report)
+    report
 }
 
 /// The factor `f` such that the block becomes `(x/m)·f`, or `None` to leave it alone.

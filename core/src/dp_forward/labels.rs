@@ -130,10 +130,7 @@ impl RandomizedResponse {
         check_window(first, labels.len())?;
         for (i, label) in labels.iter_mut().enumerate() {
             let index = first + i as u64;
-            *label = respond(*label, self.classes, self.threshold, stream, index, |r| {
-                // r ∈ [0, k−1): skip over the true label.
-                if r >= *label { r + 1 } else { r }
-            })?;
+            *label = respond(*label, self.classes, self.threshold, stream, index)?;
         }
         Ok(())
     }
@@ -164,23 +161,16 @@ fn check_window(first: u64, len: usize) -> Result<()> {
     }
 }
 
-/// One response: keep `label` unless the coin flips, then `other(r)` for `r` uniform on
-/// `[0, k−1)`.
-fn respond(
-    label: u32,
-    k: u32,
-    threshold: u64,
-    stream: &KeyedStream,
-    index: u64,
-    other: impl Fn(u32) -> u32,
-) -> Result<u32> {
+/// One response over labels `0..k`: keep `label` unless the coin flips, then one of the
+/// other `k − 1` labels uniformly (`r` uniform on `[0, k−1)`, skipping over `label`).
+fn respond(label: u32, k: u32, threshold: u64, stream: &KeyedStream, index: u64) -> Result<u32> {
     let mut reader = WindowReader::new(stream, index)?;
     let coin = u64::from(reader.next()?) | (u64::from(reader.next()?) << 32);
     if coin >= threshold {
         return Ok(label);
     }
-    let r = below(u64::from(k - 1), &mut || reader.next())?;
-    Ok(other(r as u32))
+    let r = below(u64::from(k - 1), &mut || reader.next())? as u32;
+    Ok(if r >= label { r + 1 } else { r })
 }
 
 /// Sequential words of one label's window; running out is an error.
@@ -255,17 +245,7 @@ pub fn randomize_label_in(
     match candidates.iter().position(|&c| c == label) {
         Some(pos) if k > 1 => {
             let t = flip_threshold(epsilon.get(), k);
-            let out =
-                respond(
-                    pos as u32,
-                    k,
-                    t,
-                    stream,
-                    index,
-                    |r| {
-                        if r >= pos as u32 { r + 1 } else { r }
-                    },
-                )?;
+            let out = respond(pos as u32, k, t, stream, index)?;
             Ok(candidates[out as usize])
         }
         Some(_) => Ok(label),

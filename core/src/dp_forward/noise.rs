@@ -135,11 +135,16 @@ fn check_support(params: &DpForwardParams, floor: f64) -> Result<()> {
     }
 }
 
-/// `f64` scratch a release with these factors needs for a sequence of `tokens × dim`:
-/// none for i.i.d. and diagonal noise, `tokens·dim` plus the sampler's scratch for
-/// [`NoiseFactors::Matrix`] (saturating).
+/// The `f64` scratch [`dp_forward`](super::dp_forward) needs for sequences of
+/// `tokens × dim`: none for i.i.d. and diagonal noise, `tokens·dim` plus the sampler's
+/// scratch for [`NoiseFactors::Matrix`] (saturating).
+///
+/// ```
+/// use dpattn_core::dp_forward::{NoiseFactors, dp_forward_scratch_len};
+/// assert_eq!(dp_forward_scratch_len(&NoiseFactors::Iid, 128, 768), 0);
+/// ```
 #[cfg_attr(not(feature = "alloc"), allow(unused_variables))]
-pub(crate) fn noise_scratch_len(factors: &NoiseFactors<'_>, tokens: usize, dim: usize) -> usize {
+pub fn dp_forward_scratch_len(factors: &NoiseFactors<'_>, tokens: usize, dim: usize) -> usize {
     match factors {
         NoiseFactors::Iid | NoiseFactors::Diagonal { .. } => 0,
         #[cfg(feature = "alloc")]

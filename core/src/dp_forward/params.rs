@@ -29,9 +29,9 @@ use crate::accounting::zcdp::zcdp_gaussian;
 use crate::calibration::amgm::amgm_sigma;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_epsilon;
 use crate::directed_rounding::{mul_up, sqrt_up};
-use crate::dp_forward::clip::{ClipMode, ClipRegion, check_clip_norm};
+use crate::dp_forward::clip::{ClipMode, ClipRegion};
 use crate::dp_forward::sensitivity::{Neighbours, NoisePosition, check_neighbours, sensitivity};
-use crate::error::{Error, Result, mul_size};
+use crate::error::{Error, Result, check_radius, mul_size};
 use crate::privacy_params::{PrivacyBudget, Sensitivity};
 
 /// Which sensitivity the noise is calibrated with.
@@ -112,7 +112,7 @@ impl DpForwardParams {
         if self.releases == 0 {
             return Err(Error::OutOfRange { name: "releases", value: 0.0, allowed: ">= 1" });
         }
-        check_clip_norm(self.clip_norm)?;
+        check_radius("clip_norm", self.clip_norm)?;
         if self.tokens == 0 || self.dim == 0 {
             return Err(Error::OutOfRange {
                 name: if self.tokens == 0 { "tokens" } else { "dim" },
@@ -182,11 +182,19 @@ impl DpForwardParams {
                 self.validate()?;
                 Ok(self.budget)
             }
+            SensitivityRule::ReleasedCode => self.guarantee_at(self.noise_floor()?),
+        }
+    }
+
+    /// [`guarantee`](Self::guarantee) for an already computed floor (the hook calibrates
+    /// once per call).
+    pub(crate) fn guarantee_at(&self, floor: f64) -> Result<PrivacyBudget> {
+        match self.rule {
+            SensitivityRule::Derived => Ok(self.budget),
             SensitivityRule::ReleasedCode => {
-                let sigma = self.noise_floor()?;
                 let true_s = mul_up(self.sensitivity()?, sqrt_up(f64::from(self.releases)));
                 let delta = self.budget.delta().get();
-                PrivacyBudget::new(analytic_gaussian_epsilon(sigma, delta, true_s)?, delta)
+                PrivacyBudget::new(analytic_gaussian_epsilon(floor, delta, true_s)?, delta)
             }
         }
     }
@@ -207,6 +215,11 @@ impl DpForwardParams {
     /// # Errors
     /// As [`noise_floor`](Self::noise_floor).
     pub fn release_rho(&self) -> Result<Rho> {
-        zcdp_gaussian(Sensitivity::new(self.sensitivity()?)?, self.noise_floor()?)
+        self.release_rho_at(self.noise_floor()?)
+    }
+
+    /// [`release_rho`](Self::release_rho) for an already computed floor.
+    pub(crate) fn release_rho_at(&self, floor: f64) -> Result<Rho> {
+        zcdp_gaussian(Sensitivity::new(self.sensitivity()?)?, floor)
     }
 }

@@ -2,23 +2,13 @@
 //! matrices in place (seed-003 §3.10, §4.2, §4.4, §4.8).
 
 use crate::accounting::ledger::{Amount, Charge, Ledger};
-use crate::dp_forward::clip::{ClipReport, check_finite_hidden, clip_hidden};
-use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, noise_scratch_len};
+use crate::dp_forward::clip::{ClipReport, check_finite_hidden, clip_checked};
+use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
 use crate::matrix_view::MatMut;
 use crate::sampling::{KeyedStream, NoiseFloat, NoiseKey};
 use crate::scratch::check_scratch;
-
-/// The `f64` scratch [`dp_forward`] needs: 0 for i.i.d. and diagonal noise.
-///
-/// ```
-/// use dpattn_core::dp_forward::{NoiseFactors, dp_forward_scratch_len};
-/// assert_eq!(dp_forward_scratch_len(&NoiseFactors::Iid, 128, 768), 0);
-/// ```
-pub fn dp_forward_scratch_len(factors: &NoiseFactors<'_>, tokens: usize, dim: usize) -> usize {
-    noise_scratch_len(factors, tokens, dim)
-}
 
 /// Releases `x ← clip(x) + Z` for every sequence of a batch, in place: `x` is
 /// `(batch·tokens) × dim` (sequences stacked along rows, any row stride), `f32` or `f64`.
@@ -98,17 +88,20 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
     check_finite_hidden(&x)?;
     if let Some(ledger) = ledger {
         let charge = match ledger.total() {
-            Amount::Approx { .. } if params.releases == 1 => params.plan_charge()?,
+            Amount::Approx { .. } if params.releases == 1 => {
+                Charge::Approx(params.guarantee_at(floor)?)
+            }
             Amount::Approx { .. } => {
                 return Err(Error::Unsupported {
                     what: "an approximate-DP ledger cannot take one release of a k > 1 plan: charge plan_charge() once per input, or use a zCDP ledger",
                 });
             }
-            _ => Charge::Zcdp(params.release_rho()?),
+            _ => Charge::Zcdp(params.release_rho_at(floor)?),
         };
         ledger.try_charge(charge)?;
     }
-    let report = clip_hidden(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm)?;
+    // Every check of clip_hidden ran above (C by validate, shape, finiteness).
+    let report = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);
     let noise_stream = KeyedStream::new(key, stream);
     add_noise(x, tokens, factors, floor, &noise_stream, first, scratch)?;
     Ok(report)

@@ -34,7 +34,7 @@
 
 use crate::directed_rounding::{add_up, mul_up, sqrt_up};
 use crate::dp_forward::clip::ClipRegion;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_radius};
 use crate::matrix_view::MatRef;
 
 /// Which pairs of inputs must be indistinguishable (seed-003 §2, "library encoding").
@@ -135,7 +135,7 @@ pub fn sensitivity(
     c: f64,
     tokens: usize,
 ) -> Result<f64> {
-    super::clip::check_clip_norm(c)?;
+    check_radius("clip_norm", c)?;
     if tokens == 0 {
         return Err(Error::OutOfRange { name: "tokens", value: 0.0, allowed: ">= 1" });
     }

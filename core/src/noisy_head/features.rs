@@ -239,15 +239,6 @@ pub(crate) fn margin(len: usize) -> f64 {
     1.0 - (len as f64 + 8.0) * f64::EPSILON
 }
 
-/// The range `[1e-100, 1e100]` allowed for `C`, `G` and `R`: far from underflow and
-/// overflow in every product the step forms (`RG²`, `CG`, `G·margin`).
-pub(crate) fn check_radius(name: &'static str, x: f64) -> Result<()> {
-    if !(1e-100..=1e100).contains(&x) {
-        return Err(Error::OutOfRange { name, value: x, allowed: "[1e-100, 1e100]" });
-    }
-    Ok(())
-}
-
 /// Writes `u = x_q`, `v = L⁻¹ Σᵢ yᵢ xᵢ` for one prompt, with labels clipped to `±C` when
 /// `clip` is `Some(C)`; returns `(‖u‖, ‖v‖)` (scaled norms).
 fn summarise(
@@ -310,8 +301,8 @@ pub fn private_features(
     v: &mut [f64],
     t: &mut [f64],
 ) -> Result<()> {
-    check_radius("clip_c", clip_c)?;
-    check_radius("proj_g", proj_g)?;
+    crate::error::check_radius("clip_c", clip_c)?;
+    crate::error::check_radius("proj_g", proj_g)?;
     check_out(p, u, v, t)?;
     let d = p.d;
     // Both factors are measured with 2D entries' worth of rounding in the product.

@@ -7,12 +7,12 @@
 //! (Dwork–Roth Thm A.1; the paper leaves this unstated). Every parameter here must be
 //! chosen without looking at the private prompts.
 
-use super::features::check_radius;
 use crate::PrivacyBudget;
 use crate::accounting::ledger::Charge;
 use crate::accounting::zcdp::{Rho, zcdp_rho_for};
 use crate::calibration::gaussian_mechanism::classical_gaussian_sigma;
 use crate::directed_rounding::{add_up, mul_up};
+use crate::error::check_radius;
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
 
 /// How the per-entry noise standard deviation `s` is calibrated.
