@@ -66,6 +66,7 @@ pub mod output_perturbation;
 pub mod privacy_params;
 pub mod reference_attention;
 pub mod sampling;
+pub mod weight_shuffle;
 pub mod scratch;
 #[cfg(feature = "alloc")]
 pub mod softmax_tree;

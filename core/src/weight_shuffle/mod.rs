@@ -1,0 +1,72 @@
+//! Weight shuffling and the shuffled DP-SGD step (paper 002, Yang, Ji, Xiang, "Weights
+//! Shuffling for Improving DPSGD in Transformer-based Models"; spec `shared/spec/seed-002.md`).
+//!
+//! **What it is.** Transformer blocks are invariant under relabelling hidden units: an MLP's
+//! hidden units (Theorem 3) and, per attention head, the query/key features and the value
+//! features together with the output projection's matching inputs (Theorem 4). A
+//! [`ShufflePlan`] describes where those tensors live in a flat parameter buffer (layout
+//! descriptors: `(out, in)` or `(in, out)` storage, biases, separate or fused QKV,
+//! grouped-query attention, RoPE, gated MLPs) and applies one sampled permutation to the
+//! weights, the gradients and any optimizer state, so any framework can use it.
+//! [`shuffled_dp_sgd_step`] is Algorithm 1 on those buffers: Poisson sampling, per-example
+//! clipping to `c`, optional batch clipping to `c′`, Gaussian noise, the update, then the
+//! permutation.
+//!
+//! **Guarantee.** Shuffling is *function-preserving and utility-neutral, not a privacy
+//! mechanism*. The step is `(q, σ_eff)` Poisson-subsampled Gaussian DP-SGD with
+//! add/remove-one neighbours (one training record), charged on an RDP ledger with
+//! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp) — exactly what the
+//! same step without shuffling costs. The permutation is post-processing, so this is a valid
+//! upper bound (Theorem 5, read as post-processing, spec §3.2), and no smaller bound is
+//! claimed: the permutation can be recovered from the previous weights (spec Q6).
+//!
+//! **The paper's errors, with the spec's resolutions** (`docs/PRIVACY.md` §7):
+//! * \[FIX\] Q1–Q6: Theorem 6 is not a sufficient condition (it approximates a *lower*
+//!   bound on δ with Fenton–Wilkinson on dependent summands, uses an infeasible worst case,
+//!   the wrong `d`, and ignores that the permutation is revealed). At `d = 2` it certifies
+//!   `(1, 1e-5)` where the exact δ is 0.0799. It is available only as
+//!   [`paper_estimate`], whose types cannot become a guarantee; [`refute`] holds the lower
+//!   bounds that contradict it.
+//! * \[FIX\] Q10: mixing `σ` (shuffled coordinates) and `σ₀` (the rest) is charged at
+//!   `min(σ, σ₀)`, not as two separate guarantees.
+//! * \[FIX\] Q13–Q15: biases, per-head value permutations, GQA and RoPE are handled; one
+//!   set of indices is shared by all coupled tensors (the paper's Appendix B code draws
+//!   them independently, which breaks the model); weights *and* optimizer state are
+//!   permuted after the update (line 14).
+//! * \[FIX\] Q17: [`ShufflePlan::coverage`] and [`ShufflePlan::min_orbit`] report what is
+//!   really moved ("shuffle ratio 100 %" is not reachable with Theorems 3–4).
+//!
+//! ```
+//! use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan, WeightLayout};
+//! use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
+//! use dpattn_core::weight_shuffle::refute::shuffled_gaussian_delta_d2;
+//! // A 4-unit MLP inside a 40-element buffer: the last 8 elements never move.
+//! let blocks = [Block::Mlp(MlpBlock {
+//!     up: LinearLayout::new(0, 4, 4, WeightLayout::OutIn).with_bias(16),
+//!     gate: None,
+//!     down: LinearLayout::new(20, 3, 4, WeightLayout::OutIn),
+//! })];
+//! let plan = ShufflePlan::new(&blocks, 40)?;
+//! assert_eq!((plan.coverage().moved, plan.min_orbit()), (32, 1));
+//! // The paper's accountant accepts (1, 1e-5) at d = 2, σ = 1.16125; the truth is 0.0799.
+//! assert!(thm6_h(1.0, 1.16125, 2.0, 1.0)? < 1e-5);
+//! assert!(shuffled_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0)?.backward > 0.0798);
+//! # Ok::<(), dpattn_core::Error>(())
+//! ```
+
+mod axis_map;
+mod layout;
+pub mod paper_estimate;
+mod plan;
+pub mod refute;
+mod step;
+
+pub use layout::{
+    AttentionBlock, Block, LinearLayout, MlpBlock, PositionEncoding, Qkv, ValueSharing,
+    WeightLayout,
+};
+pub use plan::{Coverage, Permutations, ShufflePlan};
+pub use step::{
+    BatchClip, BatchClipScope, ShuffledDpSgdParams, StepReport, StepStreams, shuffled_dp_sgd_step,
+    shuffled_dp_sgd_step_scratch_len,
+};

@@ -1,0 +1,490 @@
+//! The shuffled DP-SGD step (spec `seed-002.md` §2.1–§2.3, §2.9 Algorithm 1), on flat
+//! buffers, with sound accounting.
+//!
+//! **What one step does.** Each of the `N` records joins the batch independently with
+//! probability `q` (exact Poisson sampling, keyed by record index). For every sampled record
+//! the caller's closure writes its gradient at the current weights; the whole-model gradient
+//! is clipped to L2 norm `c` and summed. Optionally the sum is projected onto the ball of
+//! radius `c′`, per plan block or over all moved coordinates (line 12, [`BatchClip`]).
+//! Gaussian noise `N(0, σ²c²)` is added to coordinates the plan moves and `N(0, σ₀²c²)` to
+//! the rest, the result divided by the expected batch `B = qN`, and `w ← w − η·g̃`. Finally
+//! one uniform permutation of the plan is applied to the weights and to every optimizer-state
+//! buffer (line 14: `P[W − η·g̃]`, spec Q14).
+//!
+//! **Guarantee.** With add/remove-one neighbours (spec §1, Q21), the released weights of one
+//! step are the Poisson-subsampled Gaussian mechanism with noise multiplier
+//! `σ_eff = min(σ, σ₀)` (Q10: the worst case puts the whole difference `c` in the
+//! least-noised coordinates; the batch projection is 1-Lipschitz, so it keeps the
+//! sensitivity `c`). The update and the permutation are post-processing. The step is
+//! charged exactly that — [`SampledGaussianRdp`]`(q, σ_eff)` on an RDP [`Ledger`] — and
+//! **shuffling earns no privacy credit**: the permutation is recoverable from the previous
+//! weights (spec Q6), so the paper's Theorem 6 accounting does not apply (see
+//! [`paper_estimate`](super::paper_estimate)).
+//!
+//! **Floating point.** Per-example clipping aims at `c·(1 − (D + 4)·2⁻⁵²)` so the exact
+//! norm of every clipped gradient is `≤ c` despite rounding. The sum, the noise (the `f64`
+//! Box–Muller of `docs/RANDOMNESS.md` §3, support `|z| ≤ 8.57`) and the update are
+//! floating point; as for every floating-point Gaussian mechanism, the low-order bits are
+//! not covered by the proof (`docs/PRIVACY.md` §2.5). Steps whose bounded support would be
+//! visible — `T·q·Q(8.57 − 1/σ_eff) > δ/100` for the ledger's δ and the planned `T` — are
+//! refused, as in `dp_forward`.
+//!
+//! **Randomness** (`docs/RANDOMNESS.md` §5.5): three draws per step under one key — the
+//! selection (record `i`'s window), the noise (coordinate `j` is element `j` of the `f64`
+//! Gaussian layout) and the permutations (read sequentially from word 0) — on the stream ids
+//! of [`StepStreams`].
+
+use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
+use crate::calibration::normal::normal_sf;
+use crate::dp_forward::GAUSSIAN_SUPPORT;
+use crate::element::Element;
+use crate::error::{Error, Result, positive_finite};
+use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey, PoissonSubsampling};
+use crate::scratch::check_scratch;
+
+use super::plan::ShufflePlan;
+
+/// Which coordinates one batch projection covers (spec §2.2; the paper leaves it open).
+///
+/// ```
+/// use dpattn_core::weight_shuffle::BatchClipScope;
+/// assert_ne!(BatchClipScope::PerBlock, BatchClipScope::AllMoved);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchClipScope {
+    /// Each plan block's moved tensors separately (Alg. 1 line 11 read per layer).
+    PerBlock,
+    /// All coordinates the plan moves, together.
+    AllMoved,
+}
+
+/// Batch clipping (Alg. 1 line 12): the summed gradient of the moved coordinates is
+/// projected onto the ball of radius `norm` (`c′`).
+///
+/// ```
+/// use dpattn_core::weight_shuffle::{BatchClip, BatchClipScope};
+/// let b = BatchClip { norm: 1.0, scope: BatchClipScope::AllMoved };
+/// assert_eq!(b.norm, 1.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchClip {
+    /// `c′ > 0`.
+    pub norm: f64,
+    /// The coordinates one projection covers.
+    pub scope: BatchClipScope,
+}
+
+/// Parameters of [`shuffled_dp_sgd_step`].
+///
+/// ```
+/// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
+/// let p = ShuffledDpSgdParams::new(0.01, 1.0, 1.1, 0.1, 1000);
+/// assert_eq!((p.fixed_noise_multiplier, p.batch_clip), (None, None));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShuffledDpSgdParams {
+    /// Poisson sampling rate `q ∈ (0, 1]`.
+    pub sampling_rate: f64,
+    /// Per-example clipping norm `c > 0` (whole-model L2 norm, Eq. 2).
+    pub clip_norm: f64,
+    /// Batch clipping of the moved coordinates, if any.
+    pub batch_clip: Option<BatchClip>,
+    /// Noise multiplier `σ` of the coordinates the plan moves (noise std `σ·c`).
+    pub noise_multiplier: f64,
+    /// Noise multiplier `σ₀` of the coordinates the plan leaves in place; `None` uses `σ`.
+    pub fixed_noise_multiplier: Option<f64>,
+    /// Learning rate `η` (finite; `0` only noises nothing in effect but still charges).
+    pub learning_rate: f64,
+    /// The number of steps `T` the run plans; the bounded-support check uses it.
+    pub planned_steps: u64,
+}
+
+impl ShuffledDpSgdParams {
+    /// Parameters without batch clipping and with one noise multiplier for every coordinate.
+    ///
+    /// ```
+    /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
+    /// assert_eq!(ShuffledDpSgdParams::new(0.5, 2.0, 1.0, 0.1, 10).clip_norm, 2.0);
+    /// ```
+    pub fn new(
+        sampling_rate: f64,
+        clip_norm: f64,
+        noise_multiplier: f64,
+        learning_rate: f64,
+        planned_steps: u64,
+    ) -> Self {
+        Self {
+            sampling_rate,
+            clip_norm,
+            batch_clip: None,
+            noise_multiplier,
+            fixed_noise_multiplier: None,
+            learning_rate,
+            planned_steps,
+        }
+    }
+
+    /// `σ_eff = min(σ, σ₀)`: the noise multiplier the step is charged at (spec Q10).
+    ///
+    /// ```
+    /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
+    /// let mut p = ShuffledDpSgdParams::new(0.5, 1.0, 0.27, 0.1, 10);
+    /// p.fixed_noise_multiplier = Some(11.75);
+    /// assert_eq!(p.effective_noise_multiplier(), 0.27);
+    /// ```
+    pub fn effective_noise_multiplier(&self) -> f64 {
+        self.noise_multiplier.min(self.fixed_noise_multiplier.unwrap_or(self.noise_multiplier))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let q = self.sampling_rate;
+        if q.is_nan() || q <= 0.0 || q > 1.0 {
+            return Err(Error::OutOfRange { name: "sampling_rate q", value: q, allowed: "(0, 1]" });
+        }
+        positive_finite("clip_norm c", self.clip_norm)?;
+        positive_finite("noise_multiplier", self.noise_multiplier)?;
+        if let Some(s0) = self.fixed_noise_multiplier {
+            positive_finite("fixed_noise_multiplier", s0)?;
+        }
+        if let Some(b) = self.batch_clip {
+            positive_finite("batch_clip norm c'", b.norm)?;
+        }
+        if !self.learning_rate.is_finite() {
+            let lr = self.learning_rate;
+            return Err(Error::OutOfRange { name: "learning_rate", value: lr, allowed: "finite" });
+        }
+        if self.planned_steps == 0 {
+            return Err(Error::OutOfRange { name: "planned_steps", value: 0.0, allowed: ">= 1" });
+        }
+        Ok(())
+    }
+
+    /// The δ the bounded Gaussian support can add over the planned run:
+    /// `T·q·Q(8.57 − 1/σ_eff)` (see the module docs).
+    ///
+    /// ```
+    /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
+    /// let p = ShuffledDpSgdParams::new(0.01, 1.0, 1.0, 0.1, 1000);
+    /// assert!(p.support_delta() < 1e-12); // Q(7.57) ≈ 1.9e-14
+    /// ```
+    pub fn support_delta(&self) -> f64 {
+        let mu = 1.0 / self.effective_noise_multiplier();
+        self.planned_steps as f64 * self.sampling_rate * normal_sf(GAUSSIAN_SUPPORT - mu)
+    }
+}
+
+/// The stream ids of one step's three draws (each `(key, stream)` pair serves one draw).
+///
+/// ```
+/// use dpattn_core::weight_shuffle::StepStreams;
+/// let s = StepStreams::for_step(100, 2)?;
+/// assert_eq!((s.selection, s.noise, s.permutation), (106, 107, 108));
+/// assert!(StepStreams::for_step(u64::MAX - 1, 0).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepStreams {
+    /// Poisson selection.
+    pub selection: u64,
+    /// Gaussian noise.
+    pub noise: u64,
+    /// Permutations.
+    pub permutation: u64,
+}
+
+impl StepStreams {
+    /// Streams `base + 3·step + {0, 1, 2}`: a run numbered from `base` never reuses a stream.
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] if the ids overflow `u64`.
+    pub fn for_step(base: u64, step: u64) -> Result<Self> {
+        let first = step
+            .checked_mul(3)
+            .and_then(|s| s.checked_add(base))
+            .filter(|f| f.checked_add(2).is_some())
+            .ok_or(Error::SizeOverflow { what: "step stream id" })?;
+        Ok(Self { selection: first, noise: first + 1, permutation: first + 2 })
+    }
+}
+
+/// What a step did. `batch_size` and the clipping counts depend on the private data: keep
+/// them inside the trusted trainer, never release them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepReport {
+    /// Records sampled into the batch.
+    pub batch_size: u64,
+    /// Sampled records whose gradient was clipped.
+    pub clipped: u64,
+    /// Batch projections that shrank the sum.
+    pub batch_clipped: usize,
+    /// `σ_eff`, the noise multiplier charged.
+    pub effective_noise_multiplier: f64,
+}
+
+/// Scratch (`f64`) for [`shuffled_dp_sgd_step`]: two buffers of `param_len`.
+///
+/// ```
+/// # use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan, WeightLayout,
+/// #     shuffled_dp_sgd_step_scratch_len};
+/// # let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
+/// #     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
+/// assert_eq!(shuffled_dp_sgd_step_scratch_len(&ShufflePlan::new(&blocks, 12)?)?, 24);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::SizeOverflow`] if `2·param_len` overflows.
+pub fn shuffled_dp_sgd_step_scratch_len(plan: &ShufflePlan<'_>) -> Result<usize> {
+    crate::error::mul_size(plan.param_len(), 2, "shuffled DP-SGD scratch")
+}
+
+/// Calls its argument once per visited coordinate value.
+type Visit<'a> = &'a mut dyn FnMut(f64);
+/// Calls its argument once per `(offset, len)` range of a buffer.
+type Ranges<'a> = &'a dyn Fn(&mut dyn FnMut(usize, usize));
+
+/// L2 norm of the coordinates visited by `each`, scaled against overflow.
+fn scaled_norm(each: &mut dyn FnMut(Visit<'_>)) -> f64 {
+    let mut m = 0.0f64;
+    each(&mut |x| m = m.max(x.abs()));
+    if m == 0.0 {
+        return 0.0;
+    }
+    let mut s = 0.0;
+    each(&mut |x| {
+        let y = x / m;
+        s += y * y;
+    });
+    m * libm::sqrt(s)
+}
+
+/// Scales `v` so its exact norm is `≤ c` despite rounding (module docs). Returns whether it
+/// was scaled.
+fn clip_to(v: &mut [f64], c: f64) -> bool {
+    let norm = scaled_norm(&mut |f| v.iter().for_each(|&x| f(x)));
+    let aim = c * (1.0 - (v.len() as f64 + 4.0) * f64::EPSILON);
+    if norm <= aim {
+        return false;
+    }
+    let s = crate::directed_rounding::div_down(aim, norm);
+    v.iter_mut().for_each(|x| *x *= s);
+    true
+}
+
+/// Projects the coordinates of `ranges` (offset, len) onto the ball of radius `c`.
+fn project(v: &mut [f64], c: f64, ranges: Ranges<'_>) -> bool {
+    let norm = scaled_norm(&mut |f| ranges(&mut |o, n| v[o..o + n].iter().for_each(|&x| f(x))));
+    if norm <= c {
+        return false;
+    }
+    let s = c / norm;
+    ranges(&mut |o, n| v[o..o + n].iter_mut().for_each(|x| *x *= s));
+    true
+}
+
+/// Checks everything that does not depend on the data.
+#[allow(clippy::too_many_arguments)]
+fn check_inputs<T: Element>(
+    weights: &[T],
+    state: &[&mut [T]],
+    plan: &ShufflePlan<'_>,
+    params: &ShuffledDpSgdParams,
+    records: u64,
+    streams: StepStreams,
+    perms_len: usize,
+    scratch_len: usize,
+) -> Result<()> {
+    params.validate()?;
+    let d = plan.param_len();
+    let shape = |arg, got| -> Result<()> {
+        if got == d {
+            Ok(())
+        } else {
+            Err(Error::ShapeMismatch { arg, axis: "len (param_len)", expected: d, got })
+        }
+    };
+    shape("weights", weights.len())?;
+    for s in state {
+        shape("optimizer state", s.len())?;
+    }
+    if perms_len != plan.permutation_len() {
+        let expected = plan.permutation_len();
+        return Err(Error::ShapeMismatch { arg: "perms", axis: "len", expected, got: perms_len });
+    }
+    check_scratch(scratch_len, shuffled_dp_sgd_step_scratch_len(plan)?)?;
+    if records == 0 || records >= 1 << 40 {
+        let value = records as f64;
+        return Err(Error::OutOfRange { name: "records N", value, allowed: "[1, 2^40)" });
+    }
+    let StepStreams { selection: a, noise: b, permutation: c } = streams;
+    if a == b || b == c || a == c {
+        let value = a as f64;
+        return Err(Error::OutOfRange { name: "step stream ids", value, allowed: "three distinct ids" });
+    }
+    if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
+        return Err(Error::NonFinite { arg: "weights", index: i });
+    }
+    Ok(())
+}
+
+/// The RDP charge of one step on `ledger`'s orders, after the bounded-support check.
+fn step_charge<const N: usize>(ledger: &Ledger<N>, params: &ShuffledDpSgdParams) -> Result<Charge<N>> {
+    let Some(curve) = ledger.rdp_curve() else {
+        return Err(Error::Unsupported {
+            what: "shuffled DP-SGD is charged on an RDP ledger (Ledger::new_rdp)",
+        });
+    };
+    if let Amount::Rdp { delta, .. } = ledger.total() {
+        let (tail, allowed) = (params.support_delta(), delta / 100.0);
+        if tail.is_nan() || tail > allowed {
+            return Err(Error::Infeasible {
+                condition: "T·q·Q(8.57 − 1/σ_eff) ≤ δ/100: the f64 Gaussian's support |z| ≤ 8.57 must stay invisible (σ too small)",
+                lhs: tail,
+                rhs: allowed,
+            });
+        }
+    }
+    let mech = SampledGaussianRdp::new(params.sampling_rate, params.effective_noise_multiplier())?;
+    Ok(Charge::Rdp(RdpCurve::from_mechanism(*curve.orders(), &mech, 1)?))
+}
+
+/// One step of shuffled DP-SGD (Algorithm 1) on flat buffers; see the module docs.
+///
+/// `gradient(record, weights, out)` writes record `record`'s gradient at `weights` into
+/// `out` (`param_len` values, same layout). `state` holds optimizer buffers that are
+/// permuted with the weights (the update itself is plain SGD; an optimizer that keeps
+/// moments updates them from its own gradient estimate and lets the step permute them).
+/// `perms` receives the step's permutations (for audit). `scratch` needs
+/// [`shuffled_dp_sgd_step_scratch_len`] values.
+///
+/// Every check runs before the ledger charge; on any error neither the weights, the state
+/// nor the ledger change. A failing `gradient` call aborts the step the same way.
+///
+/// # Errors
+/// * [`Error::OutOfRange`] for parameters outside their domains (`q ∉ (0, 1]`, `c ≤ 0`,
+///   `σ ≤ 0`, NaN/∞, `T = 0`), `N = 0` or `N ≥ 2^40`, or equal stream ids.
+/// * [`Error::ShapeMismatch`] for buffers whose length is not `param_len` (or
+///   `permutation_len` for `perms`); [`Error::ScratchTooSmall`].
+/// * [`Error::NonFinite`] for NaN/∞ in the weights or in a per-example gradient.
+/// * [`Error::Unsupported`] for a ledger that is not an RDP ledger;
+///   [`Error::Infeasible`] when the bounded support would be visible or the budget is
+///   exhausted.
+///
+/// ```
+/// use dpattn_core::{Delta, Epsilon};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan,
+///     ShuffledDpSgdParams, StepStreams, WeightLayout, shuffled_dp_sgd_step,
+///     shuffled_dp_sgd_step_scratch_len};
+/// let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
+///     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
+/// let plan = ShufflePlan::new(&blocks, 12)?;
+/// let mut w = [0.1f32; 12];
+/// let mut momentum = [0.0f32; 12];
+/// let mut ledger = Ledger::new_rdp(Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
+/// let params = ShuffledDpSgdParams::new(0.1, 1.0, 1.1, 0.05, 100);
+/// let mut perms = [0u32; 3];
+/// let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
+/// let report = shuffled_dp_sgd_step(
+///     &mut w, &mut [&mut momentum[..]], &plan, &params, 1000,
+///     |record, _w, g: &mut [f64]| { g.fill(record as f64 % 3.0); Ok(()) },
+///     &NoiseKey::from_bytes([4; 32]), StepStreams::for_step(0, 0)?,
+///     Some(&mut ledger), &mut perms, &mut scratch,
+/// )?;
+/// assert!(report.batch_size > 50 && report.batch_size < 150);
+/// assert_eq!(ledger.charges(), 1);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn shuffled_dp_sgd_step<T, G, const N: usize>(
+    weights: &mut [T],
+    state: &mut [&mut [T]],
+    plan: &ShufflePlan<'_>,
+    params: &ShuffledDpSgdParams,
+    records: u64,
+    mut gradient: G,
+    key: &NoiseKey,
+    streams: StepStreams,
+    ledger: Option<&mut Ledger<N>>,
+    perms: &mut [u32],
+    scratch: &mut [f64],
+) -> Result<StepReport>
+where
+    T: Element,
+    G: FnMut(u64, &[T], &mut [f64]) -> Result<()>,
+{
+    let d = plan.param_len();
+    check_inputs(weights, state, plan, params, records, streams, perms.len(), scratch.len())?;
+    let charge = ledger.as_deref().map(|l| step_charge(l, params)).transpose()?;
+    let (sum, rest) = scratch.split_at_mut(d);
+    let example = &mut rest[..d];
+    // Data-dependent part, into scratch only: selection, gradients, clipping, batch clip.
+    sum.fill(0.0);
+    let sampler = PoissonSubsampling::new(params.sampling_rate)?;
+    let selection = KeyedStream::new(key, streams.selection);
+    let (mut batch_size, mut clipped) = (0u64, 0u64);
+    for record in 0..records {
+        if !sampler.included_at(&selection, record)? {
+            continue;
+        }
+        batch_size += 1;
+        gradient(record, weights, example)?;
+        if let Some(i) = example.iter().position(|g| !g.is_finite()) {
+            return Err(Error::NonFinite { arg: "per-example gradient", index: i });
+        }
+        clipped += u64::from(clip_to(example, params.clip_norm));
+        sum.iter_mut().zip(example.iter()).for_each(|(s, g)| *s += g);
+    }
+    let blocks = plan.blocks().len();
+    let mut batch_clipped = 0;
+    if let Some(bc) = params.batch_clip {
+        match bc.scope {
+            BatchClipScope::PerBlock => {
+                for i in 0..blocks {
+                    let ranges = |f: &mut dyn FnMut(usize, usize)| plan.for_each_block_range(i, f);
+                    batch_clipped += usize::from(project(sum, bc.norm, &ranges));
+                }
+            }
+            BatchClipScope::AllMoved => {
+                let ranges = |f: &mut dyn FnMut(usize, usize)| {
+                    (0..blocks).for_each(|i| plan.for_each_block_range(i, &mut *f));
+                };
+                batch_clipped += usize::from(project(sum, bc.norm, &ranges));
+            }
+        }
+    }
+    // Noise (std σ₀·c, σ·c on moved tensors) into the sum, and the permutations: every
+    // fallible draw happens before the charge.
+    let c = params.clip_norm;
+    let std = example;
+    std.fill(params.fixed_noise_multiplier.unwrap_or(params.noise_multiplier) * c);
+    for i in 0..blocks {
+        plan.for_each_block_range(i, |o, n| std[o..o + n].fill(params.noise_multiplier * c));
+    }
+    let noise = KeyedStream::new(key, streams.noise);
+    let mut z = [0.0f64; 64];
+    for start in (0..d).step_by(z.len()) {
+        let z = &mut z[..(d - start).min(64)];
+        Gaussian::STANDARD.fill_keyed::<f64>(&noise, start as u64, z)?;
+        for ((s, &sd), &zj) in sum[start..].iter_mut().zip(&std[start..]).zip(z.iter()) {
+            *s += sd * zj;
+        }
+    }
+    let perms = plan.sample_keyed(&KeyedStream::new(key, streams.permutation), perms)?;
+    if let (Some(ledger), Some(charge)) = (ledger, charge) {
+        ledger.try_charge(charge)?;
+    }
+    // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state.
+    let scale = params.learning_rate / (params.sampling_rate * records as f64);
+    for (w, &g) in weights.iter_mut().zip(sum.iter()) {
+        *w = T::from_f64(w.to_f64() - scale * g);
+    }
+    plan.apply(&perms, weights, std)?;
+    for s in state.iter_mut() {
+        plan.apply(&perms, s, std)?;
+    }
+    let effective_noise_multiplier = params.effective_noise_multiplier();
+    Ok(StepReport { batch_size, clipped, batch_clipped, effective_noise_multiplier })
+}
