@@ -45,9 +45,12 @@ fn sound_accountant_is_never_below_the_exact_or_refuted_delta() {
         let gaussian = analytic_gaussian_delta(eps, sigma, 1.0).unwrap();
         assert!(exact <= gaussian, "σ = {sigma}, ε = {eps}: {exact} > {gaussian}");
         // What a ledger would charge for one step at this σ (q = 1): its δ(ε) bounds both.
-        let curve =
-            RdpCurve::from_mechanism(DEFAULT_ORDERS, &GaussianRdp::from_noise_multiplier(sigma).unwrap(), 1)
-                .unwrap();
+        let curve = RdpCurve::from_mechanism(
+            DEFAULT_ORDERS,
+            &GaussianRdp::from_noise_multiplier(sigma).unwrap(),
+            1,
+        )
+        .unwrap();
         let charged = curve.delta(eps).unwrap().delta;
         assert!(charged >= gaussian, "σ = {sigma}, ε = {eps}: RDP δ {charged} < {gaussian}");
         // And the q = 1 subsampled Gaussian is the same curve.
@@ -62,8 +65,9 @@ fn sound_accountant_is_never_below_the_exact_or_refuted_delta() {
     let paper_pair = MeanPair::paper_worst_case(1.0, 1.0, d).unwrap();
     let lb = max_stat_lower_bound(0.36, 0.27316, d, &paper_pair).unwrap();
     assert!((lb - 0.830).abs() < 1e-3, "lower bound {lb}");
-    let feasible = max_stat_lower_bound(0.36, 0.27316, d, &MeanPair::feasible_point_mass(1.0).unwrap())
-        .unwrap();
+    let feasible =
+        max_stat_lower_bound(0.36, 0.27316, d, &MeanPair::feasible_point_mass(1.0).unwrap())
+            .unwrap();
     assert!((feasible - 8.8e-4).abs() < 1e-5, "feasible-pair lower bound {feasible}");
     let gaussian = analytic_gaussian_delta(0.36, 0.27316, 1.0).unwrap();
     assert!(lb <= gaussian && (gaussian - 0.920).abs() < 1e-3, "plain Gaussian δ {gaussian}");

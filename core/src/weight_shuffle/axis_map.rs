@@ -37,9 +37,10 @@ impl<'p> AxisMap<'p> {
         Self { segs }
     }
 
-    /// The position whose element lands at `j`.
-    #[inline]
-    pub(super) fn src(&self, j: usize) -> usize {
+    /// The position whose element lands at `j`: the definition [`for_each`](Self::for_each)
+    /// is tested against.
+    #[cfg(test)]
+    fn src(&self, j: usize) -> usize {
         for s in self.segs.iter().flatten() {
             if j >= s.start && j - s.start < s.len {
                 let r = j - s.start;
@@ -49,6 +50,34 @@ impl<'p> AxisMap<'p> {
             }
         }
         j
+    }
+}
+
+impl AxisMap<'_> {
+    /// Calls `f(j, src(j))` for `j = 0, 1, …, len − 1` in order, without per-position
+    /// division (the gathers' inner loop).
+    #[inline]
+    pub(super) fn for_each(&self, len: usize, mut f: impl FnMut(usize, usize)) {
+        let mut j = 0;
+        for s in self.segs.iter().flatten() {
+            while j < s.start.min(len) {
+                f(j, j);
+                j += 1;
+            }
+            for b in 0..s.len / s.block {
+                let p = if s.group == usize::MAX { 0 } else { b / s.group };
+                let perm = &s.perms[p * s.block..][..s.block];
+                let base = s.start + b * s.block;
+                for (a, &x) in perm.iter().enumerate() {
+                    f(base + a, base + x as usize);
+                }
+            }
+            j = s.start + s.len;
+        }
+        while j < len {
+            f(j, j);
+            j += 1;
+        }
     }
 }
 
@@ -76,20 +105,15 @@ pub(super) fn gather_matrix<T: Element>(
         *o = x.to_f64();
     }
     match axis {
-        Axis::Rows => {
-            for (j, row) in m.chunks_exact_mut(cols).enumerate() {
-                let s = map.src(j) * cols;
-                for (x, &o) in row.iter_mut().zip(&old[s..s + cols]) {
-                    *x = T::from_f64(o);
-                }
+        Axis::Rows => map.for_each(rows, |j, s| {
+            let row = &mut m[j * cols..][..cols];
+            for (x, &o) in row.iter_mut().zip(&old[s * cols..][..cols]) {
+                *x = T::from_f64(o);
             }
-        }
+        }),
         Axis::Cols => {
-            for j in 0..cols {
-                let s = map.src(j);
-                for r in 0..rows {
-                    m[r * cols + j] = T::from_f64(old[r * cols + s]);
-                }
+            for (row, old) in m.chunks_exact_mut(cols).zip(old.chunks_exact(cols)) {
+                map.for_each(cols, |j, s| row[j] = T::from_f64(old[s]));
             }
         }
     }
@@ -106,6 +130,9 @@ mod tests {
         let map = AxisMap::single(6, 3, 2, &perms);
         let src: [usize; 8] = core::array::from_fn(|j| map.src(j));
         assert_eq!(src, [2, 0, 1, 5, 3, 4, 6, 7]);
+        let mut seen = [0usize; 8];
+        map.for_each(8, |j, s| seen[j] = s);
+        assert_eq!(seen, src);
         // group 1: block b uses permutation b.
         let perms = [1u32, 0, 0, 1];
         let map = AxisMap::single(4, 2, 1, &perms);
@@ -115,6 +142,21 @@ mod tests {
         let map = AxisMap::single(4, 2, usize::MAX, &perms);
         let src: [usize; 4] = core::array::from_fn(|j| map.src(j));
         assert_eq!(src, [1, 0, 3, 2]);
+    }
+
+    #[test]
+    fn for_each_follows_src_across_segments_and_gaps() {
+        let (p, q) = ([1u32, 0, 0, 1], [2u32, 1, 0]);
+        let seg =
+            |start, len, block, group, perms| Some(Segment { start, len, block, group, perms });
+        // Gap [0, 2), blocks of 2 at [2, 6), gap [6, 8), one shared block of 3 at [8, 11), tail.
+        let map =
+            AxisMap::segments([seg(2, 4, 2, 1, &p[..]), None, seg(8, 3, 3, usize::MAX, &q[..])]);
+        let mut seen = [usize::MAX; 12];
+        map.for_each(12, |j, s| seen[j] = s);
+        let src: [usize; 12] = core::array::from_fn(|j| map.src(j));
+        assert_eq!(seen, src);
+        assert_eq!(src, [0, 1, 3, 2, 4, 5, 6, 7, 10, 9, 8, 11]);
     }
 
     #[test]
@@ -130,7 +172,8 @@ mod tests {
         let mut m = [0.0f64, 1.0, 2.0, 10.0, 11.0, 12.0];
         gather_matrix(&mut m, 2, 3, Axis::Cols, &map, &mut scratch);
         assert_eq!(m, [2.0, 0.0, 1.0, 12.0, 10.0, 11.0]);
-        let mut v = [half::bf16::from_f32(1.0), half::bf16::from_f32(2.0), half::bf16::from_f32(3.0)];
+        let mut v =
+            [half::bf16::from_f32(1.0), half::bf16::from_f32(2.0), half::bf16::from_f32(3.0)];
         gather_matrix(&mut v, 3, 1, Axis::Rows, &map, &mut scratch);
         assert_eq!(v.map(|x| x.to_f32()), [3.0, 1.0, 2.0]);
     }

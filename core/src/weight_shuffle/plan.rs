@@ -217,7 +217,8 @@ fn mlp_moves<'p>(m: &MlpBlock, perms: &'p [u32], f: &mut impl FnMut(Move<'p>)) {
 
 fn attention_moves<'p>(a: &AttentionBlock, perms: &'p [u32], f: &mut impl FnMut(Move<'p>)) {
     let [(qk_len, qk_count), _] = perm_specs(&Block::Attention(*a));
-    let (qk, v) = perms.split_at(qk_len * qk_count);
+    // `perms` is empty when only offsets and shapes are wanted.
+    let (qk, v) = perms.split_at((qk_len * qk_count).min(perms.len()));
     let (dk, dv, kv) = (a.qk_head_dim, a.v_head_dim, a.kv_heads);
     let group = a.heads / kv;
     let moves_qk = a.positions == PositionEncoding::Additive;
@@ -284,7 +285,11 @@ fn check_linear(l: &LinearLayout, param_len: usize) -> Result<()> {
     };
     let needed = end.max(bias_end);
     if needed > param_len {
-        return Err(Error::BufferTooShort { arg: "param_len (layer extent)", needed, got: param_len });
+        return Err(Error::BufferTooShort {
+            arg: "param_len (layer extent)",
+            needed,
+            got: param_len,
+        });
     }
     Ok(())
 }
@@ -337,12 +342,22 @@ fn check_block(b: &Block, param_len: usize) -> Result<()> {
                 Qkv::Fused(l) => {
                     check_linear(l, param_len)?;
                     let total = add_size(add_size(q_out, k_out, "fused qkv")?, v_out, "fused qkv")?;
-                    mismatch("attention.qkv", "out_features (q + k + v heads)", total, l.out_features)?;
+                    mismatch(
+                        "attention.qkv",
+                        "out_features (q + k + v heads)",
+                        total,
+                        l.out_features,
+                    )?;
                 }
             }
             check_linear(&a.output, param_len)?;
             let o_in = mul_size(a.heads, a.v_head_dim, "heads * v_head_dim")?;
-            mismatch("attention.output", "in_features (heads * v_head_dim)", o_in, a.output.in_features)?;
+            mismatch(
+                "attention.output",
+                "in_features (heads * v_head_dim)",
+                o_in,
+                a.output.in_features,
+            )?;
         }
     }
     Ok(())
@@ -393,7 +408,11 @@ impl<'a> ShufflePlan<'a> {
         for b in blocks {
             check_block(b, param_len)?;
             for (len, count) in perm_specs(b) {
-                perm_len = add_size(perm_len, mul_size(len, count, "permutation length")?, "permutation length")?;
+                perm_len = add_size(
+                    perm_len,
+                    mul_size(len, count, "permutation length")?,
+                    "permutation length",
+                )?;
             }
             block_moves(b, &[], &mut |m| max_tensor = max_tensor.max(m.rows * m.cols));
         }
@@ -498,7 +517,11 @@ impl<'a> ShufflePlan<'a> {
     }
 
     /// Calls `f` on each sub-permutation slice of `out`, in draw order.
-    fn for_each_slot(&self, out: &mut [u32], mut f: impl FnMut(&mut [u32]) -> Result<()>) -> Result<()> {
+    fn for_each_slot(
+        &self,
+        out: &mut [u32],
+        mut f: impl FnMut(&mut [u32]) -> Result<()>,
+    ) -> Result<()> {
         self.check_len(out.len())?;
         let mut rest = out;
         for b in self.blocks {
@@ -529,7 +552,11 @@ impl<'a> ShufflePlan<'a> {
     /// assert_eq!(plan.sample_keyed(&s, &mut a)?, plan.sample_keyed(&s, &mut b)?); // replayable
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn sample_keyed<'p>(&self, stream: &KeyedStream, out: &'p mut [u32]) -> Result<Permutations<'p>> {
+    pub fn sample_keyed<'p>(
+        &self,
+        stream: &KeyedStream,
+        out: &'p mut [u32],
+    ) -> Result<Permutations<'p>> {
         let mut pos = 0u128;
         self.for_each_slot(out, |slot| {
             pos = sample_permutation_keyed(stream, pos, slot)?;
@@ -558,7 +585,11 @@ impl<'a> ShufflePlan<'a> {
     /// assert_eq!(sorted, [0, 1, 2]);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn sample<'p, R: CryptoRng + ?Sized>(&self, rng: &mut R, out: &'p mut [u32]) -> Result<Permutations<'p>> {
+    pub fn sample<'p, R: CryptoRng + ?Sized>(
+        &self,
+        rng: &mut R,
+        out: &'p mut [u32],
+    ) -> Result<Permutations<'p>> {
         self.for_each_slot(out, |slot| {
             crate::sampling::sample_permutation(rng, slot)?;
             Ok(())
@@ -596,7 +627,9 @@ impl<'a> ShufflePlan<'a> {
             slot.iter_mut().for_each(|x| *x &= !SEEN);
             match bad {
                 None => Ok(()),
-                Some(v) => Err(out_of_range("permutation index", v, "each index of [0, n) exactly once")),
+                Some(v) => {
+                    Err(out_of_range("permutation index", v, "each index of [0, n) exactly once"))
+                }
             }
         })?;
         Ok(self.wrap(perms))
@@ -639,7 +672,11 @@ impl<'a> ShufflePlan<'a> {
     /// assert_eq!(plan.invert(&p, &mut inv)?.as_slice(), &[2, 0, 1]);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn invert<'p>(&self, perms: &Permutations<'_>, out: &'p mut [u32]) -> Result<Permutations<'p>> {
+    pub fn invert<'p>(
+        &self,
+        perms: &Permutations<'_>,
+        out: &'p mut [u32],
+    ) -> Result<Permutations<'p>> {
         self.check_owned(perms)?;
         let mut at = 0;
         self.for_each_slot(out, |slot| {
@@ -686,7 +723,12 @@ impl<'a> ShufflePlan<'a> {
     /// assert!(plan.apply(&p, &mut w[..11], &mut [0.0; 6]).is_err());
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn apply<T: Element>(&self, perms: &Permutations<'_>, buf: &mut [T], scratch: &mut [f64]) -> Result<()> {
+    pub fn apply<T: Element>(
+        &self,
+        perms: &Permutations<'_>,
+        buf: &mut [T],
+        scratch: &mut [f64],
+    ) -> Result<()> {
         self.check_owned(perms)?;
         mismatch("buffer", "len (param_len)", self.param_len, buf.len())?;
         check_scratch(scratch.len(), self.max_tensor)?;
