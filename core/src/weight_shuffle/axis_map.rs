@@ -90,7 +90,8 @@ pub(super) enum Axis {
 
 /// Gathers `m[j, :] = old[map(j), :]` (rows) or `m[:, j] = old[:, map(j)]` (cols) in place,
 /// for the `rows × cols` matrix `buf[..rows·cols]`, through `scratch[..rows·cols]`. Values
-/// pass through `f64`, which holds every supported element exactly.
+/// pass through `f64`, which holds every supported element exactly (signalling NaNs come
+/// back quiet).
 pub(super) fn gather_matrix<T: Element>(
     buf: &mut [T],
     rows: usize,

@@ -383,8 +383,8 @@ impl<'a> ShufflePlan<'a> {
     ///
     /// # Errors
     /// * [`Error::OutOfRange`] for a zero extent, an axis of `2^31` or more, `kv_heads` not
-    ///   dividing `heads`, an empty plan or `param_len = 0`, or two moved tensors that
-    ///   overlap (they would be permuted twice).
+    ///   dividing `heads`, an empty plan or `param_len = 0`, or two described tensors that
+    ///   overlap (they would be permuted twice, or a fixed tensor with a moved one).
     /// * [`Error::ShapeMismatch`] for layers whose shapes do not fit together (`up` vs
     ///   `down` hidden units, head counts × head dims vs projection features).
     /// * [`Error::BufferTooShort`] for a tensor that ends past `param_len`;
@@ -421,20 +421,19 @@ impl<'a> ShufflePlan<'a> {
         Ok(plan)
     }
 
-    /// Every pair of moved tensors must be disjoint (`O(t²)` in the number of tensors).
+    /// Every pair of described tensors (moved or not: an output bias overlapping a moved
+    /// weight would be permuted with it) must be disjoint (`O(t²)` in the number of tensors).
     fn check_disjoint(&self) -> Result<()> {
         let mut result = Ok(());
         let mut i = 0usize;
-        self.for_each_move(&[], &mut |a| {
-            let (a0, a1) = (a.offset, a.offset + a.rows * a.cols);
+        self.for_each_described(&mut |a0, a1| {
             let mut j = 0usize;
-            self.for_each_move(&[], &mut |b| {
-                let (b0, b1) = (b.offset, b.offset + b.rows * b.cols);
+            self.for_each_described(&mut |b0, b1| {
                 if j > i && a0 < b1 && b0 < a1 && result.is_ok() {
                     result = Err(out_of_range(
                         "tensor offset",
                         b0,
-                        "moved tensors must not overlap (tied weights cannot be planned)",
+                        "described tensors must not overlap (tied weights cannot be planned)",
                     ));
                 }
                 j += 1;
@@ -442,6 +441,31 @@ impl<'a> ShufflePlan<'a> {
             i += 1;
         });
         result
+    }
+
+    /// Calls `f(start, end)` for the weight and the bias of every described layer.
+    fn for_each_described(&self, f: &mut impl FnMut(usize, usize)) {
+        let mut layer = |l: &LinearLayout| {
+            f(l.weight, l.weight + l.out_features * l.in_features);
+            if let Some(b) = l.bias {
+                f(b, b + l.out_features);
+            }
+        };
+        for b in self.blocks {
+            match b {
+                Block::Mlp(m) => [Some(&m.up), m.gate.as_ref(), Some(&m.down)]
+                    .into_iter()
+                    .flatten()
+                    .for_each(&mut layer),
+                Block::Attention(a) => {
+                    match &a.qkv {
+                        Qkv::Separate { q, k, v } => [q, k, v].into_iter().for_each(&mut layer),
+                        Qkv::Fused(l) => layer(l),
+                    }
+                    layer(&a.output);
+                }
+            }
+        }
     }
 
     /// Calls `f` for every move of every block, each block reading its slice of `perms`
@@ -615,6 +639,15 @@ impl<'a> ShufflePlan<'a> {
         const SEEN: u32 = 1 << 31;
         self.for_each_slot(perms, |slot| {
             let n = slot.len();
+            // A range pass first, so marking below only ever sets (and clears) bit 31 of
+            // entries below `n ≤ 2^31`: a rejected slot comes back unchanged.
+            if let Some(&v) = slot.iter().find(|&&v| v as usize >= n) {
+                return Err(out_of_range(
+                    "permutation index",
+                    v as usize,
+                    "[0, n) for a slot of n",
+                ));
+            }
             let mut bad = None;
             for j in 0..n {
                 let v = (slot[j] & !SEEN) as usize;
@@ -703,7 +736,8 @@ impl<'a> ShufflePlan<'a> {
 
     /// Permutes one buffer (weights, gradients, or an optimizer-state buffer with the same
     /// layout) in place. `scratch` needs [`apply_scratch_len`](Self::apply_scratch_len)
-    /// elements; values pass through `f64`, which holds `f32`, `f16` and `bf16` exactly.
+    /// elements; values pass through `f64`, which holds every `f32`, `f16` and `bf16` value
+    /// exactly, except that a signalling NaN comes back quiet (same payload otherwise).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] if `buf.len() != param_len()` or `perms` belongs to a plan
