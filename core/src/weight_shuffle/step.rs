@@ -244,10 +244,11 @@ type Ranges<'a> = &'a dyn Fn(&mut dyn FnMut(usize, usize));
 /// Calls its argument once per slice of a set of coordinates.
 type Slices<'a> = &'a mut dyn FnMut(&mut dyn FnMut(&[f64]));
 
-/// L2 norm of the slices `each` visits. One pass `Σ x²` when it neither overflows nor
-/// approaches the subnormal range (each square then carries one rounding, and the total
-/// error is the summation's `γ_D`); otherwise a second pass scaled by the largest magnitude.
-fn scaled_norm(each: Slices<'_>) -> f64 {
+/// L2 norm of the slices `each` visits, as `scale · root` (the product can overflow when
+/// every entry is finite: 1e308 twice). One pass `Σ x²` when it neither overflows nor
+/// approaches the subnormal range (`scale = 1`; each square carries one rounding, the sum
+/// `γ_D`); otherwise a second pass scaled by the largest magnitude `m` (`scale = m`).
+fn scaled_norm(each: Slices<'_>) -> (f64, f64) {
     let (mut m, mut s) = (0.0f64, 0.0f64);
     each(&mut |v| {
         for &x in v {
@@ -258,36 +259,38 @@ fn scaled_norm(each: Slices<'_>) -> f64 {
     // s ≥ 2^-900: at most 2^53 squares that underflow err by ≤ 2^-1075 each, in all
     // ≤ 2^-1022 ≤ 2^-122·s, far inside the clipping margin.
     if s.is_finite() && s >= 1.2e-271 {
-        return libm::sqrt(s);
+        return (1.0, libm::sqrt(s));
     }
     if m == 0.0 {
-        return 0.0;
+        return (1.0, 0.0);
     }
     let mut t = 0.0;
     each(&mut |v| t += v.iter().map(|&x| (x / m) * (x / m)).sum::<f64>());
-    m * libm::sqrt(t)
+    (m, libm::sqrt(t))
 }
 
 /// Scales `v` so its exact norm is `≤ c` despite rounding (module docs). Returns whether it
 /// was scaled.
 fn clip_to(v: &mut [f64], c: f64) -> bool {
-    let norm = scaled_norm(&mut |f| f(v));
+    use crate::directed_rounding::div_down;
+    let (scale, root) = scaled_norm(&mut |f| f(v));
     let aim = c * (1.0 - (v.len() as f64 + 4.0) * f64::EPSILON);
-    if norm <= aim {
+    // `scale · root ≤ aim`, decided without forming a product that may overflow.
+    if root <= div_down(aim, scale) {
         return false;
     }
-    let s = crate::directed_rounding::div_down(aim, norm);
+    let s = div_down(div_down(aim, scale), root);
     v.iter_mut().for_each(|x| *x *= s);
     true
 }
 
 /// Projects the coordinates of `ranges` (offset, len) onto the ball of radius `c`.
 fn project(v: &mut [f64], c: f64, ranges: Ranges<'_>) -> bool {
-    let norm = scaled_norm(&mut |f| ranges(&mut |o, n| f(&v[o..o + n])));
-    if norm <= c {
+    let (scale, root) = scaled_norm(&mut |f| ranges(&mut |o, n| f(&v[o..o + n])));
+    if root <= c / scale {
         return false;
     }
-    let s = c / norm;
+    let s = (c / scale) / root;
     ranges(&mut |o, n| v[o..o + n].iter_mut().for_each(|x| *x *= s));
     true
 }
