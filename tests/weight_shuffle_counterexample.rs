@@ -99,11 +99,76 @@ fn the_papers_sigma_costs_epsilon_in_the_hundreds() {
 
 #[test]
 fn bounded_support_refuses_the_papers_operating_point() {
-    // ViT setting: q = 0.02, T = 500, δ = 5e-6; the step needs T·q·Q(8.57 − 1/σ) ≤ δ/100.
-    let support = |sigma| ShuffledDpSgdParams::new(0.02, 1.0, sigma, 0.1, 500).support_delta();
+    // ViT setting: q = 0.02, T = 500, δ = 5e-6, d = 85.8M; the step needs the support
+    // estimate ≤ δ/100. Dominant term at these σ: one Box–Muller pair,
+    // T·q·2·e^{−(8.57 − 1/σ)²/2}.
+    let support =
+        |sigma| ShuffledDpSgdParams::new(0.02, 1.0, sigma, 0.1, 500).support_delta(85_800_000);
+    let pair = |sigma: f64| 10.0 * 2.0 * (-0.5 * (8.5716743486529_f64 - 1.0 / sigma).powi(2)).exp();
     let allowed = 5e-6 / 100.0;
-    assert!(support(0.2742) > 10.0 * allowed, "σ = 0.2742: {}", support(0.2742));
-    assert!(support(0.34) > allowed && support(0.36) <= allowed);
-    // Usual DP-SGD noise is far from the limit.
-    assert!(support(0.5) < 1e-2 * allowed); // 10·Q(6.57) ≈ 2.5e-10
+    assert!(support(0.2742) > 1000.0 * allowed, "σ = 0.2742: {}", support(0.2742));
+    for sigma in [0.2742, 0.36, 0.44, 0.5] {
+        assert!((support(sigma) / pair(sigma) - 1.0).abs() < 1e-3, "σ = {sigma}");
+    }
+    assert!(support(0.42) > allowed && support(0.45) <= allowed);
+    // Usual DP-SGD noise (σ ≥ 0.5) is below the limit.
+    assert!(support(0.5) < 0.2 * allowed);
+}
+
+/// Review finding (optimizer state): the privatised gradient `g̃` is handed back, permuted
+/// like the weights, in `scratch[..D]`; with `η = 0` the step only privatises and permutes,
+/// so an optimizer with state updates from `g̃` in the new frame.
+#[test]
+fn the_privatised_gradient_is_returned_in_the_new_frame() {
+    use dpattn::accounting::ledger::Ledger;
+    use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+    use dpattn::weight_shuffle::{
+        Block, LinearLayout, MlpBlock, ShufflePlan, StepStreams, WeightLayout,
+        shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+    };
+    // Every coordinate is moved, so every std is σ·c; q = 1, N = 1 (B = 1), zero gradient.
+    let blocks = [Block::Mlp(MlpBlock {
+        up: LinearLayout::new(0, 5, 3, WeightLayout::OutIn),
+        gate: None,
+        down: LinearLayout::new(15, 2, 5, WeightLayout::OutIn),
+    })];
+    let plan = ShufflePlan::new(&blocks, 25).unwrap();
+    let (sigma, c) = (0.8, 1.5);
+    let params = ShuffledDpSgdParams::new(1.0, c, sigma, 0.0, 1);
+    let w0: Vec<f64> = (0..25).map(|i| i as f64).collect();
+    let mut w = w0.clone();
+    let mut perms = vec![0u32; plan.permutation_len()];
+    let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
+    let key = NoiseKey::from_bytes([21; 32]);
+    let streams = StepStreams::for_step(0, 0).unwrap();
+    shuffled_dp_sgd_step(
+        &mut w,
+        &mut [],
+        &plan,
+        &params,
+        1,
+        |_, _, g: &mut [f64]| {
+            g.fill(0.0);
+            Ok(())
+        },
+        &key,
+        streams,
+        None::<&mut Ledger>,
+        &mut perms,
+        &mut scratch,
+    )
+    .unwrap();
+    let mut z = vec![0.0; 25];
+    Gaussian::STANDARD
+        .fill_keyed::<f64>(&KeyedStream::new(&key, streams.noise), 0, &mut z)
+        .unwrap();
+    let mut want: Vec<f64> = z.iter().map(|&zj| 0.0 + sigma * c * zj).collect();
+    let mut moved = w0.clone();
+    let mut idx = perms.clone();
+    let p = plan.check(&mut idx).unwrap();
+    let mut apply_scratch = vec![0.0; plan.apply_scratch_len()];
+    plan.apply(&p, &mut want, &mut apply_scratch).unwrap();
+    plan.apply(&p, &mut moved, &mut apply_scratch).unwrap();
+    assert_eq!(&scratch[..25], &want[..], "g̃ = P[(ĝ + z)/B]");
+    assert_eq!(w, moved, "η = 0 only permutes the weights");
 }

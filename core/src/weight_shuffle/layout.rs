@@ -4,6 +4,14 @@
 //! A descriptor names offsets and shapes only; the same descriptors describe the weights,
 //! the gradients and every optimizer-state buffer of the same length (Adam moments,
 //! momentum, EMA copies), so one [`ShufflePlan`](super::ShufflePlan) permutes them all.
+//!
+//! **Not describable** (the plan would silently break the model; leave such blocks out of
+//! the plan): per-feature parameters on the permuted axis that the descriptors do not list
+//! (QK-norm's γ over the head dimension, a LayerNorm on the FFN hidden units), gated MLPs
+//! whose gate and up halves share one `(in, out)` matrix (a column half is not a contiguous
+//! matrix; describe them as two layers only if they are stored as two), factored optimizer
+//! state (Adafactor's row/column vectors are not `param_len` buffers), and LoRA adapters
+//! (their factors must be permuted with the base matrix).
 
 /// How a linear layer's weight matrix is stored.
 ///

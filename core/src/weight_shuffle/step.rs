@@ -1,15 +1,29 @@
 //! The shuffled DP-SGD step (spec `seed-002.md` §2.1–§2.3, §2.9 Algorithm 1), on flat
 //! buffers, with sound accounting.
 //!
-//! **What one step does.** Each of the `N` records joins the batch independently with
-//! probability `q` (exact Poisson sampling, keyed by record index). For every sampled record
+//! **What one step does.** Each of `N` record slots joins the batch independently with
+//! probability `q` (exact Poisson sampling, keyed by slot index). For every sampled record
 //! the caller's closure writes its gradient at the current weights; the whole-model gradient
 //! is clipped to L2 norm `c` and summed. Optionally the sum is projected onto the ball of
 //! radius `c′`, per plan block or over all moved coordinates (line 12, [`BatchClip`]).
 //! Gaussian noise `N(0, σ²c²)` is added to coordinates the plan moves and `N(0, σ₀²c²)` to
 //! the rest, the result divided by the expected batch `B = qN`, and `w ← w − η·g̃`. Finally
 //! one uniform permutation of the plan is applied to the weights and to every optimizer-state
-//! buffer (line 14: `P[W − η·g̃]`, spec Q14).
+//! buffer (line 14: `P[W − η·g̃]`, spec Q14), and the privatised gradient `g̃`, permuted the
+//! same way, is left in `scratch[..D]` for optimizers with state.
+//!
+//! **`N` must be public.** Under add/remove-one neighbours the dataset size is private, and
+//! dividing by a private `qN` would leak it through the scale of the noise in the output
+//! (review finding: over many steps of a large model the two sizes are told apart with
+//! near certainty). `N` is therefore a public *capacity*: a fixed number of record slots,
+//! decided without looking at the data; slots without a record get a zero gradient from the
+//! closure. Removing a record then empties its slot, which is what the guarantee covers.
+//!
+//! **Optimizers with state** (momentum, Adam): run the step with `η = 0` (it then only
+//! privatises, permutes the weights and state, and leaves `g̃` in the new frame in
+//! `scratch[..D]`), and update the moments and the weights from that `g̃` — post-processing,
+//! because elementwise optimizers commute with the permutation. Moments built from anything
+//! else (raw gradients) are not covered by the guarantee.
 //!
 //! **Guarantee.** With add/remove-one neighbours (spec §1, Q21), the released weights of one
 //! step are the Poisson-subsampled Gaussian mechanism with noise multiplier
@@ -25,9 +39,17 @@
 //! norm of every clipped gradient is `≤ c` despite rounding. The sum, the noise (the `f64`
 //! Box–Muller of `docs/RANDOMNESS.md` §3, support `|z| ≤ 8.57`) and the update are
 //! floating point; as for every floating-point Gaussian mechanism, the low-order bits are
-//! not covered by the proof (`docs/PRIVACY.md` §2.5). Steps whose bounded support would be
-//! visible — `T·q·Q(8.57 − 1/σ_eff) > δ/100` for the ledger's δ and the planned `T` — are
-//! refused, as in `dp_forward`.
+//! not covered by the proof (`docs/PRIVACY.md` §2.5). The sampler's bounded support is one
+//! such effect; with a ledger, steps where it would be visible beyond 1% of the ledger's δ
+//! over the planned `T` steps are refused ([`ShuffledDpSgdParams::support_delta`]). Without
+//! a ledger the caller accounts and should run the same check.
+//!
+//! **Data-dependent failures.** A per-example gradient with NaN/∞ is replaced by zero (a
+//! point of the `c`-ball, so the sensitivity is unchanged) and counted in
+//! [`StepReport::non_finite`], rather than aborting the step: an abort that happens exactly
+//! when a given record is sampled would be an unaccounted release. The closure should not
+//! fail on data; if it returns an error the step stops uncharged, with the private partial
+//! sums erased from `scratch`.
 //!
 //! **Randomness** (`docs/RANDOMNESS.md` §5.5): three draws per step under one key — the
 //! selection (record `i`'s window), the noise (coordinate `j` is element `j` of the `f64`
@@ -36,7 +58,6 @@
 
 use crate::accounting::ledger::{Amount, Charge, Ledger};
 use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
-use crate::calibration::normal::normal_sf;
 use crate::dp_forward::GAUSSIAN_SUPPORT;
 use crate::element::Element;
 use crate::error::{Error, Result, positive_finite};
@@ -143,9 +164,13 @@ impl ShuffledDpSgdParams {
             return Err(Error::OutOfRange { name: "sampling_rate q", value: q, allowed: "(0, 1]" });
         }
         positive_finite("clip_norm c", self.clip_norm)?;
+        // The sum of up to 2^40 clipped gradients and the noise std must stay finite.
+        positive_finite("clip_norm c * 2^40", self.clip_norm * (1u64 << 40) as f64)?;
         positive_finite("noise_multiplier", self.noise_multiplier)?;
+        positive_finite("noise_multiplier * clip_norm", self.noise_multiplier * self.clip_norm)?;
         if let Some(s0) = self.fixed_noise_multiplier {
             positive_finite("fixed_noise_multiplier", s0)?;
+            positive_finite("fixed_noise_multiplier * clip_norm", s0 * self.clip_norm)?;
         }
         if let Some(b) = self.batch_clip {
             positive_finite("batch_clip norm c'", b.norm)?;
@@ -160,17 +185,39 @@ impl ShuffledDpSgdParams {
         Ok(())
     }
 
-    /// The δ the bounded Gaussian support can add over the planned run:
-    /// `T·q·Q(8.57 − 1/σ_eff)` (see the module docs).
+    /// An estimate of the δ the sampler's bounded support adds over the planned run, for a
+    /// model of `dims` coordinates: `T·q·τ`. Box–Muller draws coordinates in pairs on the
+    /// disk `‖z‖ ≤ R = 8.57`; a pair whose mean moves by `s` (in units of the std) lands
+    /// outside the moved disk only if `‖z‖ > R − s`, probability
+    /// `g(s) = e^{−(R−s)²/2} − e^{−R²/2}` for the ideal Gaussian. `τ` is the worst case over
+    /// the difference `μ = 1/σ_eff` spread evenly over `k` pairs, `sup_k k·g(μ/√k)`, bounded
+    /// by twice its maximum over `k = 1, 2, 4, …` (doubling `k` at most doubles `k·g`).
+    /// Uneven spreads are not covered by a proof: this is a safeguard against a
+    /// floating-point effect, like the rest of `docs/PRIVACY.md` §2.5, not part of the
+    /// guarantee.
     ///
     /// ```
     /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
     /// let p = ShuffledDpSgdParams::new(0.01, 1.0, 1.0, 0.1, 1000);
-    /// assert!(p.support_delta() < 1e-12); // Q(7.57) ≈ 1.9e-14
+    /// // σ = 1 on a 1e8-parameter model: spreading over all 5e7 pairs is the worst case,
+    /// // 10 · 2 · √k · g(1/√k) ≈ 1.1e-10.
+    /// let t = p.support_delta(100_000_000);
+    /// assert!(t > 1e-10 && t < 1.2e-10);
     /// ```
-    pub fn support_delta(&self) -> f64 {
+    pub fn support_delta(&self, dims: usize) -> f64 {
+        const R: f64 = GAUSSIAN_SUPPORT;
         let mu = 1.0 / self.effective_noise_multiplier();
-        self.planned_steps as f64 * self.sampling_rate * normal_sf(GAUSSIAN_SUPPORT - mu)
+        let g = |s: f64| {
+            if s >= R { 1.0 } else { libm::exp(-0.5 * (R - s) * (R - s)) - libm::exp(-0.5 * R * R) }
+        };
+        let pairs = dims.div_ceil(2).max(1) as f64;
+        let (mut k, mut worst) = (1.0f64, 0.0f64);
+        while k <= pairs {
+            worst = worst.max(k * g(mu / libm::sqrt(k)));
+            k *= 2.0;
+        }
+        let tau = if pairs > 1.0 { (2.0 * worst).min(1.0) } else { worst };
+        self.planned_steps as f64 * self.sampling_rate * tau
     }
 }
 
@@ -194,7 +241,9 @@ pub struct StepStreams {
 }
 
 impl StepStreams {
-    /// Streams `base + 3·step + {0, 1, 2}`: a run numbered from `base` never reuses a stream.
+    /// Streams `base + 3·step + {0, 1, 2}`: within one run numbered from `base` no stream is
+    /// reused. Runs (and other mechanisms) under the same key need disjoint id ranges: a
+    /// run of `T` steps uses `[base, base + 3T)`.
     ///
     /// # Errors
     /// [`Error::SizeOverflow`] if the ids overflow `u64`.
@@ -218,6 +267,8 @@ pub struct StepReport {
     pub clipped: u64,
     /// Batch projections that shrank the sum.
     pub batch_clipped: usize,
+    /// Sampled records whose gradient had NaN/∞ and was replaced by zero.
+    pub non_finite: u64,
     /// `σ_eff`, the noise multiplier charged.
     pub effective_noise_multiplier: f64,
 }
@@ -327,7 +378,7 @@ fn check_inputs<T: Element>(
     check_scratch(scratch_len, shuffled_dp_sgd_step_scratch_len(plan)?)?;
     if records == 0 || records >= 1 << 40 {
         let value = records as f64;
-        return Err(Error::OutOfRange { name: "records N", value, allowed: "[1, 2^40)" });
+        return Err(Error::OutOfRange { name: "capacity N", value, allowed: "[1, 2^40)" });
     }
     let StepStreams { selection: a, noise: b, permutation: c } = streams;
     if a == b || b == c || a == c {
@@ -348,6 +399,7 @@ fn check_inputs<T: Element>(
 fn step_charge<const N: usize>(
     ledger: &Ledger<N>,
     params: &ShuffledDpSgdParams,
+    dims: usize,
 ) -> Result<Charge<N>> {
     let Some(curve) = ledger.rdp_curve() else {
         return Err(Error::Unsupported {
@@ -355,10 +407,10 @@ fn step_charge<const N: usize>(
         });
     };
     if let Amount::Rdp { delta, .. } = ledger.total() {
-        let (tail, allowed) = (params.support_delta(), delta / 100.0);
+        let (tail, allowed) = (params.support_delta(dims), delta / 100.0);
         if tail.is_nan() || tail > allowed {
             return Err(Error::Infeasible {
-                condition: "T·q·Q(8.57 − 1/σ_eff) ≤ δ/100: the f64 Gaussian's support |z| ≤ 8.57 must stay invisible (σ too small)",
+                condition: "support_delta ≤ δ/100: the f64 Gaussian's support |z| ≤ 8.57 must stay invisible (σ too small)",
                 lhs: tail,
                 rhs: allowed,
             });
@@ -370,22 +422,26 @@ fn step_charge<const N: usize>(
 
 /// One step of shuffled DP-SGD (Algorithm 1) on flat buffers; see the module docs.
 ///
-/// `gradient(record, weights, out)` writes record `record`'s gradient at `weights` into
-/// `out` (`param_len` values, same layout). `state` holds optimizer buffers that are
-/// permuted with the weights (the update itself is plain SGD; an optimizer that keeps
-/// moments updates them from its own gradient estimate and lets the step permute them).
-/// `perms` receives the step's permutations (for audit). `scratch` needs
-/// [`shuffled_dp_sgd_step_scratch_len`] values.
+/// `capacity` is the public number of record slots `N` (module docs: never the private
+/// dataset size). `gradient(slot, weights, out)` writes the gradient of the record in
+/// `slot` at `weights` into `out` (`param_len` values, same layout; zeros for an empty
+/// slot). `state` holds optimizer buffers that are permuted with the weights; they may
+/// only be functions of released `g̃`s (module docs). `perms` receives the step's
+/// permutations (for audit). `scratch` needs [`shuffled_dp_sgd_step_scratch_len`] values;
+/// on success `scratch[..param_len]` holds `g̃ = (ĝ + z)/B`, permuted like the weights.
 ///
 /// Every check runs before the ledger charge; on any error neither the weights, the state
-/// nor the ledger change. A failing `gradient` call aborts the step the same way.
+/// nor the ledger change. A failing `gradient` call aborts the step the same way and erases
+/// `scratch`.
 ///
 /// # Errors
 /// * [`Error::OutOfRange`] for parameters outside their domains (`q ∉ (0, 1]`, `c ≤ 0`,
-///   `σ ≤ 0`, NaN/∞, `T = 0`), `N = 0` or `N ≥ 2^40`, or equal stream ids.
+///   `σ ≤ 0`, NaN/∞, `T = 0`, `σ·c` or `c·2^40` not finite), `N = 0` or `N ≥ 2^40`, or
+///   equal stream ids.
 /// * [`Error::ShapeMismatch`] for buffers whose length is not `param_len` (or
 ///   `permutation_len` for `perms`); [`Error::ScratchTooSmall`].
-/// * [`Error::NonFinite`] for NaN/∞ in the weights or in a per-example gradient.
+/// * [`Error::NonFinite`] for NaN/∞ in the weights (a per-example gradient with NaN/∞ is
+///   replaced by zero and counted, see the module docs).
 /// * [`Error::Unsupported`] for a ledger that is not an RDP ledger;
 ///   [`Error::Infeasible`] when the bounded support would be visible or the budget is
 ///   exhausted.
@@ -422,7 +478,7 @@ pub fn shuffled_dp_sgd_step<T, G, const N: usize>(
     state: &mut [&mut [T]],
     plan: &ShufflePlan<'_>,
     params: &ShuffledDpSgdParams,
-    records: u64,
+    capacity: u64,
     mut gradient: G,
     key: &NoiseKey,
     streams: StepStreams,
@@ -435,23 +491,28 @@ where
     G: FnMut(u64, &[T], &mut [f64]) -> Result<()>,
 {
     let d = plan.param_len();
-    check_inputs(weights, state, plan, params, records, streams, perms.len(), scratch.len())?;
-    let charge = ledger.as_deref().map(|l| step_charge(l, params)).transpose()?;
+    check_inputs(weights, state, plan, params, capacity, streams, perms.len(), scratch.len())?;
+    let charge = ledger.as_deref().map(|l| step_charge(l, params, d)).transpose()?;
     let (sum, rest) = scratch.split_at_mut(d);
     let example = &mut rest[..d];
     // Data-dependent part, into scratch only: selection, gradients, clipping, batch clip.
     sum.fill(0.0);
     let sampler = PoissonSubsampling::new(params.sampling_rate)?;
     let selection = KeyedStream::new(key, streams.selection);
-    let (mut batch_size, mut clipped) = (0u64, 0u64);
-    for record in 0..records {
-        if !sampler.included_at(&selection, record)? {
+    let (mut batch_size, mut clipped, mut non_finite) = (0u64, 0u64, 0u64);
+    for slot in 0..capacity {
+        if !sampler.included_at(&selection, slot)? {
             continue;
         }
         batch_size += 1;
-        gradient(record, weights, example)?;
-        if let Some(i) = example.iter().position(|g| !g.is_finite()) {
-            return Err(Error::NonFinite { arg: "per-example gradient", index: i });
+        if let Err(e) = gradient(slot, weights, example) {
+            sum.fill(0.0);
+            example.fill(0.0);
+            return Err(e);
+        }
+        if example.iter().any(|g| !g.is_finite()) {
+            non_finite += 1;
+            continue;
         }
         clipped += u64::from(clip_to(example, params.clip_norm));
         sum.iter_mut().zip(example.iter()).for_each(|(s, g)| *s += g);
@@ -495,15 +556,19 @@ where
     if let (Some(ledger), Some(charge)) = (ledger, charge) {
         ledger.try_charge(charge)?;
     }
-    // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state.
-    let scale = params.learning_rate / (params.sampling_rate * records as f64);
-    for (w, &g) in weights.iter_mut().zip(sum.iter()) {
-        *w = T::from_f64(w.to_f64() - scale * g);
+    // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state, and
+    // g̃ = P[(ĝ + z)/B] left in `sum` for optimizers with state.
+    let b = params.sampling_rate * capacity as f64;
+    let scale = params.learning_rate / b;
+    for (w, g) in weights.iter_mut().zip(sum.iter_mut()) {
+        *w = T::from_f64(w.to_f64() - scale * *g);
+        *g /= b;
     }
     plan.apply(&perms, weights, std)?;
     for s in state.iter_mut() {
         plan.apply(&perms, s, std)?;
     }
+    plan.apply(&perms, sum, std)?;
     let effective_noise_multiplier = params.effective_noise_multiplier();
-    Ok(StepReport { batch_size, clipped, batch_clipped, effective_noise_multiplier })
+    Ok(StepReport { batch_size, clipped, batch_clipped, non_finite, effective_noise_multiplier })
 }
