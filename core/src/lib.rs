@@ -66,10 +66,10 @@ pub mod output_perturbation;
 pub mod privacy_params;
 pub mod reference_attention;
 pub mod sampling;
-pub mod weight_shuffle;
 pub mod scratch;
 #[cfg(feature = "alloc")]
 pub mod softmax_tree;
+pub mod weight_shuffle;
 
 pub use attention_options::{Kernel, Mask, Scale, ScoreFn};
 pub use batched::{BatchedMut, BatchedRef, Layout4};
