@@ -191,22 +191,32 @@ pub(crate) fn add_size(a: usize, b: usize, what: &'static str) -> Result<usize> 
 
 /// `x ∈ (0, ∞)`, or [`Error::OutOfRange`] naming `name`.
 #[inline]
-pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<()> {
+pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<f64> {
     if x.is_finite() && x > 0.0 {
-        Ok(())
+        Ok(x)
     } else {
         Err(Error::OutOfRange { name, value: x, allowed: "(0, inf)" })
     }
 }
 
 /// `x ∈ (0, 1)`, or [`Error::OutOfRange`] naming `name`.
-#[cfg(feature = "alloc")]
 #[inline]
-pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<()> {
+pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<f64> {
     if x > 0.0 && x < 1.0 {
-        Ok(())
+        Ok(x)
     } else {
         Err(Error::OutOfRange { name, value: x, allowed: "(0, 1)" })
+    }
+}
+
+/// `x ∈ (0, 1]` (a sampling rate, a probability that may be 1), or [`Error::OutOfRange`]
+/// naming `name`.
+#[inline]
+pub(crate) fn rate(name: &'static str, x: f64) -> Result<f64> {
+    if x > 0.0 && x <= 1.0 {
+        Ok(x)
+    } else {
+        Err(Error::OutOfRange { name, value: x, allowed: "(0, 1]" })
     }
 }
 

@@ -51,7 +51,7 @@ impl DistanceParams {
             });
         }
         positive_finite("range", self.range)?;
-        positive_finite("weight_bound", self.weight_bound)
+        positive_finite("weight_bound", self.weight_bound).map(|_| ())
     }
 }
 

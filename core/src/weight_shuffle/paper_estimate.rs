@@ -29,9 +29,10 @@
 //! \[FIX\] Eq. 65's inequality is `ζ₂ ≥ ζ₁ − ‖g‖²/σ²` (Eq. 75), not "≤". σ is always a
 //! noise multiplier (absolute std = σ·c), and `r = c'/c` is explicit (§8 Q7).
 
+use crate::accounting::rdp::ln_expm1;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_delta;
 use crate::calibration::normal::{log_normal_cdf, normal_cdf};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, nonneg_finite, open_unit, positive_finite, rate};
 use libm::{exp, expm1, log, log1p, sqrt};
 
 /// Largest ε searched by [`paper_epsilon_estimate`] (§4.4); above it ε is reported infinite.
@@ -44,18 +45,6 @@ const SIGMA_SCAN_MAX: f64 = 1e100;
 fn out_of_range(name: &'static str, value: f64, allowed: &'static str) -> Error {
     Error::OutOfRange { name, value, allowed }
 }
-fn check_pos(name: &'static str, x: f64) -> Result<f64> {
-    if x.is_finite() && x > 0.0 { Ok(x) } else { Err(out_of_range(name, x, "(0, inf)")) }
-}
-fn check_nonneg(name: &'static str, x: f64) -> Result<f64> {
-    if x.is_finite() && x >= 0.0 { Ok(x) } else { Err(out_of_range(name, x, "[0, inf)")) }
-}
-fn check_open_unit(name: &'static str, x: f64) -> Result<f64> {
-    if x > 0.0 && x < 1.0 { Ok(x) } else { Err(out_of_range(name, x, "(0, 1)")) }
-}
-fn check_rate(q: f64) -> Result<f64> {
-    if q > 0.0 && q <= 1.0 { Ok(q) } else { Err(out_of_range("sampling_rate", q, "(0, 1]")) }
-}
 fn check_d(d: f64) -> Result<f64> {
     if d.is_finite() && d >= 1.0 { Ok(d) } else { Err(out_of_range("d", d, "[1, inf)")) }
 }
@@ -64,7 +53,7 @@ fn check_steps(steps: u64) -> Result<f64> {
 }
 /// σ > 0 finite with 1/σ² finite (σ ≥ ~7.5e-155), as the scale-free formulas need.
 fn check_sigma(sigma: f64) -> Result<f64> {
-    let sigma = check_pos("sigma", sigma)?;
+    let sigma = positive_finite("sigma", sigma)?;
     if (1.0 / (sigma * sigma)).is_finite() {
         Ok(sigma)
     } else {
@@ -75,10 +64,6 @@ fn check_sigma(sigma: f64) -> Result<f64> {
 /// Softplus `sp(x) = ln(1 + eˣ)`, stable for all x (sp(−∞) = 0).
 fn softplus(x: f64) -> f64 {
     if x > 0.0 { x + log1p(exp(-x)) } else { log1p(exp(x)) }
-}
-/// `ln(eˣ − 1)` for x ≥ 0 (−∞ at 0), stable for large x (§4.4).
-fn log_expm1(x: f64) -> f64 {
-    if x > 30.0 { x + log(-expm1(-x)) } else { log(expm1(x)) }
 }
 
 /// The lognormal `e^Y`, `Y ~ N(mu, sigma2)`, that Lemma 1 matches to a sum of lognormals.
@@ -99,7 +84,7 @@ pub struct FentonWilkinson {
 
 /// F-W from `l1 = LSE(μ)`, `log_ratio = LSE(2μ) − 2·LSE(μ)` and `s²` (§3.3 stable form).
 fn fw_from_logs(l1: f64, log_ratio: f64, s2: f64) -> FentonWilkinson {
-    let sigma2 = softplus(log_expm1(s2) + log_ratio);
+    let sigma2 = softplus(ln_expm1(s2) + log_ratio);
     FentonWilkinson { mu: l1 + 0.5 * s2 - 0.5 * sigma2, sigma2 }
 }
 
@@ -121,7 +106,7 @@ fn fw_from_logs(l1: f64, log_ratio: f64, s2: f64) -> FentonWilkinson {
 /// [`Error::OutOfRange`] if `mu` is empty or has a non-finite entry, or `s2` is NaN,
 /// infinite or negative (`s2 = 0` gives `sigma2 = 0`).
 pub fn fenton_wilkinson(mu: &[f64], s2: f64) -> Result<FentonWilkinson> {
-    let s2 = check_nonneg("s2", s2)?;
+    let s2 = nonneg_finite("s2", s2)?;
     if mu.is_empty() {
         return Err(out_of_range("mu.len()", 0.0, "[1, inf)"));
     }
@@ -183,7 +168,7 @@ pub struct Thm6Terms {
 pub fn thm6_terms(sigma: f64, d: f64, r: f64) -> Result<Thm6Terms> {
     let sigma = check_sigma(sigma)?;
     let d = check_d(d)?;
-    let r = check_pos("batch_clip_ratio", r)?;
+    let r = positive_finite("batch_clip_ratio", r)?;
     Ok(terms(sigma, d, r))
 }
 
@@ -196,7 +181,7 @@ fn terms(sigma: f64, d: f64, r: f64) -> Thm6Terms {
     let l = log(d - 1.0);
     let a1 = d * r / (d - 1.0) * s2;
     let a2 = d * (1.0 + r) / (d - 1.0) * s2;
-    let le = log_expm1(s2);
+    let le = ln_expm1(s2);
     let sz = |a: f64| sqrt(softplus(softplus(l - 2.0 * a) - 2.0 * softplus(l - a) + le));
     Thm6Terms {
         zeta1: -softplus(l - a1),
@@ -223,7 +208,7 @@ fn terms(sigma: f64, d: f64, r: f64) -> Thm6Terms {
 /// # Errors
 /// As [`thm6_terms`], and [`Error::OutOfRange`] unless `epsilon` is finite and `≥ 0`.
 pub fn thm6_h(epsilon: f64, sigma: f64, d: f64, r: f64) -> Result<f64> {
-    let eps = check_nonneg("epsilon", epsilon)?;
+    let eps = nonneg_finite("epsilon", epsilon)?;
     let t = thm6_terms(sigma, d, r)?;
     h_of(eps, sigma, d, &t)
 }
@@ -255,8 +240,8 @@ fn h_raw(eps: f64, sigma: f64, d: f64, r: f64) -> Result<f64> {
 /// # Errors
 /// [`Error::OutOfRange`] unless `ε ≥ 0` finite, `δ ∈ [0, 1]`, `q ∈ (0, 1]`.
 pub fn paper_amplify(epsilon: f64, delta: f64, q: f64) -> Result<(f64, f64)> {
-    let eps = check_nonneg("epsilon", epsilon)?;
-    let q = check_rate(q)?;
+    let eps = nonneg_finite("epsilon", epsilon)?;
+    let q = rate("sampling_rate", q)?;
     if !(0.0..=1.0).contains(&delta) {
         return Err(out_of_range("delta", delta, "[0, 1]"));
     }
@@ -281,8 +266,8 @@ pub fn paper_amplify(epsilon: f64, delta: f64, q: f64) -> Result<(f64, f64)> {
 /// # Errors
 /// [`Error::OutOfRange`] unless `ε₁ ≥ 0` finite, `δ₁ ∈ [0, 1]`, `q ∈ (0, 1]`.
 pub fn paper_deamplify(eps1: f64, delta1: f64, q: f64) -> Result<(f64, f64)> {
-    let e1 = check_nonneg("eps1", eps1)?;
-    let q = check_rate(q)?;
+    let e1 = nonneg_finite("eps1", eps1)?;
+    let q = rate("sampling_rate", q)?;
     if !(0.0..=1.0).contains(&delta1) {
         return Err(out_of_range("delta1", delta1, "[0, 1]"));
     }
@@ -306,9 +291,9 @@ pub fn paper_deamplify(eps1: f64, delta1: f64, q: f64) -> Result<(f64, f64)> {
 /// # Errors
 /// [`Error::OutOfRange`] unless `ε₁ ≥ 0` finite, `steps ≥ 1`, `δ' ∈ (0, 1)`.
 pub fn paper_advanced_composition(eps1: f64, steps: u64, delta_slack: f64) -> Result<f64> {
-    let e1 = check_nonneg("eps1", eps1)?;
+    let e1 = nonneg_finite("eps1", eps1)?;
     let t = check_steps(steps)?;
-    let ds = check_open_unit("delta_slack", delta_slack)?;
+    let ds = open_unit("delta_slack", delta_slack)?;
     Ok((t * e1).min(0.5 * t * e1 * e1 + e1 * sqrt(2.0 * t * log(1.0 / ds))))
 }
 
@@ -326,9 +311,9 @@ pub fn paper_advanced_composition(eps1: f64, steps: u64, delta_slack: f64) -> Re
 /// # Errors
 /// [`Error::OutOfRange`] unless `ε ≥ 0` finite, `steps ≥ 1`, `δ' ∈ (0, 1)`.
 pub fn paper_advanced_composition_inverse(eps: f64, steps: u64, delta_slack: f64) -> Result<f64> {
-    let e = check_nonneg("epsilon", eps)?;
+    let e = nonneg_finite("epsilon", eps)?;
     let t = check_steps(steps)?;
-    let ds = check_open_unit("delta_slack", delta_slack)?;
+    let ds = open_unit("delta_slack", delta_slack)?;
     let b = sqrt(2.0 * t * log(1.0 / ds));
     Ok((e / t).max(2.0 * e / (b + sqrt(b * b + 2.0 * t * e))))
 }
@@ -403,12 +388,12 @@ impl PaperQuery {
     }
 
     fn validate(&self) -> Result<()> {
-        check_rate(self.sampling_rate)?;
+        rate("sampling_rate", self.sampling_rate)?;
         check_steps(self.steps)?;
         check_d(self.d)?;
-        check_open_unit("delta", self.delta)?;
-        check_pos("batch_clip_ratio", self.batch_clip_ratio)?;
-        check_open_unit("delta_split", self.delta_split)?;
+        open_unit("delta", self.delta)?;
+        positive_finite("batch_clip_ratio", self.batch_clip_ratio)?;
+        open_unit("delta_split", self.delta_split)?;
         Ok(())
     }
 
@@ -583,7 +568,7 @@ pub struct PaperSigmaEstimate {
 /// [`Error::OutOfRange`] unless `epsilon ≥ 0` finite and the query is valid;
 /// [`Error::Infeasible`] if δ₀ ≥ 1 or no σ ≤ 1e100 satisfies Theorem 6.
 pub fn paper_sigma_estimate(epsilon: f64, query: &PaperQuery) -> Result<PaperSigmaEstimate> {
-    let eps = check_nonneg("epsilon", epsilon)?;
+    let eps = nonneg_finite("epsilon", epsilon)?;
     let (ds, dstep, _) = query.split()?;
     let eps1 = paper_advanced_composition_inverse(eps, query.steps, ds)?;
     let (eps0, delta0) = match query.amplification {
@@ -620,10 +605,10 @@ pub fn paper_sigma_estimate(epsilon: f64, query: &PaperQuery) -> Result<PaperSig
 /// [`Error::OutOfRange`] unless `ε₀ ≥ 0` finite, `δ₀ ∈ (0, 1)`, `d ≥ 1` finite, `r > 0`
 /// finite; [`Error::Infeasible`] if no σ ≤ 1e100 satisfies the condition.
 pub fn paper_step_sigma(eps0: f64, delta0: f64, d: f64, r: f64) -> Result<f64> {
-    let e0 = check_nonneg("eps0", eps0)?;
-    let d0 = check_open_unit("delta0", delta0)?;
+    let e0 = nonneg_finite("eps0", eps0)?;
+    let d0 = open_unit("delta0", delta0)?;
     let d = check_d(d)?;
-    let r = check_pos("batch_clip_ratio", r)?;
+    let r = positive_finite("batch_clip_ratio", r)?;
     let ok = |s: f64| Ok(h_raw(e0, s, d, r)? <= d0);
     let mut hi = SIGMA_SCAN_START;
     if ok(hi)? {

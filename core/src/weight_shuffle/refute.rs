@@ -22,16 +22,8 @@
 //! All σ here are **absolute** noise standard deviations (noise multiplier × clipping norm).
 
 use crate::calibration::normal::{log_normal_cdf, normal_cdf, normal_sf};
-use crate::error::{Error, Result, nonneg_finite, positive_finite};
+use crate::error::{Error, Result, nonneg_finite, positive_finite, rate};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
-
-fn check_unit_closed_right(name: &'static str, x: f64) -> Result<f64> {
-    if x > 0.0 && x <= 1.0 {
-        Ok(x)
-    } else {
-        Err(Error::OutOfRange { name, value: x, allowed: "(0, 1]" })
-    }
-}
 
 fn check_delta(delta: f64) -> Result<f64> {
     if (0.0..1.0).contains(&delta) {
@@ -87,8 +79,8 @@ fn eq45(alpha: f64, beta: f64, delta: f64) -> f64 {
 /// # Errors
 /// [`Error::OutOfRange`] unless `α, β ∈ (0, 1]` and `δ ∈ [0, 1)`.
 pub fn audit_epsilon(alpha: f64, beta: f64, delta: f64) -> Result<f64> {
-    let alpha = check_unit_closed_right("alpha", alpha)?;
-    let beta = check_unit_closed_right("beta", beta)?;
+    let alpha = rate("alpha", alpha)?;
+    let beta = rate("beta", beta)?;
     Ok(eq45(alpha, beta, check_delta(delta)?))
 }
 

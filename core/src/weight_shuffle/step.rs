@@ -35,7 +35,8 @@
 //! weights (spec Q6), so the paper's Theorem 6 accounting does not apply (see
 //! [`paper_estimate`](super::paper_estimate)).
 //!
-//! **Floating point.** Per-example clipping aims at `c·(1 − (D + 4)·2⁻⁵²)` so the exact
+//! **Floating point.** Per-example clipping is DP-Forward's exact clip (`dp_forward::clip_hidden`
+//! on one block of `D` entries: it aims inside `c·(1 − (D + 16)·2⁻⁵²)`), so the exact
 //! norm of every clipped gradient is `≤ c` despite rounding. The sum, the noise (the `f64`
 //! Box–Muller of `docs/RANDOMNESS.md` §3, support `|z| ≤ 8.57`) and the update are
 //! floating point; as for every floating-point Gaussian mechanism, the low-order bits are
@@ -59,8 +60,10 @@
 use crate::accounting::ledger::{Amount, Charge, Ledger};
 use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
 use crate::dp_forward::GAUSSIAN_SUPPORT;
+use crate::dp_forward::{ClipMode, ClipRegion, clip_checked};
 use crate::element::Element;
-use crate::error::{Error, Result, positive_finite};
+use crate::error::{Error, Result, check_radius, positive_finite, rate};
+use crate::matrix_view::MatMut;
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey, PoissonSubsampling};
 use crate::scratch::check_scratch;
 
@@ -159,13 +162,10 @@ impl ShuffledDpSgdParams {
     }
 
     fn validate(&self) -> Result<()> {
-        let q = self.sampling_rate;
-        if q.is_nan() || q <= 0.0 || q > 1.0 {
-            return Err(Error::OutOfRange { name: "sampling_rate q", value: q, allowed: "(0, 1]" });
-        }
-        positive_finite("clip_norm c", self.clip_norm)?;
-        // The sum of up to 2^40 clipped gradients and the noise std must stay finite.
-        positive_finite("clip_norm c * 2^40", self.clip_norm * (1u64 << 40) as f64)?;
+        rate("sampling_rate q", self.sampling_rate)?;
+        // [1e-100, 1e100]: the clip's range; the sum of up to 2^40 clipped gradients stays
+        // finite.
+        check_radius("clip_norm c", self.clip_norm)?;
         positive_finite("noise_multiplier", self.noise_multiplier)?;
         positive_finite("noise_multiplier * clip_norm", self.noise_multiplier * self.clip_norm)?;
         if let Some(s0) = self.fixed_noise_multiplier {
@@ -320,21 +320,6 @@ fn scaled_norm(each: Slices<'_>) -> (f64, f64) {
     (m, libm::sqrt(t))
 }
 
-/// Scales `v` so its exact norm is `≤ c` despite rounding (module docs). Returns whether it
-/// was scaled.
-fn clip_to(v: &mut [f64], c: f64) -> bool {
-    use crate::directed_rounding::div_down;
-    let (scale, root) = scaled_norm(&mut |f| f(v));
-    let aim = c * (1.0 - (v.len() as f64 + 4.0) * f64::EPSILON);
-    // `scale · root ≤ aim`, decided without forming a product that may overflow.
-    if root <= div_down(aim, scale) {
-        return false;
-    }
-    let s = div_down(div_down(aim, scale), root);
-    v.iter_mut().for_each(|x| *x *= s);
-    true
-}
-
 /// Projects the coordinates of `ranges` (offset, len) onto the ball of radius `c`.
 fn project(v: &mut [f64], c: f64, ranges: Ranges<'_>) -> bool {
     let (scale, root) = scaled_norm(&mut |f| ranges(&mut |o, n| f(&v[o..o + n])));
@@ -436,7 +421,8 @@ fn step_charge<const N: usize>(
 ///
 /// # Errors
 /// * [`Error::OutOfRange`] for parameters outside their domains (`q ∉ (0, 1]`, `c ≤ 0`,
-///   `σ ≤ 0`, NaN/∞, `T = 0`, `σ·c` or `c·2^40` not finite), `N = 0` or `N ≥ 2^40`, or
+///   `σ ≤ 0`, NaN/∞, `T = 0`, `c ∉ [1e-100, 1e100]`, `σ·c` not finite), `N = 0` or
+///   `N ≥ 2^40`, or
 ///   equal stream ids.
 /// * [`Error::ShapeMismatch`] for buffers whose length is not `param_len` (or
 ///   `permutation_len` for `perms`); [`Error::ScratchTooSmall`].
@@ -514,7 +500,12 @@ where
             non_finite += 1;
             continue;
         }
-        clipped += u64::from(clip_to(example, params.clip_norm));
+        // DP-Forward's clip (one block of D entries): the exact norm of the stored result is
+        // ≤ c despite rounding, also when the norm itself overflows.
+        let block = MatMut::from_row_major(&mut *example, 1, d)?;
+        let report =
+            clip_checked(block, 1, ClipRegion::Frobenius, ClipMode::Clip, params.clip_norm);
+        clipped += report.scaled as u64;
         sum.iter_mut().zip(example.iter()).for_each(|(s, g)| *s += g);
     }
     let blocks = plan.blocks().len();

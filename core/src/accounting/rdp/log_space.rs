@@ -88,7 +88,7 @@ impl LogSum {
 }
 
 /// ln(eˣ − 1) for `x > 0` (`x` finite), without overflow or cancellation.
-pub(super) fn ln_expm1(x: f64) -> f64 {
+pub(crate) fn ln_expm1(x: f64) -> f64 {
     if x > 36.0 { x + libm::log1p(-libm::exp(-x)) } else { libm::log(libm::expm1(x)) }
 }
 
