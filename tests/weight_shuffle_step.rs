@@ -181,6 +181,14 @@ fn run_step<T: Element>(
     Ok((report, perms))
 }
 
+/// A gradient closure that returns record `r`'s row of a fixed table.
+fn from_table(grads: &[Vec<f64>]) -> impl FnMut(u64, &[f64], &mut [f64]) -> Result<()> + '_ {
+    |r, _, out| {
+        out.copy_from_slice(&grads[r as usize]);
+        Ok(())
+    }
+}
+
 /// The step's update without clipping: `w0 − η/(qN)·(Σ gᵢ + std ⊙ z)`, summed in the
 /// step's order (records in order, then the noise), in `f64`.
 fn modelled_update(
@@ -616,20 +624,8 @@ fn whole_step_is_reproduced_bit_exactly_for_unclipped_gradients_with_real_noise(
     let key = key(6);
     let streams = StepStreams::for_step(3, 4)?;
     let mut w = w0.clone();
-    let (report, perms) = run_step(
-        &plan,
-        &mut w,
-        &mut [],
-        &params,
-        n,
-        |r, _: &[f64], out: &mut [f64]| {
-            out.copy_from_slice(&grads[r as usize]);
-            Ok(())
-        },
-        &key,
-        streams,
-        None,
-    )?;
+    let (report, perms) =
+        run_step(&plan, &mut w, &mut [], &params, n, from_table(&grads), &key, streams, None)?;
     let batch: Vec<Vec<f64>> =
         selected(&key, streams, q, n).iter().map(|&r| grads[r as usize].clone()).collect();
     assert!(batch.len() >= 5, "a meaningful batch");
@@ -659,20 +655,8 @@ fn clipped_count_and_clipped_sum_over_a_mixed_batch() -> Result<()> {
     let key = key(7);
     let streams = StepStreams::for_step(0, 0)?;
     let mut w = vec![0.0f64; d];
-    let (report, perms) = run_step(
-        &plan,
-        &mut w,
-        &mut [],
-        &params,
-        n,
-        |r, _: &[f64], out: &mut [f64]| {
-            out.copy_from_slice(&grads[r as usize]);
-            Ok(())
-        },
-        &key,
-        streams,
-        None,
-    )?;
+    let (report, perms) =
+        run_step(&plan, &mut w, &mut [], &params, n, from_table(&grads), &key, streams, None)?;
     let batch = selected(&key, streams, q, n);
     let big = batch.iter().filter(|&&r| r % 3 == 0).count() as u64;
     assert!(big >= 2 && big < batch.len() as u64, "a mixed batch");
