@@ -88,8 +88,8 @@ mod sensitivity;
 pub use baselines::mvg_iid_std;
 #[cfg(feature = "alloc")]
 pub use certify::CertifiedMatrixGaussian;
-pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
 pub(crate) use clip::clip_checked;
+pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
 pub use labels::{MAX_CLASSES, RandomizedResponse, full_ldp_budget, randomize_label_in};
 pub use noise::{GAUSSIAN_SUPPORT, NoiseFactors, check_factors, dp_forward_scratch_len};
 pub use params::{DpForwardParams, SensitivityRule};
