@@ -91,6 +91,18 @@ enum dpattn_status
    */
   DPATTN_STATUS_MEMORY_LIMIT = 13,
   /**
+   * A pointer is not aligned for its element type.
+   */
+  DPATTN_STATUS_MISALIGNED = 14,
+  /**
+   * An output buffer overlaps an input or another output.
+   */
+  DPATTN_STATUS_ALIASING = 15,
+  /**
+   * A handle is not live: already freed, never created by dpattn, or of another type.
+   */
+  DPATTN_STATUS_INVALID_HANDLE = 16,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -106,6 +118,31 @@ typedef enum dpattn_status dpattn_status;
 typedef uint32_t dpattn_status;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
+
+/**
+ * An element type code (`DPATTN_DTYPE_*`).
+ */
+typedef uint32_t dpattn_dtype;
+
+/**
+ * IEEE binary32 (`float`).
+ */
+#define DPATTN_DTYPE_F32 0
+
+/**
+ * IEEE binary64 (`double`).
+ */
+#define DPATTN_DTYPE_F64 1
+
+/**
+ * IEEE binary16, passed as its 16 bits (`uint16_t`).
+ */
+#define DPATTN_DTYPE_F16 2
+
+/**
+ * bfloat16, passed as its 16 bits (`uint16_t`).
+ */
+#define DPATTN_DTYPE_BF16 3
 
 #ifdef __cplusplus
 extern "C" {

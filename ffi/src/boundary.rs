@@ -19,6 +19,16 @@ pub(crate) enum FfiError {
     Core(dpattn_core::Error),
     /// A required pointer argument was NULL.
     Null(&'static str),
+    /// A pointer is not aligned for its element type.
+    Misaligned(&'static str),
+    /// A `len` whose byte size does not fit in `isize` (no real buffer is that long).
+    TooLong(&'static str),
+    /// Two buffers overlap where one of them is written.
+    Aliasing(&'static str, &'static str),
+    /// A handle that is not live or not of the expected type.
+    InvalidHandle(&'static str),
+    /// An enum-like `uint32_t` argument (dtype, kind, ...) with an unknown value.
+    UnknownValue { arg: &'static str, value: u32, allowed: &'static str },
 }
 
 impl From<dpattn_core::Error> for FfiError {
@@ -32,6 +42,11 @@ impl FfiError {
         match self {
             FfiError::Core(e) => dpattn_status::of(e),
             FfiError::Null(_) => dpattn_status::NullArgument,
+            FfiError::Misaligned(_) => dpattn_status::Misaligned,
+            FfiError::TooLong(_) => dpattn_status::SizeOverflow,
+            FfiError::Aliasing(..) => dpattn_status::Aliasing,
+            FfiError::InvalidHandle(_) => dpattn_status::InvalidHandle,
+            FfiError::UnknownValue { .. } => dpattn_status::OutOfRange,
         }
     }
 }
@@ -41,6 +56,20 @@ impl fmt::Display for FfiError {
         match self {
             FfiError::Core(e) => e.fmt(f),
             FfiError::Null(arg) => write!(f, "argument `{arg}` is NULL"),
+            FfiError::Misaligned(arg) => {
+                write!(f, "argument `{arg}` is not aligned for its element type")
+            }
+            FfiError::TooLong(arg) => {
+                write!(f, "length of `{arg}` in bytes does not fit in a signed size")
+            }
+            FfiError::Aliasing(a, b) => write!(f, "buffers `{a}` and `{b}` overlap"),
+            FfiError::InvalidHandle(arg) => write!(
+                f,
+                "handle `{arg}` is not live (freed, not created by dpattn, or of another type)"
+            ),
+            FfiError::UnknownValue { arg, value, allowed } => {
+                write!(f, "`{arg}` = {value} is not one of {allowed}")
+            }
         }
     }
 }

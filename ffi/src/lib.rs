@@ -28,11 +28,14 @@
 //! ```
 #![allow(non_camel_case_types)]
 
+mod args;
 mod boundary;
+mod handle;
 mod last_error;
 mod layout;
 mod privacy;
 mod status;
+mod tensor;
 mod version;
 
 #[cfg(feature = "panic-test")]
@@ -41,4 +44,8 @@ pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
 pub use privacy::dpattn_check_privacy_params;
 pub use status::{dpattn_status, dpattn_status_str};
+pub use tensor::{
+    DPATTN_DTYPE_BF16, DPATTN_DTYPE_F16, DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype,
+    dpattn_key, dpattn_tensor4, dpattn_tensor4_mut,
+};
 pub use version::dpattn_version;

@@ -41,6 +41,12 @@ pub enum dpattn_status {
     /// A structure's memory estimate exceeds the caller's memory limit (nothing was
     /// allocated).
     MemoryLimit = 13,
+    /// A pointer is not aligned for its element type.
+    Misaligned = 14,
+    /// An output buffer overlaps an input or another output.
+    Aliasing = 15,
+    /// A handle is not live: already freed, never created by dpattn, or of another type.
+    InvalidHandle = 16,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -84,6 +90,9 @@ impl dpattn_status {
             11 => b"unsupported by this build or CPU\0",
             12 => b"private input outside the declared domain\0",
             13 => b"memory estimate over the caller's limit\0",
+            14 => b"misaligned pointer\0",
+            15 => b"output buffer overlaps another buffer\0",
+            16 => b"invalid handle (freed, foreign, or of another type)\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -128,7 +137,7 @@ mod tests {
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");

@@ -1,32 +1,88 @@
-//! Compiles the C and C++ programs of `tests/c/` against `include/dpattn.h`, with warnings
-//! as errors, into a static library linked into this crate's test binary.
+//! Compiles every C and C++ test program of `tests/c/` against `include/dpattn.h`, with
+//! warnings as errors, and generates one `#[test]` per program.
+//!
+//! Convention: `tests/c/<name>.c` defines `int dpattn_c_<name>(void)` and
+//! `tests/c/<name>.cpp` defines `extern "C" int dpattn_cpp_<name>(void)`; each returns 0
+//! when every check passed, else the line number of the first failed check. Files ending
+//! in `_main.c` are stand-alone hosts for scripts (not compiled here); `*.h`/`*.hpp` are
+//! shared helpers.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn programs(dir: &Path, ext: &str) -> Vec<(String, PathBuf)> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("read tests/c")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?.to_owned();
+            (!stem.ends_with("_main")).then_some((stem, p))
+        })
+        .collect();
+    out.sort();
+    out
+}
 
 fn main() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let include = root.join("include");
     let c_dir = root.join("tests/c");
-    for f in ["check.h", "abi_smoke.c", "panic_boundary.c", "abi_smoke.cpp"] {
-        println!("cargo:rerun-if-changed={}", c_dir.join(f).display());
+    println!("cargo:rerun-if-changed={}", c_dir.display());
+    println!("cargo:rerun-if-changed={}", include.display());
+    for entry in std::fs::read_dir(&c_dir).expect("read tests/c") {
+        println!("cargo:rerun-if-changed={}", entry.expect("dir entry").path().display());
     }
-    println!("cargo:rerun-if-changed={}", include.join("dpattn.h").display());
+    for entry in std::fs::read_dir(&include).expect("read include") {
+        println!("cargo:rerun-if-changed={}", entry.expect("dir entry").path().display());
+    }
 
-    cc::Build::new()
-        .file(c_dir.join("abi_smoke.c"))
-        .file(c_dir.join("panic_boundary.c"))
+    let c = programs(&c_dir, "c");
+    let cpp = programs(&c_dir, "cpp");
+    let mut build = cc::Build::new();
+    build
         .include(&include)
+        .include(&c_dir)
         .std("c99")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)
-        .compile("dpattn_c_abi_smoke");
+        .define("DPATTN_PANIC_TEST", None);
+    for (_, p) in &c {
+        build.file(p);
+    }
+    build.compile("dpattn_c_programs");
 
-    cc::Build::new()
+    let mut build = cc::Build::new();
+    build
         .cpp(true)
-        .file(c_dir.join("abi_smoke.cpp"))
         .include(&include)
+        .include(&c_dir)
         .std("c++17")
         .warnings(true)
         .extra_warnings(true)
         .warnings_into_errors(true)
-        .compile("dpattn_cpp_abi_smoke");
+        .define("DPATTN_PANIC_TEST", None);
+    for (_, p) in &cpp {
+        build.file(p);
+    }
+    build.compile("dpattn_cpp_programs");
+
+    let mut tests = String::new();
+    for (lang, list) in [("c", &c), ("cpp", &cpp)] {
+        for (name, path) in list {
+            let sym = format!("dpattn_{lang}_{name}");
+            writeln!(
+                tests,
+                "#[test]\nfn {lang}_{name}() {{\n    unsafe extern \"C\" {{ fn {sym}() -> i32; }}\n    \
+                 // SAFETY: a C function with no arguments, compiled from {file}.\n    \
+                 let line = unsafe {{ {sym}() }};\n    \
+                 assert_eq!(line, 0, \"{file} failed at line {{line}}\");\n}}\n",
+                file = path.strip_prefix(&root).unwrap_or(path).display(),
+            )
+            .unwrap();
+        }
+    }
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    std::fs::write(out.join("c_programs.rs"), tests).expect("write c_programs.rs");
 }
