@@ -96,11 +96,20 @@ impl<T> Out<T> {
     }
 }
 
+/// Most buffers one call records (inputs and outputs each); a call with more is a bug in
+/// the entry point, reported as a panic at the boundary.
+const MAX_BUFFERS: usize = 16;
+
+type Named = (&'static str, Range<usize>);
+
 /// The byte ranges of the buffers of one call, to prove that outputs overlap nothing.
+/// Fixed capacity: recording never allocates, so entry points stay allocation-free.
 #[derive(Default)]
 pub(crate) struct Buffers {
-    inputs: Vec<(&'static str, Range<usize>)>,
-    outputs: Vec<(&'static str, Range<usize>)>,
+    inputs: [Named; MAX_BUFFERS],
+    n_inputs: usize,
+    outputs: [Named; MAX_BUFFERS],
+    n_outputs: usize,
 }
 
 fn byte_range<T>(ptr: *const T, len: usize) -> Range<usize> {
@@ -111,13 +120,15 @@ fn byte_range<T>(ptr: *const T, len: usize) -> Range<usize> {
 impl Buffers {
     /// Records an input (read-only) buffer.
     pub(crate) fn input<T>(&mut self, name: &'static str, ptr: *const T, len: usize) -> &mut Self {
-        self.inputs.push((name, byte_range(ptr, len)));
+        self.inputs[self.n_inputs] = (name, byte_range(ptr, len));
+        self.n_inputs += 1;
         self
     }
 
     /// Records an output (written) buffer.
     pub(crate) fn output<T>(&mut self, name: &'static str, ptr: *mut T, len: usize) -> &mut Self {
-        self.outputs.push((name, byte_range(ptr.cast_const(), len)));
+        self.outputs[self.n_outputs] = (name, byte_range(ptr.cast_const(), len));
+        self.n_outputs += 1;
         self
     }
 
@@ -127,8 +138,9 @@ impl Buffers {
         let overlap = |a: &Range<usize>, b: &Range<usize>| {
             !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
         };
-        for (i, (on, o)) in self.outputs.iter().enumerate() {
-            for (n, r) in self.inputs.iter().chain(&self.outputs[i + 1..]) {
+        let (inputs, outputs) = (&self.inputs[..self.n_inputs], &self.outputs[..self.n_outputs]);
+        for (i, (on, o)) in outputs.iter().enumerate() {
+            for (n, r) in inputs.iter().chain(&outputs[i + 1..]) {
                 if overlap(o, r) {
                     return Err(FfiError::Aliasing(on, n));
                 }
