@@ -58,26 +58,7 @@ step "no_std: dpattn-core for $NO_STD_TARGET, without default features and with 
 cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features
 cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features --features alloc
 
-step "C host linked against the built static and shared libraries"
-# The target directory as cargo resolves it (CARGO_TARGET_DIR, build.target-dir, ...).
-target_dir=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
-[ -n "$target_dir" ] || die "could not read the target directory from cargo metadata"
-lib_dir="$target_dir/release"
-# rustc prints the system libraries a static Rust library needs on this platform.
-native_libs=$(cargo rustc --release -p dpattn-ffi --crate-type staticlib -- --print native-static-libs 2>&1 \
-    | sed -n 's/.*native-static-libs: //p' | tail -n 1)
-[ -n "$native_libs" ] || die "rustc did not report native-static-libs for dpattn-ffi"
-echo "native-static-libs: $native_libs"
-cargo build --release -p dpattn-ffi
-CC_BIN=$(command -v cc || command -v gcc || command -v clang)
-out_dir="$target_dir/c-host"
-mkdir -p "$out_dir"
-# shellcheck disable=SC2086 # $native_libs is a list of linker flags
-"$CC_BIN" -std=c99 -Wall -Wextra -Werror -Iinclude tests/c/smoke_main.c tests/c/abi_smoke.c \
-    "$lib_dir/libdpattn_ffi.a" $native_libs -o "$out_dir/smoke_static"
-"$out_dir/smoke_static"
-"$CC_BIN" -std=c99 -Wall -Wextra -Werror -Iinclude tests/c/smoke_main.c tests/c/abi_smoke.c \
-    -L"$lib_dir" -ldpattn_ffi -lm -o "$out_dir/smoke_shared"
-LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$out_dir/smoke_shared"
+step "C ABI from outside cargo: valgrind host, install, Makefile/CMake/pkg-config, Python"
+scripts/c-host.sh
 
 step "all checks passed"

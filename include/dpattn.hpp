@@ -1,0 +1,321 @@
+// dpattn: differentially private attention — header-only C++17 wrapper over dpattn.h.
+//
+// * Errors: every wrapper has a throwing form (throws dpattn::Error, which carries the
+//   status code and the library's message) and, where it returns a value, a `try_` form
+//   returning dpattn::Result<T> (an std::expected-style value-or-error) for code built
+//   without exceptions. Define DPATTN_HPP_NO_EXCEPTIONS to remove the throwing forms.
+// * Handles: move-only RAII owners (dpattn::Handle<T, Free>); the destructor calls the C
+//   `_free`. A moved-from handle is empty. Handles may be shared across threads (the C
+//   library serialises calls on one handle), but the owner object itself is not
+//   synchronised: do not move or destroy it while another thread uses it.
+// * No allocation happens in dpattn itself on the numeric paths; the convenience helpers
+//   here allocate their scratch with std::vector.
+//
+// Everything is `inline` in namespace dpattn, so the header may be included in many
+// translation units (tests/c/hpp_double_include_*.cpp prove there are no ODR clashes).
+#ifndef DPATTN_HPP
+#define DPATTN_HPP
+
+#include "dpattn.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+#include <stdexcept>
+#endif
+
+namespace dpattn {
+
+/// The message of the last failed call on this thread ("" after a successful call).
+inline std::string last_error() {
+    std::string msg(dpattn_last_error_message(nullptr, 0), '\0');
+    if (!msg.empty()) {
+        // std::string guarantees a writable terminator slot at data()[size()].
+        dpattn_last_error_message(&msg[0], msg.size() + 1);
+    }
+    return msg;
+}
+
+/// A failed call: the status code, its static description and the detailed message.
+struct Failure {
+    dpattn_status status = DPATTN_STATUS_OK;
+    std::string message;
+};
+
+/// Value or failure (the shape of C++23's std::expected, for C++17 and no-exception builds).
+template <class T>
+class Result {
+  public:
+    Result(T value) : ok_(true), value_(std::move(value)) {}
+    Result(Failure failure) : ok_(false), value_(), failure_(std::move(failure)) {}
+    bool ok() const noexcept { return ok_; }
+    explicit operator bool() const noexcept { return ok_; }
+    /// The value; only meaningful when ok().
+    const T& value() const& noexcept { return value_; }
+    T& value() & noexcept { return value_; }
+    T&& value() && noexcept { return std::move(value_); }
+    /// DPATTN_STATUS_OK on success.
+    dpattn_status status() const noexcept { return failure_.status; }
+    const std::string& message() const noexcept { return failure_.message; }
+
+  private:
+    bool ok_;
+    T value_;
+    Failure failure_;
+};
+
+/// The failure of a just-returned status (reads this thread's last-error message).
+inline Failure failure(dpattn_status status) { return Failure{status, last_error()}; }
+
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+/// Thrown by the throwing wrappers.
+class Error : public std::runtime_error {
+  public:
+    Error(dpattn_status status, const std::string& message)
+        : std::runtime_error(std::string(dpattn_status_str(status)) + ": " + message),
+          status_(status) {}
+    dpattn_status status() const noexcept { return status_; }
+
+  private:
+    dpattn_status status_;
+};
+
+/// Throws dpattn::Error unless `status` is DPATTN_STATUS_OK.
+inline void check(dpattn_status status) {
+    if (status != DPATTN_STATUS_OK) throw Error(status, last_error());
+}
+
+/// The value of a Result, or throws its failure.
+template <class T>
+T unwrap(Result<T> r) {
+    if (!r.ok()) throw Error(r.status(), r.message());
+    return std::move(r).value();
+}
+#endif
+
+/// Turns an out-parameter call into a Result: `try_out<double>([&](double* o) { return f(.., o); })`.
+template <class T, class F>
+Result<T> try_out(F&& call) {
+    T value{};
+    dpattn_status st = call(&value);
+    if (st != DPATTN_STATUS_OK) return failure(st);
+    return value;
+}
+
+/// Move-only owner of a dpattn handle; `Free` is the handle's C `_free` function.
+template <class T, void (*Free)(T*)>
+class Handle {
+  public:
+    Handle() noexcept = default;
+    explicit Handle(T* raw) noexcept : raw_(raw) {}
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    Handle(Handle&& o) noexcept : raw_(std::exchange(o.raw_, nullptr)) {}
+    Handle& operator=(Handle&& o) noexcept {
+        if (this != &o) reset(std::exchange(o.raw_, nullptr));
+        return *this;
+    }
+    ~Handle() { reset(); }
+    /// Frees the current handle (if any) and takes `raw`.
+    void reset(T* raw = nullptr) noexcept {
+        if (raw_) Free(raw_);
+        raw_ = raw;
+    }
+    /// Gives up ownership without freeing.
+    T* release() noexcept { return std::exchange(raw_, nullptr); }
+    T* get() const noexcept { return raw_; }
+    explicit operator bool() const noexcept { return raw_ != nullptr; }
+
+  private:
+    T* raw_ = nullptr;
+};
+
+// ---- element types and tensors -------------------------------------------------------
+
+/// The dpattn dtype of a C++ element type (uint16_t carries f16 or bf16 bits: pass the
+/// dtype explicitly for those).
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+    static constexpr dpattn_dtype value = DPATTN_DTYPE_F32;
+};
+template <>
+struct dtype_of<double> {
+    static constexpr dpattn_dtype value = DPATTN_DTYPE_F64;
+};
+
+using Shape4 = std::array<size_t, 4>;
+
+/// Row-major strides of a dense [batch, heads, seq, dim] tensor.
+inline Shape4 contiguous_strides(const Shape4& s) {
+    return Shape4{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+}
+
+/// A read-only tensor over caller memory (dense unless strides are given).
+template <class T>
+dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape,
+                      dpattn_dtype dtype = dtype_of<T>::value) {
+    return tensor(data, len, shape, contiguous_strides(shape), dtype);
+}
+template <class T>
+dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape, const Shape4& strides,
+                      dpattn_dtype dtype = dtype_of<T>::value) {
+    dpattn_tensor4 t{};
+    t.data = data;
+    t.len = len;
+    t.dtype = dtype;
+    for (int i = 0; i < 4; i++) {
+        t.shape[i] = shape[i];
+        t.strides[i] = strides[i];
+    }
+    return t;
+}
+template <class T>
+dpattn_tensor4 tensor(const std::vector<T>& v, const Shape4& shape) {
+    return tensor(v.data(), v.size(), shape);
+}
+
+/// A writable tensor over caller memory.
+template <class T>
+dpattn_tensor4_mut tensor_mut(T* data, size_t len, const Shape4& shape,
+                              const Shape4& strides, dpattn_dtype dtype = dtype_of<T>::value) {
+    dpattn_tensor4_mut t{};
+    t.data = data;
+    t.len = len;
+    t.dtype = dtype;
+    for (int i = 0; i < 4; i++) {
+        t.shape[i] = shape[i];
+        t.strides[i] = strides[i];
+    }
+    return t;
+}
+template <class T>
+dpattn_tensor4_mut tensor_mut(std::vector<T>& v, const Shape4& shape) {
+    return tensor_mut(v.data(), v.size(), shape, contiguous_strides(shape));
+}
+
+// ---- noise ---------------------------------------------------------------------------
+
+/// A 256-bit key from 32 bytes.
+inline dpattn_key key_from_bytes(const std::array<uint8_t, 32>& bytes) {
+    dpattn_key k{};
+    for (size_t i = 0; i < 32; i++) k.bytes[i] = bytes[i];
+    return k;
+}
+
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+/// Fills `out` with N(0, sigma²) noise for logical indices first_index.. of (key, stream).
+template <class T>
+void fill_gaussian(const dpattn_key& key, uint64_t stream, uint64_t first_index, double sigma,
+                   std::vector<T>& out) {
+    check(dpattn_fill_gaussian(&key, stream, first_index, sigma, dtype_of<T>::value,
+                               out.data(), out.size()));
+}
+#endif
+
+// ---- attention -----------------------------------------------------------------------
+
+/// Scratch elements (float) for exact attention with key dim d and value dim d_v.
+inline Result<size_t> try_attention_scratch_len(size_t d, size_t d_v) {
+    return try_out<size_t>([&](size_t* o) { return dpattn_attention_scratch_len(d, d_v, o); });
+}
+
+/// Default attention options (softmax, 1/sqrt(d), no mask, automatic kernel).
+inline dpattn_attention_options attention_options() {
+    dpattn_attention_options o{};
+    dpattn_attention_options_default(&o);
+    return o;
+}
+
+/// Exact attention, reusing a caller-owned scratch vector (grown when too small).
+inline dpattn_status attention(const dpattn_tensor4_mut& out, const dpattn_tensor4& q,
+                               const dpattn_tensor4& k, const dpattn_tensor4& v,
+                               const dpattn_attention_options& options,
+                               std::vector<float>& scratch) {
+    size_t need = 0;
+    dpattn_status st = dpattn_attention_scratch_len(q.shape[3], v.shape[3], &need);
+    if (st != DPATTN_STATUS_OK) return st;
+    if (scratch.size() < need) scratch.resize(need);
+    return dpattn_attention(&out, &q, &k, &v, &options, scratch.data(), scratch.size());
+}
+
+// ---- calibration and accounting ------------------------------------------------------
+
+/// σ of the analytic Gaussian mechanism (Balle & Wang 2018) for (ε, δ) and L2 sensitivity.
+inline Result<double> try_analytic_gaussian_sigma(double epsilon, double delta,
+                                                  double sensitivity) {
+    return try_out<double>([&](double* o) {
+        return dpattn_analytic_gaussian_sigma(epsilon, delta, sensitivity, o);
+    });
+}
+
+/// A privacy-budget ledger (RAII over dpattn_ledger).
+class Ledger {
+  public:
+    /// (ε, δ) ledger composing charges by basic composition.
+    static Result<Ledger> try_approx(double epsilon, double delta) {
+        dpattn_ledger* raw = nullptr;
+        dpattn_status st = dpattn_ledger_new_approx(epsilon, delta, &raw);
+        if (st != DPATTN_STATUS_OK) return failure(st);
+        return Ledger(raw);
+    }
+    /// zCDP ledger with total ρ.
+    static Result<Ledger> try_zcdp(double rho) {
+        dpattn_ledger* raw = nullptr;
+        dpattn_status st = dpattn_ledger_new_zcdp(rho, &raw);
+        if (st != DPATTN_STATUS_OK) return failure(st);
+        return Ledger(raw);
+    }
+    /// RDP ledger targeting (ε, δ).
+    static Result<Ledger> try_rdp(double epsilon, double delta) {
+        dpattn_ledger* raw = nullptr;
+        dpattn_status st = dpattn_ledger_new_rdp(epsilon, delta, &raw);
+        if (st != DPATTN_STATUS_OK) return failure(st);
+        return Ledger(raw);
+    }
+    /// Charges an (ε, δ) release; a refused charge leaves the ledger unchanged.
+    dpattn_status try_charge_approx(double epsilon, double delta) {
+        return dpattn_ledger_charge_approx(h_.get(), epsilon, delta);
+    }
+    dpattn_status try_charge_zcdp(double rho) { return dpattn_ledger_charge_zcdp(h_.get(), rho); }
+    dpattn_status try_charge_sampled_gaussian(double q, double noise_multiplier, uint64_t steps) {
+        return dpattn_ledger_charge_sampled_gaussian(h_.get(), q, noise_multiplier, steps);
+    }
+    Result<dpattn_amount> try_spent() const {
+        return try_out<dpattn_amount>([&](dpattn_amount* o) { return dpattn_ledger_spent(h_.get(), o); });
+    }
+    Result<dpattn_amount> try_remaining() const {
+        return try_out<dpattn_amount>(
+            [&](dpattn_amount* o) { return dpattn_ledger_remaining(h_.get(), o); });
+    }
+    Result<uint64_t> try_charges() const {
+        return try_out<uint64_t>([&](uint64_t* o) { return dpattn_ledger_charges(h_.get(), o); });
+    }
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+    static Ledger approx(double epsilon, double delta) { return unwrap(try_approx(epsilon, delta)); }
+    static Ledger zcdp(double rho) { return unwrap(try_zcdp(rho)); }
+    static Ledger rdp(double epsilon, double delta) { return unwrap(try_rdp(epsilon, delta)); }
+    void charge_approx(double epsilon, double delta) { check(try_charge_approx(epsilon, delta)); }
+    void charge_zcdp(double rho) { check(try_charge_zcdp(rho)); }
+    void charge_sampled_gaussian(double q, double noise_multiplier, uint64_t steps) {
+        check(try_charge_sampled_gaussian(q, noise_multiplier, steps));
+    }
+    dpattn_amount spent() const { return unwrap(try_spent()); }
+    dpattn_amount remaining() const { return unwrap(try_remaining()); }
+    uint64_t charges() const { return unwrap(try_charges()); }
+#endif
+    dpattn_ledger* get() const noexcept { return h_.get(); }
+
+  private:
+    explicit Ledger(dpattn_ledger* raw) : h_(raw) {}
+    Handle<dpattn_ledger, dpattn_ledger_free> h_;
+};
+
+}  // namespace dpattn
+
+#endif  // DPATTN_HPP
