@@ -281,7 +281,7 @@ extern "C" {
  *
  * ```c
  * double eps[2] = {0.5, 0.25}, del[2] = {1e-6, 0.0}, e, d;
- * dpattn_basic_composition(eps, del, 2, &e, &d); /* e = 0.75, d = 1e-6 */
+ * dpattn_basic_composition(eps, del, 2, &e, &d); // e = 0.75, d = 1e-6
  * ```
  *
  * # Safety
@@ -520,8 +520,8 @@ dpattn_status dpattn_rdp_delta(const double *orders,
  *
  * ```c
  * double eps, order;
- * /* Opacus' golden value: q = 0.04, z = 1.5, 2250 steps, δ = 1e-5 (its own orders give
- *    7.32911117143; the default orders give at most that) */
+ * // Opacus' golden value: q = 0.04, z = 1.5, 2250 steps, δ = 1e-5 (its own orders give
+ * // 7.32911117143; the default orders give at most that)
  * dpattn_rdp_sampled_gaussian_epsilon(0.04, 1.5, 2250, NULL, 0, 1e-5, &eps, &order);
  * ```
  *
@@ -593,7 +593,7 @@ dpattn_status dpattn_test_panic(void);
  * ```c
  * double sigma;
  * if (dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, &sigma) == DPATTN_STATUS_OK) {
- *     /* sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A) */
+ *     // sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A)
  *     dpattn_fill_gaussian(&key, stream, 0, sigma, DPATTN_DTYPE_F64, noise, n);
  * }
  * ```
@@ -870,11 +870,11 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
  * dpattn_amount left;
  * if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
  * if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
- *     /* run the (0.5, 5e-7)-DP mechanism */
+ *     // run the (0.5, 5e-7)-DP mechanism
  * }
- * /* over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes */
+ * // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
  * dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
- * dpattn_ledger_remaining(ledger, &left); /* left.epsilon = 0.5, left.delta = 5e-7 */
+ * dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
  * dpattn_ledger_free(ledger);
  * ```
  *
@@ -1066,12 +1066,12 @@ void dpattn_ledger_free(dpattn_ledger *ledger);
  * `out` is written only on success. Thread-safe; no shared state.
  *
  * ```c
- * dpattn_key key;                      /* 32 secret bytes from the OS or a KMS */
+ * dpattn_key key;                      // 32 secret bytes from the OS or a KMS
  * float noise[1024];
- * /* elements 0..1023 of draw (key, stream 7) */
+ * // elements 0..1023 of draw (key, stream 7)
  * dpattn_status st = dpattn_fill_gaussian(&key, 7, 0, 2.0, DPATTN_DTYPE_F32, noise, 1024);
  * if (st != DPATTN_STATUS_OK) { char msg[256]; dpattn_last_error_message(msg, sizeof msg); }
- * /* elements 512..1023 again, e.g. on another thread: identical bits */
+ * // elements 512..1023 again, e.g. on another thread: identical bits
  * dpattn_fill_gaussian(&key, 7, 512, 2.0, DPATTN_DTYPE_F32, noise + 512, 512);
  * ```
  *

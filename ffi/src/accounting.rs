@@ -92,7 +92,7 @@ const CHUNK: usize = 32;
 ///
 /// ```c
 /// double eps[2] = {0.5, 0.25}, del[2] = {1e-6, 0.0}, e, d;
-/// dpattn_basic_composition(eps, del, 2, &e, &d); /* e = 0.75, d = 1e-6 */
+/// dpattn_basic_composition(eps, del, 2, &e, &d); // e = 0.75, d = 1e-6
 /// ```
 ///
 /// # Safety
@@ -517,8 +517,8 @@ pub unsafe extern "C" fn dpattn_rdp_delta(
 ///
 /// ```c
 /// double eps, order;
-/// /* Opacus' golden value: q = 0.04, z = 1.5, 2250 steps, δ = 1e-5 (its own orders give
-///    7.32911117143; the default orders give at most that) */
+/// // Opacus' golden value: q = 0.04, z = 1.5, 2250 steps, δ = 1e-5 (its own orders give
+/// // 7.32911117143; the default orders give at most that)
 /// dpattn_rdp_sampled_gaussian_epsilon(0.04, 1.5, 2250, NULL, 0, 1e-5, &eps, &order);
 /// ```
 ///

@@ -59,7 +59,7 @@ unsafe fn scalar(
 /// ```c
 /// double sigma;
 /// if (dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, &sigma) == DPATTN_STATUS_OK) {
-///     /* sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A) */
+///     // sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A)
 ///     dpattn_fill_gaussian(&key, stream, 0, sigma, DPATTN_DTYPE_F64, noise, n);
 /// }
 /// ```

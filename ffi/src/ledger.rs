@@ -117,11 +117,11 @@ unsafe fn create(
 /// dpattn_amount left;
 /// if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
 /// if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
-///     /* run the (0.5, 5e-7)-DP mechanism */
+///     // run the (0.5, 5e-7)-DP mechanism
 /// }
-/// /* over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes */
+/// // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
 /// dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
-/// dpattn_ledger_remaining(ledger, &left); /* left.epsilon = 0.5, left.delta = 5e-7 */
+/// dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
 /// dpattn_ledger_free(ledger);
 /// ```
 ///

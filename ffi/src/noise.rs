@@ -122,12 +122,12 @@ unsafe fn fill_fixed<S: FixedWordSampler>(
 /// `out` is written only on success. Thread-safe; no shared state.
 ///
 /// ```c
-/// dpattn_key key;                      /* 32 secret bytes from the OS or a KMS */
+/// dpattn_key key;                      // 32 secret bytes from the OS or a KMS
 /// float noise[1024];
-/// /* elements 0..1023 of draw (key, stream 7) */
+/// // elements 0..1023 of draw (key, stream 7)
 /// dpattn_status st = dpattn_fill_gaussian(&key, 7, 0, 2.0, DPATTN_DTYPE_F32, noise, 1024);
 /// if (st != DPATTN_STATUS_OK) { char msg[256]; dpattn_last_error_message(msg, sizeof msg); }
-/// /* elements 512..1023 again, e.g. on another thread: identical bits */
+/// // elements 512..1023 again, e.g. on another thread: identical bits
 /// dpattn_fill_gaussian(&key, 7, 512, 2.0, DPATTN_DTYPE_F32, noise + 512, 512);
 /// ```
 ///
@@ -817,19 +817,15 @@ mod tests {
         let mut a = [0f64; 37];
         let mut b = [0f64; 37];
         // SAFETY: valid key and a writable buffer of 37 doubles.
-        assert_eq!(
-            unsafe { f(&KEY, 3, 11, p, DPATTN_DTYPE_F64, a.as_mut_ptr().cast(), 37) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { f(&KEY, 3, 11, p, DPATTN_DTYPE_F64, a.as_mut_ptr().cast(), 37) };
+        assert_eq!(st, dpattn_status::Ok);
         s.fill_keyed(&stream(3), 11, &mut b).unwrap();
         assert_eq!(a.map(f64::to_bits), b.map(f64::to_bits));
         let mut c = [0f32; 37];
         let mut d = [0f32; 37];
         // SAFETY: as above, 37 floats.
-        assert_eq!(
-            unsafe { f(&KEY, 3, 11, p, DPATTN_DTYPE_F32, c.as_mut_ptr().cast(), 37) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { f(&KEY, 3, 11, p, DPATTN_DTYPE_F32, c.as_mut_ptr().cast(), 37) };
+        assert_eq!(st, dpattn_status::Ok);
         s.fill_keyed(&stream(3), 11, &mut d).unwrap();
         assert_eq!(c.map(f32::to_bits), d.map(f32::to_bits));
     }
@@ -874,7 +870,7 @@ mod tests {
         let mut o = [9f64; 4];
         let p = o.as_mut_ptr().cast::<c_void>();
         let f64t = DPATTN_DTYPE_F64;
-        // SAFETY (all calls below): pointers are NULL, valid, or deliberately bad ones that
+        // SAFETY: every pointer below is NULL, valid, or a deliberately bad one that is
         // are rejected before any access.
         unsafe {
             fails(
@@ -1052,10 +1048,8 @@ mod tests {
             rho: 0.0,
         };
         // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { dpattn_grid_gaussian_describe(1.0, 4.0, 5, -20, &mut info) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { dpattn_grid_gaussian_describe(1.0, 4.0, 5, -20, &mut info) };
+        assert_eq!(st, dpattn_status::Ok);
         assert_eq!(info.resolution_exponent, -20);
         assert_eq!(
             (info.integer_scale_num, info.integer_scale_den),
@@ -1068,10 +1062,8 @@ mod tests {
         assert!(info.epsilon.is_nan());
         let l = GridLaplace::new(1.0, 0.5, 8).unwrap();
         // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { dpattn_grid_laplace_describe(1.0, 0.5, 8, d, &mut info) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { dpattn_grid_laplace_describe(1.0, 0.5, 8, d, &mut info) };
+        assert_eq!(st, dpattn_status::Ok);
         assert_eq!(
             (info.resolution, info.noise_scale, info.epsilon),
             (l.resolution(), l.scale(), 0.5)
@@ -1127,10 +1119,8 @@ mod tests {
         let s = stream(9);
         let mut w = [0u32; 50];
         // SAFETY: valid key and buffer.
-        assert_eq!(
-            unsafe { dpattn_stream_words(&KEY, 9, 13, 0, w.as_mut_ptr(), 50) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { dpattn_stream_words(&KEY, 9, 13, 0, w.as_mut_ptr(), 50) };
+        assert_eq!(st, dpattn_status::Ok);
         for (i, &x) in w.iter().enumerate() {
             assert_eq!(x, s.word(13 + i as u128).unwrap());
         }
