@@ -22,6 +22,37 @@
 
 
 /**
+ * The number of default RDP orders (`dpattn_rdp_default_orders`).
+ */
+#define DPATTN_RDP_DEFAULT_ORDER_COUNT 156
+
+/**
+ * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
+ * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
+ */
+#define DPATTN_AMOUNT_APPROX 0
+
+/**
+ * `dpattn_amount.kind` of a zCDP ledger: `rho` is meaningful, `epsilon` and `delta` are
+ * NaN.
+ */
+#define DPATTN_AMOUNT_ZCDP 1
+
+/**
+ * `dpattn_amount.kind` of an RDP ledger: `epsilon` is ε at the ledger's fixed target δ,
+ * `delta` is that target δ, `rho` is NaN. Remaining ε is the target minus the spent ε;
+ * RDP composition is not additive in ε, so a pure charge of that size need not fit.
+ */
+#define DPATTN_AMOUNT_RDP 2
+
+/**
+ * `resolution_exponent` value asking the grid mechanisms for their default resolution
+ * (Laplace: the smallest `2^k ≥ (Δ₁/ε)/2^40`; Gaussian: the smallest `2^k` with
+ * `σ/2^k ≤ 2^30`).
+ */
+#define DPATTN_GRID_DEFAULT_RESOLUTION INT32_MAX
+
+/**
  * Result of a dpattn call. `DPATTN_STATUS_OK` (0) is success; every other value is a
  * failure whose details are in `dpattn_last_error_message`. Values are stable: they are
  * never renumbered or reused, and new ones are only appended.
@@ -120,9 +151,96 @@ typedef uint32_t dpattn_status;
 #endif // __cplusplus
 
 /**
+ * A privacy budget ledger (opaque). Create with `dpattn_ledger_new_*`, release with
+ * `dpattn_ledger_free`. Thread safety: a handle may be used from any thread; each call
+ * locks the ledger for its duration, so concurrent charges are serialised (each is
+ * checked against the budget left by the others). Use of a freed handle returns
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ */
+typedef struct dpattn_ledger dpattn_ledger;
+
+/**
+ * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
+ * fields are meaningful depends on `kind` (`DPATTN_AMOUNT_*`); the others are NaN.
+ * Amounts may be zero. Spent amounts are rounded up, remaining ones down (never negative).
+ */
+typedef struct {
+  /**
+   * `DPATTN_AMOUNT_APPROX`, `DPATTN_AMOUNT_ZCDP` or `DPATTN_AMOUNT_RDP`.
+   */
+  uint32_t kind;
+  /**
+   * ε (approximate-DP and RDP ledgers), else NaN.
+   */
+  double epsilon;
+  /**
+   * δ (approximate-DP ledgers: Σδᵢ or the total δ; RDP ledgers: the target δ), else NaN.
+   */
+  double delta;
+  /**
+   * ρ (zCDP ledgers), else NaN.
+   */
+  double rho;
+} dpattn_amount;
+
+/**
+ * A 256-bit ChaCha20 noise key (`docs/RANDOMNESS.md`): the 32 bytes are read as eight
+ * little-endian words. Treat it as a secret: anyone who has it can subtract the noise.
+ */
+typedef struct {
+  /**
+   * The key bytes.
+   */
+  uint8_t bytes[32];
+} dpattn_key;
+
+/**
  * An element type code (`DPATTN_DTYPE_*`).
  */
 typedef uint32_t dpattn_dtype;
+
+/**
+ * What a grid mechanism does with its parameters (`dpattn_grid_laplace_describe`,
+ * `dpattn_grid_gaussian_describe`).
+ */
+typedef struct {
+  /**
+   * `k` of the resolution `r = 2^k`.
+   */
+  int32_t resolution_exponent;
+  /**
+   * The resolution `r = 2^k`: outputs are multiples of it.
+   */
+  double resolution;
+  /**
+   * The sensitivity of the rounded data, rounded up: `Δ₁ + d·r` (Laplace) or
+   * `Δ₂ + √d·r` (Gaussian).
+   */
+  double rounded_sensitivity;
+  /**
+   * Numerator of the integer noise's exact scale: `t` of the discrete Laplace scale
+   * `t/s`, or `s` of the discrete Gaussian `σ/r = s/q`.
+   */
+  uint64_t integer_scale_num;
+  /**
+   * Denominator of the integer noise's exact scale (`s`, or `q`).
+   */
+  uint64_t integer_scale_den;
+  /**
+   * The effective noise scale on the data's scale: `r·t/s` (Laplace scale) or `r·s/q`
+   * (Gaussian σ, at least the requested σ), rounded to nearest.
+   */
+  double noise_scale;
+  /**
+   * Laplace: the ε of the pure ε-DP guarantee (as given). Gaussian: NaN.
+   */
+  double epsilon;
+  /**
+   * Gaussian: an upper bound on the ρ of the ρ-zCDP guarantee,
+   * `(Δ₂ + √d·r)²/(2σ²)` rounded up. Laplace: NaN.
+   */
+  double rho;
+} dpattn_grid_info;
 
 /**
  * IEEE binary32 (`float`).
@@ -148,6 +266,302 @@ typedef uint32_t dpattn_dtype;
 extern "C" {
 #endif // __cplusplus
 
+/**
+ * Basic composition (Dwork & Roth 2014, Thm 3.16; adaptive: Dwork, Rothblum, Vadhan 2010)
+ * of `len` mechanisms, mechanism `i` being `(epsilons[i], deltas[i])`-DP: the composition
+ * is `(Σεᵢ, Σδᵢ)`-DP, both sums rounded up (exact when exactly representable). Writes
+ * `*out_epsilon`, `*out_delta`. Allocation-free (the core is called on chunks with the
+ * running total carried, which performs the same sequence of rounded additions).
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer, or an
+ * array with `len > 0`), `DPATTN_STATUS_OUT_OF_RANGE` (`len = 0`; an `epsilons[i]` not
+ * finite and `> 0`; a `deltas[i]` outside `[0, 1)`; the message names the parameter),
+ * `DPATTN_STATUS_INFEASIBLE` (`Σεᵢ` overflows or `Σδᵢ ≥ 1`), `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * ```c
+ * double eps[2] = {0.5, 0.25}, del[2] = {1e-6, 0.0}, e, d;
+ * dpattn_basic_composition(eps, del, 2, &e, &d); // e = 0.75, d = 1e-6
+ * ```
+ *
+ * # Safety
+ * `epsilons` and `deltas` must be NULL or valid for reading `len` doubles; the
+ * out-pointers NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_basic_composition(const double *epsilons,
+                                       const double *deltas,
+                                       size_t len,
+                                       double *out_epsilon,
+                                       double *out_delta);
+
+/**
+ * Basic composition of `k` mechanisms that are each `(epsilon, delta)`-DP: `(kε, kδ)`,
+ * rounded up. Writes `*out_epsilon`, `*out_delta`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`k = 0`, `epsilon` not finite and `> 0`, `delta` outside
+ * `[0, 1)`), `DPATTN_STATUS_INFEASIBLE` (`kε` overflows or `kδ ≥ 1`). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * The out-pointers must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_basic_composition_k(double epsilon,
+                                         double delta,
+                                         uint64_t k,
+                                         double *out_epsilon,
+                                         double *out_delta);
+
+/**
+ * Advanced composition (Dwork, Rothblum, Vadhan 2010; Dwork & Roth 2014, Thm 3.20): `k`
+ * adaptively composed `(ε, δ)`-DP mechanisms are `(ε', kδ + δ')`-DP for the slack
+ * `δ' = slack_delta > 0`, with `ε' = √(2k ln(1/δ'))·ε + k·ε·(e^ε − 1)`, both rounded up.
+ * (`k`, ε and δ must be fixed in advance.) Basic composition can be smaller for small `k`;
+ * this function does not switch. Writes `*out_epsilon`, `*out_delta`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`k = 0`, `slack_delta` outside `(0, 1)`, `epsilon`/`delta`
+ * invalid), `DPATTN_STATUS_INFEASIBLE` (`ε'` overflows or `kδ + δ' ≥ 1`). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * The out-pointers must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_advanced_composition(double epsilon,
+                                          double delta,
+                                          uint64_t k,
+                                          double slack_delta,
+                                          double *out_epsilon,
+                                          double *out_delta);
+
+/**
+ * The largest per-step ε such that `k` `(ε, δ)`-DP steps compose to `total_epsilon`
+ * under advanced composition with slack `slack_delta` — never smaller than basic
+ * composition's `total_epsilon / k` — rounded down. The composition is then
+ * `(total_epsilon, kδ + slack_delta)`-DP. Writes `*out_epsilon`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_epsilon`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`k = 0`, `total_epsilon` not finite and `> 0`,
+ * `slack_delta` outside `(0, 1)`), `DPATTN_STATUS_INFEASIBLE` (no positive double works).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_advanced_composition_step_epsilon(double total_epsilon,
+                                                       uint64_t k,
+                                                       double slack_delta,
+                                                       double *out_epsilon);
+
+/**
+ * ε-DP implies `(ε²/2)`-zCDP (Bun & Steinke 2016, Prop 1.4), rounded up. Writes
+ * `*out_rho`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_rho`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`),
+ * `DPATTN_STATUS_INFEASIBLE` (`ε²/2` overflows). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_rho` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_from_pure(double epsilon, double *out_rho);
+
+/**
+ * The Gaussian mechanism `N(0, σ²)` on a query of L2 sensitivity `Δ` is
+ * `Δ²/(2σ²)`-zCDP (Bun & Steinke 2016, Prop 1.6), rounded up. Writes `*out_rho`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_rho`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sensitivity` or `sigma` not finite and `> 0`),
+ * `DPATTN_STATUS_INFEASIBLE` (ρ overflows). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_rho` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_gaussian(double sensitivity, double sigma, double *out_rho);
+
+/**
+ * ρ-zCDP implies `(ε, δ)`-DP with the tight conversion of Canonne, Kamath & Steinke 2020,
+ * Cor 13: `ε = inf_{α>1} αρ + (ln(1/δ) − ln α)/(α − 1) + ln(1 − 1/α)`, evaluated at a
+ * numerically optimised order and rounded up (never above Bun–Steinke's). Writes
+ * `*out_epsilon`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_epsilon`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative/NaN/infinite, `delta` outside `(0, 1)`),
+ * `DPATTN_STATUS_INFEASIBLE` (the bound overflows). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_to_epsilon(double rho, double delta, double *out_epsilon);
+
+/**
+ * ρ-zCDP implies `(ρ + 2√(ρ ln(1/δ)), δ)`-DP (Bun & Steinke 2016, Prop 1.3), rounded up.
+ * `dpattn_zcdp_to_epsilon` is never larger. Writes `*out_epsilon`.
+ *
+ * Status codes as `dpattn_zcdp_to_epsilon`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_to_epsilon_bs16(double rho, double delta, double *out_epsilon);
+
+/**
+ * The largest ρ such that ρ-zCDP implies `(epsilon, delta)`-DP by the CKS20 conversion
+ * (`dpattn_zcdp_to_epsilon(ρ, δ) ≤ ε` is guaranteed), rounded down. Writes `*out_rho`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_rho`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`),
+ * `DPATTN_STATUS_INFEASIBLE` (no positive ρ works). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_rho` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_rho_for(double epsilon, double delta, double *out_rho);
+
+/**
+ * The closed-form inverse of the Bun–Steinke conversion,
+ * `ρ = (√(ln(1/δ) + ε) − √ln(1/δ))²`, rounded down. Writes `*out_rho`.
+ *
+ * Status codes as `dpattn_zcdp_rho_for`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_rho` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_zcdp_rho_for_bs16(double epsilon, double delta, double *out_rho);
+
+/**
+ * Copies the 156 default RDP orders (`1.1, 1.2, …, 10.9`, `11, 12, …, 63`, `128, 256,
+ * 512, 1024`: dp_accounting's `DEFAULT_RDP_ORDERS`) into `out[0..len]`; `len` must be at
+ * least `DPATTN_RDP_DEFAULT_ORDER_COUNT` (only that many are written).
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out`),
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT` (`len < 156`), `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or valid for writing `len` doubles, accessed by nothing else.
+ */
+dpattn_status dpattn_rdp_default_orders(double *out, size_t len);
+
+/**
+ * ε(α), an upper bound on the Rényi divergence of order `order` of the Poisson-subsampled
+ * Gaussian mechanism with sampling rate `sample_rate` and noise multiplier
+ * `noise_multiplier = σ/Δ` (Mironov, Talwar, Zhang 2019; DP-SGD's step; add/remove-one
+ * neighbours under Poisson subsampling). `sample_rate = 1` is the plain Gaussian
+ * `α/(2z²)` (Mironov 2017), valid for any neighbours at L2 distance `Δ`. Writes
+ * `*out_rdp`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_rdp`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sample_rate` outside `[0, 1]`, `noise_multiplier` not
+ * finite and `> 0`, `order` outside `(1, 1e6]`), `DPATTN_STATUS_INFEASIBLE` (a
+ * fractional-order series that cannot be bracketed). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_rdp` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_rdp_sampled_gaussian(double sample_rate,
+                                          double noise_multiplier,
+                                          double order,
+                                          double *out_rdp);
+
+/**
+ * The (ε, δ)-DP ε implied by the RDP curve `rdp[i]` at `orders[i]` (`i < len`), minimised
+ * over the orders (Balle et al. 2020, Thm 21; CKS20 Prop 12; with the Bretagnolle–Huber
+ * bound for tiny values), rounded up; the order attaining it goes to `*out_order`.
+ * `orders` may not be NULL here (the curve's orders must be given).
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an array or out-pointer),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`len = 0`, an order outside `(1, 1e6]`, an RDP value
+ * negative or NaN, `delta` outside `(0, 1)`), `DPATTN_STATUS_INFEASIBLE` (every value
+ * infinite). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `orders` and `rdp` must be NULL or readable for `len` doubles; the out-pointers NULL or
+ * valid for writing a `double`.
+ */
+dpattn_status dpattn_rdp_epsilon(const double *orders,
+                                 const double *rdp,
+                                 size_t len,
+                                 double delta,
+                                 double *out_epsilon,
+                                 double *out_order);
+
+/**
+ * The (ε, δ)-DP δ implied by the RDP curve `rdp[i]` at `orders[i]` for a given `epsilon`
+ * (the inverse of `dpattn_rdp_epsilon`), minimised over the orders and clamped at 1,
+ * rounded up; the order attaining it goes to `*out_order`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`len = 0`, an invalid order, an RDP value negative or
+ * NaN, `epsilon` negative or not finite). Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_rdp_epsilon`.
+ */
+dpattn_status dpattn_rdp_delta(const double *orders,
+                               const double *rdp,
+                               size_t len,
+                               double epsilon,
+                               double *out_delta,
+                               double *out_order);
+
+/**
+ * The ε, at `delta`, of `steps` compositions of the Poisson-subsampled Gaussian mechanism
+ * (rate `sample_rate`, noise multiplier `noise_multiplier`) by the RDP accountant over
+ * `orders` (`NULL, 0`: the defaults) — DP-SGD's privacy after `steps` steps, the core's
+ * `epsilon_after_steps`. The order attaining the minimum goes to `*out_order`. With
+ * `sample_rate = 1` this is the plain Gaussian mechanism with `σ/Δ = noise_multiplier`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer, or
+ * `orders` NULL with `orders_len > 0`), `DPATTN_STATUS_OUT_OF_RANGE` (`sample_rate`
+ * outside `[0, 1]`, `noise_multiplier` not finite and `> 0`, an invalid order, `delta`
+ * outside `(0, 1)`), `DPATTN_STATUS_INFEASIBLE` (no finite ε, or a series failure).
+ * Thread-safe; no shared state.
+ *
+ * ```c
+ * double eps, order;
+ * // Opacus' golden value: q = 0.04, z = 1.5, 2250 steps, δ = 1e-5 (its own orders give
+ * // 7.32911117143; the default orders give at most that)
+ * dpattn_rdp_sampled_gaussian_epsilon(0.04, 1.5, 2250, NULL, 0, 1e-5, &eps, &order);
+ * ```
+ *
+ * # Safety
+ * `orders` must be NULL or readable for `orders_len` doubles; the out-pointers NULL or
+ * valid for writing a `double`.
+ */
+dpattn_status dpattn_rdp_sampled_gaussian_epsilon(double sample_rate,
+                                                  double noise_multiplier,
+                                                  uint64_t steps,
+                                                  const double *orders,
+                                                  size_t orders_len,
+                                                  double delta,
+                                                  double *out_epsilon,
+                                                  double *out_order);
+
+/**
+ * The smallest noise multiplier `z` (to 1e-10 relative, rounded up) such that `steps`
+ * steps of the Poisson-subsampled Gaussian mechanism with rate `sample_rate` are
+ * `(epsilon, delta)`-DP by the RDP accountant over `orders` (`NULL, 0`: the defaults):
+ * DP-SGD noise calibration. The returned `z` always has computed ε `≤ epsilon`. Writes
+ * `*out_noise_multiplier`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sample_rate` outside `(0, 1]`, `steps = 0`, `epsilon` not
+ * finite and `> 0`, `delta` outside `(0, 1)`, invalid orders), `DPATTN_STATUS_INFEASIBLE`
+ * (even `z = 2^40` does not reach `epsilon`). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `orders` must be NULL or readable for `orders_len` doubles; `out_noise_multiplier` NULL
+ * or valid for writing a `double`.
+ */
+dpattn_status dpattn_rdp_calibrate_sampled_gaussian(double sample_rate,
+                                                    uint64_t steps,
+                                                    double epsilon,
+                                                    double delta,
+                                                    const double *orders,
+                                                    size_t orders_len,
+                                                    double *out_noise_multiplier);
+
 #if defined(DPATTN_PANIC_TEST)
 /**
  * Panics inside the boundary on purpose and returns `DPATTN_STATUS_PANIC`, with the panic
@@ -157,6 +571,253 @@ extern "C" {
  */
 dpattn_status dpattn_test_panic(void);
 #endif
+
+/**
+ * The smallest noise scale σ for which `N(0, σ²)` added to a query of L2 sensitivity
+ * `sensitivity` is `(epsilon, delta)`-DP, exactly (the *analytic* Gaussian mechanism,
+ * Balle & Wang 2018, Thm 8 / Alg. 1): the σ with `δ(ε; Δ/σ) = δ` for the privacy profile
+ * `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`. Valid for every `ε ≥ 0` (no `ε < 1`
+ * restriction), rounded up (`dpattn_analytic_gaussian_delta(ε, σ, Δ) ≤ δ` always holds
+ * for the result; within about 1e-15 relative of the exact value). Writes `*out_sigma`.
+ *
+ * **Privacy**: for `f` with L2 sensitivity `Δ` under the caller's neighbour relation,
+ * `f(x) + N(0, σ² I)` is `(ε, δ)`-DP for the same relation, if and only if σ is at least
+ * this value.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_sigma`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` negative, NaN or infinite; `delta` outside
+ * `(0, 1)`; `sensitivity` not finite and `> 0`), `DPATTN_STATUS_INFEASIBLE` (σ beyond
+ * the `double` range). `*out_sigma` is written only on success. Thread-safe; no shared
+ * state.
+ *
+ * ```c
+ * double sigma;
+ * if (dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, &sigma) == DPATTN_STATUS_OK) {
+ *     // sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A)
+ *     dpattn_fill_gaussian(&key, stream, 0, sigma, DPATTN_DTYPE_F64, noise, n);
+ * }
+ * ```
+ *
+ * # Safety
+ * `out_sigma` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_analytic_gaussian_sigma(double epsilon,
+                                             double delta,
+                                             double sensitivity,
+                                             double *out_sigma);
+
+/**
+ * The smallest ε for which noise `N(0, σ²)` on a query of L2 sensitivity `sensitivity`
+ * is `(ε, delta)`-DP (the inverse of the analytic profile in ε), rounded up; 0 when the
+ * mechanism is already `(0, δ)`-DP. Writes `*out_epsilon`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_epsilon`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sigma` or `sensitivity` not finite and `> 0`, `delta`
+ * outside `(0, 1)`), `DPATTN_STATUS_INFEASIBLE` (no finite ε suffices). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_analytic_gaussian_epsilon(double sigma,
+                                               double delta,
+                                               double sensitivity,
+                                               double *out_epsilon);
+
+/**
+ * The exact privacy profile of the Gaussian mechanism (Balle & Wang 2018, Thm 8): the
+ * smallest δ for which `N(0, σ²)` on a query of L2 sensitivity `Δ` is `(ε, δ)`-DP,
+ * `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably
+ * (relative error about 1e-13); `ε = 0` gives `2Φ(μ/2) − 1`. Writes `*out_delta`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_delta`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` negative/NaN/infinite, `sigma` or
+ * `sensitivity` not finite and `> 0`). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_delta` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_analytic_gaussian_delta(double epsilon,
+                                             double sigma,
+                                             double sensitivity,
+                                             double *out_delta);
+
+/**
+ * The classical Gaussian mechanism `σ = Δ·√(2 ln(1.25/δ))/ε` (Dwork & Roth 2014,
+ * Thm A.1), rounded up by 4 ulps. **Only for `ε ∈ (0, 1)`**: outside that range the
+ * formula is not a theorem (and for large ε it under-noises), so it is refused. Prefer
+ * `dpattn_analytic_gaussian_sigma`, which is exact and always smaller. Writes
+ * `*out_sigma`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_sigma`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` outside `(0, 1)`, `delta` outside `(0, 1)`,
+ * `sensitivity` not finite and `> 0`), `DPATTN_STATUS_INFEASIBLE` (σ overflows).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_sigma` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_classical_gaussian_sigma(double epsilon,
+                                              double delta,
+                                              double sensitivity,
+                                              double *out_sigma);
+
+/**
+ * The ε of the classical Gaussian mechanism with noise σ, `ε = Δ·√(2 ln(1.25/δ))/σ`,
+ * rounded up, returned only if it is `< 1` (Dwork & Roth Thm A.1). Writes `*out_epsilon`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_epsilon`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sigma`/`sensitivity` not finite and `> 0`, `delta`
+ * outside `(0, 1)`), `DPATTN_STATUS_INFEASIBLE` (the implied ε is `≥ 1`, outside the
+ * theorem). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_classical_gaussian_epsilon(double sigma,
+                                                double delta,
+                                                double sensitivity,
+                                                double *out_epsilon);
+
+/**
+ * The Laplace scale `b = Δ/ε` for an ε-DP release of a query with L1 sensitivity
+ * `sensitivity` (Dwork & Roth Thm 3.6), rounded up (the smallest double with `b·ε ≥ Δ`).
+ * Writes `*out_scale`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_scale`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sensitivity` or `epsilon` not finite and `> 0`, or
+ * `Δ/ε` overflowing). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_scale` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_laplace_scale(double sensitivity, double epsilon, double *out_scale);
+
+/**
+ * The privacy loss `ε = Δ/b` of Laplace noise with scale `b` on a query with L1
+ * sensitivity `Δ`, rounded up. Writes `*out_epsilon`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_epsilon`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`scale` or `sensitivity` not finite and `> 0`, or the
+ * quotient overflowing). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_laplace_epsilon(double scale, double sensitivity, double *out_epsilon);
+
+/**
+ * The bound `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))` and the variance
+ * `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` (`t = εB/Δ`) of the truncated Laplace
+ * `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`shared/spec/seed-001.md`
+ * §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`sensitivity`/`epsilon` not finite and `> 0`, `delta`
+ * outside `[0, 1/2]`). Both out-params are written only on success. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out_bound` and `out_variance` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_truncated_laplace_bound(double sensitivity,
+                                             double epsilon,
+                                             double delta,
+                                             double *out_bound,
+                                             double *out_variance);
+
+/**
+ * The smallest σ (to 1e-12 relative, rounded up) for which the discrete Gaussian
+ * `N_ℤ(0, σ²)` added to an integer-valued query of integer sensitivity `sensitivity` is
+ * `(epsilon, delta)`-DP, by the tight profile of Canonne, Kamath & Steinke 2020, Thm 7.
+ * Writes `*out_sigma`. Sample with `dpattn_discrete_gaussian_ratio` +
+ * `dpattn_fill_discrete_gaussian`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_sigma`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`,
+ * `sensitivity` 0, or a σ whose evaluation would sum more than 2^24 lattice terms).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_sigma` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_discrete_gaussian_sigma(double epsilon,
+                                             double delta,
+                                             uint64_t sensitivity,
+                                             double *out_sigma);
+
+/**
+ * The smallest ε (rounded up, to 1e-12 relative or 1e-15 absolute) for which
+ * `N_ℤ(0, σ²)` on an integer query of sensitivity `sensitivity` is `(ε, delta)`-DP
+ * (CKS20 Thm 7); 0 if ε = 0 already suffices. Writes `*out_epsilon`.
+ *
+ * Status codes as `dpattn_discrete_gaussian_sigma` (`sigma` not finite and `> 0` is
+ * `DPATTN_STATUS_OUT_OF_RANGE`). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_epsilon` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_discrete_gaussian_epsilon(double sigma,
+                                               double delta,
+                                               uint64_t sensitivity,
+                                               double *out_epsilon);
+
+/**
+ * The tight privacy profile of the discrete Gaussian mechanism (CKS20 Thm 7),
+ * `δ(ε) = P[Y > εσ²/Δ − Δ/2] − e^ε P[Y > εσ²/Δ + Δ/2]`, `Y ~ N_ℤ(0, σ²)`, evaluated as an
+ * upper bound without cancellation. Writes `*out_delta`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_delta`),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` negative/NaN/infinite, `sigma` not finite and
+ * `> 0`, `sensitivity` 0, more than 2^24 terms). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_delta` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_discrete_gaussian_delta(double epsilon,
+                                             double sigma,
+                                             uint64_t sensitivity,
+                                             double *out_delta);
+
+/**
+ * The standard normal CDF `Φ(x) = P(Z ≤ x)`, relative error ≤ 1e-13 wherever the result
+ * is a normal double (also deep in the lower tail); `Φ(−∞) = 0`, `Φ(+∞) = 1`, NaN for NaN
+ * (and NaN if a panic were caught). Infallible; thread-safe; no shared state.
+ */
+double dpattn_normal_cdf(double x);
+
+/**
+ * The standard normal survival function `Φc(x) = 1 − Φ(x) = P(Z > x)`, relative error
+ * ≤ 1e-13 wherever the result is a normal double (`x ≤ 37.5`); NaN for NaN. Infallible;
+ * thread-safe; no shared state.
+ */
+double dpattn_normal_sf(double x);
+
+/**
+ * The standard normal quantile `Φ⁻¹(p)`, relative error ≤ 1e-13 for every `p` in
+ * `(0, 1)` down to the smallest subnormal. Writes `*out_x`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_x`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`p` NaN or outside the open interval `(0, 1)`).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_x` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_normal_quantile(double p, double *out_x);
+
+/**
+ * The inverse survival function `Φc⁻¹(q) = −Φ⁻¹(q)`: the `x` with `P(Z > x) = q`,
+ * accurate (≤ 1e-13 relative) for tiny `q` such as 1e-300. Writes `*out_x`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_x`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`q` NaN or outside `(0, 1)`). Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `out_x` must be NULL or valid for writing a `double`.
+ */
+dpattn_status dpattn_normal_isf(double q, double *out_x);
 
 /**
  * Copies the description of the last failed call on this thread into `buf` as a
@@ -192,6 +853,583 @@ size_t dpattn_last_error_message(char *buf, size_t len);
 dpattn_status dpattn_layout4_required_len(const size_t *shape,
                                           const size_t *strides,
                                           size_t *out_len);
+
+/**
+ * A new approximate-DP ledger with total `(epsilon, delta)`: charges compose by basic
+ * composition `(Σεᵢ, Σδᵢ)`, a valid filter even for adaptively chosen charges (Rogers,
+ * Roth, Ullman, Vadhan 2016). Accepts `dpattn_ledger_charge_approx` (`δ = 0` is a pure
+ * charge). `delta = 0` makes a pure-DP ledger. Writes the handle to `*out_ledger`
+ * (allocates; release with `dpattn_ledger_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside
+ * `[0, 1)`). Thread-safe.
+ *
+ * ```c
+ * dpattn_ledger *ledger = NULL;
+ * dpattn_amount left;
+ * if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
+ * if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
+ *     // run the (0.5, 5e-7)-DP mechanism
+ * }
+ * // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
+ * dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
+ * dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
+ * dpattn_ledger_free(ledger);
+ * ```
+ *
+ * # Safety
+ * `out_ledger` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_ledger_new_approx(double epsilon, double delta, dpattn_ledger **out_ledger);
+
+/**
+ * A new zCDP ledger with total `rho`: charges compose by adding ρ, a valid filter for
+ * adaptively chosen charges (Feldman & Zrnic 2021). Accepts `dpattn_ledger_charge_zcdp`
+ * and `dpattn_ledger_charge_approx` with `δ = 0` (as `ρ = ε²/2`). Writes the handle to
+ * `*out_ledger` (allocates; release with `dpattn_ledger_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative, NaN or infinite). Thread-safe.
+ *
+ * # Safety
+ * `out_ledger` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
+
+/**
+ * A new RDP ledger on the 156 default orders with target `(epsilon, delta)`: charges are
+ * composed as RDP curves and a charge is accepted while the composed curve converts to at
+ * most `epsilon` at `delta`. Accepts `dpattn_ledger_charge_sampled_gaussian`,
+ * `dpattn_ledger_charge_rdp`, `dpattn_ledger_charge_zcdp` (`ε(α) = αρ`) and
+ * `dpattn_ledger_charge_approx` with `δ = 0`. Valid when the sequence of charges does not
+ * depend on earlier outputs. Writes the handle to `*out_ledger` (allocates; release with
+ * `dpattn_ledger_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`:
+ * RDP gives no pure-DP bound). Thread-safe.
+ *
+ * # Safety
+ * `out_ledger` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger **out_ledger);
+
+/**
+ * Charges an `(epsilon, delta)`-DP mechanism (`delta = 0`: a pure ε-DP mechanism).
+ * Accepted if the total still holds after it; otherwise refused and the ledger is left
+ * exactly as it was.
+ *
+ * Returns `DPATTN_STATUS_OK` (accepted), or
+ * * `DPATTN_STATUS_INFEASIBLE`: refused, over budget (the message names the budget:
+ *   "spent epsilon + charge epsilon <= total epsilon", "spent delta + …", "spent rho + …",
+ *   or "epsilon(delta) of the composed RDP curve <= target epsilon");
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `epsilon` not finite and `> 0`, `delta` outside `[0, 1)`,
+ *   or `delta > 0` on a zCDP or RDP ledger (such a mechanism satisfies no zCDP/RDP bound;
+ *   the ledger is unchanged);
+ * * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE` (freed or foreign
+ *   `ledger`).
+ *
+ * Thread-safe (the ledger is locked for the call).
+ *
+ * # Safety
+ * `ledger` must be NULL or a value returned by a `dpattn_ledger_new_*` function (a freed
+ * one is detected).
+ */
+dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon, double delta);
+
+/**
+ * Charges a ρ-zCDP mechanism (zCDP ledgers; RDP ledgers as the curve `ε(α) = αρ`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_INFEASIBLE` (over budget, ledger unchanged),
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative/NaN/infinite, or an approximate-DP ledger,
+ * which cannot take zCDP charges: convert with `dpattn_zcdp_to_epsilon` and charge the
+ * result), `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_ledger_charge_approx`.
+ */
+dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
+
+/**
+ * Charges `steps` steps of the Poisson-subsampled Gaussian mechanism (DP-SGD: rate
+ * `sample_rate`, noise multiplier `noise_multiplier = σ/Δ`; add/remove-one neighbours) as
+ * its RDP curve on the default orders (RDP ledgers only).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_INFEASIBLE` (over budget, ledger unchanged;
+ * or a series failure), `DPATTN_STATUS_OUT_OF_RANGE` (`sample_rate` outside `[0, 1]`,
+ * `noise_multiplier` not finite and `> 0`, or a ledger that is not an RDP ledger),
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_ledger_charge_approx`.
+ */
+dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
+                                                    double sample_rate,
+                                                    double noise_multiplier,
+                                                    uint64_t steps);
+
+/**
+ * Charges a mechanism given by its RDP curve: `rdp[i]` at the `i`-th default order
+ * (`dpattn_rdp_default_orders`; `len` must be `DPATTN_RDP_DEFAULT_ORDER_COUNT`); RDP
+ * ledgers only.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_INFEASIBLE` (over budget, ledger unchanged),
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (`len` not 156), `DPATTN_STATUS_OUT_OF_RANGE` (a value
+ * negative or NaN, or a ledger that is not an RDP ledger), `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_ledger_charge_approx`; `rdp` must be NULL or readable for `len` doubles.
+ */
+dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger, const double *rdp, size_t len);
+
+/**
+ * The budget spent by the accepted charges, rounded up: `(Σεᵢ, Σδᵢ)`, `Σρᵢ`, or ε of the
+ * composed RDP curve at the target δ (0 before the first charge). Writes `*out_spent`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * `ledger` as in `dpattn_ledger_charge_approx`; `out_spent` NULL or valid for writing a
+ * `dpattn_amount`.
+ */
+dpattn_status dpattn_ledger_spent(const dpattn_ledger *ledger,
+                                  dpattn_amount *out_spent);
+
+/**
+ * The total minus the spent budget, rounded down and never negative (for an RDP ledger:
+ * ε room at the target δ). Writes `*out_remaining`.
+ *
+ * Status codes and thread safety as `dpattn_ledger_spent`.
+ *
+ * # Safety
+ * As `dpattn_ledger_spent`.
+ */
+dpattn_status dpattn_ledger_remaining(const dpattn_ledger *ledger, dpattn_amount *out_remaining);
+
+/**
+ * The total the ledger was built with. Writes `*out_total`.
+ *
+ * Status codes and thread safety as `dpattn_ledger_spent`.
+ *
+ * # Safety
+ * As `dpattn_ledger_spent`.
+ */
+dpattn_status dpattn_ledger_total(const dpattn_ledger *ledger, dpattn_amount *out_total);
+
+/**
+ * The number of accepted charges (refused ones do not count). Writes `*out_count`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * `ledger` as in `dpattn_ledger_charge_approx`; `out_count` NULL or valid for writing a
+ * `uint64_t`.
+ */
+dpattn_status dpattn_ledger_charges(const dpattn_ledger *ledger, uint64_t *out_count);
+
+/**
+ * Releases a ledger. NULL, an already-freed handle or a foreign value is ignored (a double
+ * free is a no-op). A call in flight on another thread finishes first. Thread-safe.
+ *
+ * # Safety
+ * None beyond passing a value that was returned by `dpattn_ledger_new_*` (or NULL); other
+ * values are detected and ignored.
+ */
+void dpattn_ledger_free(dpattn_ledger *ledger);
+
+/**
+ * Fills `out[0..len]` with Gaussian noise `N(0, sigma²)`: `out[i]` is element
+ * `first_index + i` of the draw `(key, stream)`, bit for bit what the core's
+ * `Gaussian::new(sigma).fill_keyed(&KeyedStream::new(key, stream), first_index, out)`
+ * produces (Box–Muller; `docs/RANDOMNESS.md` §3: an `f64` pair consumes 4 stream words and
+ * uses 53-bit uniforms, an `f32` pair 2 words and 24-bit uniforms, so the `f32` and `f64`
+ * draws of one stream are different noise). A fill may start at any index, even or odd:
+ * a sub-range call equals the same slice of a larger call.
+ *
+ * This is a floating-point sampler (its support is bounded, `|z| < 8.57 sigma` in `f64`);
+ * for a release that must resist floating-point attacks use `dpattn_grid_gaussian_add`.
+ *
+ * `dtype`: `DPATTN_DTYPE_F32` (`out` is `float*`) or `DPATTN_DTYPE_F64` (`double*`).
+ *
+ * Returns `DPATTN_STATUS_OK`, or
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `out` NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `dtype` not F32/F64 (F16/BF16 are not sampler types),
+ *   or `sigma` not finite and `> 0`;
+ * * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_SIZE_OVERFLOW` (byte length of `out`
+ *   beyond `isize`, or `first_index + len` beyond 2^64), `DPATTN_STATUS_ALIASING` (`out`
+ *   overlaps `*key`).
+ *
+ * `out` is written only on success. Thread-safe; no shared state.
+ *
+ * ```c
+ * dpattn_key key;                      // 32 secret bytes from the OS or a KMS
+ * float noise[1024];
+ * // elements 0..1023 of draw (key, stream 7)
+ * dpattn_status st = dpattn_fill_gaussian(&key, 7, 0, 2.0, DPATTN_DTYPE_F32, noise, 1024);
+ * if (st != DPATTN_STATUS_OK) { char msg[256]; dpattn_last_error_message(msg, sizeof msg); }
+ * // elements 512..1023 again, e.g. on another thread: identical bits
+ * dpattn_fill_gaussian(&key, 7, 512, 2.0, DPATTN_DTYPE_F32, noise + 512, 512);
+ * ```
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`; `out` must be NULL or valid for
+ * writing `len` elements of the `dtype`'s type, and nothing else may access it during the
+ * call.
+ */
+dpattn_status dpattn_fill_gaussian(const dpattn_key *key,
+                                   uint64_t stream,
+                                   uint64_t first_index,
+                                   double sigma,
+                                   dpattn_dtype dtype,
+                                   void *out,
+                                   size_t len);
+
+/**
+ * Fills `out[0..len]` with uniform variates in `(0, 1]`: `out[i]` is element
+ * `first_index + i` of the draw `(key, stream)`, `U = (k + 1)·2^-p` with `p = 53` (`f64`,
+ * two words per element) or `p = 24` (`f32`, one word); `docs/RANDOMNESS.md` §3. Equal
+ * to the core's `Uniform.fill_keyed`.
+ *
+ * Status codes, safety and thread safety as `dpattn_fill_gaussian` (no parameter to
+ * validate).
+ *
+ * # Safety
+ * As `dpattn_fill_gaussian`.
+ */
+dpattn_status dpattn_fill_uniform(const dpattn_key *key,
+                                  uint64_t stream,
+                                  uint64_t first_index,
+                                  dpattn_dtype dtype,
+                                  void *out,
+                                  size_t len);
+
+/**
+ * Fills `out[0..len]` with Laplace noise of scale `scale` (density
+ * `exp(-|z|/b)/(2b)`): `out[i]` is element `first_index + i` of the draw `(key, stream)`,
+ * `±(-ln U)·b` with the sign from bit 0 of the element's first word (`docs/RANDOMNESS.md`
+ * §3). Equal to the core's `Laplace::new(scale).fill_keyed`. For an ε-DP release of an
+ * L1-sensitivity-Δ query use `b = dpattn_laplace_scale(Δ, ε)`; a floating-point sampler
+ * (see `dpattn_grid_laplace_add` for the exact release).
+ *
+ * Status codes as `dpattn_fill_gaussian`; `DPATTN_STATUS_OUT_OF_RANGE` also for `scale`
+ * not finite and `> 0`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_fill_gaussian`.
+ */
+dpattn_status dpattn_fill_laplace(const dpattn_key *key,
+                                  uint64_t stream,
+                                  uint64_t first_index,
+                                  double scale,
+                                  dpattn_dtype dtype,
+                                  void *out,
+                                  size_t len);
+
+/**
+ * Fills `out[0..len]` with exponential variates of rate `rate` (mean `1/rate`): `out[i]`
+ * is element `first_index + i` of the draw `(key, stream)`, `(-ln U)·(1/rate)`
+ * (`docs/RANDOMNESS.md` §3). Equal to the core's `Exponential::new(rate).fill_keyed`.
+ *
+ * Status codes as `dpattn_fill_gaussian`; `DPATTN_STATUS_OUT_OF_RANGE` also for `rate`
+ * not finite and `> 0` or `1/rate` not finite. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_fill_gaussian`.
+ */
+dpattn_status dpattn_fill_exponential(const dpattn_key *key,
+                                      uint64_t stream,
+                                      uint64_t first_index,
+                                      double rate,
+                                      dpattn_dtype dtype,
+                                      void *out,
+                                      size_t len);
+
+/**
+ * Fills `out[0..len]` with truncated Laplace noise `TLap(Δ, ε, δ)` (density
+ * `∝ exp(-ε|z|/Δ)` on `[-B, B]`, `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))`): `out[i]` is element
+ * `first_index + i` of the draw `(key, stream)`, two words per element for both precisions
+ * (`docs/RANDOMNESS.md` §3). Equal to the core's `TruncatedLaplace::new(..).fill_keyed`.
+ *
+ * **Privacy** (core docs, `shared/spec/seed-001.md` §2): if `f` has sensitivity `Δ` (under
+ * whatever neighbour relation `Δ` was computed for), `f(X) + TLap(Δ, ε, δ)` is
+ * `(ε, δ)`-DP for `0 < δ ≤ 1/2`; `δ = 0` is the ordinary `Lap(Δ/ε)`. The bound and the
+ * variance come from `dpattn_truncated_laplace_bound`.
+ *
+ * Status codes as `dpattn_fill_gaussian`; `DPATTN_STATUS_OUT_OF_RANGE` also for
+ * `sensitivity` or `epsilon` not finite and `> 0`, `delta` outside `[0, 1/2]`, or a
+ * non-finite `Δ/ε` or `B`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_fill_gaussian`.
+ */
+dpattn_status dpattn_fill_truncated_laplace(const dpattn_key *key,
+                                            uint64_t stream,
+                                            uint64_t first_index,
+                                            double sensitivity,
+                                            double epsilon,
+                                            double delta,
+                                            dpattn_dtype dtype,
+                                            void *out,
+                                            size_t len);
+
+/**
+ * Fills `out[0..len]` with exact discrete Laplace noise of scale `t/s`
+ * (`P(x) = tanh(s/2t)·e^{-|x|·s/t}` on the integers, CKS20 Algorithm 2): `out[i]` is
+ * element `first_index + i` of the draw `(key, stream)`, drawn from that element's own
+ * window of the stream (`docs/RANDOMNESS.md` §4), so any sub-range equals the slice of a
+ * larger fill. Equal to the core's `DiscreteLaplace::new(t, s).fill_keyed`.
+ *
+ * **Privacy** (core docs): if an integer-valued `f` has L1 sensitivity `Δ`,
+ * `f(X) + DLap(Δ/ε)` is ε-DP. Integer arithmetic only; run time depends on the noise
+ * (timing leaks its magnitude). `dpattn_discrete_laplace_ratio` turns a `double` scale
+ * into `(t, s)` (rounded up).
+ *
+ * Returns `DPATTN_STATUS_OK`, or
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `out` NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `scale_num` or `scale_den` zero, `t/s > 2^56`, or an
+ *   element index `first_index + i >= 2^40`;
+ * * `DPATTN_STATUS_SIZE_OVERFLOW`: `first_index + len` beyond 2^64, or (probability below
+ *   e^-128) a sample beyond `int64_t`;
+ * * `DPATTN_STATUS_RANDOMNESS_EXHAUSTED`: an element used up its window (probability far
+ *   below 2^-1000);
+ * * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (`out` overlaps `*key`).
+ *
+ * `out` is untouched on every error except the two sampler failures of negligible
+ * probability (a sample beyond `int64_t`, an exhausted window), after which its contents
+ * are unspecified. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`; `out` must be NULL or valid for
+ * writing `len` `int64_t`, accessed by nothing else during the call.
+ */
+dpattn_status dpattn_fill_discrete_laplace(const dpattn_key *key,
+                                           uint64_t stream,
+                                           uint64_t first_index,
+                                           uint64_t scale_num,
+                                           uint64_t scale_den,
+                                           int64_t *out,
+                                           size_t len);
+
+/**
+ * Fills `out[0..len]` with exact discrete Gaussian noise `N_ℤ(0, σ²)`, `σ = s/q`
+ * (`P(x) ∝ e^{-x²/2σ²}` on the integers, CKS20 Algorithm 3): `out[i]` is element
+ * `first_index + i` of the draw `(key, stream)`, from that element's own window
+ * (`docs/RANDOMNESS.md` §4). Equal to the core's `DiscreteGaussian::new(s, q).fill_keyed`.
+ *
+ * **Privacy** (core docs): if an integer-valued `f` has L2 sensitivity `Δ`,
+ * `f(X) + N_ℤ(0, σ²)` per coordinate is `Δ²/(2σ²)`-zCDP (CKS20 Thm 4); its variance is
+ * below `σ²`. Supported range: reduced `s·q·(⌊s/q⌋+1) < 2^63` and `q²·(⌊s/q⌋+1) < 2^64`
+ * (σ up to about 3.04e9). `dpattn_discrete_gaussian_ratio` turns a `double` σ into
+ * `(s, q)` (rounded up).
+ *
+ * Status codes and the partial-write caveat as `dpattn_fill_discrete_laplace`
+ * (`DPATTN_STATUS_OUT_OF_RANGE` for `(sigma_num, sigma_den)` outside the range).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_fill_discrete_laplace`.
+ */
+dpattn_status dpattn_fill_discrete_gaussian(const dpattn_key *key,
+                                            uint64_t stream,
+                                            uint64_t first_index,
+                                            uint64_t sigma_num,
+                                            uint64_t sigma_den,
+                                            int64_t *out,
+                                            size_t len);
+
+/**
+ * The exact scale `t/s` the discrete Laplace sampler uses for the `double` `scale`: the
+ * dyadic rational the double is, or (below about 2^-11) rounded *up* to a multiple of
+ * 2^-63 (`DiscreteLaplace::from_f64`). Writes `*out_num = t`, `*out_den = s`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer NULL) or
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`scale` outside `(0, 2^56]` or NaN). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out_num` and `out_den` must be NULL or valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_discrete_laplace_ratio(double scale, uint64_t *out_num, uint64_t *out_den);
+
+/**
+ * The exact `σ = s/q` the discrete Gaussian sampler uses for the `double` `sigma`,
+ * rounded *up* (`DiscreteGaussian::from_f64`: `q` the largest power of two the range
+ * allows, `s = ⌈σq⌉`, reduced; relative rounding below 2^-30 for `σ ≥ 1/2`). Writes
+ * `*out_num = s`, `*out_den = q`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`sigma` not finite and `> 0`, or above 3037000499). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_num` and `out_den` must be NULL or valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_discrete_gaussian_ratio(double sigma, uint64_t *out_num, uint64_t *out_den);
+
+/**
+ * Adds exact grid-snapped Laplace noise to `data[0..len]` in place ("secure" floating-point
+ * Laplace, Google's "Secure Noise Generation" / OpenDP pattern): coordinate `first_index + i`
+ * of a `dimension`-coordinate query becomes `(round(x/r) + Z)·r` with `r = 2^k` (see
+ * `DPATTN_GRID_DEFAULT_RESOLUTION`) and `Z` exact discrete Laplace noise of scale
+ * `(Δ₁ + d·r)/(r·ε)` drawn from element `first_index + i`'s window of `(key, stream)`.
+ * Equal to the core's `GridLaplace::{new, with_resolution}(..).add_noise_keyed`.
+ *
+ * **Privacy** (core docs): neighbouring inputs differ by at most `l1_sensitivity` in L1
+ * norm over the `dimension` coordinates; the release of all coordinates is ε-DP (the
+ * rounding is paid for by inflating the sensitivity to `Δ₁ + d·r`). `dpattn_grid_laplace_describe`
+ * reports `r` and the exact integer scale.
+ *
+ * Returns `DPATTN_STATUS_OK`, or
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `data` NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `l1_sensitivity`/`epsilon` not finite and `> 0`,
+ *   `dimension` 0 or above 2^53, `k` outside `[-1023, 960]`, an integer scale above 2^56,
+ *   an element index `>= 2^40`, or a data value with `|x| >= 2^53·r` (data-dependent);
+ * * `DPATTN_STATUS_NON_FINITE`: NaN or infinity in `data` (data-dependent);
+ * * `DPATTN_STATUS_SHAPE_MISMATCH`: `first_index + len > dimension`;
+ * * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_RANDOMNESS_EXHAUSTED`,
+ *   `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (`data` overlaps `*key`).
+ *
+ * The data-dependent refusals are a usability check on private data, not part of the
+ * mechanism: show them only to the data holder, and clamp data to a public bound first.
+ * Parameter and data errors leave `data` untouched; if the sampler fails mid-way (window
+ * exhausted or an integer overflow, probability below 2^-60) every element of `data` is
+ * set to NaN, so no un-noised value can be released by mistake. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`; `data` must be NULL or valid for
+ * reading and writing `len` doubles, accessed by nothing else during the call.
+ */
+dpattn_status dpattn_grid_laplace_add(const dpattn_key *key,
+                                      uint64_t stream,
+                                      uint64_t first_index,
+                                      double l1_sensitivity,
+                                      double epsilon,
+                                      size_t dimension,
+                                      int32_t resolution_exponent,
+                                      double *data,
+                                      size_t len);
+
+/**
+ * Adds exact grid-snapped Gaussian noise to `data[0..len]` in place: coordinate
+ * `first_index + i` becomes `(round(x/r) + Z)·r` with `Z ~ N_ℤ(0, (σ/r)²)` exact (σ/r
+ * rounded up by a relative `< 2^-30`) drawn from element `first_index + i`'s window of
+ * `(key, stream)`. Equal to the core's `GridGaussian::{new, with_resolution}(..)
+ * .add_noise_keyed`.
+ *
+ * **Privacy** (core docs): neighbouring inputs differ by at most `l2_sensitivity` in L2
+ * norm; the release is ρ-zCDP with `ρ = (Δ₂ + √d·r)²/(2σ²)` (CKS20 Thm 4), reported
+ * (rounded up) by `dpattn_grid_gaussian_describe`.
+ *
+ * Status codes, data-dependent refusals and the NaN poisoning on a sampler failure as
+ * `dpattn_grid_laplace_add` (`DPATTN_STATUS_OUT_OF_RANGE` for `l2_sensitivity`/`sigma` not
+ * finite and `> 0`, or `σ/r` beyond the discrete Gaussian's range, about 3.04e9).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_grid_laplace_add`.
+ */
+dpattn_status dpattn_grid_gaussian_add(const dpattn_key *key,
+                                       uint64_t stream,
+                                       uint64_t first_index,
+                                       double l2_sensitivity,
+                                       double sigma,
+                                       size_t dimension,
+                                       int32_t resolution_exponent,
+                                       double *data,
+                                       size_t len);
+
+/**
+ * Describes the grid Laplace mechanism of these parameters (same validation as
+ * `dpattn_grid_laplace_add`); `epsilon` is set, `rho` is NaN.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_info`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_info` must be NULL or valid for writing a `dpattn_grid_info`.
+ */
+dpattn_status dpattn_grid_laplace_describe(double l1_sensitivity,
+                                           double epsilon,
+                                           size_t dimension,
+                                           int32_t resolution_exponent,
+                                           dpattn_grid_info *out_info);
+
+/**
+ * Describes the grid Gaussian mechanism of these parameters (same validation as
+ * `dpattn_grid_gaussian_add`); `rho` is set, `epsilon` is NaN.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_info`) or
+ * `DPATTN_STATUS_OUT_OF_RANGE`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_info` must be NULL or valid for writing a `dpattn_grid_info`.
+ */
+dpattn_status dpattn_grid_gaussian_describe(double l2_sensitivity,
+                                            double sigma,
+                                            size_t dimension,
+                                            int32_t resolution_exponent,
+                                            dpattn_grid_info *out_info);
+
+/**
+ * Copies the raw ChaCha20 keystream words `w, w + 1, …, w + len − 1` of stream `stream`
+ * under `key` into `out`, where `w = first_word_hi·2^64 + first_word_lo`. Word `w` is word
+ * `w mod 16` of the ChaCha20 block with 64-bit counter `⌊w/16⌋` and 64-bit stream id
+ * `stream` (Bernstein's layout, `docs/RANDOMNESS.md` §1: state words 12–13 the counter,
+ * 14–15 the stream id, low word first); a stream has 2^68 words. For audit replay: every
+ * sampler's output is a documented function of these words.
+ *
+ * RFC 8439's 32-bit counter `c` and nonce `(n0, n1, n2)` map to block counter
+ * `c | n0 << 32` and stream id `n1 | n2 << 32`.
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`key`, or `out` with
+ * `len > 0`), `DPATTN_STATUS_OUT_OF_RANGE` (`w + len > 2^68`), `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_ALIASING`. `out` is written only on
+ * success. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`; `out` must be NULL or valid for
+ * writing `len` `uint32_t`, accessed by nothing else during the call.
+ */
+dpattn_status dpattn_stream_words(const dpattn_key *key,
+                                  uint64_t stream,
+                                  uint64_t first_word_lo,
+                                  uint64_t first_word_hi,
+                                  uint32_t *out,
+                                  size_t len);
+
+/**
+ * Writes a uniformly random permutation of `0 .. len` into `out` (Fisher–Yates with
+ * Lemire's unbiased bounded integers), reading the words of `(key, stream)` sequentially
+ * from word position `w = first_word_hi·2^64 + first_word_lo`; the word position after the
+ * last word used (where an independent next draw may start) goes to
+ * `*out_next_word_lo`/`*out_next_word_hi`. Equal to the core's `sample_permutation_keyed`
+ * (and to `sample_permutation` on a `ChaCha20Rng` set to the same stream and word).
+ *
+ * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`key`, an out-pointer, or
+ * `out` with `len > 0`), `DPATTN_STATUS_OUT_OF_RANGE` (`w >= 2^68`, or the draw would need
+ * a word at position 2^68 or beyond), `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_ALIASING`. The out-params are written only
+ * on success, and `out` too except when the stream ends mid-draw (only possible when `w`
+ * is within a few words per element of 2^68); `out` is then unspecified. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`; `out` NULL or valid for writing
+ * `len` `uint64_t` and accessed by nothing else during the call; the out-pointers NULL or
+ * valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_sample_permutation(const dpattn_key *key,
+                                        uint64_t stream,
+                                        uint64_t first_word_lo,
+                                        uint64_t first_word_hi,
+                                        uint64_t *out,
+                                        size_t len,
+                                        uint64_t *out_next_word_lo,
+                                        uint64_t *out_next_word_hi);
 
 /**
  * Checks an (ε, δ) budget the way every mechanism will: ε finite and `> 0`, `0 <= δ < 1`.

@@ -28,11 +28,15 @@
 //! ```
 #![allow(non_camel_case_types)]
 
+mod accounting;
 mod args;
 mod boundary;
+mod calibration;
 mod handle;
 mod last_error;
 mod layout;
+mod ledger;
+mod noise;
 mod privacy;
 mod status;
 mod tensor;
@@ -49,3 +53,8 @@ pub use tensor::{
     dpattn_key, dpattn_tensor4, dpattn_tensor4_mut,
 };
 pub use version::dpattn_version;
+
+pub use accounting::*;
+pub use calibration::*;
+pub use ledger::*;
+pub use noise::*;
