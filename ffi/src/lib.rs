@@ -29,6 +29,7 @@
 #![allow(non_camel_case_types)]
 
 mod args;
+mod attention;
 mod boundary;
 mod handle;
 mod last_error;
@@ -38,6 +39,13 @@ mod status;
 mod tensor;
 mod version;
 
+pub use attention::{
+    DPATTN_KERNEL_AUTO, DPATTN_KERNEL_AVX2_FMA, DPATTN_KERNEL_PORTABLE, DPATTN_SCALE_CUSTOM,
+    DPATTN_SCALE_INV_DIM, DPATTN_SCALE_INV_SQRT_DIM, DPATTN_SCORE_COSH, DPATTN_SCORE_EXP,
+    dpattn_attention, dpattn_attention_f64, dpattn_attention_heads, dpattn_attention_options,
+    dpattn_attention_options_default, dpattn_attention_scratch_len, dpattn_reference_attention,
+    dpattn_reference_attention_scratch_len,
+};
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
 pub use last_error::dpattn_last_error_message;
