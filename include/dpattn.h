@@ -668,7 +668,7 @@ dpattn_status dpattn_attention_scratch_len(size_t d, size_t d_v, size_t *out_len
  * dpattn_attention_scratch_len(64, 64, &n);
  * float *scratch = malloc(n * sizeof(float));
  * dpattn_tensor4 q = {qbuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
- *                     {S * H * 64, 64, H * 64, 1}};   /* [B, S, H, D] storage */
+ *                     {S * H * 64, 64, H * 64, 1}};   // [B, S, H, D] storage
  * dpattn_tensor4 k = q, v = q;  k.data = kbuf; v.data = vbuf;
  * dpattn_tensor4_mut out = {obuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
  *                           {S * H * 64, 64, H * 64, 1}};
@@ -847,7 +847,7 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
  * Shapes, dtypes, options and scratch as `dpattn_attention`; nothing is allocated.
  *
  * ```c
- * double sigma_out[H] = {0.1, ...};   /* one σ per head */
+ * double sigma_out[H] = {0.1, ...};   // one σ per head
  * dpattn_noise_spec noise = {0};
  * memcpy(noise.key.bytes, secret_key, 32);
  * noise.output_enabled = 1;

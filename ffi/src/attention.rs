@@ -309,7 +309,7 @@ pub unsafe extern "C" fn dpattn_attention_scratch_len(
 /// dpattn_attention_scratch_len(64, 64, &n);
 /// float *scratch = malloc(n * sizeof(float));
 /// dpattn_tensor4 q = {qbuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
-///                     {S * H * 64, 64, H * 64, 1}};   /* [B, S, H, D] storage */
+///                     {S * H * 64, 64, H * 64, 1}};   // [B, S, H, D] storage
 /// dpattn_tensor4 k = q, v = q;  k.data = kbuf; v.data = vbuf;
 /// dpattn_tensor4_mut out = {obuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
 ///                           {S * H * 64, 64, H * 64, 1}};

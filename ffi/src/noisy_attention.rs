@@ -110,7 +110,7 @@ unsafe fn decode_spec<'a>(
 /// Shapes, dtypes, options and scratch as `dpattn_attention`; nothing is allocated.
 ///
 /// ```c
-/// double sigma_out[H] = {0.1, ...};   /* one σ per head */
+/// double sigma_out[H] = {0.1, ...};   // one σ per head
 /// dpattn_noise_spec noise = {0};
 /// memcpy(noise.key.bytes, secret_key, 32);
 /// noise.output_enabled = 1;
