@@ -24,7 +24,13 @@ use dpattn_ffi::*;
 
 fn t4(data: &[f32], shape: [usize; 4]) -> dpattn_tensor4 {
     let strides = [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1];
-    dpattn_tensor4 { data: data.as_ptr().cast(), len: data.len(), dtype: DPATTN_DTYPE_F32, shape, strides }
+    dpattn_tensor4 {
+        data: data.as_ptr().cast(),
+        len: data.len(),
+        dtype: DPATTN_DTYPE_F32,
+        shape,
+        strides,
+    }
 }
 
 fn t4_mut(data: &mut [f32], shape: [usize; 4]) -> dpattn_tensor4_mut {
@@ -67,7 +73,15 @@ fn bench_attention(c: &mut Criterion, s_q: usize) {
             // SAFETY: every tensor points at a live Vec of the stated length; the output
             // does not overlap the inputs; NULL options means the defaults.
             let st = unsafe {
-                dpattn_attention(&to, &tq, &tk, &tk, std::ptr::null(), scratch.as_mut_ptr(), scratch.len())
+                dpattn_attention(
+                    &to,
+                    &tq,
+                    &tk,
+                    &tk,
+                    std::ptr::null(),
+                    scratch.as_mut_ptr(),
+                    scratch.len(),
+                )
             };
             assert_eq!(st, dpattn_status::Ok);
         })
@@ -89,7 +103,15 @@ fn bench_fill(c: &mut Criterion) {
         b.iter(|| {
             // SAFETY: `ckey` and `buf` are live; `buf` holds 64 f32.
             let st = unsafe {
-                dpattn_fill_gaussian(&ckey, 3, black_box(0), 1.0, DPATTN_DTYPE_F32, buf.as_mut_ptr().cast(), 64)
+                dpattn_fill_gaussian(
+                    &ckey,
+                    3,
+                    black_box(0),
+                    1.0,
+                    DPATTN_DTYPE_F32,
+                    buf.as_mut_ptr().cast(),
+                    64,
+                )
             };
             assert_eq!(st, dpattn_status::Ok);
         })
@@ -102,7 +124,9 @@ fn bench_ledger(c: &mut Criterion) {
     let huge = PrivacyBudget::new(1e300, 0.5).unwrap();
     let step = PrivacyBudget::new(1e-9, 0.0).unwrap();
     let mut ledger: Ledger = Ledger::new_approx(huge);
-    g.bench_function("rust", |b| b.iter(|| ledger.try_charge(Charge::Approx(black_box(step))).unwrap()));
+    g.bench_function("rust", |b| {
+        b.iter(|| ledger.try_charge(Charge::Approx(black_box(step))).unwrap())
+    });
     let mut h: *mut dpattn_ledger = std::ptr::null_mut();
     // SAFETY: `h` is a valid out-parameter.
     assert_eq!(unsafe { dpattn_ledger_new_approx(1e300, 0.5, &mut h) }, dpattn_status::Ok);

@@ -110,6 +110,18 @@ impl Arena {
 
 const CAP: usize = 4096;
 
+/// Dense row-major strides, saturating (huge shapes must reach the library, not overflow
+/// here).
+fn dense(shape: [usize; 4]) -> [usize; 4] {
+    let m = |a: usize, b: usize| a.saturating_mul(b);
+    [m(m(shape[1], shape[2]), shape[3]), m(shape[2], shape[3]), shape[3], 1]
+}
+
+/// Elements of a shape, capped at the arena size.
+fn numel(shape: [usize; 4]) -> usize {
+    shape.iter().fold(1usize, |a, &b| a.saturating_mul(b)).min(CAP)
+}
+
 fn shape(b: &mut Bytes<'_>) -> [usize; 4] {
     [b.size(3), b.size(4), b.size(24), b.size(40)]
 }
@@ -118,8 +130,7 @@ fn strides(b: &mut Bytes<'_>, shape: [usize; 4]) -> [usize; 4] {
     if b.u8() % 3 == 0 {
         [b.size(2000), b.size(800), b.size(100), b.size(2)]
     } else {
-        let s = [shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1];
-        s.map(|x| x.min(CAP))
+        dense(shape).map(|x| x.min(CAP))
     }
 }
 
@@ -148,8 +159,8 @@ pub fn attention_shapes(data: &[u8]) {
         tensors[1].0 = [q[0], q[1], tensors[1].0[2], q[3]];
         tensors[2].0 = [q[0], q[1], tensors[1].0[2], tensors[2].0[3]];
         for t in &mut tensors {
-            t.1 = [t.0[1] * t.0[2] * t.0[3], t.0[2] * t.0[3], t.0[3], 1];
-            t.2 = t.0.iter().product::<usize>().min(CAP);
+            t.1 = dense(t.0);
+            t.2 = numel(t.0);
         }
     }
     let ins: Vec<dpattn_tensor4> = tensors
@@ -164,15 +175,11 @@ pub fn attention_shapes(data: &[u8]) {
         })
         .collect();
     let out_shape = [ins[0].shape[0], ins[0].shape[1], ins[0].shape[2], ins[2].shape[3]];
-    let out_strides = if b.u8() % 4 == 0 {
-        strides(&mut b, out_shape)
-    } else {
-        [out_shape[1] * out_shape[2] * out_shape[3], out_shape[2] * out_shape[3], out_shape[3], 1]
-    };
+    let out_strides = if b.u8() % 4 == 0 { strides(&mut b, out_shape) } else { dense(out_shape) };
     let alias = b.u8() % 8 == 0;
     let out = dpattn_tensor4_mut {
         data: if alias { ins[0].data.cast_mut() } else { out_mem.ptr() },
-        len: out_shape.iter().product::<usize>().min(CAP),
+        len: numel(out_shape),
         dtype: dtype(&mut b),
         shape: out_shape,
         strides: out_strides,

@@ -27,6 +27,46 @@
 #define DPATTN_RDP_DEFAULT_ORDER_COUNT 156
 
 /**
+ * Score function `f = exp`: the softmax (default).
+ */
+#define DPATTN_SCORE_EXP 0
+
+/**
+ * Score function `f = cosh`, the symmetric variant of paper 000 (Definition 1.4).
+ */
+#define DPATTN_SCORE_COSH 1
+
+/**
+ * Logit scale `1/√d` (default).
+ */
+#define DPATTN_SCALE_INV_SQRT_DIM 0
+
+/**
+ * Logit scale `1/d` (the DP cross-attention paper, seed 001).
+ */
+#define DPATTN_SCALE_INV_DIM 1
+
+/**
+ * Logit scale given by the `scale` field (finite and `> 0`).
+ */
+#define DPATTN_SCALE_CUSTOM 2
+
+/**
+ * The fastest kernel this CPU supports (default).
+ */
+#define DPATTN_KERNEL_AUTO 0
+
+/**
+ * The portable kernel (every target; multiply-adds round twice).
+ */
+#define DPATTN_KERNEL_PORTABLE 1
+
+/**
+ * The x86-64 AVX2 + FMA kernel; `DPATTN_STATUS_UNSUPPORTED` where the CPU lacks it.
+ */
+#define DPATTN_KERNEL_AVX2_FMA 2
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -51,6 +91,74 @@
  * `σ/2^k ≤ 2^30`).
  */
 #define DPATTN_GRID_DEFAULT_RESOLUTION INT32_MAX
+
+/**
+ * `τ = 1/d`, the paper's Definition 1.1 (default).
+ */
+#define DPATTN_TEMPERATURE_ONE_OVER_DIM 0
+
+/**
+ * `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
+ */
+#define DPATTN_TEMPERATURE_CUSTOM 1
+
+/**
+ * Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
+ */
+#define DPATTN_ACCOUNTING_PAPER 0
+
+/**
+ * `[EXT]` E2: the feature structures share the budget exactly (less noise).
+ */
+#define DPATTN_ACCOUNTING_TIGHT 1
+
+/**
+ * Public query coordinates outside `[0, R]` are refused (default).
+ */
+#define DPATTN_QUERY_REJECT 0
+
+/**
+ * Public query coordinates are clamped into `[0, R]` (NaN still refused).
+ */
+#define DPATTN_QUERY_CLAMP 1
+
+/**
+ * `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
+ * multiple `k > √2` (default, `k = 10`).
+ */
+#define DPATTN_COPIES_NET_HOEFFDING 0
+
+/**
+ * The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
+ */
+#define DPATTN_COPIES_PAPER 1
+
+/**
+ * A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
+ */
+#define DPATTN_COPIES_FIXED 2
+
+/**
+ * Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).
+ */
+#define DPATTN_SPLIT_PER_VECTOR 0
+
+/**
+ * Algorithm 1 as printed: `ε/2` per structure; protects each output coordinate only.
+ */
+#define DPATTN_SPLIT_PER_ENTRY 1
+
+/**
+ * Private entries outside the domain are clamped (NaN → 0): DP-preserving (default).
+ */
+#define DPATTN_DOMAIN_CLAMP 0
+
+/**
+ * Private entries outside the domain are refused with `DPATTN_STATUS_DOMAIN_VIOLATION`.
+ * **Not DP** (a data-dependent refusal): trusted pipelines only; show the error only to
+ * the data holder.
+ */
+#define DPATTN_DOMAIN_REJECT 1
 
 /**
  * Result of a dpattn call. `DPATTN_STATUS_OK` (0) is success; every other value is a
@@ -151,6 +259,13 @@ typedef uint32_t dpattn_status;
 #endif // __cplusplus
 
 /**
+ * The released `d + 1` DPTreeSoftmaxAdaptive structures of DPCrossAttention (opaque).
+ * Handle rules: any thread may use it; concurrent calls on one handle are serialised;
+ * use after `dpattn_cross_attention_free` is `DPATTN_STATUS_INVALID_HANDLE`.
+ */
+typedef struct dpattn_cross_attention dpattn_cross_attention;
+
+/**
  * A privacy budget ledger (opaque). Create with `dpattn_ledger_new_*`, release with
  * `dpattn_ledger_free`. Thread safety: a handle may be used from any thread; each call
  * locks the ledger for its duration, so concurrent charges are serialised (each is
@@ -158,6 +273,107 @@ typedef uint32_t dpattn_status;
  * `DPATTN_STATUS_INVALID_HANDLE`.
  */
 typedef struct dpattn_ledger dpattn_ledger;
+
+/**
+ * Options of an attention call. Fill with `dpattn_attention_options_default` and change
+ * what you need; a NULL options pointer means the defaults.
+ */
+typedef struct {
+  /**
+   * 1: causal mask, bottom-right aligned (query `i` sees keys `j <= i + s_k - s_q`, as in
+   * FlashAttention >= 2.1; for `s_q == s_k` the usual lower triangle). 0: none (default).
+   * Other values: `DPATTN_STATUS_OUT_OF_RANGE`.
+   */
+  uint32_t causal;
+  /**
+   * `DPATTN_SCORE_EXP` (default) or `DPATTN_SCORE_COSH`.
+   */
+  uint32_t score;
+  /**
+   * `DPATTN_SCALE_INV_SQRT_DIM` (default), `_INV_DIM` or `_CUSTOM`.
+   */
+  uint32_t scale_kind;
+  /**
+   * The logit scale when `scale_kind == DPATTN_SCALE_CUSTOM` (finite, `> 0`); ignored
+   * otherwise. Default 1.0.
+   */
+  double scale;
+  /**
+   * `DPATTN_KERNEL_AUTO` (default), `_PORTABLE` or `_AVX2_FMA`.
+   */
+  uint32_t kernel;
+  /**
+   * Key-padding mask `[batch, s_k]` row-major, one byte per key: 1 = the key exists
+   * (visible), 0 = padding (never attended to); any other byte is
+   * `DPATTN_STATUS_OUT_OF_RANGE`. NULL (with length 0) = no padding (default).
+   */
+  const uint8_t *key_padding;
+  /**
+   * Bytes at `key_padding`: must be `batch * s_k` when `key_padding` is not NULL.
+   */
+  size_t key_padding_len;
+} dpattn_attention_options;
+
+/**
+ * An element type code (`DPATTN_DTYPE_*`).
+ */
+typedef uint32_t dpattn_dtype;
+
+/**
+ * A writable `[batch, heads, seq, dim]` tensor in caller memory; fields as in
+ * `dpattn_tensor4`. Its elements must not overlap any other buffer of the call.
+ */
+typedef struct {
+  /**
+   * First element.
+   */
+  void *data;
+  /**
+   * Elements available at `data`.
+   */
+  size_t len;
+  /**
+   * Element type, one of `DPATTN_DTYPE_*`.
+   */
+  dpattn_dtype dtype;
+  /**
+   * Extents `[batch, heads, seq, dim]`.
+   */
+  size_t shape[4];
+  /**
+   * Strides in elements for each axis.
+   */
+  size_t strides[4];
+} dpattn_tensor4_mut;
+
+/**
+ * A read-only `[batch, heads, seq, dim]` tensor in caller memory. `len` is the number of
+ * elements `data` holds (at least `dpattn_layout4_required_len(shape, strides)`);
+ * `strides` are in elements and `strides[3]` must be 1 unless `shape[3] <= 1`. `data` must
+ * be aligned for `dtype` and may be NULL only when `len` is 0.
+ */
+typedef struct {
+  /**
+   * First element.
+   */
+  const void *data;
+  /**
+   * Elements available at `data`.
+   */
+  size_t len;
+  /**
+   * Element type, one of `DPATTN_DTYPE_*`.
+   */
+  dpattn_dtype dtype;
+  /**
+   * Extents `[batch, heads, seq, dim]`.
+   */
+  size_t shape[4];
+  /**
+   * Strides in elements for each axis.
+   */
+  size_t strides[4];
+} dpattn_tensor4;
 
 /**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
@@ -193,11 +409,6 @@ typedef struct {
    */
   uint8_t bytes[32];
 } dpattn_key;
-
-/**
- * An element type code (`DPATTN_DTYPE_*`).
- */
-typedef uint32_t dpattn_dtype;
 
 /**
  * What a grid mechanism does with its parameters (`dpattn_grid_laplace_describe`,
@@ -241,6 +452,261 @@ typedef struct {
    */
   double rho;
 } dpattn_grid_info;
+
+/**
+ * One noise draw: its stream id under the spec's key and `σ` per head (`heads` entries) or
+ * per `(batch, head)` (`batch * heads` entries, row-major). Each `σ` is finite and `>= 0`;
+ * `σ = 0` adds nothing.
+ */
+typedef struct {
+  /**
+   * Stream id of the draw (`docs/RANDOMNESS.md`): one `(key, stream)` pair must serve
+   * one draw only.
+   */
+  uint64_t stream;
+  /**
+   * Standard deviations.
+   */
+  const double *sigma;
+  /**
+   * Entries at `sigma`: `heads` or `batch * heads`.
+   */
+  size_t sigma_len;
+} dpattn_noise_stream;
+
+/**
+ * Where the noise of a noisy attention call comes from.
+ */
+typedef struct {
+  /**
+   * The 256-bit ChaCha20 key (secret: whoever has it can subtract the noise).
+   */
+  dpattn_key key;
+  /**
+   * 1: add `output` noise to the attention outputs; 0: none. Other values are
+   * `DPATTN_STATUS_OUT_OF_RANGE`.
+   */
+  uint32_t output_enabled;
+  /**
+   * The output noise draw (read only when `output_enabled` is 1).
+   */
+  dpattn_noise_stream output;
+  /**
+   * 1: add `logits` noise to the scaled logits before mask and score function; 0: none.
+   */
+  uint32_t logits_enabled;
+  /**
+   * The logit noise draw (read only when `logits_enabled` is 1); its stream id must
+   * differ from the output one.
+   */
+  dpattn_noise_stream logits;
+} dpattn_noise_spec;
+
+/**
+ * Public parameters of an output-perturbation DP cross-attention release. All public: they
+ * must be chosen from public knowledge, never from the private context.
+ */
+typedef struct {
+  /**
+   * `R_k`: private key rows are clamped to this L2 norm (per head); in `[2^-60, 2^60]`.
+   * The default is NaN: the caller must set it.
+   */
+  double key_norm;
+  /**
+   * `R_v`: private value rows are clamped to this L2 norm; in `[2^-60, 2^60]`. Default NaN.
+   */
+  double value_norm;
+  /**
+   * `ε` of one release, finite and `> 0`. Default NaN: the caller must set it.
+   */
+  double epsilon;
+  /**
+   * `δ` of one release, in `(0, 1)` (Gaussian mechanism). Default NaN.
+   */
+  double delta;
+  /**
+   * `DPATTN_SCORE_EXP` (default) or `DPATTN_SCORE_COSH`.
+   */
+  uint32_t score;
+  /**
+   * `DPATTN_SCALE_INV_SQRT_DIM` (default), `_INV_DIM` or `_CUSTOM`.
+   */
+  uint32_t scale_kind;
+  /**
+   * The scale for `DPATTN_SCALE_CUSTOM` (finite, `> 0`); default 1.0, else unused.
+   */
+  double scale;
+  /**
+   * `DPATTN_KERNEL_AUTO` (default), `_PORTABLE` or `_AVX2_FMA`.
+   */
+  uint32_t kernel;
+  /**
+   * Public key-padding mask `[batch, s_k]`, bytes 0 (padding) / 1 (key exists); NULL
+   * (default) = every key exists.
+   */
+  const uint8_t *key_padding;
+  /**
+   * Bytes at `key_padding` (`batch * s_k` when not NULL).
+   */
+  size_t key_padding_len;
+} dpattn_output_perturbation_params;
+
+/**
+ * Public parameters of DPCrossAttention (paper 001 Algorithm 1). Fill with
+ * `dpattn_cross_attention_params_default` (the recommended configuration) and set
+ * `epsilon`, `delta`, `delta_prime`.
+ */
+typedef struct {
+  /**
+   * `R`: keys and queries lie in `[0, R]^d` (`R >= 1` when strict). Default 1.
+   */
+  double radius;
+  /**
+   * `R_w`: values lie in `[−R_w, R_w]` (`R_w >= 1` when strict). Default 1.
+   */
+  double weight_bound;
+  /**
+   * Total `ε` of the release (`(0, 1]` when strict). Default NaN: must be set.
+   */
+  double epsilon;
+  /**
+   * Total `δ` (`(0, 1)`). Default NaN: must be set.
+   */
+  double delta;
+  /**
+   * `δ′`, the advanced-composition slack (`(0, 1)`); the release is `(ε, δ + δ′)`-DP.
+   * Default NaN: must be set.
+   */
+  double delta_prime;
+  /**
+   * Composition constant `c` (`(0, 0.1)` strict, `(0, 0.7]` relaxed); default 0.09.
+   */
+  double c;
+  /**
+   * `ε_s`, the relative accuracy of the polynomial kernel (`(0, 0.1)` strict); 0.01.
+   */
+  double eps_s;
+  /**
+   * `DPATTN_TEMPERATURE_ONE_OVER_DIM` (default) or `_CUSTOM`.
+   */
+  uint32_t temperature_kind;
+  /**
+   * `τ` for `DPATTN_TEMPERATURE_CUSTOM`; ignored otherwise.
+   */
+  double temperature;
+  /**
+   * `DPATTN_ACCOUNTING_PAPER` (default) or `_TIGHT`.
+   */
+  uint32_t accounting;
+  /**
+   * 1: enforce the paper's parameter ranges (default); 0: relaxed ranges.
+   */
+  uint32_t strict;
+  /**
+   * `DPATTN_QUERY_REJECT` (default) or `_CLAMP`.
+   */
+  uint32_t query_policy;
+  /**
+   * Refuse to build when the memory estimate exceeds this (bytes); default 1 GiB.
+   */
+  uint64_t memory_limit_bytes;
+  /**
+   * `DPATTN_COPIES_NET_HOEFFDING` (default), `_PAPER` or `_FIXED`.
+   */
+  uint32_t copies_kind;
+  /**
+   * `k` (net Hoeffding, default 10) or `C` (paper); unused for `_FIXED`.
+   */
+  double copies_param;
+  /**
+   * `l` for `DPATTN_COPIES_FIXED`; unused otherwise (default 1).
+   */
+  uint64_t copies_fixed;
+  /**
+   * Failure probability `p_f` of the uniform accuracy statement; default 0.01.
+   */
+  double p_fail;
+  /**
+   * 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
+   */
+  uint32_t snap_to_net;
+  /**
+   * `DPATTN_SPLIT_PER_VECTOR` (default) or `_PER_ENTRY`.
+   */
+  uint32_t split;
+  /**
+   * 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
+   * `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
+   */
+  uint32_t clamp_outputs;
+  /**
+   * `DPATTN_DOMAIN_CLAMP` (default) or `DPATTN_DOMAIN_REJECT` (not DP).
+   */
+  uint32_t domain_policy;
+} dpattn_cross_attention_params;
+
+/**
+ * What a query reports besides its output row.
+ */
+typedef struct {
+  /**
+   * The denominator `D̃` used (after the E8 clamp when enabled).
+   */
+  double denominator;
+  /**
+   * 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
+   * meaningless; with E8 it was clamped to `n`), else 0.
+   */
+  uint32_t nonpositive_denominator;
+} dpattn_cross_attention_query_info;
+
+/**
+ * A non-private report of private entries outside the declared domain.
+ */
+typedef struct {
+  /**
+   * Finite key entries outside `[0, R]`.
+   */
+  size_t keys_outside;
+  /**
+   * Finite value entries outside `[−R_w, R_w]`.
+   */
+  size_t values_outside;
+  /**
+   * NaN or infinite entries in either.
+   */
+  size_t non_finite;
+} dpattn_domain_report;
+
+/**
+ * The theorem-level error estimate of seed-001 AC-12.
+ */
+typedef struct {
+  /**
+   * `l`, the number of copies.
+   */
+  size_t copies;
+  /**
+   * Uniform per-copy noise std of an `A_k` structure (weight bound `R_w`).
+   */
+  double sigma_weighted;
+  /**
+   * Uniform per-copy noise std of `A_0` (weight bound 1).
+   */
+  double sigma_normaliser;
+  /**
+   * `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
+   */
+  double additive;
+  /**
+   * `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
+   */
+  double relative;
+  /**
+   * `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
+   */
+  double worst_case_weighted;
+} dpattn_cross_attention_error_estimate;
 
 /**
  * IEEE binary32 (`float`).
@@ -561,6 +1027,161 @@ dpattn_status dpattn_rdp_calibrate_sampled_gaussian(double sample_rate,
                                                     const double *orders,
                                                     size_t orders_len,
                                                     double *out_noise_multiplier);
+
+/**
+ * Fills `*out` with the default options: no mask, scale `1/√d` (`scale` field 1.0, unused),
+ * softmax, the fastest kernel, no key padding. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a
+ * NULL `out`, else `DPATTN_STATUS_OK`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or valid for one write of `dpattn_attention_options`.
+ */
+dpattn_status dpattn_attention_options_default(dpattn_attention_options *out);
+
+/**
+ * Writes to `*out_len` the scratch length (in elements: `float` for `dpattn_attention`,
+ * `dpattn_attention_heads`, `dpattn_noisy_attention*`, `dpattn_output_perturbation_attention`;
+ * `double` for the `_f64` variants) for key dimension `d` and value dimension `d_v`,
+ * whatever the batch, heads and sequence lengths (26 816 at `d = d_v = 64`).
+ * Returns `DPATTN_STATUS_NULL_ARGUMENT` (NULL `out_len`) or `DPATTN_STATUS_SIZE_OVERFLOW`
+ * (the length does not fit in `size_t`); `*out_len` is written only on success.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` must be NULL or valid for one write of `size_t`.
+ */
+dpattn_status dpattn_attention_scratch_len(size_t d, size_t d_v, size_t *out_len);
+
+/**
+ * Exact attention `out = D⁻¹ f(A) · V`, `A = scale · Q·Kᵀ` with masked entries excluded and
+ * `f = exp` (softmax) or `cosh`, per `(batch, head)`, computed in `float` with the tiled
+ * online-softmax (FlashAttention-style) kernel; no `s_q × s_k` matrix is formed and
+ * nothing is allocated. **No privacy**: this is exact attention.
+ *
+ * Shapes (`[batch, heads, seq, dim]`, any strides with a contiguous last axis, e.g. a
+ * `[batch, seq, heads, dim]` buffer viewed through strides): `q` `[B, H, s_q, d]`, `k`
+ * `[B, H, s_k, d]`, `v` `[B, H, s_k, d_v]`, `out` `[B, H, s_q, d_v]`. `q`, `k`, `v` share one
+ * dtype (`DPATTN_DTYPE_F32`, `_F64` (rounded to `float` once), `_F16`, `_BF16`); `out` may
+ * have any dtype. A query row that sees no key (masks) is zero. Accuracy: within a few
+ * `float` ulps times the row's `Σ|p·v|` of the float64 reference (tested at 1e-5
+ * relative). `scratch` holds at least `dpattn_attention_scratch_len(d, d_v)` floats.
+ *
+ * ```c
+ * size_t n;
+ * dpattn_attention_scratch_len(64, 64, &n);
+ * float *scratch = malloc(n * sizeof(float));
+ * dpattn_tensor4 q = {qbuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
+ *                     {S * H * 64, 64, H * 64, 1}};   // [B, S, H, D] storage
+ * dpattn_tensor4 k = q, v = q;  k.data = kbuf; v.data = vbuf;
+ * dpattn_tensor4_mut out = {obuf, B * S * H * 64, DPATTN_DTYPE_F32, {B, H, S, 64},
+ *                           {S * H * 64, 64, H * 64, 1}};
+ * dpattn_attention_options opt;
+ * dpattn_attention_options_default(&opt);
+ * opt.causal = 1;
+ * if (dpattn_attention(&out, &q, &k, &v, &opt, scratch, n) != DPATTN_STATUS_OK) { ... }
+ * ```
+ *
+ * Status codes (on any failure `out` is untouched):
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `out`, `q`, `k`, `v` or `scratch` (with a nonzero
+ *   length) is NULL, or a tensor's `data` is NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: unknown dtype/enum value, a dtype of `k`/`v` differing
+ *   from `q`'s, `causal` not 0/1, a key-padding byte other than 0/1, a zero extent, a bad
+ *   custom scale, a bad stride, or inputs so large the `float` computation could overflow;
+ * * `DPATTN_STATUS_SHAPE_MISMATCH`: inconsistent shapes, or `key_padding_len != batch * s_k`;
+ * * `DPATTN_STATUS_BUFFER_TOO_SHORT`: a tensor's `len` is below its layout's extent;
+ * * `DPATTN_STATUS_NON_FINITE`: NaN or infinity in `q`, `k` or `v`;
+ * * `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_MISALIGNED`;
+ * * `DPATTN_STATUS_ALIASING`: `out` or `scratch` overlaps another buffer of the call;
+ * * `DPATTN_STATUS_UNSUPPORTED`: `DPATTN_KERNEL_AVX2_FMA` on a CPU without it;
+ * * `DPATTN_STATUS_SIZE_OVERFLOW`.
+ *
+ * Thread-safe; no shared state (give each thread its own `out` and `scratch`).
+ *
+ * # Safety
+ * Each struct pointer must be NULL or readable for one struct; every tensor's `data` must
+ * be valid for `len` elements of its dtype (writable for `out`), the key-padding pointer
+ * for `key_padding_len` bytes, a non-NULL `scratch` writable for `scratch_len` floats;
+ * no other thread may write the inputs or touch the outputs during the call.
+ */
+dpattn_status dpattn_attention(const dpattn_tensor4_mut *out,
+                               const dpattn_tensor4 *q,
+                               const dpattn_tensor4 *k,
+                               const dpattn_tensor4 *v,
+                               const dpattn_attention_options *options,
+                               float *scratch,
+                               size_t scratch_len);
+
+/**
+ * `dpattn_attention` for the flattened heads `first_head .. first_head + n` only
+ * (flattened index `b * heads + h`), written to `out` of shape `[1, n, s_q, d_v]`: how
+ * callers parallelise (split the heads into ranges, one `out` chunk and one scratch per
+ * thread). The result equals the corresponding heads of one `dpattn_attention` call, bit
+ * for bit. Status codes as `dpattn_attention`, plus `DPATTN_STATUS_SHAPE_MISMATCH` when
+ * `out` is not `[1, n, s_q, d_v]` or the range passes the last head. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * As `dpattn_attention`.
+ */
+dpattn_status dpattn_attention_heads(const dpattn_tensor4_mut *out,
+                                     const dpattn_tensor4 *q,
+                                     const dpattn_tensor4 *k,
+                                     const dpattn_tensor4 *v,
+                                     const dpattn_attention_options *options,
+                                     size_t first_head,
+                                     float *scratch,
+                                     size_t scratch_len);
+
+/**
+ * The same tiled algorithm as `dpattn_attention` computed in `double` with the portable
+ * kernel (`options->kernel` is ignored): `out` must have dtype `DPATTN_DTYPE_F64`; `q`,
+ * `k`, `v` share any dtype. `scratch` holds `dpattn_attention_scratch_len(d, d_v)`
+ * doubles. Agrees with the float64 reference to about 1e-12. Status codes as
+ * `dpattn_attention` (a non-`F64` `out` is `DPATTN_STATUS_OUT_OF_RANGE`). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * As `dpattn_attention`, with `scratch` writable for `scratch_len` doubles.
+ */
+dpattn_status dpattn_attention_f64(const dpattn_tensor4_mut *out,
+                                   const dpattn_tensor4 *q,
+                                   const dpattn_tensor4 *k,
+                                   const dpattn_tensor4 *v,
+                                   const dpattn_attention_options *options,
+                                   double *scratch,
+                                   size_t scratch_len);
+
+/**
+ * Writes to `*out_len` the scratch (`double` elements) of `dpattn_reference_attention` for
+ * `s_k` keys: `s_k`. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out_len`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` must be NULL or valid for one write of `size_t`.
+ */
+dpattn_status dpattn_reference_attention_scratch_len(size_t s_k, size_t *out_len);
+
+/**
+ * The plain float64 reference `out = softmax(scale · Q·Kᵀ + mask) · V`, one query row at a
+ * time (max-shifted softmax, no tiling, no SIMD): the test oracle, not a fast path. **No
+ * privacy.** `out` must have dtype `DPATTN_DTYPE_F64`; `q`, `k`, `v` share any dtype (widened
+ * to `double` exactly). Only the softmax is supported: `options->score` must be
+ * `DPATTN_SCORE_EXP` (`DPATTN_SCORE_COSH` is `DPATTN_STATUS_OUT_OF_RANGE`); `kernel` is
+ * ignored. Shapes and the other status codes as `dpattn_attention`; logits that overflow
+ * `double` are `DPATTN_STATUS_NON_FINITE`. `scratch` holds `s_k` doubles
+ * (`dpattn_reference_attention_scratch_len`). On failure `out` is untouched. Thread-safe;
+ * no shared state.
+ *
+ * # Safety
+ * As `dpattn_attention_f64`.
+ */
+dpattn_status dpattn_reference_attention(const dpattn_tensor4_mut *out,
+                                         const dpattn_tensor4 *q,
+                                         const dpattn_tensor4 *k,
+                                         const dpattn_tensor4 *v,
+                                         const dpattn_attention_options *options,
+                                         double *scratch,
+                                         size_t scratch_len);
 
 #if defined(DPATTN_PANIC_TEST)
 /**
@@ -1430,6 +2051,388 @@ dpattn_status dpattn_sample_permutation(const dpattn_key *key,
                                         size_t len,
                                         uint64_t *out_next_word_lo,
                                         uint64_t *out_next_word_hi);
+
+/**
+ * Attention with keyed Gaussian noise, in `float`:
+ *
+ * * output noise: element `(b, h, i, c)` of `out` receives element
+ *   `((b * heads + h) * s_q + i) * d_v + c` of the `f64` Gaussian draw
+ *   `(key, output.stream)` (`Gaussian(σ_{b,h})` of `docs/RANDOMNESS.md` §3), rounded once
+ *   to `float` and added after normalisation; every output element gets its noise,
+ *   including rows that see no key;
+ * * logit noise: logit `(b, h, i, j)` (already multiplied by the scale) receives element
+ *   `((b * heads + h) * s_q + i) * s_k + j` of the draw `(key, logits.stream)`, before the
+ *   mask and the score function; masked logits stay masked.
+ *
+ * The indices are logical (never memory offsets or thread ids), so any implementation
+ * with the key reproduces the noise exactly; the same key, streams and inputs give the
+ * same bits. With both draws disabled (or all `σ = 0`) the result equals
+ * `dpattn_attention` bit for bit. **No privacy claim on its own**: `σ` is the caller's
+ * choice and this function bounds no sensitivity (the calibrated mechanism is
+ * `dpattn_output_perturbation_attention`). Neighbour relation: none (a building block).
+ *
+ * Shapes, dtypes, options and scratch as `dpattn_attention`; nothing is allocated.
+ *
+ * ```c
+ * double sigma_out[H] = {0.1, ...};   // one σ per head
+ * dpattn_noise_spec noise = {0};
+ * memcpy(noise.key.bytes, secret_key, 32);
+ * noise.output_enabled = 1;
+ * noise.output = (dpattn_noise_stream){.stream = release_id, .sigma = sigma_out, .sigma_len = H};
+ * dpattn_status st = dpattn_noisy_attention(&out, &q, &k, &v, NULL, &noise, scratch, n);
+ * ```
+ *
+ * Status codes: those of `dpattn_attention`, and `DPATTN_STATUS_NULL_ARGUMENT` (NULL
+ * `noise`, or an enabled `sigma` NULL with a nonzero length), `DPATTN_STATUS_OUT_OF_RANGE`
+ * (an `_enabled` flag not 0/1, a negative or non-finite `σ`, equal output and logit stream
+ * ids, or noise so large the computation could overflow), `DPATTN_STATUS_SHAPE_MISMATCH`
+ * (a `σ` array with neither `heads` nor `batch * heads` entries). On failure `out` is
+ * untouched. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_attention`; `noise` must be NULL or readable for one `dpattn_noise_spec`
+ * whose enabled `sigma` pointers are readable for `sigma_len` doubles.
+ */
+dpattn_status dpattn_noisy_attention(const dpattn_tensor4_mut *out,
+                                     const dpattn_tensor4 *q,
+                                     const dpattn_tensor4 *k,
+                                     const dpattn_tensor4 *v,
+                                     const dpattn_attention_options *options,
+                                     const dpattn_noise_spec *noise,
+                                     float *scratch,
+                                     size_t scratch_len);
+
+/**
+ * `dpattn_noisy_attention` for the flattened heads `first_head .. first_head + n` only,
+ * written to `out` of shape `[1, n, s_q, d_v]` (as `dpattn_attention_heads`). The noise is
+ * addressed by the global `(b, h)`, so the result equals the corresponding heads of one
+ * full call bit for bit. Status codes as `dpattn_noisy_attention` and
+ * `dpattn_attention_heads`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_noisy_attention`.
+ */
+dpattn_status dpattn_noisy_attention_heads(const dpattn_tensor4_mut *out,
+                                           const dpattn_tensor4 *q,
+                                           const dpattn_tensor4 *k,
+                                           const dpattn_tensor4 *v,
+                                           const dpattn_attention_options *options,
+                                           const dpattn_noise_spec *noise,
+                                           size_t first_head,
+                                           float *scratch,
+                                           size_t scratch_len);
+
+/**
+ * `dpattn_noisy_attention` computed in `double` (portable kernel, `double` scratch of
+ * `dpattn_attention_scratch_len(d, d_v)` elements) with the same noise elements, unrounded:
+ * the oracle for the `float` and GPU kernels. `out` must have dtype `DPATTN_DTYPE_F64`.
+ * Status codes as `dpattn_noisy_attention`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_noisy_attention`, with `scratch` writable for `scratch_len` doubles.
+ */
+dpattn_status dpattn_noisy_attention_f64(const dpattn_tensor4_mut *out,
+                                         const dpattn_tensor4 *q,
+                                         const dpattn_tensor4 *k,
+                                         const dpattn_tensor4 *v,
+                                         const dpattn_attention_options *options,
+                                         const dpattn_noise_spec *noise,
+                                         double *scratch,
+                                         size_t scratch_len);
+
+/**
+ * Fills `*out` with the defaults: softmax, scale `1/√d`, the fastest kernel, no key
+ * padding, and **NaN** for `key_norm`, `value_norm`, `epsilon`, `delta`, which the caller
+ * must choose (a call with any of them unset fails with `DPATTN_STATUS_OUT_OF_RANGE`).
+ * Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one struct.
+ */
+dpattn_status dpattn_output_perturbation_params_default(dpattn_output_perturbation_params *out);
+
+/**
+ * `Δ` of one query row: the largest L2 change of its attention output when one of its
+ * `visible_keys` key/value rows is replaced, given `|logit| <= logit_bound` (`a`) and value
+ * norms `<= value_norm` (`R_v`): `2 R_v / (1 + (n − 1) e^{−2a})` for softmax,
+ * `2 R_v cosh a / (cosh a + n − 1)` for `cosh` (docs/PRIVACY.md §2.2; the bound is attained).
+ * Rounded up; 0 when `visible_keys == 0`. Writes `*out_sensitivity` only on success.
+ * Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` for a negative or
+ * non-finite `logit_bound`, a `value_norm` not in `(0, ∞)`, or an unknown `score`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_sensitivity` must be NULL or writable for one `double`.
+ */
+dpattn_status dpattn_output_perturbation_row_sensitivity(size_t visible_keys,
+                                                         double logit_bound,
+                                                         double value_norm,
+                                                         uint32_t score,
+                                                         double *out_sensitivity);
+
+/**
+ * The Frobenius sensitivity for planning before the queries are known: `rows` query rows
+ * (all heads of one batch element), every query of norm `<= query_norm`, `visible_keys`
+ * keys, numeric logit `scale`:
+ * `√rows · row_sensitivity(visible_keys, scale · query_norm · key_norm, value_norm)`, rounded
+ * up. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` for norms or a
+ * scale not in `(0, ∞)` or an unknown `score`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_sensitivity` must be NULL or writable for one `double`.
+ */
+dpattn_status dpattn_output_perturbation_worst_case_sensitivity(size_t rows,
+                                                                size_t visible_keys,
+                                                                double query_norm,
+                                                                double key_norm,
+                                                                double value_norm,
+                                                                double scale,
+                                                                uint32_t score,
+                                                                double *out_sensitivity);
+
+/**
+ * `Δ_b = √(Σ_{h,i} Δ(q_{b,h,i})²)` for every batch element `b` of the actual public queries
+ * `q` (`[batch, heads, s_q, d]`, any dtype) against `s_k` keys (fewer where `key_padding`
+ * hides some), into `sensitivity[0 .. batch]` (`sensitivity_len >= batch`). The buffer is
+ * written only on success. Uses `key_norm`, `value_norm`, `score`, `scale`, `key_padding`
+ * of `params` (`epsilon`/`delta` must still be a valid budget). Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` (bounds outside
+ * `[2^-60, 2^60]`, a zero size, a bad scale or budget, unknown enum values, key-padding byte
+ * not 0/1); `DPATTN_STATUS_NON_FINITE` (NaN/∞ in `q`); `DPATTN_STATUS_SHAPE_MISMATCH`
+ * (`sensitivity_len < batch`, key padding of the wrong length); `DPATTN_STATUS_ALIASING`;
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_MISALIGNED`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `sensitivity` must be NULL or writable for `sensitivity_len` doubles; `q` and `params`
+ * NULL or readable for one struct, with the buffers they point to valid as documented.
+ */
+dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
+                                                     size_t sensitivity_len,
+                                                     const dpattn_tensor4 *q,
+                                                     size_t s_k,
+                                                     const dpattn_output_perturbation_params *params);
+
+/**
+ * Releases `out = attention(Q, clamp(K), clamp(V)) + N(0, σ_b²)` for every batch element
+ * `b` — **`(ε, δ)`-differentially private** for one position of the private context:
+ *
+ * * **Public:** `Q`, `s_k`, the key-padding mask, scale, score function, `R_k`, `R_v`.
+ *   **Private:** `K`, `V`. Key rows longer than `R_k` are scaled to norm `R_k`, value rows to
+ *   `R_v` (per head); a row holding NaN/∞ becomes the zero row. Clamping, not rejection:
+ *   nothing about `K` or `V` can make the call fail (validation looks only at public
+ *   things: shapes, layouts, queries, bounds, budget). `K`, `V` must not use broadcast or
+ *   overlapping strides (refused).
+ * * **Neighbours:** contexts differing in the key and value rows of one position of one
+ *   batch element (all heads; replace-one, `s_k` and the mask fixed).
+ * * **Guarantee:** each query row moves by at most `Δ_i = 2 R_v T_i`
+ *   (`dpattn_output_perturbation_row_sensitivity`), batch element `b`'s whole output by
+ *   `Δ_b = √(Σ Δ_i²)`; `σ_b` is the analytic Gaussian mechanism's (Balle & Wang 2018) for
+ *   `(ε, δ, Δ_b)`. The proof is for exact arithmetic (docs/PRIVACY.md §2.5: `float`
+ *   attention, floating-point Gaussian noise, and non-constant timing are not covered).
+ * * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
+ *   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
+ *   reuse a `(key, stream)` pair for two releases; keep the key secret.
+ * * **Accounting:** each call is one `(ε, δ)` release. This entry point charges no ledger:
+ *   the caller must account for every call (repeated queries of one context compose).
+ *
+ * `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
+ * the key and stream id for audit. Shapes, dtypes, scratch (`float`,
+ * `dpattn_attention_scratch_len(d, d_v)`) as `dpattn_attention`; nothing is allocated.
+ *
+ * ```c
+ * dpattn_output_perturbation_params p;
+ * dpattn_output_perturbation_params_default(&p);
+ * p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
+ * double sigma[B * H];
+ * dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
+ *     release_id, sigma, B * H, scratch, scratch_len);
+ * ```
+ *
+ * Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
+ * `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
+ * `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
+ * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`.
+ * On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+ * unspecified). Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
+ * writable for `sigma_len` doubles.
+ */
+dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out,
+                                                   const dpattn_tensor4 *q,
+                                                   const dpattn_tensor4 *k,
+                                                   const dpattn_tensor4 *v,
+                                                   const dpattn_output_perturbation_params *params,
+                                                   const dpattn_key *key,
+                                                   uint64_t stream,
+                                                   double *sigma,
+                                                   size_t sigma_len,
+                                                   float *scratch,
+                                                   size_t scratch_len);
+
+/**
+ * Fills `*out` with the recommended configuration (`CrossAttentionParams::new` over the
+ * paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
+ * accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
+ * net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
+ * 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
+ * and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one struct.
+ */
+dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_params *out);
+
+/**
+ * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
+ * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised from the
+ * keyed stream `(key, stream)`, and returns the handle in `*out`. Any number of public
+ * queries are then answered by post-processing (`dpattn_cross_attention_query`).
+ * **Allocates** (the structures; `dpattn_cross_attention_estimate_bytes` gives the size
+ * before building, and builds over `memory_limit_bytes` are refused).
+ *
+ * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
+ * `n` public). With `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every
+ * query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each
+ * output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+ * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
+ * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
+ * (NaN → 0). No ledger is charged: the caller accounts for the release. Accuracy is poor
+ * unless `n` is huge (seed-001 AC-12; see `dpattn_cross_attention_estimate_error`).
+ *
+ * ```c
+ * dpattn_cross_attention_params p;
+ * dpattn_cross_attention_params_default(&p);
+ * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
+ * dpattn_cross_attention *att = NULL;
+ * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, &att) == DPATTN_STATUS_OK) {
+ *     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
+ *     dpattn_cross_attention_free(att);
+ * }
+ * ```
+ *
+ * Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_SHAPE_MISMATCH` (a length other than
+ * `n * d`); `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their ranges, unknown enum
+ * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
+ * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
+ * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
+ * only to the data holder). `*out` is written only on success. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
+ * one struct; `out` NULL or writable for one pointer.
+ */
+dpattn_status dpattn_cross_attention_new(const double *keys,
+                                         size_t keys_len,
+                                         const double *values,
+                                         size_t values_len,
+                                         size_t n,
+                                         size_t d,
+                                         const dpattn_cross_attention_params *params,
+                                         const dpattn_key *key,
+                                         uint64_t stream,
+                                         dpattn_cross_attention **out);
+
+/**
+ * Releases a handle. NULL, an already freed handle or a foreign pointer is ignored.
+ * Thread-safe (a call in flight on the handle finishes first).
+ */
+void dpattn_cross_attention_free(dpattn_cross_attention *att);
+
+/**
+ * Writes the scratch (`double` elements) of `dpattn_cross_attention_query`: `r + d + l`
+ * (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out_len` must be NULL or writable for one `size_t`.
+ */
+dpattn_status dpattn_cross_attention_query_scratch_len(const dpattn_cross_attention *att,
+                                                       size_t *out_len);
+
+/**
+ * Answers one public query `q ∈ [0, R]^d` (`q_len == d`): `out[k] = Ã_k(q) / D̃(q)` (medians
+ * over the copies), `out_len == d`. Post-processing of the release: costs no privacy. No
+ * allocation. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_INVALID_HANDLE`;
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (lengths); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
+ * `DPATTN_STATUS_NON_FINITE` / `DPATTN_STATUS_OUT_OF_RANGE` (a query coordinate NaN or outside
+ * `[0, R]` under `DPATTN_QUERY_REJECT`); `DPATTN_STATUS_ALIASING`. `out` and `*out_info` are
+ * written only on success. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out` writable for `out_len` doubles, `q` readable for `q_len`, `scratch` writable for
+ * `scratch_len` (each may be NULL only with length 0), `out_info` NULL or writable.
+ */
+dpattn_status dpattn_cross_attention_query(const dpattn_cross_attention *att,
+                                           double *out,
+                                           size_t out_len,
+                                           const double *q,
+                                           size_t q_len,
+                                           double *scratch,
+                                           size_t scratch_len,
+                                           dpattn_cross_attention_query_info *out_info);
+
+/**
+ * What the whole release achieves, `(ε, δ)` (basic composition over the `(d + 1) · l`
+ * copies; for the per-entry guarantee see the core docs). Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`, accountant errors. Both
+ * out-params are written only on success. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out_epsilon`, `out_delta` NULL or writable for one `double` each.
+ */
+dpattn_status dpattn_cross_attention_achieved_privacy(const dpattn_cross_attention *att,
+                                                      double *out_epsilon,
+                                                      double *out_delta);
+
+/**
+ * Counts the entries of `keys`/`values` (`n × d` row-major doubles) the DP constructor would
+ * clamp, into `*out_report`. **Not differentially private**: the counts depend on the
+ * private data; show them only to the data holder, never publish them. Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_SHAPE_MISMATCH` (lengths other than `n * d`),
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `keys`/`values` NULL or readable for their lengths; `out_report` NULL or writable.
+ */
+dpattn_status dpattn_cross_attention_check_domain(const double *keys,
+                                                  size_t keys_len,
+                                                  const double *values,
+                                                  size_t values_len,
+                                                  size_t n,
+                                                  size_t d,
+                                                  double radius,
+                                                  double weight_bound,
+                                                  dpattn_domain_report *out_report);
+
+/**
+ * The memory (bytes, saturating) a DPCrossAttention over `n` keys of dimension `d` would
+ * need, from public parameters only, before anything is built. Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE` (invalid parameters),
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out_bytes` NULL or writable.
+ */
+dpattn_status dpattn_cross_attention_estimate_bytes(size_t n,
+                                                    size_t d,
+                                                    const dpattn_cross_attention_params *params,
+                                                    uint64_t *out_bytes);
+
+/**
+ * The additive error estimate for `n` keys of dimension `d` (public parameters only).
+ * Print it, and warn when `additive` exceeds `R_w` (useful only for `n ≳ 1e9` at `d <= 4`).
+ * Status: `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out_estimate` NULL or writable.
+ */
+dpattn_status dpattn_cross_attention_estimate_error(size_t n,
+                                                    size_t d,
+                                                    const dpattn_cross_attention_params *params,
+                                                    dpattn_cross_attention_error_estimate *out_estimate);
 
 /**
  * Checks an (ε, δ) budget the way every mechanism will: ε finite and `> 0`, `0 <= δ < 1`.

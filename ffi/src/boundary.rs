@@ -25,8 +25,8 @@ pub(crate) enum FfiError {
     TooLong(&'static str),
     /// Two buffers overlap where one of them is written.
     Aliasing(&'static str, &'static str),
-    /// A handle that is not live or not of the expected type.
-    InvalidHandle(&'static str),
+    /// A handle (argument name, handle type) that is not live or not of that type.
+    InvalidHandle(&'static str, &'static str),
     /// An enum-like `uint32_t` argument (dtype, kind, ...) with an unknown value.
     UnknownValue { arg: &'static str, value: u32, allowed: &'static str },
 }
@@ -45,7 +45,7 @@ impl FfiError {
             FfiError::Misaligned(_) => dpattn_status::Misaligned,
             FfiError::TooLong(_) => dpattn_status::SizeOverflow,
             FfiError::Aliasing(..) => dpattn_status::Aliasing,
-            FfiError::InvalidHandle(_) => dpattn_status::InvalidHandle,
+            FfiError::InvalidHandle(..) => dpattn_status::InvalidHandle,
             FfiError::UnknownValue { .. } => dpattn_status::OutOfRange,
         }
     }
@@ -63,9 +63,9 @@ impl fmt::Display for FfiError {
                 write!(f, "length of `{arg}` in bytes does not fit in a signed size")
             }
             FfiError::Aliasing(a, b) => write!(f, "buffers `{a}` and `{b}` overlap"),
-            FfiError::InvalidHandle(arg) => write!(
+            FfiError::InvalidHandle(arg, ty) => write!(
                 f,
-                "handle `{arg}` is not live (freed, not created by dpattn, or of another type)"
+                "handle `{arg}` is not a live `{ty}` (freed, not created by dpattn, or of another type)"
             ),
             FfiError::UnknownValue { arg, value, allowed } => {
                 write!(f, "`{arg}` = {value} is not one of {allowed}")

@@ -66,8 +66,9 @@ pub(crate) trait Handle: Sized + 'static {
             .as_ref()
             .and_then(|m| m.get(&(ptr as usize as u64)))
             .cloned()
-            .ok_or(FfiError::InvalidHandle(arg))?;
-        let cell = entry.downcast::<Slot<Self>>().map_err(|_| FfiError::InvalidHandle(arg))?;
+            .ok_or(FfiError::InvalidHandle(arg, Self::NAME))?;
+        let cell =
+            entry.downcast::<Slot<Self>>().map_err(|_| FfiError::InvalidHandle(arg, Self::NAME))?;
         Ok(Locked { cell, _h: PhantomData })
     }
 
@@ -135,18 +136,17 @@ mod tests {
         assert_eq!(counter_t::lookup(h, "h").unwrap().with(|v| *v), 6);
         // The same id viewed as another handle type is rejected, and not freed.
         let wrong = h.cast::<other_t>();
-        assert!(matches!(other_t::lookup(wrong, "h"), Err(FfiError::InvalidHandle("h"))));
+        assert!(matches!(other_t::lookup(wrong, "h"), Err(FfiError::InvalidHandle("h", _))));
         assert!(!other_t::free(wrong));
         assert!(counter_t::free(h));
-        assert!(matches!(counter_t::lookup(h, "h"), Err(FfiError::InvalidHandle("h"))));
+        assert!(matches!(counter_t::lookup(h, "h"), Err(FfiError::InvalidHandle("h", _))));
         assert!(!counter_t::free(h), "double free is a no-op");
         assert!(!counter_t::free(std::ptr::null_mut()));
         assert!(matches!(
             counter_t::lookup(0x1234 as *const counter_t, "h"),
-            Err(FfiError::InvalidHandle(_))
+            Err(FfiError::InvalidHandle(..))
         ));
         assert!(matches!(counter_t::lookup(std::ptr::null(), "h"), Err(FfiError::Null("h"))));
-        let _ = (counter_t::NAME, other_t::NAME);
     }
 
     #[test]

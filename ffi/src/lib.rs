@@ -30,6 +30,7 @@
 
 mod accounting;
 mod args;
+mod attention;
 mod boundary;
 mod calibration;
 mod handle;
@@ -37,15 +38,43 @@ mod last_error;
 mod layout;
 mod ledger;
 mod noise;
+mod noisy_attention;
+mod output_perturbation;
 mod privacy;
 mod status;
 mod tensor;
 mod version;
 
+pub use attention::{
+    DPATTN_KERNEL_AUTO, DPATTN_KERNEL_AVX2_FMA, DPATTN_KERNEL_PORTABLE, DPATTN_SCALE_CUSTOM,
+    DPATTN_SCALE_INV_DIM, DPATTN_SCALE_INV_SQRT_DIM, DPATTN_SCORE_COSH, DPATTN_SCORE_EXP,
+    dpattn_attention, dpattn_attention_f64, dpattn_attention_heads, dpattn_attention_options,
+    dpattn_attention_options_default, dpattn_attention_scratch_len, dpattn_reference_attention,
+    dpattn_reference_attention_scratch_len,
+};
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
 pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
+pub use noisy_attention::{
+    dpattn_noise_spec, dpattn_noise_stream, dpattn_noisy_attention, dpattn_noisy_attention_f64,
+    dpattn_noisy_attention_heads,
+};
+pub use output_perturbation::{
+    DPATTN_ACCOUNTING_PAPER, DPATTN_ACCOUNTING_TIGHT, DPATTN_COPIES_FIXED,
+    DPATTN_COPIES_NET_HOEFFDING, DPATTN_COPIES_PAPER, DPATTN_DOMAIN_CLAMP, DPATTN_DOMAIN_REJECT,
+    DPATTN_QUERY_CLAMP, DPATTN_QUERY_REJECT, DPATTN_SPLIT_PER_ENTRY, DPATTN_SPLIT_PER_VECTOR,
+    DPATTN_TEMPERATURE_CUSTOM, DPATTN_TEMPERATURE_ONE_OVER_DIM, dpattn_cross_attention,
+    dpattn_cross_attention_achieved_privacy, dpattn_cross_attention_check_domain,
+    dpattn_cross_attention_error_estimate, dpattn_cross_attention_estimate_bytes,
+    dpattn_cross_attention_estimate_error, dpattn_cross_attention_free, dpattn_cross_attention_new,
+    dpattn_cross_attention_params, dpattn_cross_attention_params_default,
+    dpattn_cross_attention_query, dpattn_cross_attention_query_info,
+    dpattn_cross_attention_query_scratch_len, dpattn_domain_report,
+    dpattn_output_perturbation_attention, dpattn_output_perturbation_params,
+    dpattn_output_perturbation_params_default, dpattn_output_perturbation_row_sensitivity,
+    dpattn_output_perturbation_sensitivity, dpattn_output_perturbation_worst_case_sensitivity,
+};
 pub use privacy::dpattn_check_privacy_params;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{

@@ -149,6 +149,16 @@ fn extent(shape: [usize; 4], strides: [usize; 4], len: usize) -> usize {
     Layout4::new(shape, strides).map_or(len, |l| l.required_len().min(len))
 }
 
+/// The core names a view's buffer `data`; the caller knows it as `name` (`q`, `out`, ...).
+fn renamed(e: dpattn_core::Error, name: &'static str) -> FfiError {
+    match e {
+        dpattn_core::Error::BufferTooShort { needed, got, .. } => {
+            FfiError::Core(dpattn_core::Error::BufferTooShort { arg: name, needed, got })
+        }
+        e => FfiError::Core(e),
+    }
+}
+
 fn check_dtype<T: HasDtype>(code: dpattn_dtype, name: &'static str) -> Result<(), FfiError> {
     if Dtype::decode(code, name)? == T::DTYPE {
         Ok(())
@@ -181,7 +191,7 @@ impl dpattn_tensor4 {
         // SAFETY: forwarded caller contract (reads at most `len` elements).
         let data =
             unsafe { slice(self.data.cast::<T>(), self.len.min(layout.required_len()), name) }?;
-        Ok(BatchedRef::new(data, layout)?)
+        BatchedRef::new(data, layout).map_err(|e| renamed(e, name))
     }
 }
 
@@ -206,7 +216,7 @@ impl dpattn_tensor4_mut {
         let n = self.len.min(layout.required_len());
         // SAFETY: forwarded caller contract (`n <= len`).
         let data = unsafe { slice_mut(self.data.cast::<T>(), n, name) }?;
-        Ok(BatchedMut::new(data, layout)?)
+        BatchedMut::new(data, layout).map_err(|e| renamed(e, name))
     }
 }
 
@@ -231,7 +241,10 @@ mod tests {
             let e = t(&x, [1, 1, 2, 2], 7).view::<f32>("x").unwrap_err();
             assert!(e.to_string().contains("DPATTN_DTYPE_F32"), "{e}");
             let e = t(&x, [1, 1, 3, 2], DPATTN_DTYPE_F32).view::<f32>("x").unwrap_err();
-            assert!(matches!(e, FfiError::Core(dpattn_core::Error::BufferTooShort { .. })));
+            assert!(matches!(
+                e,
+                FfiError::Core(dpattn_core::Error::BufferTooShort { arg: "x", .. })
+            ));
         }
     }
 

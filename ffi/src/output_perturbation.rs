@@ -1,0 +1,1373 @@
+//! Differentially private attention over a private context from C:
+//!
+//! * output-perturbation DP cross-attention `[EXT]` (`dpattn_core::output_perturbation`):
+//!   clamp the private keys and values, compute exact attention, add calibrated Gaussian
+//!   noise (docs/PRIVACY.md §2);
+//! * DPCrossAttention of paper 001 (`dpattn_core::dp_cross_attention`): the private keys and
+//!   values released once as noisy softmax trees, queried by post-processing
+//!   (docs/PRIVACY.md §4), behind the opaque handle `dpattn_cross_attention`.
+
+use dpattn_core::accounting::ledger::Ledger;
+use dpattn_core::dp_cross_attention::{
+    self as cross, BudgetSplit, CrossAttentionParams, DomainPolicy, DpCrossAttention,
+};
+use dpattn_core::output_perturbation::{self as op, OutputPerturbationParams};
+use dpattn_core::sampling::KeyedStream;
+use dpattn_core::softmax_tree::{
+    Accounting, AdaptiveParams, Copies, QueryPolicy, SoftmaxTreeParams, Temperature,
+};
+use dpattn_core::{MatRef, PrivacyBudget};
+
+use crate::args::{Buffers, Out, read, slice, slice_mut};
+use crate::attention::{
+    DPATTN_KERNEL_AUTO, DPATTN_SCALE_INV_SQRT_DIM, DPATTN_SCORE_EXP, flag, kernel_of, key_padding,
+    read_tensors, scale_of, score_fn,
+};
+use crate::boundary::{FfiError, ffi_status, ffi_value};
+use crate::handle::Handle;
+use crate::status::dpattn_status;
+use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
+
+// ---------------------------------------------------------------------------------------
+// Output perturbation
+// ---------------------------------------------------------------------------------------
+
+/// Public parameters of an output-perturbation DP cross-attention release. All public: they
+/// must be chosen from public knowledge, never from the private context.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dpattn_output_perturbation_params {
+    /// `R_k`: private key rows are clamped to this L2 norm (per head); in `[2^-60, 2^60]`.
+    /// The default is NaN: the caller must set it.
+    pub key_norm: f64,
+    /// `R_v`: private value rows are clamped to this L2 norm; in `[2^-60, 2^60]`. Default NaN.
+    pub value_norm: f64,
+    /// `ε` of one release, finite and `> 0`. Default NaN: the caller must set it.
+    pub epsilon: f64,
+    /// `δ` of one release, in `(0, 1)` (Gaussian mechanism). Default NaN.
+    pub delta: f64,
+    /// `DPATTN_SCORE_EXP` (default) or `DPATTN_SCORE_COSH`.
+    pub score: u32,
+    /// `DPATTN_SCALE_INV_SQRT_DIM` (default), `_INV_DIM` or `_CUSTOM`.
+    pub scale_kind: u32,
+    /// The scale for `DPATTN_SCALE_CUSTOM` (finite, `> 0`); default 1.0, else unused.
+    pub scale: f64,
+    /// `DPATTN_KERNEL_AUTO` (default), `_PORTABLE` or `_AVX2_FMA`.
+    pub kernel: u32,
+    /// Public key-padding mask `[batch, s_k]`, bytes 0 (padding) / 1 (key exists); NULL
+    /// (default) = every key exists.
+    pub key_padding: *const u8,
+    /// Bytes at `key_padding` (`batch * s_k` when not NULL).
+    pub key_padding_len: usize,
+}
+
+impl Default for dpattn_output_perturbation_params {
+    fn default() -> Self {
+        Self {
+            key_norm: f64::NAN,
+            value_norm: f64::NAN,
+            epsilon: f64::NAN,
+            delta: f64::NAN,
+            score: DPATTN_SCORE_EXP,
+            scale_kind: DPATTN_SCALE_INV_SQRT_DIM,
+            scale: 1.0,
+            kernel: DPATTN_KERNEL_AUTO,
+            key_padding: core::ptr::null(),
+            key_padding_len: 0,
+        }
+    }
+}
+
+/// # Safety
+/// `ptr` must be NULL or readable for one struct whose `key_padding` is readable for
+/// `key_padding_len` bytes for `'a`.
+unsafe fn decode_op<'a>(
+    ptr: *const dpattn_output_perturbation_params,
+    bufs: &mut Buffers,
+) -> Result<OutputPerturbationParams<'a>, FfiError> {
+    // SAFETY: forwarded caller contract.
+    let p = unsafe { read(ptr, "params") }?;
+    let score = score_fn(p.score, "params.score")?;
+    let scale = scale_of(p.scale_kind, p.scale, "params.scale_kind")?;
+    let kernel = kernel_of(p.kernel, "params.kernel")?;
+    // SAFETY: forwarded caller contract.
+    let key_padding = unsafe { key_padding(p.key_padding, p.key_padding_len, bufs) }?;
+    let budget = PrivacyBudget::new(p.epsilon, p.delta)?;
+    Ok(OutputPerturbationParams {
+        key_norm: p.key_norm,
+        value_norm: p.value_norm,
+        budget,
+        scale,
+        score,
+        key_padding,
+        kernel,
+    })
+}
+
+/// Fills `*out` with the defaults: softmax, scale `1/√d`, the fastest kernel, no key
+/// padding, and **NaN** for `key_norm`, `value_norm`, `epsilon`, `delta`, which the caller
+/// must choose (a call with any of them unset fails with `DPATTN_STATUS_OUT_OF_RANGE`).
+/// Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `out` must be NULL or writable for one struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_output_perturbation_params_default(
+    out: *mut dpattn_output_perturbation_params,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(dpattn_output_perturbation_params::default()) };
+        Ok(())
+    })
+}
+
+/// `Δ` of one query row: the largest L2 change of its attention output when one of its
+/// `visible_keys` key/value rows is replaced, given `|logit| <= logit_bound` (`a`) and value
+/// norms `<= value_norm` (`R_v`): `2 R_v / (1 + (n − 1) e^{−2a})` for softmax,
+/// `2 R_v cosh a / (cosh a + n − 1)` for `cosh` (docs/PRIVACY.md §2.2; the bound is attained).
+/// Rounded up; 0 when `visible_keys == 0`. Writes `*out_sensitivity` only on success.
+/// Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` for a negative or
+/// non-finite `logit_bound`, a `value_norm` not in `(0, ∞)`, or an unknown `score`.
+/// Thread-safe; no shared state.
+///
+/// # Safety
+/// `out_sensitivity` must be NULL or writable for one `double`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_output_perturbation_row_sensitivity(
+    visible_keys: usize,
+    logit_bound: f64,
+    value_norm: f64,
+    score: u32,
+    out_sensitivity: *mut f64,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_sensitivity, "out_sensitivity")?;
+        let score = score_fn(score, "score")?;
+        let d = op::row_sensitivity(visible_keys, logit_bound, value_norm, score)?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(d) };
+        Ok(())
+    })
+}
+
+/// The Frobenius sensitivity for planning before the queries are known: `rows` query rows
+/// (all heads of one batch element), every query of norm `<= query_norm`, `visible_keys`
+/// keys, numeric logit `scale`:
+/// `√rows · row_sensitivity(visible_keys, scale · query_norm · key_norm, value_norm)`, rounded
+/// up. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` for norms or a
+/// scale not in `(0, ∞)` or an unknown `score`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `out_sensitivity` must be NULL or writable for one `double`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn dpattn_output_perturbation_worst_case_sensitivity(
+    rows: usize,
+    visible_keys: usize,
+    query_norm: f64,
+    key_norm: f64,
+    value_norm: f64,
+    scale: f64,
+    score: u32,
+    out_sensitivity: *mut f64,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_sensitivity, "out_sensitivity")?;
+        let score = score_fn(score, "score")?;
+        let d = op::worst_case_sensitivity(
+            rows,
+            visible_keys,
+            query_norm,
+            key_norm,
+            value_norm,
+            scale,
+            score,
+        )?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(d) };
+        Ok(())
+    })
+}
+
+/// `Δ_b = √(Σ_{h,i} Δ(q_{b,h,i})²)` for every batch element `b` of the actual public queries
+/// `q` (`[batch, heads, s_q, d]`, any dtype) against `s_k` keys (fewer where `key_padding`
+/// hides some), into `sensitivity[0 .. batch]` (`sensitivity_len >= batch`). The buffer is
+/// written only on success. Uses `key_norm`, `value_norm`, `score`, `scale`, `key_padding`
+/// of `params` (`epsilon`/`delta` must still be a valid budget). Status:
+/// `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE` (bounds outside
+/// `[2^-60, 2^60]`, a zero size, a bad scale or budget, unknown enum values, key-padding byte
+/// not 0/1); `DPATTN_STATUS_NON_FINITE` (NaN/∞ in `q`); `DPATTN_STATUS_SHAPE_MISMATCH`
+/// (`sensitivity_len < batch`, key padding of the wrong length); `DPATTN_STATUS_ALIASING`;
+/// `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_MISALIGNED`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `sensitivity` must be NULL or writable for `sensitivity_len` doubles; `q` and `params`
+/// NULL or readable for one struct, with the buffers they point to valid as documented.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
+    sensitivity: *mut f64,
+    sensitivity_len: usize,
+    q: *const dpattn_tensor4,
+    s_k: usize,
+    params: *const dpattn_output_perturbation_params,
+) -> dpattn_status {
+    ffi_status(|| {
+        // SAFETY: forwarded caller contract (all unsafe calls of this body).
+        let qt = unsafe { read(q, "q") }?;
+        let mut bufs = Buffers::default();
+        // SAFETY: as above.
+        let p = unsafe { decode_op(params, &mut bufs) }?;
+        with_dtype!(qt.dtype, "q.dtype", |T| {
+            qt.record::<T>("q", &mut bufs);
+            bufs.output("sensitivity", sensitivity, sensitivity_len);
+            bufs.disjoint()?;
+            // SAFETY: as above; `sensitivity` overlaps nothing.
+            let (qv, out) = unsafe {
+                (qt.view::<T>("q")?, slice_mut(sensitivity, sensitivity_len, "sensitivity")?)
+            };
+            op::output_perturbation_sensitivity(qv, &p, s_k, out)?;
+            Ok(())
+        })
+    })
+}
+
+/// Releases `out = attention(Q, clamp(K), clamp(V)) + N(0, σ_b²)` for every batch element
+/// `b` — **`(ε, δ)`-differentially private** for one position of the private context:
+///
+/// * **Public:** `Q`, `s_k`, the key-padding mask, scale, score function, `R_k`, `R_v`.
+///   **Private:** `K`, `V`. Key rows longer than `R_k` are scaled to norm `R_k`, value rows to
+///   `R_v` (per head); a row holding NaN/∞ becomes the zero row. Clamping, not rejection:
+///   nothing about `K` or `V` can make the call fail (validation looks only at public
+///   things: shapes, layouts, queries, bounds, budget). `K`, `V` must not use broadcast or
+///   overlapping strides (refused).
+/// * **Neighbours:** contexts differing in the key and value rows of one position of one
+///   batch element (all heads; replace-one, `s_k` and the mask fixed).
+/// * **Guarantee:** each query row moves by at most `Δ_i = 2 R_v T_i`
+///   (`dpattn_output_perturbation_row_sensitivity`), batch element `b`'s whole output by
+///   `Δ_b = √(Σ Δ_i²)`; `σ_b` is the analytic Gaussian mechanism's (Balle & Wang 2018) for
+///   `(ε, δ, Δ_b)`. The proof is for exact arithmetic (docs/PRIVACY.md §2.5: `float`
+///   attention, floating-point Gaussian noise, and non-constant timing are not covered).
+/// * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
+///   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
+///   reuse a `(key, stream)` pair for two releases; keep the key secret.
+/// * **Accounting:** each call is one `(ε, δ)` release. This entry point charges no ledger:
+///   the caller must account for every call (repeated queries of one context compose).
+///
+/// `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
+/// the key and stream id for audit. Shapes, dtypes, scratch (`float`,
+/// `dpattn_attention_scratch_len(d, d_v)`) as `dpattn_attention`; nothing is allocated.
+///
+/// ```c
+/// dpattn_output_perturbation_params p;
+/// dpattn_output_perturbation_params_default(&p);
+/// p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
+/// double sigma[B * H];
+/// dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
+///     release_id, sigma, B * H, scratch, scratch_len);
+/// ```
+///
+/// Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
+/// `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
+/// `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
+/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`.
+/// On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+/// unspecified). Thread-safe; no shared state.
+///
+/// # Safety
+/// As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
+/// writable for `sigma_len` doubles.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn dpattn_output_perturbation_attention(
+    out: *const dpattn_tensor4_mut,
+    q: *const dpattn_tensor4,
+    k: *const dpattn_tensor4,
+    v: *const dpattn_tensor4,
+    params: *const dpattn_output_perturbation_params,
+    key: *const dpattn_key,
+    stream: u64,
+    sigma: *mut f64,
+    sigma_len: usize,
+    scratch: *mut f32,
+    scratch_len: usize,
+) -> dpattn_status {
+    ffi_status(|| {
+        // SAFETY: forwarded caller contract (all unsafe calls of this body).
+        let t = unsafe { read_tensors(out, q, k, v) }?;
+        let mut bufs = Buffers::default();
+        // SAFETY: as above.
+        let p = unsafe { decode_op(params, &mut bufs) }?;
+        // SAFETY: as above.
+        let key = unsafe { read(key, "key") }?.to_core();
+        bufs.output("sigma", sigma, sigma_len);
+        with_dtype!(t.q.dtype, "q.dtype", |T| with_dtype!(t.out.dtype, "out.dtype", |O| {
+            // SAFETY: as above; `views` proves every output (sigma included) disjoint.
+            let w = unsafe { t.views::<T, O, f32>(scratch, scratch_len, &mut bufs) }?;
+            // SAFETY: as above; `sigma` was proven disjoint by `views`.
+            let sigma = unsafe { slice_mut(sigma, sigma_len, "sigma") }?;
+            op::output_perturbation_attention(
+                w.out,
+                w.q,
+                w.k,
+                w.v,
+                &p,
+                &key,
+                stream,
+                None::<&mut Ledger>,
+                sigma,
+                w.scratch,
+            )?;
+            Ok(())
+        }))
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// DPCrossAttention (paper 001)
+// ---------------------------------------------------------------------------------------
+
+/// `τ = 1/d`, the paper's Definition 1.1 (default).
+pub const DPATTN_TEMPERATURE_ONE_OVER_DIM: u32 = 0;
+/// `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
+pub const DPATTN_TEMPERATURE_CUSTOM: u32 = 1;
+/// Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
+pub const DPATTN_ACCOUNTING_PAPER: u32 = 0;
+/// `[EXT]` E2: the feature structures share the budget exactly (less noise).
+pub const DPATTN_ACCOUNTING_TIGHT: u32 = 1;
+/// Public query coordinates outside `[0, R]` are refused (default).
+pub const DPATTN_QUERY_REJECT: u32 = 0;
+/// Public query coordinates are clamped into `[0, R]` (NaN still refused).
+pub const DPATTN_QUERY_CLAMP: u32 = 1;
+/// `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
+/// multiple `k > √2` (default, `k = 10`).
+pub const DPATTN_COPIES_NET_HOEFFDING: u32 = 0;
+/// The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
+pub const DPATTN_COPIES_PAPER: u32 = 1;
+/// A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
+pub const DPATTN_COPIES_FIXED: u32 = 2;
+/// Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).
+pub const DPATTN_SPLIT_PER_VECTOR: u32 = 0;
+/// Algorithm 1 as printed: `ε/2` per structure; protects each output coordinate only.
+pub const DPATTN_SPLIT_PER_ENTRY: u32 = 1;
+/// Private entries outside the domain are clamped (NaN → 0): DP-preserving (default).
+pub const DPATTN_DOMAIN_CLAMP: u32 = 0;
+/// Private entries outside the domain are refused with `DPATTN_STATUS_DOMAIN_VIOLATION`.
+/// **Not DP** (a data-dependent refusal): trusted pipelines only; show the error only to
+/// the data holder.
+pub const DPATTN_DOMAIN_REJECT: u32 = 1;
+
+/// Public parameters of DPCrossAttention (paper 001 Algorithm 1). Fill with
+/// `dpattn_cross_attention_params_default` (the recommended configuration) and set
+/// `epsilon`, `delta`, `delta_prime`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dpattn_cross_attention_params {
+    /// `R`: keys and queries lie in `[0, R]^d` (`R >= 1` when strict). Default 1.
+    pub radius: f64,
+    /// `R_w`: values lie in `[−R_w, R_w]` (`R_w >= 1` when strict). Default 1.
+    pub weight_bound: f64,
+    /// Total `ε` of the release (`(0, 1]` when strict). Default NaN: must be set.
+    pub epsilon: f64,
+    /// Total `δ` (`(0, 1)`). Default NaN: must be set.
+    pub delta: f64,
+    /// `δ′`, the advanced-composition slack (`(0, 1)`); the release is `(ε, δ + δ′)`-DP.
+    /// Default NaN: must be set.
+    pub delta_prime: f64,
+    /// Composition constant `c` (`(0, 0.1)` strict, `(0, 0.7]` relaxed); default 0.09.
+    pub c: f64,
+    /// `ε_s`, the relative accuracy of the polynomial kernel (`(0, 0.1)` strict); 0.01.
+    pub eps_s: f64,
+    /// `DPATTN_TEMPERATURE_ONE_OVER_DIM` (default) or `_CUSTOM`.
+    pub temperature_kind: u32,
+    /// `τ` for `DPATTN_TEMPERATURE_CUSTOM`; ignored otherwise.
+    pub temperature: f64,
+    /// `DPATTN_ACCOUNTING_PAPER` (default) or `_TIGHT`.
+    pub accounting: u32,
+    /// 1: enforce the paper's parameter ranges (default); 0: relaxed ranges.
+    pub strict: u32,
+    /// `DPATTN_QUERY_REJECT` (default) or `_CLAMP`.
+    pub query_policy: u32,
+    /// Refuse to build when the memory estimate exceeds this (bytes); default 1 GiB.
+    pub memory_limit_bytes: u64,
+    /// `DPATTN_COPIES_NET_HOEFFDING` (default), `_PAPER` or `_FIXED`.
+    pub copies_kind: u32,
+    /// `k` (net Hoeffding, default 10) or `C` (paper); unused for `_FIXED`.
+    pub copies_param: f64,
+    /// `l` for `DPATTN_COPIES_FIXED`; unused otherwise (default 1).
+    pub copies_fixed: u64,
+    /// Failure probability `p_f` of the uniform accuracy statement; default 0.01.
+    pub p_fail: f64,
+    /// 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
+    pub snap_to_net: u32,
+    /// `DPATTN_SPLIT_PER_VECTOR` (default) or `_PER_ENTRY`.
+    pub split: u32,
+    /// 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
+    /// `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
+    pub clamp_outputs: u32,
+    /// `DPATTN_DOMAIN_CLAMP` (default) or `DPATTN_DOMAIN_REJECT` (not DP).
+    pub domain_policy: u32,
+}
+
+impl Default for dpattn_cross_attention_params {
+    fn default() -> Self {
+        Self {
+            radius: 1.0,
+            weight_bound: 1.0,
+            epsilon: f64::NAN,
+            delta: f64::NAN,
+            delta_prime: f64::NAN,
+            c: 0.09,
+            eps_s: 0.01,
+            temperature_kind: DPATTN_TEMPERATURE_ONE_OVER_DIM,
+            temperature: 1.0,
+            accounting: DPATTN_ACCOUNTING_PAPER,
+            strict: 1,
+            query_policy: DPATTN_QUERY_REJECT,
+            memory_limit_bytes: 1 << 30,
+            copies_kind: DPATTN_COPIES_NET_HOEFFDING,
+            copies_param: 10.0,
+            copies_fixed: 1,
+            p_fail: 0.01,
+            snap_to_net: 0,
+            split: DPATTN_SPLIT_PER_VECTOR,
+            clamp_outputs: 1,
+            domain_policy: DPATTN_DOMAIN_CLAMP,
+        }
+    }
+}
+
+fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
+    FfiError::UnknownValue { arg, value, allowed }
+}
+
+/// # Safety
+/// `ptr` must be NULL or readable for one struct.
+unsafe fn decode_cross(
+    ptr: *const dpattn_cross_attention_params,
+) -> Result<CrossAttentionParams, FfiError> {
+    // SAFETY: forwarded caller contract.
+    let p = unsafe { read(ptr, "params") }?;
+    let temperature = match p.temperature_kind {
+        DPATTN_TEMPERATURE_ONE_OVER_DIM => Temperature::OneOverDim,
+        DPATTN_TEMPERATURE_CUSTOM => Temperature::Custom(p.temperature),
+        v => return Err(unknown("params.temperature_kind", v, "0 (1/d), 1 (custom)")),
+    };
+    let accounting = match p.accounting {
+        DPATTN_ACCOUNTING_PAPER => Accounting::Paper,
+        DPATTN_ACCOUNTING_TIGHT => Accounting::Tight,
+        v => return Err(unknown("params.accounting", v, "0 (paper), 1 (tight)")),
+    };
+    let query_policy = match p.query_policy {
+        DPATTN_QUERY_REJECT => QueryPolicy::Reject,
+        DPATTN_QUERY_CLAMP => QueryPolicy::Clamp,
+        v => return Err(unknown("params.query_policy", v, "0 (reject), 1 (clamp)")),
+    };
+    let copies = match p.copies_kind {
+        DPATTN_COPIES_NET_HOEFFDING => Copies::NetHoeffding { k: p.copies_param },
+        DPATTN_COPIES_PAPER => Copies::Paper { c: p.copies_param },
+        DPATTN_COPIES_FIXED => Copies::Fixed(p.copies_fixed),
+        v => return Err(unknown("params.copies_kind", v, "0 (net Hoeffding), 1 (paper), 2")),
+    };
+    let split = match p.split {
+        DPATTN_SPLIT_PER_VECTOR => BudgetSplit::PerVector,
+        DPATTN_SPLIT_PER_ENTRY => BudgetSplit::PerEntry,
+        v => return Err(unknown("params.split", v, "0 (per vector), 1 (per entry)")),
+    };
+    let domain_policy = match p.domain_policy {
+        DPATTN_DOMAIN_CLAMP => DomainPolicy::Clamp,
+        DPATTN_DOMAIN_REJECT => DomainPolicy::Reject,
+        v => return Err(unknown("params.domain_policy", v, "0 (clamp), 1 (reject)")),
+    };
+    let tree = SoftmaxTreeParams {
+        radius: p.radius,
+        weight_bound: p.weight_bound,
+        budget: PrivacyBudget::new(p.epsilon, p.delta)?,
+        delta_prime: p.delta_prime,
+        c: p.c,
+        eps_s: p.eps_s,
+        temperature,
+        accounting,
+        strict: flag(p.strict, "params.strict")?,
+        query_policy,
+        memory_limit_bytes: p.memory_limit_bytes,
+    };
+    Ok(CrossAttentionParams {
+        adaptive: AdaptiveParams {
+            tree,
+            copies,
+            p_fail: p.p_fail,
+            snap_to_net: flag(p.snap_to_net, "params.snap_to_net")?,
+        },
+        split,
+        clamp_outputs: flag(p.clamp_outputs, "params.clamp_outputs")?,
+        domain_policy,
+    })
+}
+
+/// Fills `*out` with the recommended configuration (`CrossAttentionParams::new` over the
+/// paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
+/// accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
+/// net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
+/// 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
+/// and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
+///
+/// # Safety
+/// `out` must be NULL or writable for one struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cross_attention_params_default(
+    out: *mut dpattn_cross_attention_params,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(dpattn_cross_attention_params::default()) };
+        Ok(())
+    })
+}
+
+/// The released `d + 1` DPTreeSoftmaxAdaptive structures of DPCrossAttention (opaque).
+/// Handle rules: any thread may use it; concurrent calls on one handle are serialised;
+/// use after `dpattn_cross_attention_free` is `DPATTN_STATUS_INVALID_HANDLE`.
+pub struct dpattn_cross_attention {
+    _private: [u8; 0],
+}
+
+impl Handle for dpattn_cross_attention {
+    type Inner = DpCrossAttention;
+    const NAME: &'static str = "dpattn_cross_attention";
+}
+
+/// Reads a dense row-major `n × d` matrix of doubles, recorded as an input.
+///
+/// # Safety
+/// A non-NULL `ptr` must be readable for `len` doubles for `'a`.
+unsafe fn matrix<'a>(
+    ptr: *const f64,
+    len: usize,
+    n: usize,
+    d: usize,
+    name: &'static str,
+) -> Result<MatRef<'a, f64>, FfiError> {
+    let want = n
+        .checked_mul(d)
+        .ok_or(FfiError::Core(dpattn_core::Error::SizeOverflow { what: "n * d" }))?;
+    if len != want {
+        return Err(FfiError::Core(dpattn_core::Error::ShapeMismatch {
+            arg: name,
+            axis: "length (n * d)",
+            expected: want,
+            got: len,
+        }));
+    }
+    // SAFETY: forwarded caller contract.
+    let data = unsafe { slice(ptr, len, name) }?;
+    Ok(MatRef::from_row_major(data, n, d)?)
+}
+
+/// Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
+/// `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised from the
+/// keyed stream `(key, stream)`, and returns the handle in `*out`. Any number of public
+/// queries are then answered by post-processing (`dpattn_cross_attention_query`).
+/// **Allocates** (the structures; `dpattn_cross_attention_estimate_bytes` gives the size
+/// before building, and builds over `memory_limit_bytes` are refused).
+///
+/// **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
+/// `n` public). With `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every
+/// query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each
+/// output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+/// `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
+/// actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
+/// (NaN → 0). No ledger is charged: the caller accounts for the release. Accuracy is poor
+/// unless `n` is huge (seed-001 AC-12; see `dpattn_cross_attention_estimate_error`).
+///
+/// ```c
+/// dpattn_cross_attention_params p;
+/// dpattn_cross_attention_params_default(&p);
+/// p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
+/// dpattn_cross_attention *att = NULL;
+/// if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, &att) == DPATTN_STATUS_OK) {
+///     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
+///     dpattn_cross_attention_free(att);
+/// }
+/// ```
+///
+/// Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_SHAPE_MISMATCH` (a length other than
+/// `n * d`); `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their ranges, unknown enum
+/// values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
+/// `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
+/// `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
+/// only to the data holder). `*out` is written only on success. Thread-safe; no shared state.
+///
+/// # Safety
+/// `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
+/// one struct; `out` NULL or writable for one pointer.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn dpattn_cross_attention_new(
+    keys: *const f64,
+    keys_len: usize,
+    values: *const f64,
+    values_len: usize,
+    n: usize,
+    d: usize,
+    params: *const dpattn_cross_attention_params,
+    key: *const dpattn_key,
+    stream: u64,
+    out: *mut *mut dpattn_cross_attention,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: forwarded caller contract (all unsafe calls of this body).
+        let k = unsafe { matrix(keys, keys_len, n, d, "keys") }?;
+        // SAFETY: as above.
+        let v = unsafe { matrix(values, values_len, n, d, "values") }?;
+        // SAFETY: as above.
+        let p = unsafe { decode_cross(params) }?;
+        // SAFETY: as above.
+        let key = unsafe { read(key, "key") }?.to_core();
+        let s = KeyedStream::new(&key, stream);
+        let att = DpCrossAttention::new(k, v, &p, &s, None::<&mut Ledger>)?;
+        let h = dpattn_cross_attention::into_handle(att);
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(h) };
+        Ok(())
+    })
+}
+
+/// Releases a handle. NULL, an already freed handle or a foreign pointer is ignored.
+/// Thread-safe (a call in flight on the handle finishes first).
+#[unsafe(no_mangle)]
+pub extern "C" fn dpattn_cross_attention_free(att: *mut dpattn_cross_attention) {
+    ffi_value((), || {
+        dpattn_cross_attention::free(att);
+    })
+}
+
+/// Writes the scratch (`double` elements) of `dpattn_cross_attention_query`: `r + d + l`
+/// (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
+/// `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
+///
+/// # Safety
+/// `out_len` must be NULL or writable for one `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cross_attention_query_scratch_len(
+    att: *const dpattn_cross_attention,
+    out_len: *mut usize,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_len, "out_len")?;
+        let n = dpattn_cross_attention::lookup(att, "att")?.with(|a| a.query_scratch_len());
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(n) };
+        Ok(())
+    })
+}
+
+/// What a query reports besides its output row.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct dpattn_cross_attention_query_info {
+    /// The denominator `D̃` used (after the E8 clamp when enabled).
+    pub denominator: f64,
+    /// 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
+    /// meaningless; with E8 it was clamped to `n`), else 0.
+    pub nonpositive_denominator: u32,
+}
+
+/// Answers one public query `q ∈ [0, R]^d` (`q_len == d`): `out[k] = Ã_k(q) / D̃(q)` (medians
+/// over the copies), `out_len == d`. Post-processing of the release: costs no privacy. No
+/// allocation. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_INVALID_HANDLE`;
+/// `DPATTN_STATUS_SHAPE_MISMATCH` (lengths); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
+/// `DPATTN_STATUS_NON_FINITE` / `DPATTN_STATUS_OUT_OF_RANGE` (a query coordinate NaN or outside
+/// `[0, R]` under `DPATTN_QUERY_REJECT`); `DPATTN_STATUS_ALIASING`. `out` and `*out_info` are
+/// written only on success. Thread-safe (handle rule).
+///
+/// # Safety
+/// `out` writable for `out_len` doubles, `q` readable for `q_len`, `scratch` writable for
+/// `scratch_len` (each may be NULL only with length 0), `out_info` NULL or writable.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn dpattn_cross_attention_query(
+    att: *const dpattn_cross_attention,
+    out: *mut f64,
+    out_len: usize,
+    q: *const f64,
+    q_len: usize,
+    scratch: *mut f64,
+    scratch_len: usize,
+    out_info: *mut dpattn_cross_attention_query_info,
+) -> dpattn_status {
+    ffi_status(|| {
+        let info = Out::new(out_info, "out_info")?;
+        let h = dpattn_cross_attention::lookup(att, "att")?;
+        // SAFETY: forwarded caller contract.
+        let qs = unsafe { slice(q, q_len, "q") }?;
+        let mut bufs = Buffers::default();
+        bufs.input("q", q, q_len).output("out", out, out_len).output(
+            "scratch",
+            scratch,
+            scratch_len,
+        );
+        bufs.disjoint()?;
+        // SAFETY: forwarded caller contract; the outputs overlap nothing (checked above).
+        let (o, s) = unsafe {
+            (slice_mut(out, out_len, "out")?, slice_mut(scratch, scratch_len, "scratch")?)
+        };
+        let d = h.with(|a| a.dim());
+        if q_len != d {
+            return Err(FfiError::Core(dpattn_core::Error::ShapeMismatch {
+                arg: "q",
+                axis: "length (d)",
+                expected: d,
+                got: q_len,
+            }));
+        }
+        // Compute into `out` only when it is the right length (checked by the core before
+        // any write; a failed query writes nothing to `out`).
+        let r = h.with(|a| a.query_into(qs, o, s))?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe {
+            info.write(dpattn_cross_attention_query_info {
+                denominator: r.denominator,
+                nonpositive_denominator: u32::from(r.nonpositive_denominator),
+            })
+        };
+        Ok(())
+    })
+}
+
+/// What the whole release achieves, `(ε, δ)` (basic composition over the `(d + 1) · l`
+/// copies; for the per-entry guarantee see the core docs). Status:
+/// `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`, accountant errors. Both
+/// out-params are written only on success. Thread-safe (handle rule).
+///
+/// # Safety
+/// `out_epsilon`, `out_delta` NULL or writable for one `double` each.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cross_attention_achieved_privacy(
+    att: *const dpattn_cross_attention,
+    out_epsilon: *mut f64,
+    out_delta: *mut f64,
+) -> dpattn_status {
+    ffi_status(|| {
+        let e = Out::new(out_epsilon, "out_epsilon")?;
+        let dl = Out::new(out_delta, "out_delta")?;
+        let b = dpattn_cross_attention::lookup(att, "att")?.with(|a| a.achieved_privacy())?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe {
+            e.write(b.epsilon().get());
+            dl.write(b.delta().get());
+        }
+        Ok(())
+    })
+}
+
+/// A non-private report of private entries outside the declared domain.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct dpattn_domain_report {
+    /// Finite key entries outside `[0, R]`.
+    pub keys_outside: usize,
+    /// Finite value entries outside `[−R_w, R_w]`.
+    pub values_outside: usize,
+    /// NaN or infinite entries in either.
+    pub non_finite: usize,
+}
+
+/// Counts the entries of `keys`/`values` (`n × d` row-major doubles) the DP constructor would
+/// clamp, into `*out_report`. **Not differentially private**: the counts depend on the
+/// private data; show them only to the data holder, never publish them. Status:
+/// `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_SHAPE_MISMATCH` (lengths other than `n * d`),
+/// `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `keys`/`values` NULL or readable for their lengths; `out_report` NULL or writable.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn dpattn_cross_attention_check_domain(
+    keys: *const f64,
+    keys_len: usize,
+    values: *const f64,
+    values_len: usize,
+    n: usize,
+    d: usize,
+    radius: f64,
+    weight_bound: f64,
+    out_report: *mut dpattn_domain_report,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_report, "out_report")?;
+        // SAFETY: forwarded caller contract.
+        let k = unsafe { matrix(keys, keys_len, n, d, "keys") }?;
+        // SAFETY: forwarded caller contract.
+        let v = unsafe { matrix(values, values_len, n, d, "values") }?;
+        let r = cross::check_domain(k, v, radius, weight_bound);
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe {
+            out.write(dpattn_domain_report {
+                keys_outside: r.keys_outside,
+                values_outside: r.values_outside,
+                non_finite: r.non_finite,
+            })
+        };
+        Ok(())
+    })
+}
+
+/// The memory (bytes, saturating) a DPCrossAttention over `n` keys of dimension `d` would
+/// need, from public parameters only, before anything is built. Status:
+/// `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE` (invalid parameters),
+/// `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `params` NULL or readable; `out_bytes` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cross_attention_estimate_bytes(
+    n: usize,
+    d: usize,
+    params: *const dpattn_cross_attention_params,
+    out_bytes: *mut u64,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_bytes, "out_bytes")?;
+        // SAFETY: forwarded caller contract.
+        let p = unsafe { decode_cross(params) }?;
+        let b = cross::estimate_cross_attention_bytes(n, d, &p)?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(b) };
+        Ok(())
+    })
+}
+
+/// The theorem-level error estimate of seed-001 AC-12.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct dpattn_cross_attention_error_estimate {
+    /// `l`, the number of copies.
+    pub copies: usize,
+    /// Uniform per-copy noise std of an `A_k` structure (weight bound `R_w`).
+    pub sigma_weighted: f64,
+    /// Uniform per-copy noise std of `A_0` (weight bound 1).
+    pub sigma_normaliser: f64,
+    /// `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
+    pub additive: f64,
+    /// `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
+    pub relative: f64,
+    /// `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
+    pub worst_case_weighted: f64,
+}
+
+/// The additive error estimate for `n` keys of dimension `d` (public parameters only).
+/// Print it, and warn when `additive` exceeds `R_w` (useful only for `n ≳ 1e9` at `d <= 4`).
+/// Status: `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE`,
+/// `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+///
+/// # Safety
+/// `params` NULL or readable; `out_estimate` NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cross_attention_estimate_error(
+    n: usize,
+    d: usize,
+    params: *const dpattn_cross_attention_params,
+    out_estimate: *mut dpattn_cross_attention_error_estimate,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_estimate, "out_estimate")?;
+        // SAFETY: forwarded caller contract.
+        let p = unsafe { decode_cross(params) }?;
+        let e = cross::estimate_error(n, d, &p)?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe {
+            out.write(dpattn_cross_attention_error_estimate {
+                copies: e.copies,
+                sigma_weighted: e.sigma_weighted,
+                sigma_normaliser: e.sigma_normaliser,
+                additive: e.additive,
+                relative: e.relative,
+                worst_case_weighted: e.worst_case_weighted,
+            })
+        };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::tests::{data, t, tm};
+    use crate::last_error::last_error_string;
+    use crate::tensor::DPATTN_DTYPE_F32;
+    use dpattn_core::attention::attention_scratch_len;
+    use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::{BatchedMut, BatchedRef, Kernel, Scale, ScoreFn};
+
+    const SQ: [usize; 4] = [2, 3, 5, 4];
+    const SK: [usize; 4] = [2, 3, 7, 4];
+
+    fn params(pad: &[u8]) -> dpattn_output_perturbation_params {
+        dpattn_output_perturbation_params {
+            key_norm: 1.5,
+            value_norm: 2.0,
+            epsilon: 1.0,
+            delta: 1e-6,
+            key_padding: if pad.is_empty() { std::ptr::null() } else { pad.as_ptr() },
+            key_padding_len: pad.len(),
+            ..Default::default()
+        }
+    }
+
+    fn ffi_release(
+        p: &dpattn_output_perturbation_params,
+        key: Option<&dpattn_key>,
+        sigma_len: usize,
+    ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
+        let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
+        let mut out = vec![7f32; 120];
+        let mut sigma = vec![-1f64; sigma_len];
+        let mut s = vec![0f32; attention_scratch_len(4, 4).unwrap()];
+        // SAFETY: live locals of the stated lengths.
+        let st = unsafe {
+            dpattn_output_perturbation_attention(
+                &tm(&mut out, SQ, DPATTN_DTYPE_F32),
+                &t(&q, SQ, DPATTN_DTYPE_F32),
+                &t(&k, SK, DPATTN_DTYPE_F32),
+                &t(&v, SK, DPATTN_DTYPE_F32),
+                p,
+                key.map_or(std::ptr::null(), |k| k as *const _),
+                5,
+                sigma.as_mut_ptr(),
+                sigma.len(),
+                s.as_mut_ptr(),
+                s.len(),
+            )
+        };
+        (st, out, sigma)
+    }
+
+    #[test]
+    fn release_and_sensitivities_equal_the_core() {
+        let pad: Vec<u8> = (0..14).map(|i| u8::from(i % 4 != 0)).collect();
+        let padb: Vec<bool> = pad.iter().map(|&b| b == 1).collect();
+        let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
+        let cp = OutputPerturbationParams {
+            key_norm: 1.5,
+            value_norm: 2.0,
+            budget: PrivacyBudget::new(1.0, 1e-6).unwrap(),
+            scale: Scale::InvSqrtDim,
+            score: ScoreFn::Exp,
+            key_padding: Some(&padb),
+            kernel: Kernel::Auto,
+        };
+        let (mut want, mut wsig) = (vec![0f32; 120], vec![0f64; 6]);
+        op::output_perturbation_attention(
+            BatchedMut::contiguous(&mut want, SQ).unwrap(),
+            BatchedRef::contiguous(&q, SQ).unwrap(),
+            BatchedRef::contiguous(&k, SK).unwrap(),
+            BatchedRef::contiguous(&v, SK).unwrap(),
+            &cp,
+            &NoiseKey::from_bytes([4; 32]),
+            5,
+            None::<&mut Ledger>,
+            &mut wsig,
+            &mut vec![0f32; attention_scratch_len(4, 4).unwrap()],
+        )
+        .unwrap();
+        let key = dpattn_key { bytes: [4; 32] };
+        let (st, got, sig) = ffi_release(&params(&pad), Some(&key), 6);
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        let bits = |x: &[f32]| x.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(sig, wsig);
+
+        let mut ws = [0f64; 2];
+        op::output_perturbation_sensitivity(
+            BatchedRef::contiguous(&q, SQ).unwrap(),
+            &cp,
+            7,
+            &mut ws,
+        )
+        .unwrap();
+        let mut gs = [0f64; 3];
+        // SAFETY: live locals.
+        let st = unsafe {
+            dpattn_output_perturbation_sensitivity(
+                gs.as_mut_ptr(),
+                3,
+                &t(&q, SQ, DPATTN_DTYPE_F32),
+                7,
+                &params(&pad),
+            )
+        };
+        assert_eq!(st, dpattn_status::Ok);
+        assert_eq!(&gs[..2], &ws[..]);
+        let mut d = 0.0;
+        // SAFETY: live local.
+        let st = unsafe { dpattn_output_perturbation_row_sensitivity(4, 0.5, 1.0, 1, &mut d) };
+        assert_eq!(st, dpattn_status::Ok);
+        assert_eq!(d, op::row_sensitivity(4, 0.5, 1.0, ScoreFn::Cosh).unwrap());
+        // SAFETY: live local.
+        let st = unsafe {
+            dpattn_output_perturbation_worst_case_sensitivity(8, 100, 2.0, 1.0, 1.0, 0.5, 0, &mut d)
+        };
+        assert_eq!(st, dpattn_status::Ok);
+        assert_eq!(
+            d,
+            op::worst_case_sensitivity(8, 100, 2.0, 1.0, 1.0, 0.5, ScoreFn::Exp).unwrap()
+        );
+    }
+
+    #[test]
+    fn release_errors() {
+        let key = dpattn_key { bytes: [4; 32] };
+        let check = |p: dpattn_output_perturbation_params,
+                     key: Option<&dpattn_key>,
+                     sl: usize,
+                     st: dpattn_status,
+                     needle: &str| {
+            let (r, out, _) = ffi_release(&p, key, sl);
+            assert_eq!(r, st, "{}", last_error_string());
+            assert!(last_error_string().contains(needle), "{}", last_error_string());
+            assert!(out.iter().all(|&x| x == 7.0));
+        };
+        let base = params(&[]);
+        check(base, Some(&key), 5, dpattn_status::ShapeMismatch, "sigma");
+        check(base, None, 6, dpattn_status::NullArgument, "key");
+        check(
+            dpattn_output_perturbation_params { delta: 0.0, ..base },
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "delta",
+        );
+        check(
+            dpattn_output_perturbation_params { delta: 1.0, ..base },
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "delta",
+        );
+        check(
+            dpattn_output_perturbation_params { epsilon: 0.0, ..base },
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "epsilon",
+        );
+        check(
+            dpattn_output_perturbation_params::default(),
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "epsilon",
+        );
+        check(
+            dpattn_output_perturbation_params { key_norm: f64::NAN, ..base },
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "key_norm",
+        );
+        check(
+            dpattn_output_perturbation_params { score: 7, ..base },
+            Some(&key),
+            6,
+            dpattn_status::OutOfRange,
+            "params.score",
+        );
+        let pad = [3u8; 14];
+        check(params(&pad), Some(&key), 6, dpattn_status::OutOfRange, "key_padding");
+        // Private K with NaN is clamped, not refused.
+        let (q, mut k, v) = (data(120, 1), data(168, 2), data(168, 3));
+        k[3] = f32::NAN;
+        let mut out = vec![7f32; 120];
+        let mut sig = [0f64; 6];
+        let mut s = vec![0f32; attention_scratch_len(4, 4).unwrap()];
+        // SAFETY: live locals.
+        let st = unsafe {
+            dpattn_output_perturbation_attention(
+                &tm(&mut out, SQ, DPATTN_DTYPE_F32),
+                &t(&q, SQ, DPATTN_DTYPE_F32),
+                &t(&k, SK, DPATTN_DTYPE_F32),
+                &t(&v, SK, DPATTN_DTYPE_F32),
+                &base,
+                &key,
+                5,
+                sig.as_mut_ptr(),
+                sig.len(),
+                s.as_mut_ptr(),
+                s.len(),
+            )
+        };
+        assert_eq!(st, dpattn_status::Ok);
+        assert!(out.iter().all(|x| x.is_finite()));
+        // sigma overlapping out.
+        let sp = out.as_mut_ptr().cast::<f64>();
+        // SAFETY: `sigma` aliases `out` on purpose: rejected before any write.
+        let st = unsafe {
+            dpattn_output_perturbation_attention(
+                &tm(&mut out, SQ, DPATTN_DTYPE_F32),
+                &t(&q, SQ, DPATTN_DTYPE_F32),
+                &t(&k, SK, DPATTN_DTYPE_F32),
+                &t(&v, SK, DPATTN_DTYPE_F32),
+                &base,
+                &key,
+                5,
+                sp,
+                6,
+                s.as_mut_ptr(),
+                s.len(),
+            )
+        };
+        assert_eq!(st, dpattn_status::Aliasing);
+        // Sensitivity: short buffer, NaN q, NULL out.
+        let mut q_nan = q.clone();
+        q_nan[0] = f32::NAN;
+        let mut gs = [9f64; 2];
+        // SAFETY: live locals.
+        let st = unsafe {
+            dpattn_output_perturbation_sensitivity(gs.as_mut_ptr(), 1, &t(&q, SQ, 0), 7, &base)
+        };
+        assert_eq!(st, dpattn_status::ShapeMismatch);
+        assert!(last_error_string().contains("sensitivity"));
+        // SAFETY: live locals.
+        let st = unsafe {
+            dpattn_output_perturbation_sensitivity(gs.as_mut_ptr(), 2, &t(&q_nan, SQ, 0), 7, &base)
+        };
+        assert_eq!(st, dpattn_status::NonFinite);
+        assert_eq!(gs, [9.0; 2]);
+        let mut d = 3.0;
+        // SAFETY: live local / NULL reported.
+        unsafe {
+            let st = dpattn_output_perturbation_row_sensitivity(4, -1.0, 1.0, 0, &mut d);
+            assert_eq!((st, d), (dpattn_status::OutOfRange, 3.0));
+            assert!(last_error_string().contains("logit_bound"));
+            let st = dpattn_output_perturbation_row_sensitivity(4, 1.0, 1.0, 5, &mut d);
+            assert_eq!((st, d), (dpattn_status::OutOfRange, 3.0));
+            let st =
+                dpattn_output_perturbation_row_sensitivity(4, 1.0, 1.0, 0, std::ptr::null_mut());
+            assert_eq!(st, dpattn_status::NullArgument);
+            let st = dpattn_output_perturbation_worst_case_sensitivity(
+                1, 1, 0.0, 1.0, 1.0, 1.0, 0, &mut d,
+            );
+            assert_eq!((st, d), (dpattn_status::OutOfRange, 3.0));
+            assert!(last_error_string().contains("query_norm"));
+            let mut p = dpattn_output_perturbation_params { epsilon: 3.0, ..base };
+            assert_eq!(dpattn_output_perturbation_params_default(&mut p), dpattn_status::Ok);
+            assert!(p.epsilon.is_nan() && p.key_padding.is_null());
+        }
+    }
+
+    fn cross_params() -> dpattn_cross_attention_params {
+        dpattn_cross_attention_params {
+            epsilon: 0.9,
+            delta: 1e-6,
+            delta_prime: 1e-6,
+            copies_kind: DPATTN_COPIES_FIXED,
+            copies_fixed: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn cross_attention_equals_the_core_and_handles_are_checked() {
+        let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
+        let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
+        let mut cp = CrossAttentionParams::new(SoftmaxTreeParams::paper(
+            1.0,
+            1.0,
+            PrivacyBudget::new(0.9, 1e-6).unwrap(),
+            1e-6,
+        ));
+        cp.adaptive.copies = Copies::Fixed(3);
+        let key = dpattn_key { bytes: [5; 32] };
+        let core = DpCrossAttention::new(
+            MatRef::from_row_major(&k, 3, 2).unwrap(),
+            MatRef::from_row_major(&v, 3, 2).unwrap(),
+            &cp,
+            &KeyedStream::new(&key.to_core(), 2),
+            None::<&mut Ledger>,
+        )
+        .unwrap();
+        let mut want = [0.0; 2];
+        let wi = core.query(&[0.5, 0.25], &mut want).unwrap();
+        let mut h: *mut dpattn_cross_attention = std::ptr::null_mut();
+        let p = cross_params();
+        // SAFETY: live locals throughout.
+        unsafe {
+            let st =
+                dpattn_cross_attention_new(k.as_ptr(), 6, v.as_ptr(), 6, 3, 2, &p, &key, 2, &mut h);
+            assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+            let mut n = 0;
+            assert_eq!(dpattn_cross_attention_query_scratch_len(h, &mut n), dpattn_status::Ok);
+            assert_eq!(n, core.query_scratch_len());
+            let mut s = vec![0.0; n];
+            let (mut got, mut info) = (
+                [0.0; 2],
+                dpattn_cross_attention_query_info { denominator: 0.0, nonpositive_denominator: 9 },
+            );
+            let q = [0.5, 0.25];
+            let st = dpattn_cross_attention_query(
+                h,
+                got.as_mut_ptr(),
+                2,
+                q.as_ptr(),
+                2,
+                s.as_mut_ptr(),
+                n,
+                &mut info,
+            );
+            assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+            assert_eq!(got, want);
+            assert_eq!(info.denominator, wi.denominator);
+            let (mut e, mut dl) = (0.0, 0.0);
+            assert_eq!(
+                dpattn_cross_attention_achieved_privacy(h, &mut e, &mut dl),
+                dpattn_status::Ok
+            );
+            let b = core.achieved_privacy().unwrap();
+            assert_eq!((e, dl), (b.epsilon().get(), b.delta().get()));
+            // Bad query: outside [0, R] is refused; out untouched.
+            let bad = [1.5, 0.0];
+            let mut o = [7.0; 2];
+            let st = dpattn_cross_attention_query(
+                h,
+                o.as_mut_ptr(),
+                2,
+                bad.as_ptr(),
+                2,
+                s.as_mut_ptr(),
+                n,
+                &mut info,
+            );
+            assert_ne!(st, dpattn_status::Ok);
+            assert_eq!(o, [7.0; 2]);
+            let st = dpattn_cross_attention_query(
+                h,
+                o.as_mut_ptr(),
+                2,
+                q.as_ptr(),
+                2,
+                s.as_mut_ptr(),
+                1,
+                &mut info,
+            );
+            assert_eq!(st, dpattn_status::ScratchTooSmall);
+            assert_eq!(o, [7.0; 2]);
+            dpattn_cross_attention_free(h);
+            dpattn_cross_attention_free(h); // double free: ignored
+            dpattn_cross_attention_free(std::ptr::null_mut());
+            let st = dpattn_cross_attention_achieved_privacy(h, &mut e, &mut dl);
+            assert_eq!(st, dpattn_status::InvalidHandle);
+            assert!(last_error_string().contains("att"));
+            // Constructor errors.
+            let mut h2: *mut dpattn_cross_attention = std::ptr::null_mut();
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                5,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &p,
+                &key,
+                2,
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::ShapeMismatch);
+            assert!(last_error_string().contains("keys"));
+            let bad_p = dpattn_cross_attention_params { delta: 1.0, ..p };
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &bad_p,
+                &key,
+                2,
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::OutOfRange);
+            let bad_p = dpattn_cross_attention_params { split: 4, ..p };
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &bad_p,
+                &key,
+                2,
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::OutOfRange);
+            assert!(last_error_string().contains("params.split"));
+            let rej = dpattn_cross_attention_params { domain_policy: DPATTN_DOMAIN_REJECT, ..p };
+            let vbad = [0.5, -0.5, 3.0, 0.0, -1.0, 0.25];
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                vbad.as_ptr(),
+                6,
+                3,
+                2,
+                &rej,
+                &key,
+                2,
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::DomainViolation);
+            assert!(h2.is_null());
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &p,
+                std::ptr::null(),
+                2,
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::NullArgument);
+            // Domain report, estimates.
+            let mut rep = dpattn_domain_report::default();
+            let st = dpattn_cross_attention_check_domain(
+                k.as_ptr(),
+                6,
+                vbad.as_ptr(),
+                6,
+                3,
+                2,
+                1.0,
+                1.0,
+                &mut rep,
+            );
+            assert_eq!(st, dpattn_status::Ok);
+            assert_eq!((rep.keys_outside, rep.values_outside, rep.non_finite), (0, 1, 0));
+            let mut bytes = 0u64;
+            assert_eq!(
+                dpattn_cross_attention_estimate_bytes(1000, 2, &p, &mut bytes),
+                dpattn_status::Ok
+            );
+            assert_eq!(bytes, cross::estimate_cross_attention_bytes(1000, 2, &cp).unwrap());
+            let mut est = dpattn_cross_attention_error_estimate::default();
+            assert_eq!(
+                dpattn_cross_attention_estimate_error(1000, 2, &p, &mut est),
+                dpattn_status::Ok
+            );
+            let we = cross::estimate_error(1000, 2, &cp).unwrap();
+            assert_eq!((est.copies, est.additive), (we.copies, we.additive));
+            let mut pd = cross_params();
+            assert_eq!(dpattn_cross_attention_params_default(&mut pd), dpattn_status::Ok);
+            assert!(pd.epsilon.is_nan());
+            let st = dpattn_cross_attention_estimate_error(1000, 2, &pd, &mut est);
+            assert_eq!(st, dpattn_status::OutOfRange);
+        }
+    }
+}

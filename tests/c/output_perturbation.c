@@ -1,0 +1,347 @@
+/*
+ * Output-perturbation DP attention and DPCrossAttention (paper 001) through the C ABI.
+ * Returns 0 or the line of the failed check.
+ *
+ * Independent derivations in C:
+ *  - row sensitivity: 2 R_v / (1 + (n - 1) e^{-2a}) (softmax), 2 R_v cosh a / (cosh a + n - 1)
+ *    (cosh), docs/PRIVACY.md 2.2. The library rounds upward: accept [exact (1 - 1e-15),
+ *    exact (1 + 1e-12)];
+ *  - sensitivity of given queries: sqrt(sum over heads and rows of Delta_i^2), a_i =
+ *    scale ||q_i|| R_k, n = visible keys of the batch element (same tolerance, 1e-12);
+ *  - sigma: the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8): delta(sigma) =
+ *    Phi(D/(2s) - e s/D) - e^e Phi(-D/(2s) - e s/D) must be <= delta (1 + 1e-6) at the
+ *    returned sigma and > delta at 0.999 sigma (sigma is the smallest, to 0.1 %);
+ *  - the noise: (release - exact attention) / sigma_b has mean 0, variance 1 over 4096
+ *    elements (z-tests, alpha = 1e-6, |z| < 4.892), and equals dpattn_noisy_attention's
+ *    output draw with the same key, stream and sigma (to 1e-5 relative of the f32 result);
+ *  - clamping: a value row of norm 1e6 and a key row holding NaN do not fail the call, and
+ *    the release minus its noise stays within R_v (1 + 1e-5) (f32 rounding allowance).
+ *  - DPCrossAttention: error estimate relative = 2 eps_s / (1 - eps_s); the domain report
+ *    counts hand-placed violations; answers lie in [-R_w, R_w] (E8 clamps); the achieved
+ *    budget is within the requested (eps, delta + delta') (Remark 4.2 per-vector split).
+ */
+#include "dpattn.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rs = 4242;
+static double unif(void) {
+    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rs >> 11) / 4503599627370496.0 - 1.0;
+}
+static int msg_has(const char *needle) {
+    char buf[512];
+    dpattn_last_error_message(buf, sizeof buf);
+    return strstr(buf, needle) != NULL;
+}
+static int up_close(double got, double exact) {
+    return got >= exact * (1.0 - 1e-15) && got <= exact * (1.0 + 1e-12);
+}
+static double row_delta(double n, double a, double rv, int use_cosh) {
+    if (n == 0.0) return 0.0;
+    return use_cosh ? 2.0 * rv * cosh(a) / (cosh(a) + n - 1.0)
+                    : 2.0 * rv / (1.0 + (n - 1.0) * exp(-2.0 * a));
+}
+static double phi(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+static double agm_delta(double s, double eps, double d) {
+    return phi(d / (2 * s) - eps * s / d) - exp(eps) * phi(-d / (2 * s) - eps * s / d);
+}
+
+enum { B = 2, H = 4, SQ = 32, SK = 64, D = 8, DV = 16 };
+#define NQ ((size_t)B * H * SQ * D)
+#define NK ((size_t)B * H * SK * D)
+#define NV ((size_t)B * H * SK * DV)
+#define NO ((size_t)B * H * SQ * DV)
+
+static dpattn_tensor4 tin(const void *p, size_t len, size_t s, size_t d) {
+    dpattn_tensor4 t;
+    t.data = p; t.len = len; t.dtype = DPATTN_DTYPE_F32;
+    t.shape[0] = B; t.shape[1] = H; t.shape[2] = s; t.shape[3] = d;
+    t.strides[3] = 1; t.strides[2] = d; t.strides[1] = s * d; t.strides[0] = H * s * d;
+    return t;
+}
+static dpattn_tensor4_mut tout(float *p) {
+    dpattn_tensor4_mut t;
+    dpattn_tensor4 i = tin(p, NO, SQ, DV);
+    t.data = p; t.len = NO; t.dtype = DPATTN_DTYPE_F32;
+    memcpy(t.shape, i.shape, sizeof t.shape);
+    memcpy(t.strides, i.strides, sizeof t.strides);
+    return t;
+}
+/* Scales each row of `len / dim` rows of `x` to norm `r * u`, u uniform in (0.1, 0.9). */
+static void rows_in_ball(float *x, size_t len, size_t dim, double r) {
+    size_t i, c;
+    for (i = 0; i < len / dim; i++) {
+        double nn = 0.0, target = r * (0.5 + 0.4 * unif());
+        for (c = 0; c < dim; c++) { x[i * dim + c] = (float)unif(); nn += x[i * dim + c] * (double)x[i * dim + c]; }
+        for (c = 0; c < dim; c++) x[i * dim + c] = (float)(x[i * dim + c] * target / sqrt(nn));
+    }
+}
+
+static int test_output_perturbation(void) {
+    static float q[NQ], k[NK], v[NV], out[NO], exact[NO], noisy[NO];
+    static uint8_t pad[B * SK];
+    double sens[B + 1], sigma[B * H], x = 0.0;
+    const double rk = 1.5, rv = 2.0, eps = 1.0, delta = 1e-6, scale = 1.0 / sqrt((double)D);
+    dpattn_output_perturbation_params p;
+    dpattn_attention_options opt;
+    dpattn_noise_spec ns;
+    dpattn_key key;
+    dpattn_tensor4 qt = tin(q, NQ, SQ, D), kt = tin(k, NK, SK, D), vt = tin(v, NV, SK, DV);
+    dpattn_tensor4_mut ot = tout(out);
+    size_t n = 0, i, b, h, r, c;
+    float *scratch;
+
+    /* Closed forms of the row sensitivity. */
+    CHECK(dpattn_output_perturbation_row_sensitivity(4, 0.0, 1.0, DPATTN_SCORE_EXP, &x) == 0);
+    CHECK(up_close(x, 0.5));
+    CHECK(dpattn_output_perturbation_row_sensitivity(4, log(2.0), 1.0, DPATTN_SCORE_EXP, &x) == 0);
+    CHECK(up_close(x, 2.0 / 1.75));
+    CHECK(dpattn_output_perturbation_row_sensitivity(5, 1.0, 3.0, DPATTN_SCORE_COSH, &x) == 0);
+    CHECK(up_close(x, 6.0 * cosh(1.0) / (cosh(1.0) + 4.0)));
+    CHECK(dpattn_output_perturbation_row_sensitivity(1, 5.0, 3.0, DPATTN_SCORE_EXP, &x) == 0);
+    CHECK(x == 6.0);
+    CHECK(dpattn_output_perturbation_row_sensitivity(0, 5.0, 3.0, DPATTN_SCORE_EXP, &x) == 0);
+    CHECK(x == 0.0);
+    x = 9.0;
+    CHECK(dpattn_output_perturbation_row_sensitivity(4, -1.0, 1.0, 0, &x) ==
+          DPATTN_STATUS_OUT_OF_RANGE && x == 9.0 && msg_has("logit_bound"));
+    CHECK(dpattn_output_perturbation_row_sensitivity(4, 1.0, 1.0, 7, &x) ==
+          DPATTN_STATUS_OUT_OF_RANGE && x == 9.0 && msg_has("score"));
+    CHECK(dpattn_output_perturbation_row_sensitivity(4, 1.0, 1.0, 0, NULL) ==
+          DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sensitivity"));
+    /* Worst case: sqrt(64) * row(1024, 0.125 * 2 * 2 = 0.5). */
+    CHECK(dpattn_output_perturbation_worst_case_sensitivity(64, 1024, 2.0, 2.0, 1.0, 0.125, 0,
+                                                            &x) == 0);
+    CHECK(up_close(x, 8.0 * row_delta(1024, 0.5, 1.0, 0)));
+    CHECK(dpattn_output_perturbation_worst_case_sensitivity(1, 1, 1.0, 0.0, 1.0, 1.0, 0, &x) ==
+          DPATTN_STATUS_OUT_OF_RANGE && msg_has("key_norm"));
+
+    /* Defaults: the privacy fields are NaN and must be set. */
+    memset(&p, 0, sizeof p);
+    CHECK(dpattn_output_perturbation_params_default(&p) == DPATTN_STATUS_OK);
+    CHECK(isnan(p.epsilon) && isnan(p.delta) && isnan(p.key_norm) && isnan(p.value_norm));
+    CHECK(p.score == DPATTN_SCORE_EXP && p.key_padding == NULL);
+    CHECK(dpattn_output_perturbation_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
+
+    /* Inputs: keys and values inside their balls; batch 1 has 16 padded keys. */
+    for (i = 0; i < NQ; i++) q[i] = (float)unif();
+    rows_in_ball(k, NK, D, rk);
+    rows_in_ball(v, NV, DV, rv);
+    for (i = 0; i < B * SK; i++) pad[i] = (uint8_t)!(i >= SK && i % 4 == 0);
+    for (i = 0; i < 32; i++) key.bytes[i] = (uint8_t)(200 - i);
+    p.key_norm = rk; p.value_norm = rv; p.epsilon = eps; p.delta = delta;
+    p.key_padding = pad; p.key_padding_len = B * SK;
+
+    /* Sensitivity of these queries, derived here. */
+    sens[B] = -1.0;
+    CHECK(dpattn_output_perturbation_sensitivity(sens, B + 1, &qt, SK, &p) == DPATTN_STATUS_OK);
+    CHECK(sens[B] == -1.0);
+    for (b = 0; b < B; b++) {
+        double ss = 0.0, nvis = b == 0 ? SK : SK - SK / 4;
+        for (h = 0; h < H; h++)
+            for (r = 0; r < SQ; r++) {
+                double nn = 0.0, dl;
+                for (c = 0; c < D; c++) {
+                    double e = q[((b * H + h) * SQ + r) * D + c];
+                    nn += e * e;
+                }
+                dl = row_delta(nvis, scale * sqrt(nn) * rk, rv, 0);
+                ss += dl * dl;
+            }
+        CHECK(up_close(sens[b], sqrt(ss)));
+    }
+    CHECK(dpattn_output_perturbation_sensitivity(sens, 1, &qt, SK, &p) ==
+          DPATTN_STATUS_SHAPE_MISMATCH && msg_has("sensitivity"));
+
+    /* The release. */
+    CHECK(dpattn_attention_scratch_len(D, DV, &n) == DPATTN_STATUS_OK);
+    scratch = malloc(n * sizeof *scratch);
+    CHECK(scratch != NULL);
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, sigma, B * H,
+                                               scratch, n) == DPATTN_STATUS_OK);
+    for (b = 0; b < B; b++) {
+        double s = sigma[b * H];
+        for (h = 0; h < H; h++) CHECK(sigma[b * H + h] == s);
+        CHECK(agm_delta(s, eps, sens[b]) <= delta * (1.0 + 1e-6));
+        CHECK(agm_delta(0.999 * s, eps, sens[b]) > delta);
+    }
+    /* Exact attention over the same (unclamped: inside the balls) inputs, and the noise. */
+    dpattn_attention_options_default(&opt);
+    opt.key_padding = pad; opt.key_padding_len = B * SK;
+    ot.data = exact;
+    CHECK(dpattn_attention(&ot, &qt, &kt, &vt, &opt, scratch, n) == DPATTN_STATUS_OK);
+    {
+        double sum = 0.0, sum2 = 0.0, mean, kdf = (double)NO - 1.0, z;
+        for (i = 0; i < NO; i++) sum += (out[i] - (double)exact[i]) / sigma[i / (SQ * DV)];
+        mean = sum / (double)NO;
+        for (i = 0; i < NO; i++) {
+            double u = (out[i] - (double)exact[i]) / sigma[i / (SQ * DV)] - mean;
+            sum2 += u * u;
+        }
+        CHECK(fabs(mean * sqrt((double)NO)) < 4.892);
+        z = (cbrt(sum2 / kdf) - (1.0 - 2.0 / (9.0 * kdf))) / sqrt(2.0 / (9.0 * kdf));
+        CHECK(fabs(z) < 4.892);
+    }
+    /* The same noise as dpattn_noisy_attention's output draw (key, stream 3, sigma). */
+    memset(&ns, 0, sizeof ns);
+    ns.key = key;
+    ns.output_enabled = 1;
+    ns.output.stream = 3; ns.output.sigma = sigma; ns.output.sigma_len = B * H;
+    ot.data = noisy;
+    CHECK(dpattn_noisy_attention(&ot, &qt, &kt, &vt, &opt, &ns, scratch, n) == DPATTN_STATUS_OK);
+    for (i = 0; i < NO; i++) CHECK(fabs(noisy[i] - out[i]) <= 1e-5 * (rv + fabs(out[i])));
+
+    /* Clamping: a huge value row and a NaN key row do not fail; release - noise stays in
+     * the value ball. The noise alone is noisy attention over zero values. */
+    for (c = 0; c < DV; c++) v[(1 * SK + 5) * DV + c] = 1e6f / 4.0f;
+    k[(2 * SK + 7) * D + 3] = NAN;
+    ot.data = out;
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, sigma, B * H,
+                                               scratch, n) == DPATTN_STATUS_OK);
+    k[(2 * SK + 7) * D + 3] = 0.5f;
+    {
+        static float zero_v[NV];
+        dpattn_tensor4 zt = tin(zero_v, NV, SK, DV);
+        ot.data = noisy;
+        CHECK(dpattn_noisy_attention(&ot, &qt, &kt, &zt, &opt, &ns, scratch, n) ==
+              DPATTN_STATUS_OK);
+        for (r = 0; r < NO / DV; r++) {
+            double nn = 0.0;
+            for (c = 0; c < DV; c++) {
+                double e = (double)out[r * DV + c] - noisy[r * DV + c];
+                nn += e * e;
+            }
+            CHECK(sqrt(nn) <= rv * (1.0 + 1e-5));
+        }
+    }
+    /* Bad input: status, message, out untouched. */
+    ot.data = out;
+    for (i = 0; i < NO; i++) out[i] = 7.0f;
+#define BAD(keyp, slen, status, needle)                                                   \
+    do {                                                                                  \
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, keyp, 3, sigma,  \
+                                                   slen, scratch, n) == (status));        \
+        CHECK(msg_has(needle));                                                           \
+        for (i = 0; i < NO; i++) CHECK(out[i] == 7.0f);                                   \
+    } while (0)
+    BAD(&key, B * H - 1, DPATTN_STATUS_SHAPE_MISMATCH, "sigma");
+    BAD(NULL, B * H, DPATTN_STATUS_NULL_ARGUMENT, "key");
+    p.delta = 0.0;
+    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
+    p.delta = 1.0;
+    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
+    p.delta = delta; p.epsilon = 0.0;
+    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "epsilon");
+    p.epsilon = eps; p.value_norm = 0.0;
+    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "value_norm");
+    p.value_norm = rv;
+    pad[3] = 2;
+    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "key_padding");
+    pad[3] = 1;
+    q[9] = NAN; /* public queries are validated */
+    BAD(&key, B * H, DPATTN_STATUS_NON_FINITE, "q");
+    q[9] = 0.25f;
+#undef BAD
+    free(scratch);
+    return 0;
+}
+
+static int test_cross_attention(void) {
+    /* n = 3 tokens, d = 2 (paper 001 example scale; far too small to be accurate). */
+    double keys[6] = {0.1, 0.8, 0.6, 0.3, 0.9, 0.2}, vals[6] = {0.5, -0.5, 1.0, 0.0, -1.0, 0.25};
+    double bad_k[6] = {0.1, 1.8, 0.6, -0.3, 0.9, 0.2}, bad_v[6] = {0.5, -0.5, 1.0, 0.0, NAN, 2.0};
+    double qv[2] = {0.5, 0.25}, o1[2], o2[2], *scr, e = 0, dl = 0;
+    dpattn_cross_attention_params p;
+    dpattn_cross_attention_query_info info;
+    dpattn_cross_attention_error_estimate est;
+    dpattn_domain_report rep;
+    dpattn_cross_attention *a = NULL, *a2 = NULL;
+    dpattn_key key;
+    uint64_t bytes = 0;
+    size_t n = 0;
+
+    memset(&key, 9, sizeof key);
+    CHECK(dpattn_cross_attention_params_default(&p) == DPATTN_STATUS_OK);
+    CHECK(isnan(p.epsilon) && p.split == DPATTN_SPLIT_PER_VECTOR && p.clamp_outputs == 1);
+    CHECK(dpattn_cross_attention_estimate_bytes(1000, 2, &p, &bytes) ==
+          DPATTN_STATUS_OUT_OF_RANGE && bytes == 0 && msg_has("epsilon"));
+    p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
+    CHECK(dpattn_cross_attention_estimate_bytes(1000, 2, &p, &bytes) == 0 && bytes > 0);
+    CHECK(dpattn_cross_attention_estimate_error(1000000, 2, &p, &est) == DPATTN_STATUS_OK);
+    CHECK(fabs(est.relative - 0.02 / 0.99) < 1e-15 && est.copies % 2 == 1);
+    CHECK(est.additive > 0.0 && est.sigma_weighted > 0.0);
+
+    CHECK(dpattn_cross_attention_check_domain(bad_k, 6, bad_v, 6, 3, 2, 1.0, 1.0, &rep) == 0);
+    CHECK(rep.keys_outside == 2 && rep.values_outside == 1 && rep.non_finite == 1);
+    CHECK(dpattn_cross_attention_check_domain(bad_k, 5, bad_v, 6, 3, 2, 1.0, 1.0, &rep) ==
+          DPATTN_STATUS_SHAPE_MISMATCH && msg_has("keys"));
+
+    p.copies_kind = DPATTN_COPIES_FIXED; p.copies_fixed = 3;
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) == 0);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a2) == 0);
+    CHECK(a != NULL && a2 != NULL && a != a2);
+    CHECK(dpattn_cross_attention_query_scratch_len(a, &n) == 0 && n > 0);
+    scr = malloc(n * sizeof *scr);
+    CHECK(scr != NULL);
+    CHECK(dpattn_cross_attention_query(a, o1, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
+    CHECK(fabs(o1[0]) <= 1.0 && fabs(o1[1]) <= 1.0 && info.denominator >= 3.0);
+    /* Same key and stream: the same release, the same answers, bit for bit. */
+    CHECK(dpattn_cross_attention_query(a2, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
+    CHECK(memcmp(o1, o2, sizeof o1) == 0);
+    CHECK(dpattn_cross_attention_achieved_privacy(a, &e, &dl) == DPATTN_STATUS_OK);
+    CHECK(e > 0.0 && e <= 0.9 * (1 + 1e-12) && dl > 0.0 && dl <= 2e-6 * (1 + 1e-12));
+    /* Bad queries: outside [0, R], wrong length, short scratch; out untouched. */
+    o2[0] = o2[1] = 7.0;
+    qv[0] = 1.5;
+    CHECK(dpattn_cross_attention_query(a, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OUT_OF_RANGE);
+    qv[0] = 0.5;
+    CHECK(dpattn_cross_attention_query(a, o2, 2, qv, 1, scr, n, &info) ==
+          DPATTN_STATUS_SHAPE_MISMATCH && msg_has("q"));
+    CHECK(dpattn_cross_attention_query(a, o2, 2, qv, 2, scr, 1, &info) ==
+          DPATTN_STATUS_SCRATCH_TOO_SMALL);
+    CHECK(dpattn_cross_attention_query(a, o2, 2, qv, 2, scr, n, NULL) ==
+          DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_info"));
+    CHECK(o2[0] == 7.0 && o2[1] == 7.0);
+    /* Handles: free, double free, use after free, NULL. */
+    dpattn_cross_attention_free(a);
+    dpattn_cross_attention_free(a);
+    dpattn_cross_attention_free(NULL);
+    CHECK(dpattn_cross_attention_query(a, o2, 2, qv, 2, scr, n, &info) ==
+          DPATTN_STATUS_INVALID_HANDLE && msg_has("att"));
+    CHECK(dpattn_cross_attention_achieved_privacy(NULL, &e, &dl) == DPATTN_STATUS_NULL_ARGUMENT);
+    dpattn_cross_attention_free(a2);
+    free(scr);
+    /* Constructor refusals: nothing is returned. */
+    a = NULL;
+    p.domain_policy = DPATTN_DOMAIN_REJECT; /* not DP: a data-dependent refusal */
+    CHECK(dpattn_cross_attention_new(keys, 6, bad_v, 6, 3, 2, &p, &key, 1, &a) ==
+          DPATTN_STATUS_DOMAIN_VIOLATION && a == NULL);
+    p.domain_policy = DPATTN_DOMAIN_CLAMP; /* the default clamps: the same data is accepted */
+    CHECK(dpattn_cross_attention_new(bad_k, 6, bad_v, 6, 3, 2, &p, &key, 1, &a) == 0);
+    dpattn_cross_attention_free(a);
+    a = NULL;
+    p.split = 5;
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+          DPATTN_STATUS_OUT_OF_RANGE && msg_has("params.split") && a == NULL);
+    p.split = DPATTN_SPLIT_PER_ENTRY;
+    p.delta = 1.0;
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+          DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta") && a == NULL);
+    p.delta = 1e-6;
+    p.memory_limit_bytes = 16;
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+          DPATTN_STATUS_MEMORY_LIMIT && a == NULL);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, NULL, 1, &a) ==
+          DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    return 0;
+}
+
+int dpattn_c_output_perturbation(void) {
+    int line = test_output_perturbation();
+    return line ? line : test_cross_attention();
+}
