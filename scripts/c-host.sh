@@ -35,12 +35,15 @@ cp "$target_dir/release/libdpattn_ffi.a" "$host_dir/libdpattn_ffi_paniktest.a"
         lang=c; [[ $f == *.cpp ]] && lang=cpp
         echo "int dpattn_${lang}_${stem}(void);"
     done
-    echo 'int main(void) { int failed = 0, line;'
+    echo '#include <stddef.h>'
+    echo 'size_t dpattn_live_handle_count(void);'
+    echo 'int main(void) { int failed = 0, line; size_t live;'
     for f in tests/c/*.c tests/c/*.cpp; do
         stem=$(basename "${f%.*}"); [[ $stem == *_main ]] && continue
         lang=c; [[ $f == *.cpp ]] && lang=cpp
         echo "  line = dpattn_${lang}_${stem}(); printf(\"%-40s %s\\n\", \"$f\", line ? \"FAILED\" : \"ok\");"
         echo "  if (line) { fprintf(stderr, \"$f failed at line %d\\n\", line); failed = 1; }"
+        echo "  if ((live = dpattn_live_handle_count()) != 0) { fprintf(stderr, \"$f leaked %zu handles\\n\", live); failed = 1; }"
     done
     echo '  return failed; }'
 } > "$host_dir/all_main.c"
@@ -59,7 +62,7 @@ done
 "$CC_BIN" -std=c99 -c "$host_dir/all_main.c" -o "$host_dir/all_main.o"
 # shellcheck disable=SC2086 # $native_libs is a list of linker flags
 "$CXX_BIN" "$host_dir/all_main.o" "${objs[@]}" "$host_dir/libdpattn_ffi_paniktest.a" $native_libs -o "$host_dir/all_programs"
-valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     "$host_dir/all_programs"
 
 step "install into target/c-install (scripts/install-c.sh)"

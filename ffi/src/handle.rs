@@ -102,10 +102,13 @@ impl<H: Handle> Locked<H> {
     }
 }
 
-/// How many handles are live (for leak checks in tests).
-#[cfg(test)]
-pub(crate) fn live_count() -> usize {
-    registry().as_ref().map_or(0, HashMap::len)
+/// The number of live handles of every type in this process: created by a `_new` call and
+/// not yet freed. A host can compare it before and after a unit of work to find leaked
+/// handles (the C test host requires 0 at exit). Returns 0 if it panics (it cannot).
+/// Thread-safe.
+#[unsafe(no_mangle)]
+pub extern "C" fn dpattn_live_handle_count() -> usize {
+    crate::boundary::ffi_value(0, || registry().as_ref().map_or(0, HashMap::len))
 }
 
 #[cfg(test)]

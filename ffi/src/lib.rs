@@ -55,6 +55,7 @@ pub use attention::{
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
 pub use last_error::dpattn_last_error_message;
+pub use handle::dpattn_live_handle_count;
 pub use layout::dpattn_layout4_required_len;
 pub use noisy_attention::{
     dpattn_noise_spec, dpattn_noise_stream, dpattn_noisy_attention, dpattn_noisy_attention_f64,
