@@ -30,18 +30,23 @@
 
 mod args;
 mod boundary;
+mod dp_forward;
 mod handle;
 mod last_error;
 mod layout;
+mod noisy_head;
 mod privacy;
 mod status;
 mod tensor;
 mod version;
+mod weight_shuffle;
 
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
+pub use dp_forward::*;
 pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
+pub use noisy_head::*;
 pub use privacy::dpattn_check_privacy_params;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{
@@ -49,3 +54,4 @@ pub use tensor::{
     dpattn_key, dpattn_tensor4, dpattn_tensor4_mut,
 };
 pub use version::dpattn_version;
+pub use weight_shuffle::*;
