@@ -1179,9 +1179,9 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * dpattn_dp_forward_params_default(&p);
  * p.epsilon = 8.0; p.tokens = 128; p.dim = 768;
  * dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
- * dpattn_key key = {{0}}; /* fill from a CSPRNG */
+ * dpattn_key key = {{0}}; // fill from a CSPRNG
  * dpattn_dp_forward_clip_report rep;
- * /* hidden: float[batch * 128 * 768], released in place */
+ * // hidden: float[batch * 128 * 768], released in place
  * dpattn_status s = dpattn_dp_forward(hidden, batch * 128 * 768, DPATTN_DTYPE_F32,
  *     batch * 128, 768, 768, &p, &iid, &key, 0, 0, NULL, NULL, 0, &rep);
  * ```
@@ -1494,8 +1494,8 @@ dpattn_status dpattn_noisy_head_charge(const dpattn_noisy_head_params *params,
  * # Safety
  * `params` NULL or readable; `out` NULL or writable.
  */
-dpattn_status dpattn_noisy_head_diagnostics(const dpattn_noisy_head_params *params,
-                                            dpattn_noisy_head_diagnostics *out);
+dpattn_status dpattn_noisy_head_get_diagnostics(const dpattn_noisy_head_params *params,
+                                                dpattn_noisy_head_diagnostics *out);
 
 /**
  * `*out_len` = the `double` scratch `dpattn_noisy_head` needs: `N(2D + 1) + D²` plus the
@@ -1536,7 +1536,7 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  *
  * ```c
  * dpattn_noisy_head_params p;
- * dpattn_noisy_head_params_low_dim(1000, 1.0, &p);   /* D = 5, L = 31, T = 44 */
+ * dpattn_noisy_head_params_low_dim(1000, 1.0, &p);   // D = 5, L = 31, T = 44
  * size_t need;
  * dpattn_noisy_head_scratch_len(&p, DPATTN_NOISY_HEAD_FORM_GRAM, &need);
  * double *scratch = malloc(need * sizeof *scratch);
@@ -1937,7 +1937,7 @@ const char *dpattn_version(void);
  * `DPATTN_STATUS_MISALIGNED`. `*out_plan` is written only on success. Thread-safe.
  *
  * ```c
- * /* y = W2·relu(W1·x + b1) + b2: W1 3×2 at 0, b1 at 6, W2 2×3 at 9, b2 at 15. */
+ * // y = W2·relu(W1·x + b1) + b2: W1 3×2 at 0, b1 at 6, W2 2×3 at 9, b2 at 15.
  * dpattn_shuffle_block b = {0};
  * b.kind = DPATTN_SHUFFLE_BLOCK_MLP;
  * b.up = (dpattn_shuffle_linear){0, 3, 2, DPATTN_SHUFFLE_LAYOUT_OUT_IN, 1, 6};

@@ -637,9 +637,9 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// dpattn_dp_forward_params_default(&p);
 /// p.epsilon = 8.0; p.tokens = 128; p.dim = 768;
 /// dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
-/// dpattn_key key = {{0}}; /* fill from a CSPRNG */
+/// dpattn_key key = {{0}}; // fill from a CSPRNG
 /// dpattn_dp_forward_clip_report rep;
-/// /* hidden: float[batch * 128 * 768], released in place */
+/// // hidden: float[batch * 128 * 768], released in place
 /// dpattn_status s = dpattn_dp_forward(hidden, batch * 128 * 768, DPATTN_DTYPE_F32,
 ///     batch * 128, 768, 768, &p, &iid, &key, 0, 0, NULL, NULL, 0, &rep);
 /// ```

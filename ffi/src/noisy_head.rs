@@ -512,7 +512,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_charge(
 /// # Safety
 /// `params` NULL or readable; `out` NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn dpattn_noisy_head_diagnostics(
+pub unsafe extern "C" fn dpattn_noisy_head_get_diagnostics(
     params: *const dpattn_noisy_head_params,
     out: *mut dpattn_noisy_head_diagnostics,
 ) -> dpattn_status {
@@ -580,7 +580,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 ///
 /// ```c
 /// dpattn_noisy_head_params p;
-/// dpattn_noisy_head_params_low_dim(1000, 1.0, &p);   /* D = 5, L = 31, T = 44 */
+/// dpattn_noisy_head_params_low_dim(1000, 1.0, &p);   // D = 5, L = 31, T = 44
 /// size_t need;
 /// dpattn_noisy_head_scratch_len(&p, DPATTN_NOISY_HEAD_FORM_GRAM, &need);
 /// double *scratch = malloc(need * sizeof *scratch);

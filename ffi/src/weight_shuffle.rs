@@ -382,7 +382,7 @@ fn block(b: &dpattn_shuffle_block) -> Result<Block, FfiError> {
 /// `DPATTN_STATUS_MISALIGNED`. `*out_plan` is written only on success. Thread-safe.
 ///
 /// ```c
-/// /* y = W2·relu(W1·x + b1) + b2: W1 3×2 at 0, b1 at 6, W2 2×3 at 9, b2 at 15. */
+/// // y = W2·relu(W1·x + b1) + b2: W1 3×2 at 0, b1 at 6, W2 2×3 at 9, b2 at 15.
 /// dpattn_shuffle_block b = {0};
 /// b.kind = DPATTN_SHUFFLE_BLOCK_MLP;
 /// b.up = (dpattn_shuffle_linear){0, 3, 2, DPATTN_SHUFFLE_LAYOUT_OUT_IN, 1, 6};
