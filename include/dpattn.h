@@ -67,6 +67,98 @@
 #define DPATTN_KERNEL_AVX2_FMA 2
 
 /**
+ * `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level, §4.2).
+ */
+#define DPATTN_DP_FORWARD_REGION_FROBENIUS 0
+
+/**
+ * `region`: bound each row (token) on its own (App. A.2).
+ */
+#define DPATTN_DP_FORWARD_REGION_ROWS 1
+
+/**
+ * `mode`: `x / max(1, ‖x‖/C)`.
+ */
+#define DPATTN_DP_FORWARD_MODE_CLIP 0
+
+/**
+ * `mode`: `C·x/‖x‖` (the paper's choice; zero stays zero).
+ */
+#define DPATTN_DP_FORWARD_MODE_NORMALIZE 1
+
+/**
+ * `mode`: the released code's `x·min(1, C/(‖x‖ + 1e-6))` (reproduction only).
+ */
+#define DPATTN_DP_FORWARD_MODE_RELEASED_CODE 2
+
+/**
+ * `neighbours`: any two sequences with the same label (SeqLDP; sensitivity `2C`).
+ */
+#define DPATTN_DP_FORWARD_NEIGHBOURS_SEQUENCE 0
+
+/**
+ * `neighbours`: hidden matrices differing in at most `neighbour_rows` rows (token level;
+ * only at the embedding position).
+ */
+#define DPATTN_DP_FORWARD_NEIGHBOURS_TOKENS 1
+
+/**
+ * `position`: after `LayerNorm(token + segment + position embedding)` (row-local).
+ */
+#define DPATTN_DP_FORWARD_POSITION_EMBEDDING 0
+
+/**
+ * `position`: inside encoder `encoder_layer` (0-based), after sub-layer `sublayer`.
+ */
+#define DPATTN_DP_FORWARD_POSITION_ENCODER 1
+
+/**
+ * `position`: the pooled `1 × d` feature (`tokens` must be 1).
+ */
+#define DPATTN_DP_FORWARD_POSITION_POOLED 2
+
+/**
+ * `sublayer`: attention output projection, before LayerNorm (host drops that residual).
+ */
+#define DPATTN_DP_FORWARD_SUBLAYER_MHA 0
+
+/**
+ * `sublayer`: `LayerNorm(h + input)` after attention.
+ */
+#define DPATTN_DP_FORWARD_SUBLAYER_ADD_NORM1 1
+
+/**
+ * `sublayer`: second FFN dense layer, before LayerNorm (host drops that residual).
+ */
+#define DPATTN_DP_FORWARD_SUBLAYER_FFN 2
+
+/**
+ * `sublayer`: the encoder output (the paper's Table 5 "Encoder i").
+ */
+#define DPATTN_DP_FORWARD_SUBLAYER_ADD_NORM2 3
+
+/**
+ * `rule`: calibrate with the true sensitivity (default).
+ */
+#define DPATTN_DP_FORWARD_RULE_DERIVED 0
+
+/**
+ * `rule`: \[FIX\] E1 reproduction: calibrate with half of it as the released code does;
+ * the guarantee reported is the effective one (nominal ε = 8 is really 19.12).
+ */
+#define DPATTN_DP_FORWARD_RULE_RELEASED_CODE 1
+
+/**
+ * `kind` of `dpattn_dp_forward_factors`: `Z = σ·N`, σ the noise floor (Eq. 6).
+ */
+#define DPATTN_DP_FORWARD_FACTORS_IID 0
+
+/**
+ * `kind` of `dpattn_dp_forward_factors`: `Z_ij = row_std[i]·N_ij·col_std[j]`.
+ */
+#define DPATTN_DP_FORWARD_FACTORS_DIAGONAL 1
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -91,6 +183,48 @@
  * `σ/2^k ≤ 2^30`).
  */
 #define DPATTN_GRID_DEFAULT_RESOLUTION INT32_MAX
+
+/**
+ * `accounting`: Algorithm 1 as printed: `T` classical Gaussian steps at `(ε/T, δ/T)`,
+ * basic composition (Theorem 3.2); requires `ε/T < 1`. Every paper number uses this.
+ */
+#define DPATTN_NOISY_HEAD_ACCOUNTING_PAPER 0
+
+/**
+ * `accounting`: our extension, not the paper's (erratum 26): the `T` steps composed in
+ * zCDP with the largest `ρ` that converts to `(ε, δ)`; same guarantee, ≈9× less noise.
+ */
+#define DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP 1
+
+/**
+ * `form`: the data gradient every step, `4ND²` flops per step.
+ */
+#define DPATTN_NOISY_HEAD_FORM_STREAMING 0
+
+/**
+ * `form`: precompute the `D⁴` Gram matrix once, `2D⁴` flops per step.
+ */
+#define DPATTN_NOISY_HEAD_FORM_GRAM 1
+
+/**
+ * `gform`: eq. (4.1), `G = (C/√L)(1 + √(ln(N/κ))/D)`.
+ */
+#define DPATTN_NOISY_HEAD_GFORM_THEOREM41 0
+
+/**
+ * `gform`: proof (A.11), `G = (C/√L)(1 + (ln(N/κ)/D²)^{1/4})` (the experiments' choice).
+ */
+#define DPATTN_NOISY_HEAD_GFORM_PROOF 1
+
+/**
+ * `solver`: Cholesky of the normal equations (honest data).
+ */
+#define DPATTN_NOISY_HEAD_RIDGE_CHOLESKY 0
+
+/**
+ * `solver`: Householder QR of `[Z; √(λN)·I]` (adversarial data, erratum 21).
+ */
+#define DPATTN_NOISY_HEAD_RIDGE_QR 1
 
 /**
  * `τ = 1/d`, the paper's Definition 1.1 (default).
@@ -159,6 +293,77 @@
  * the data holder.
  */
 #define DPATTN_DOMAIN_REJECT 1
+
+/**
+ * `kind` of a block: a feed-forward block (Theorem 3).
+ */
+#define DPATTN_SHUFFLE_BLOCK_MLP 0
+
+/**
+ * `kind` of a block: a multi-head attention block (Theorem 4 with GQA/RoPE extensions).
+ */
+#define DPATTN_SHUFFLE_BLOCK_ATTENTION 1
+
+/**
+ * `layout`: row-major `out × in` (`torch.nn.Linear`).
+ */
+#define DPATTN_SHUFFLE_LAYOUT_OUT_IN 0
+
+/**
+ * `layout`: row-major `in × out` (GPT-2 `Conv1D`).
+ */
+#define DPATTN_SHUFFLE_LAYOUT_IN_OUT 1
+
+/**
+ * `qkv`: three layers `q`, `k`, `v`.
+ */
+#define DPATTN_SHUFFLE_QKV_SEPARATE 0
+
+/**
+ * `qkv`: one layer (described in `q`) whose outputs are the query heads, then the key
+ * heads, then the value heads (GPT-2 `c_attn`); `k`, `v` are ignored.
+ */
+#define DPATTN_SHUFFLE_QKV_FUSED 1
+
+/**
+ * `positions`: additive or no position encoding (query/key features may move).
+ */
+#define DPATTN_SHUFFLE_POSITIONS_ADDITIVE 0
+
+/**
+ * `positions`: rotary embeddings (query/key features stay; only values move).
+ */
+#define DPATTN_SHUFFLE_POSITIONS_ROTARY 1
+
+/**
+ * `values`: one value permutation for all heads (Theorem 4 as stated).
+ */
+#define DPATTN_SHUFFLE_VALUES_ALL_HEADS 0
+
+/**
+ * `values`: one value permutation per key/value head.
+ */
+#define DPATTN_SHUFFLE_VALUES_PER_KV_HEAD 1
+
+/**
+ * `batch_clip`: no batch clipping.
+ */
+#define DPATTN_SHUFFLE_BATCH_CLIP_NONE 0
+
+/**
+ * `batch_clip`: project each plan block's moved tensors separately.
+ */
+#define DPATTN_SHUFFLE_BATCH_CLIP_PER_BLOCK 1
+
+/**
+ * `batch_clip`: project all moved coordinates together.
+ */
+#define DPATTN_SHUFFLE_BATCH_CLIP_ALL_MOVED 2
+
+/**
+ * Most optimizer-state buffers one step takes.
+ */
+#define DPATTN_SHUFFLE_MAX_STATE 8
 
 /**
  * Result of a dpattn call. `DPATTN_STATUS_OK` (0) is success; every other value is a
@@ -275,6 +480,19 @@ typedef struct dpattn_cross_attention dpattn_cross_attention;
 typedef struct dpattn_ledger dpattn_ledger;
 
 /**
+ * Permutations drawn or checked for a plan shape (opaque). Released by
+ * `dpattn_shuffle_perms_free`; any thread may use it (calls are serialised).
+ */
+typedef struct dpattn_shuffle_perms dpattn_shuffle_perms;
+
+/**
+ * A validated permutation plan over a flat buffer (opaque). Created by
+ * `dpattn_shuffle_plan_new`, released by `dpattn_shuffle_plan_free`. Read-only after
+ * creation; any thread may use it (calls on one handle are serialised).
+ */
+typedef struct dpattn_shuffle_plan dpattn_shuffle_plan;
+
+/**
  * Options of an attention call. Fill with `dpattn_attention_options_default` and change
  * what you need; a NULL options pointer means the defaults.
  */
@@ -376,6 +594,126 @@ typedef struct {
 } dpattn_tensor4;
 
 /**
+ * The parameters of one DP-Forward hook (`DpForwardParams`). Fill with
+ * `dpattn_dp_forward_params_default`, then set at least `tokens` and `dim`.
+ */
+typedef struct {
+  /**
+   * ε of all `releases` releases of one input together; finite, `> 0`. Default 1.
+   */
+  double epsilon;
+  /**
+   * δ, in `(0, 1)` (no Gaussian noise gives pure DP). Default 1e-5.
+   */
+  double delta;
+  /**
+   * `k ≥ 1`: how many times one input is released (composed exactly, \[FIX\] E6).
+   * Default 1.
+   */
+  uint32_t releases;
+  /**
+   * `C`, in `[1e-100, 1e100]`. Default 1.
+   */
+  double clip_norm;
+  /**
+   * `DPATTN_DP_FORWARD_REGION_*`. Default Frobenius.
+   */
+  uint32_t region;
+  /**
+   * `DPATTN_DP_FORWARD_MODE_*`. Default normalize (the paper's choice).
+   */
+  uint32_t mode;
+  /**
+   * `DPATTN_DP_FORWARD_NEIGHBOURS_*`. Default sequence.
+   */
+  uint32_t neighbours;
+  /**
+   * Rows that may differ (`c ≥ 1`) for token-level neighbours; ignored for sequence
+   * neighbours. Default 1.
+   */
+  size_t neighbour_rows;
+  /**
+   * `DPATTN_DP_FORWARD_POSITION_*`. Default embedding.
+   */
+  uint32_t position;
+  /**
+   * 0-based encoder layer at the encoder position; ignored elsewhere. Default 0.
+   */
+  size_t encoder_layer;
+  /**
+   * `DPATTN_DP_FORWARD_SUBLAYER_*` at the encoder position; ignored elsewhere.
+   * Default add-norm 2 (the encoder output).
+   */
+  uint32_t sublayer;
+  /**
+   * `n`, the padded sequence length (rows per sequence); no default (0: must be set).
+   */
+  size_t tokens;
+  /**
+   * `d`, the hidden size; no default (0: must be set).
+   */
+  size_t dim;
+  /**
+   * `DPATTN_DP_FORWARD_RULE_*`. Default derived.
+   */
+  uint32_t rule;
+} dpattn_dp_forward_params;
+
+/**
+ * The noise factors of one release: i.i.d. (`kind = DPATTN_DP_FORWARD_FACTORS_IID`, the
+ * std pointers are ignored and may be NULL) or diagonal (`..._DIAGONAL`: `tokens` row
+ * standard deviations and `dim` column standard deviations, all finite and positive, with
+ * `min(row_std)·min(col_std) ≥` the noise floor, Theorem 6).
+ */
+typedef struct {
+  /**
+   * `DPATTN_DP_FORWARD_FACTORS_*`.
+   */
+  uint32_t kind;
+  /**
+   * Row standard deviations (singular values of `U`), diagonal only.
+   */
+  const double *row_std;
+  /**
+   * Length of `row_std` (must be `tokens`).
+   */
+  size_t row_std_len;
+  /**
+   * Column standard deviations (singular values of `V`), diagonal only.
+   */
+  const double *col_std;
+  /**
+   * Length of `col_std` (must be `dim`).
+   */
+  size_t col_std_len;
+} dpattn_dp_forward_factors;
+
+/**
+ * What a clip did. Private data: keep it on the data owner's side.
+ */
+typedef struct {
+  /**
+   * Blocks whose entries were rescaled.
+   */
+  size_t scaled;
+  /**
+   * The largest block norm before clipping.
+   */
+  double max_norm;
+} dpattn_dp_forward_clip_report;
+
+/**
+ * A 256-bit ChaCha20 noise key (`docs/RANDOMNESS.md`): the 32 bytes are read as eight
+ * little-endian words. Treat it as a secret: anyone who has it can subtract the noise.
+ */
+typedef struct {
+  /**
+   * The key bytes.
+   */
+  uint8_t bytes[32];
+} dpattn_key;
+
+/**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
  * fields are meaningful depends on `kind` (`DPATTN_AMOUNT_*`); the others are NaN.
  * Amounts may be zero. Spent amounts are rounded up, remaining ones down (never negative).
@@ -398,17 +736,6 @@ typedef struct {
    */
   double rho;
 } dpattn_amount;
-
-/**
- * A 256-bit ChaCha20 noise key (`docs/RANDOMNESS.md`): the 32 bytes are read as eight
- * little-endian words. Treat it as a secret: anyone who has it can subtract the noise.
- */
-typedef struct {
-  /**
-   * The key bytes.
-   */
-  uint8_t bytes[32];
-} dpattn_key;
 
 /**
  * What a grid mechanism does with its parameters (`dpattn_grid_laplace_describe`,
@@ -501,6 +828,207 @@ typedef struct {
    */
   dpattn_noise_stream logits;
 } dpattn_noise_spec;
+
+/**
+ * All public inputs of Algorithm 1 (`NoisyHeadParams`, spec §2.2, §5.3). Fill with a
+ * preset (`dpattn_noisy_head_params_low_dim`, `_high_dim`, `_early_stopping`,
+ * `_robustness`) or by hand, then `dpattn_noisy_head_validate`. Nothing here may depend
+ * on the private prompts.
+ */
+typedef struct {
+  /**
+   * Token dimension `D` (`Γ` is `D × D`).
+   */
+  size_t d;
+  /**
+   * Prompt length `L` (labelled context tokens per prompt).
+   */
+  size_t l;
+  /**
+   * Number of training prompts `N` (public; neighbours replace one prompt).
+   */
+  size_t n;
+  /**
+   * Ridge parameter `λ ≥ 0`.
+   */
+  double lambda;
+  /**
+   * Step size `η0 > 0`, `η0 < 2/(2λ + G²)`.
+   */
+  double eta0;
+  /**
+   * Iterations `T ≥ 1`, fixed before the run.
+   */
+  uint32_t iters;
+  /**
+   * Label clipping bound `C > 0`.
+   */
+  double clip_c;
+  /**
+   * Projection radius `G > 0` of each `Z_k`.
+   */
+  double proj_g;
+  /**
+   * Projection radius `R > 0` of the iterate `Γ`.
+   */
+  double proj_r;
+  /**
+   * Noise scale `σ ≥ σ_min = 2G(C + RG)`.
+   */
+  double sigma;
+  /**
+   * ε of the whole release, `> 0`.
+   */
+  double epsilon;
+  /**
+   * δ of the whole release, in `(0, 1)`.
+   */
+  double delta;
+  /**
+   * `DPATTN_NOISY_HEAD_ACCOUNTING_*`.
+   */
+  uint32_t accounting;
+} dpattn_noisy_head_params;
+
+/**
+ * The radii of Theorem 4.1 (eq. (4.1)).
+ */
+typedef struct {
+  /**
+   * Label clip `C = √(2ν ln(NL/κ))`, `ν = 1 + τ²`.
+   */
+  double c;
+  /**
+   * Projection radius of each `Z_k` (per `gform`).
+   */
+  double g;
+  /**
+   * Test-prompt radius `G0`.
+   */
+  double g0;
+  /**
+   * Iterate radius `R`.
+   */
+  double r;
+} dpattn_noisy_head_radii;
+
+/**
+ * Data-independent soft diagnostics of a parameter set (spec §5.7); never an error.
+ */
+typedef struct {
+  /**
+   * 1 if `η0` lies in Theorem 4.1's interval `(λ/(100(2λ+G²)²), λ/(2λ+G²)²)`, else 0.
+   */
+  uint32_t eta0_in_theorem_interval;
+  /**
+   * Theorem 4.1's upper end `λ/(2λ+G²)²`.
+   */
+  double eta0_theorem_upper;
+  /**
+   * The contraction factor `1 − 2λη0` of the noiseless map.
+   */
+  double contraction;
+} dpattn_noisy_head_diagnostics;
+
+/**
+ * `N` prompts in flat row-major buffers: contexts `ctx_x` (`N·L·D`), context labels
+ * `ctx_y` (`N·L`), queries `query_x` (`N·D`), query targets `query_y` (`N`). Read-only.
+ */
+typedef struct {
+  /**
+   * `N`.
+   */
+  size_t n;
+  /**
+   * `L`.
+   */
+  size_t l;
+  /**
+   * `D`.
+   */
+  size_t d;
+  /**
+   * Context tokens.
+   */
+  const double *ctx_x;
+  /**
+   * Length of `ctx_x`.
+   */
+  size_t ctx_x_len;
+  /**
+   * Context labels.
+   */
+  const double *ctx_y;
+  /**
+   * Length of `ctx_y`.
+   */
+  size_t ctx_y_len;
+  /**
+   * Query tokens.
+   */
+  const double *query_x;
+  /**
+   * Length of `query_x`.
+   */
+  size_t query_x_len;
+  /**
+   * Query targets.
+   */
+  const double *query_y;
+  /**
+   * Length of `query_y`.
+   */
+  size_t query_y_len;
+} dpattn_noisy_head_prompts;
+
+/**
+ * Rank-one summaries `Z_k = u_k v_kᵀ` and targets `t_k` of `N` prompts (`u`, `v`: `N·D`
+ * row-major; `t`: `N`). Read-only.
+ */
+typedef struct {
+  /**
+   * `N`.
+   */
+  size_t n;
+  /**
+   * `D`.
+   */
+  size_t d;
+  /**
+   * Query factors.
+   */
+  const double *u;
+  /**
+   * Length of `u`.
+   */
+  size_t u_len;
+  /**
+   * Context summaries.
+   */
+  const double *v;
+  /**
+   * Length of `v`.
+   */
+  size_t v_len;
+  /**
+   * Targets.
+   */
+  const double *t;
+  /**
+   * Length of `t`.
+   */
+  size_t t_len;
+} dpattn_noisy_head_features;
+
+/**
+ * A per-iteration callback of `dpattn_noisy_head_train_nonprivate`: `t` (1-based) and the
+ * `len = D²` entries of `Γ^t` (valid only during the call). It must not unwind (no C++
+ * exceptions, no longjmp) and must not touch the call's buffers.
+ */
+typedef void (*dpattn_noisy_head_iter_fn)(void *user_data,
+                                          uint32_t t,
+                                          const double *gamma,
+                                          size_t len);
 
 /**
  * Public parameters of an output-perturbation DP cross-attention release. All public: they
@@ -707,6 +1235,272 @@ typedef struct {
    */
   double worst_case_weighted;
 } dpattn_cross_attention_error_estimate;
+
+/**
+ * A linear layer `y = x·Wᵀ + b` inside a flat parameter buffer.
+ */
+typedef struct {
+  /**
+   * Element offset of the weight matrix.
+   */
+  size_t weight;
+  /**
+   * Output features (units).
+   */
+  size_t out_features;
+  /**
+   * Input features.
+   */
+  size_t in_features;
+  /**
+   * `DPATTN_SHUFFLE_LAYOUT_*`.
+   */
+  uint32_t layout;
+  /**
+   * 1 if the layer has an `out_features`-long bias at `bias`, else 0.
+   */
+  uint32_t has_bias;
+  /**
+   * Element offset of the bias (ignored when `has_bias = 0`).
+   */
+  size_t bias;
+} dpattn_shuffle_linear;
+
+/**
+ * One block of a plan, a flat description of the core's `Block`. For
+ * `kind = DPATTN_SHUFFLE_BLOCK_MLP` only `up`, `has_gate`, `gate`, `down` are read: the
+ * hidden units (outputs of `up` and `gate`, inputs of `down`) are permuted together; the
+ * bias of `down` stays. For `DPATTN_SHUFFLE_BLOCK_ATTENTION` only `qkv`, `q`, `k`, `v`,
+ * `output`, `heads`, `kv_heads`, `qk_head_dim`, `v_head_dim`, `positions`, `values` are
+ * read: query head `i` reads key/value head `i / (heads / kv_heads)`; query/key head
+ * features (not under RoPE) and value features with the output projection's matching
+ * inputs move. Unread fields are ignored (zero them).
+ *
+ * Not describable (leave such blocks out, the plan would break the model): QK-norm γ,
+ * LayerNorms on the FFN hidden units, gate and up halves sharing one `(in, out)` matrix,
+ * per-head interleaved QKV fusions, factored optimizer state, LoRA adapters.
+ */
+typedef struct {
+  /**
+   * `DPATTN_SHUFFLE_BLOCK_*`.
+   */
+  uint32_t kind;
+  /**
+   * MLP: the first layer (`d_model → hidden`).
+   */
+  dpattn_shuffle_linear up;
+  /**
+   * MLP: 1 if `gate` is present (SwiGLU/GLU), else 0.
+   */
+  uint32_t has_gate;
+  /**
+   * MLP: the gate layer (`d_model → hidden`).
+   */
+  dpattn_shuffle_linear gate;
+  /**
+   * MLP: the second layer (`hidden → d_model`).
+   */
+  dpattn_shuffle_linear down;
+  /**
+   * Attention: `DPATTN_SHUFFLE_QKV_*`.
+   */
+  uint32_t qkv;
+  /**
+   * Attention: the query projection, or the fused QKV layer.
+   */
+  dpattn_shuffle_linear q;
+  /**
+   * Attention: the key projection (separate QKV only).
+   */
+  dpattn_shuffle_linear k;
+  /**
+   * Attention: the value projection (separate QKV only).
+   */
+  dpattn_shuffle_linear v;
+  /**
+   * Attention: the output projection (`heads · v_head_dim → d_model`).
+   */
+  dpattn_shuffle_linear output;
+  /**
+   * Attention: query heads.
+   */
+  size_t heads;
+  /**
+   * Attention: key/value heads (divides `heads`).
+   */
+  size_t kv_heads;
+  /**
+   * Attention: query/key features per head.
+   */
+  size_t qk_head_dim;
+  /**
+   * Attention: value features per head.
+   */
+  size_t v_head_dim;
+  /**
+   * Attention: `DPATTN_SHUFFLE_POSITIONS_*`.
+   */
+  uint32_t positions;
+  /**
+   * Attention: `DPATTN_SHUFFLE_VALUES_*`.
+   */
+  uint32_t values;
+} dpattn_shuffle_block;
+
+/**
+ * Parameters of `dpattn_shuffled_dp_sgd_step`. Fill with
+ * `dpattn_shuffled_dp_sgd_params_default`, then set `sampling_rate`, `noise_multiplier`,
+ * `learning_rate` and `planned_steps`.
+ */
+typedef struct {
+  /**
+   * Poisson sampling rate `q ∈ (0, 1]`. Default 0 (must be set).
+   */
+  double sampling_rate;
+  /**
+   * Per-example clipping norm `c ∈ [1e-100, 1e100]` (whole-model L2). Default 1.
+   */
+  double clip_norm;
+  /**
+   * `DPATTN_SHUFFLE_BATCH_CLIP_*`. Default none.
+   */
+  uint32_t batch_clip;
+  /**
+   * `c′ > 0` when batch clipping. Default 0.
+   */
+  double batch_clip_norm;
+  /**
+   * Noise multiplier `σ` of the moved coordinates (std `σ·c`). Default 0 (must be set).
+   */
+  double noise_multiplier;
+  /**
+   * 1 to give the unmoved coordinates their own `σ₀`, else 0 (then `σ` everywhere).
+   * Default 0.
+   */
+  uint32_t has_fixed_noise_multiplier;
+  /**
+   * `σ₀` when `has_fixed_noise_multiplier = 1`. The step is charged `min(σ, σ₀)`
+   * (\[FIX\] Q10).
+   */
+  double fixed_noise_multiplier;
+  /**
+   * Learning rate `η` (finite). Default 0.
+   */
+  double learning_rate;
+  /**
+   * Planned number of steps `T ≥ 1` (for the bounded-support check). Default 0 (must be
+   * set).
+   */
+  uint64_t planned_steps;
+} dpattn_shuffled_dp_sgd_params;
+
+/**
+ * The stream ids of one step's three draws under one key.
+ */
+typedef struct {
+  /**
+   * Poisson selection.
+   */
+  uint64_t selection;
+  /**
+   * Gaussian noise.
+   */
+  uint64_t noise;
+  /**
+   * Permutations.
+   */
+  uint64_t permutation;
+} dpattn_shuffle_step_streams;
+
+/**
+ * The per-example gradient callback of `dpattn_shuffled_dp_sgd_step`: write the gradient
+ * of the record in `slot` at `weights` (`weights_len` elements of the step's dtype, the
+ * caller's own weight buffer, read-only) into `out_grad` (`out_grad_len = param_len`
+ * doubles, same layout; zeros for an empty slot) and return `DPATTN_STATUS_OK` (0). Any
+ * other value aborts the step: it returns that status (unknown codes become
+ * `DPATTN_STATUS_INTERNAL`), uncharged, with weights, state and `perms` untouched and the
+ * private partial sums erased from scratch. The callback must not unwind (no C++
+ * exceptions, no longjmp) and must not write to any buffer of the step; it should not fail
+ * on data (an abort exactly when a record is sampled is an unaccounted release; a NaN/∞
+ * gradient is instead replaced by zero and counted).
+ */
+typedef uint32_t (*dpattn_shuffle_grad_fn)(void *user_data,
+                                           uint64_t slot,
+                                           const void *weights,
+                                           size_t weights_len,
+                                           double *out_grad,
+                                           size_t out_grad_len);
+
+/**
+ * What a step did. `batch_size` and the clipping counts depend on private data: keep them
+ * inside the trusted trainer.
+ */
+typedef struct {
+  /**
+   * Records sampled into the batch.
+   */
+  uint64_t batch_size;
+  /**
+   * Sampled records whose gradient was clipped.
+   */
+  uint64_t clipped;
+  /**
+   * Batch projections that shrank the sum.
+   */
+  uint64_t batch_clipped;
+  /**
+   * Sampled records whose gradient had NaN/∞ and was replaced by zero.
+   */
+  uint64_t non_finite;
+  /**
+   * `σ_eff = min(σ, σ₀)`, the noise multiplier charged.
+   */
+  double effective_noise_multiplier;
+} dpattn_shuffled_dp_sgd_report;
+
+/**
+ * Result of `dpattn_shuffle_refute_audit_epsilon_lower_bound`.
+ */
+typedef struct {
+  /**
+   * Eq. 45 on the Clopper–Pearson upper bounds: a lower bound on ε at the confidence.
+   */
+  double epsilon_lower;
+  /**
+   * Eq. 45 on the point estimates (no confidence; may be +∞).
+   */
+  double epsilon_point;
+  /**
+   * Clopper–Pearson upper bound on the type-I rate α.
+   */
+  double alpha_upper;
+  /**
+   * Clopper–Pearson upper bound on the type-II rate β.
+   */
+  double beta_upper;
+} dpattn_shuffle_audit_bound;
+
+/**
+ * A Monte-Carlo estimate of δ(ε) in both directions with standard errors.
+ */
+typedef struct {
+  /**
+   * Estimate of `δ(p‖p′)`.
+   */
+  double forward;
+  /**
+   * Estimate of `δ(p′‖p)`.
+   */
+  double backward;
+  /**
+   * Standard error of `forward`.
+   */
+  double forward_stderr;
+  /**
+   * Standard error of `backward`.
+   */
+  double backward_stderr;
+} dpattn_shuffle_monte_carlo_delta;
 
 /**
  * IEEE binary32 (`float`).
@@ -1441,6 +2235,383 @@ dpattn_status dpattn_normal_quantile(double p, double *out_x);
 dpattn_status dpattn_normal_isf(double q, double *out_x);
 
 /**
+ * Fills `*out` with the defaults documented on each field of
+ * `dpattn_dp_forward_params` (ε = 1, δ = 1e-5, one release, `C = 1`, Frobenius
+ * normalisation, sequence neighbours at the embedding, derived sensitivity;
+ * `tokens = dim = 0`, which the caller must set). Returns `DPATTN_STATUS_NULL_ARGUMENT`
+ * for a NULL `out`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_params_default(dpattn_dp_forward_params *out);
+
+/**
+ * Checks every parameter (`DpForwardParams::validate`; nothing depends on private data).
+ *
+ * Returns `DPATTN_STATUS_OK`; `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_OUT_OF_RANGE`
+ * for ε ≤ 0 or not finite, δ ∉ (0, 1), `releases = 0`, `C ∉ [1e-100, 1e100]`, zero
+ * `tokens`/`dim`, `neighbour_rows = 0` with token neighbours, `tokens ≠ 1` at the pooled
+ * position, or an unknown enum value; `DPATTN_STATUS_SIZE_OVERFLOW` if `tokens·dim`
+ * overflows; `DPATTN_STATUS_UNSUPPORTED` for token-level neighbours after the embedding
+ * layer, or the released-code rule with anything but Frobenius clipping and sequence
+ * neighbours. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` must be NULL or readable.
+ */
+dpattn_status dpattn_dp_forward_validate(const dpattn_dp_forward_params *params);
+
+/**
+ * `*out_sensitivity` = the true L2 sensitivity `S₂` of one release of the hook (rounded
+ * up): `2C` for Frobenius clipping; `2C·√n` (sequence) or `2C·√min(c, n)` (token level)
+ * for row clipping. \[FIX\] E1/E2: the paper's `C` is half of it. Errors as
+ * `dpattn_dp_forward_validate`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` must be NULL or readable; `out_sensitivity` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_sensitivity(const dpattn_dp_forward_params *params,
+                                            double *out_sensitivity);
+
+/**
+ * `*out_sensitivity` = the L2 sensitivity of a clipped `tokens × dim` matrix for a clip
+ * region and neighbour relation (core `dp_forward::sensitivity`): `2C` (Frobenius), `2C√n`
+ * (rows, sequence), `2C√min(c, n)` (rows, `c = neighbour_rows` changed rows), rounded up.
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for `C ∉ [1e-100, 1e100]`, `tokens = 0`,
+ * `neighbour_rows = 0` with token neighbours, or an unknown enum value;
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_sensitivity` must be NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_clip_sensitivity(uint32_t region_kind,
+                                                 uint32_t neighbour_kind,
+                                                 size_t neighbour_rows,
+                                                 double clip_norm,
+                                                 size_t tokens,
+                                                 double *out_sensitivity);
+
+/**
+ * Refuses neighbour relations a position cannot support (core `check_neighbours`):
+ * `DPATTN_STATUS_OUT_OF_RANGE` for token neighbours with `neighbour_rows = 0` or an
+ * unknown enum value, `DPATTN_STATUS_UNSUPPORTED` for token neighbours at any position but
+ * the embedding (after attention one token changes every row). Thread-safe; no shared
+ * state.
+ */
+dpattn_status dpattn_dp_forward_check_neighbours(uint32_t neighbour_kind,
+                                                 size_t neighbour_rows,
+                                                 uint32_t position_kind,
+                                                 size_t encoder_layer,
+                                                 uint32_t sublayer);
+
+/**
+ * `*out_sigma` = the noise floor `S·√k / A(ε, δ)` (rounded up): the per-entry std of
+ * i.i.d. noise and the smallest admissible `σ_min(U)·σ_min(V)` (Algorithm 1 with
+ * branch-aware bisection, \[FIX\] E4/E17; `k` releases composed exactly, \[FIX\] E6;
+ * half the sensitivity under the released-code rule). Seed-003 §5-A: ε = 8, δ = 1e-5,
+ * `S = 2` gives 1.2004581444. Errors as `dpattn_dp_forward_validate`, plus
+ * `DPATTN_STATUS_INFEASIBLE` if the calibration fails. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` must be NULL or readable; `out_sigma` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_noise_floor(const dpattn_dp_forward_params *params,
+                                            double *out_sigma);
+
+/**
+ * The `(ε, δ)` the whole plan of `releases` releases satisfies, which an approximate-DP
+ * ledger is charged once per input before its first release: the budget under the derived
+ * rule; under the released-code rule the effective ε of its noise against the true
+ * sensitivity (§5-G: nominal 8 is 19.121181). Errors as `dpattn_dp_forward_noise_floor`;
+ * outputs written only on success. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` must be NULL or readable; the out-pointers NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_guarantee(const dpattn_dp_forward_params *params,
+                                          double *out_epsilon,
+                                          double *out_delta);
+
+/**
+ * `*out_rho` = the exact zCDP cost of ONE release, `ρ = S₂²/(2σ²)` with the true `S₂`
+ * and σ the noise floor (rounded up); `k` releases cost `kρ`. This is what a zCDP or RDP
+ * ledger is charged per release. Errors as `dpattn_dp_forward_noise_floor`. Thread-safe;
+ * no shared state.
+ *
+ * # Safety
+ * `params` must be NULL or readable; `out_rho` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_release_rho(const dpattn_dp_forward_params *params,
+                                            double *out_rho);
+
+/**
+ * Checks noise factors against the params' shape and Theorem 6 (core `check_factors`):
+ * accepted only if `σ_min(U)·σ_min(V) ≥` the noise floor, which goes to `*out_floor`.
+ * Returns `DPATTN_STATUS_SHAPE_MISMATCH` for std arrays of the wrong length,
+ * `DPATTN_STATUS_NON_FINITE` / `DPATTN_STATUS_OUT_OF_RANGE` for a std that is not finite
+ * and positive, `DPATTN_STATUS_INFEASIBLE` when Theorem 6 fails or the sampler's bounded
+ * support would be visible at this ε (about ε > 20 at δ = 1e-5), the errors of
+ * `dpattn_dp_forward_validate`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `params`, `factors` NULL or readable (and the std pointers valid for their lengths);
+ * `out_floor` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_check_factors(const dpattn_dp_forward_params *params,
+                                              const dpattn_dp_forward_factors *factors,
+                                              double *out_floor);
+
+/**
+ * `*out_len` = the `double` scratch `dpattn_dp_forward` needs for sequences of
+ * `tokens × dim` with these factors: 0 for i.i.d. and diagonal noise (the only kinds this
+ * ABI offers; the query exists so callers stay correct if matrix factors are added).
+ * Returns `DPATTN_STATUS_NULL_ARGUMENT` or `DPATTN_STATUS_OUT_OF_RANGE` (unknown kind).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `factors` NULL or readable (std pointers valid for their lengths); `out_len` NULL or
+ * writable.
+ */
+dpattn_status dpattn_dp_forward_scratch_len(const dpattn_dp_forward_factors *factors,
+                                            size_t tokens,
+                                            size_t dim,
+                                            size_t *out_len);
+
+/**
+ * Clips or normalises `x` (`rows × cols`, `f32` or `f64`, any row stride ≥ cols) in place,
+ * block by block: a block is `block_rows` consecutive rows (one sequence) for Frobenius
+ * clipping and one row for row clipping. After the call every block has exact Euclidean
+ * norm `≤ C`, rounding included. `*out_report` receives the number of rescaled blocks and
+ * the largest norm seen — private data, keep it on the data owner's side.
+ *
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for `C ∉ [1e-100, 1e100]`, `block_rows = 0`,
+ * `row_stride < cols` with several rows, an unknown `region`/`mode`, or a dtype other than
+ * F32/F64; `DPATTN_STATUS_SHAPE_MISMATCH` for zero columns or `rows` not a multiple of
+ * `block_rows`; `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x`;
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_NULL_ARGUMENT`;
+ * `DPATTN_STATUS_MISALIGNED`. `x` is untouched on error. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `x` must be NULL or valid for reads and writes of `x_len` elements of `dtype`, not
+ * accessed by anyone else during the call; `out_report` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_clip_hidden(void *x,
+                                            size_t x_len,
+                                            dpattn_dtype dtype,
+                                            size_t rows,
+                                            size_t cols,
+                                            size_t row_stride,
+                                            size_t block_rows,
+                                            uint32_t region_kind,
+                                            uint32_t mode_kind,
+                                            double clip_norm,
+                                            dpattn_dp_forward_clip_report *out_report);
+
+/**
+ * The DP-Forward hook: `x ← clip_C(x) + Z` in place for every sequence of a batch. `x`
+ * is `(batch·tokens) × dim` (`rows = batch·tokens`, sequences stacked along rows, any
+ * row stride ≥ dim), `f32` or `f64`. Noise `Z = U·N·Vᵀ` is i.i.d. (`σ` = the noise
+ * floor, the paper's Eq. 6) or diagonal (`factors`); noise element `(r, j)` is element
+ * `first + r·dim + j` of the standard-normal draw of `(key, stream)`
+ * (`docs/RANDOMNESS.md` §5.4). **Never reuse** a `(key, stream, first)` range across
+ * releases: equal noise on two matrices reveals their difference.
+ *
+ * **Guarantee** (seed-003 Theorems 3 and 6 with Algorithm 1's exact calibration): each
+ * sequence's `k = releases` releases together are `(ε, δ)`-DP under the configured
+ * neighbour relation — any two sequences with the same label (SeqLDP, `S₂ = 2C`), or
+ * matrices differing in `c` rows (token level, embedding position only). Sequences of one
+ * batch are different inputs (parallel composition). \[FIX\] E1/E2: sensitivity `2C`, not
+ * the paper's/code's `C`; \[FIX\] E6: the `k` releases are composed. Labels are not
+ * protected (use `dpattn_dp_forward_randomize_labels`). The guarantee is local only while
+ * `f` is frozen or updated without the raw inputs (E5). Floating point: the low-order
+ * bits are not covered by the proof (E18); calibrations where the sampler's bounded
+ * support would be visible are refused.
+ *
+ * `ledger` must be NULL (ledger handles are not wired into this entry point yet): charge
+ * `dpattn_dp_forward_guarantee` once per input (approximate DP) or
+ * `dpattn_dp_forward_release_rho` per release (zCDP/RDP) yourself, before the call.
+ * `*out_report` receives the clip report (private data).
+ *
+ * Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
+ * when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
+ * `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x` (data-dependent: report it only to the
+ * data holder); `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
+ * `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for a non-NULL `ledger`;
+ * `DPATTN_STATUS_OUT_OF_RANGE` for a dtype other than F32/F64;
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `x` or the
+ * factors). `x` is untouched on every error. Allocation-free. Thread-safe; no shared
+ * state.
+ *
+ * ```c
+ * dpattn_dp_forward_params p;
+ * dpattn_dp_forward_params_default(&p);
+ * p.epsilon = 8.0; p.tokens = 128; p.dim = 768;
+ * dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
+ * dpattn_key key = {{0}}; // fill from a CSPRNG
+ * dpattn_dp_forward_clip_report rep;
+ * // hidden: float[batch * 128 * 768], released in place
+ * dpattn_status s = dpattn_dp_forward(hidden, batch * 128 * 768, DPATTN_DTYPE_F32,
+ *     batch * 128, 768, 768, &p, &iid, &key, 0, 0, NULL, NULL, 0, &rep);
+ * ```
+ *
+ * # Safety
+ * `x` NULL or valid for reads and writes of `x_len` elements of `dtype`, not accessed by
+ * anyone else during the call; `params`, `factors`, `key` NULL or readable (factor
+ * pointers valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
+ * `out_report` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward(void *x,
+                                size_t x_len,
+                                dpattn_dtype dtype,
+                                size_t rows,
+                                size_t cols,
+                                size_t row_stride,
+                                const dpattn_dp_forward_params *params,
+                                const dpattn_dp_forward_factors *factors,
+                                const dpattn_key *key,
+                                uint64_t stream,
+                                uint64_t first,
+                                void *ledger,
+                                double *scratch,
+                                size_t scratch_len,
+                                dpattn_dp_forward_clip_report *out_report);
+
+/**
+ * k-ary randomized response at `ε₂` over labels `0..classes`, in place: label `i` is
+ * kept with probability `≤ e^{ε₂}/(e^{ε₂} + k − 1)` and otherwise replaced by one of the
+ * other `k − 1` uniformly, using the stream window of logical index `first + i` of
+ * `(key, stream)` (windows start at word 2⁶⁷, never shared with hidden-state noise).
+ *
+ * **Guarantee** (Theorem 4): `ε₂`-DP (pure) for each label under "any two labels"; with
+ * a sequence release at `(ε₁, δ)` the pair is `(ε₁ + ε₂, δ)`-LDP
+ * (`dpattn_dp_forward_full_ldp_budget`). Randomize once and reuse the noisy label.
+ *
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for `classes ∉ [2, 32768]`, `ε₂ < 1e-9` or not
+ * finite, a label `≥ classes` (data-dependent; nothing is changed: every label is checked
+ * first), or a window past the stream's end; `DPATTN_STATUS_SIZE_OVERFLOW` for
+ * `first + len > 2⁶¹`; `DPATTN_STATUS_RANDOMNESS_EXHAUSTED` (probability < 2⁻¹⁰⁰⁰; labels
+ * before the failing one are then already randomized); `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `labels` NULL or valid for reads and writes of `len` values, accessed by nobody else
+ * during the call; `key` NULL or readable.
+ */
+dpattn_status dpattn_dp_forward_randomize_labels(uint32_t *labels,
+                                                 size_t len,
+                                                 double epsilon,
+                                                 uint32_t classes,
+                                                 const dpattn_key *key,
+                                                 uint64_t stream,
+                                                 uint64_t first);
+
+/**
+ * The keep probability `e^{ε₂}/(e^{ε₂} + k − 1)` (ideal; the realised one is at most this)
+ * and the realised flip probability `T/2⁶⁴` (at least the ideal `1 − keep`) of k-ary
+ * randomized response. Seed-003 §5-J: ε₂ = ln 9, k = 2 keeps with probability 0.9.
+ * Errors as `dpattn_dp_forward_randomize_labels` for `epsilon`/`classes`. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * The out-pointers must be NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_rr_probabilities(double epsilon,
+                                                 uint32_t classes,
+                                                 double *out_keep,
+                                                 double *out_flip);
+
+/**
+ * Randomized response restricted to a public candidate set (RR with a prior, Ghazi et
+ * al. 2021): if `label` is a candidate, `|candidates|`-ary randomized response over the
+ * candidates; otherwise a uniform candidate. `ε₂`-DP for the label when the candidates do
+ * not depend on it. Label `index` uses the same stream window as
+ * `dpattn_dp_forward_randomize_labels`. The result (always a candidate) goes to
+ * `*out_label`.
+ *
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for an empty set, more than 32768 or repeated
+ * candidates, or `ε₂ < 1e-9` / not finite; `DPATTN_STATUS_SIZE_OVERFLOW` for an index past
+ * the stream's label windows; `DPATTN_STATUS_RANDOMNESS_EXHAUSTED`;
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `candidates` NULL or valid for `candidates_len` reads; `key` NULL or readable;
+ * `out_label` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_randomize_label_in(uint32_t label,
+                                                   const uint32_t *candidates,
+                                                   size_t candidates_len,
+                                                   double epsilon,
+                                                   const dpattn_key *key,
+                                                   uint64_t stream,
+                                                   uint64_t index,
+                                                   uint32_t *out_label);
+
+/**
+ * Theorem 4's budget for a sequence released at `(ε₁, δ)` and its label randomized at
+ * `ε₂`: `(ε₁ + ε₂, δ)`-LDP (basic composition, ε rounded up). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` for ε ≤ 0 / not finite, δ ∉ [0, 1) or an overflowing sum;
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * The out-pointers must be NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_full_ldp_budget(double sequence_epsilon,
+                                                double sequence_delta,
+                                                double label_epsilon,
+                                                double *out_epsilon,
+                                                double *out_delta);
+
+/**
+ * The per-entry std of the i.i.d. MVG baseline (Chanyaswad et al. 2018, paper Theorem 2)
+ * for an `n × d` query with L2 sensitivity `s2` and `γ = sup ‖f‖_F` (seed-003 §3.3):
+ * `Var = √(nd)·4α²/(−β + √(β² + 8αε))²`. For comparison only (§5-H: `n = 128`, `d = 768`,
+ * ε = 8, δ = 1e-5, `S = γ = 1` gives 2.13903e7, against aMGM's 0.6). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` for ε not finite and positive, δ ∉ (0, 1), `s2` or `γ`
+ * not finite and positive, or a zero dimension; `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_std` must be NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_mvg_iid_std(double epsilon,
+                                            double delta,
+                                            size_t n,
+                                            size_t d,
+                                            double s2,
+                                            double gamma,
+                                            double *out_std);
+
+/**
+ * A certified upper bound on `σ_max(W)` for `W` (`rows × cols` doubles, any row stride ≥
+ * cols): `min(‖W‖_F, √(‖W‖₁‖W‖_∞))`, every sum rounded up. Use it as the Lipschitz
+ * constant of a linear map between the clip and the noise (\[FIX\] E3: release
+ * `X·[W^Q|W^K|W^V]` once with sensitivity `2C·σ̄_max`). Returns
+ * `DPATTN_STATUS_NON_FINITE` for NaN/±∞, `DPATTN_STATUS_OUT_OF_RANGE` for an empty `W`
+ * or `row_stride < cols` with several rows, `DPATTN_STATUS_BUFFER_TOO_SHORT`,
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_MISALIGNED`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `w` NULL or valid for `w_len` reads; `out_bound` NULL or writable.
+ */
+dpattn_status dpattn_dp_forward_spectral_norm_upper_bound(const double *w,
+                                                          size_t w_len,
+                                                          size_t rows,
+                                                          size_t cols,
+                                                          size_t row_stride,
+                                                          double *out_bound);
+
+/**
+ * The number of live handles of every type in this process: created by a `_new` call and
+ * not yet freed. A host can compare it before and after a unit of work to find leaked
+ * handles (the C test host requires 0 at exit). Returns 0 if it panics (it cannot).
+ * Thread-safe.
+ */
+size_t dpattn_live_handle_count(void);
+
+/**
  * Copies the description of the last failed call on this thread into `buf` as a
  * NUL-terminated UTF-8 string, and returns the description's full length in bytes (not
  * counting the NUL), like `snprintf`: the message was truncated when the return value is
@@ -2141,6 +3312,539 @@ dpattn_status dpattn_noisy_attention_f64(const dpattn_tensor4_mut *out,
                                          size_t scratch_len);
 
 /**
+ * The low-dimensional experiment (§4.2): `D = 5`, `L = ⌊√N⌋`, `λ = 5`, `δ = 1e-5`,
+ * `η0 = 0.95·(2/3)·λ/(λ + G²)²`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (the code's rule,
+ * erratum 7), `κ = 1`, `τ² = 0`, the proof's `G`, `σ = σ_min`, paper accounting. Spec U3/U4:
+ * `N = 1000`, ε = 1 gives `L = 31`, `T = 44`. Returns `DPATTN_STATUS_OUT_OF_RANGE` for
+ * `n ∉ [2, 2⁵²]` or ε not finite and positive, `DPATTN_STATUS_INFEASIBLE` when the
+ * parameters fail validation (e.g. `ε/T ≥ 1`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe;
+ * no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_params_low_dim(size_t n,
+                                               double epsilon,
+                                               dpattn_noisy_head_params *out);
+
+/**
+ * The high-dimensional experiment (§4.3): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`, `T = 5`;
+ * the paper says δ = 1e-5, its code used 1e-2 (erratum 18): pass either. Errors as
+ * `dpattn_noisy_head_params_low_dim`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_params_high_dim(size_t n,
+                                                double epsilon,
+                                                double delta,
+                                                dpattn_noisy_head_params *out);
+
+/**
+ * The early-stopping experiment (§4.4): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`,
+ * δ = 1e-5, `T = iters`. Spec U4: `N = 400` gives `D = L = 20`,
+ * `η0 = 2.8478920952431833e-4`. Errors as `dpattn_noisy_head_params_low_dim`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_params_early_stopping(size_t n,
+                                                      uint32_t iters,
+                                                      double epsilon,
+                                                      dpattn_noisy_head_params *out);
+
+/**
+ * The robustness experiment (§4.5) for any `N ≥ 3`, `L`: `D = 5`, `λ = 0.01`, δ = 1e-2,
+ * `k = 1`, `T = ⌊ln N⌋`, and the authors' `R = 0.1·C²√(N/L)` (erratum 10). The paper's
+ * run is `(5000, 500, 0.5)`. Errors as `dpattn_noisy_head_params_low_dim` (`n ∉ [3, 2⁵²]`).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_params_robustness(size_t n,
+                                                  size_t l,
+                                                  double epsilon,
+                                                  dpattn_noisy_head_params *out);
+
+/**
+ * The radii of Theorem 4.1, eq. (4.1), with `R`'s constant `r_scale` (1 in the theorem).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for zero sizes, `λ ≤ 0`, `τ² < 0`, `κ ∉ (0, 1]`,
+ * `r_scale ≤ 0`, `NL/κ ≤ 1` or an unknown `gform`; `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_radii_theorem41(size_t n,
+                                                size_t l,
+                                                size_t d,
+                                                double lambda,
+                                                double tau2,
+                                                double kappa,
+                                                uint32_t gform,
+                                                double r_scale,
+                                                dpattn_noisy_head_radii *out);
+
+/**
+ * Checks every hard rule of spec §5.7 (public inputs only). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes; ε, σ, η0 not positive and finite; `C, G, R ∉
+ * [1e-100, 1e100]`; δ ∉ (0, 1); λ negative; unknown accounting),
+ * `DPATTN_STATUS_INFEASIBLE` (`σ < 2G(C + RG)`, Theorem 3.2; `ε/T ≥ 1` under paper
+ * accounting, where the classical Gaussian mechanism is unproven; `η0 ≥ 2/(2λ + G²)`),
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `params` must be NULL or readable.
+ */
+dpattn_status dpattn_noisy_head_validate(const dpattn_noisy_head_params *params);
+
+/**
+ * Calibration numbers of a parameter set: `σ_min = 2G(C + RG)` (rounded up), the step
+ * sensitivity `η0·σ_min/N` (eq. A.1), and the per-entry noise std `s` (paper:
+ * `η0·T·σ·√(2 ln(1.25T/δ))/(εN)`; zCDP: `(η0σ/N)·√(T/(2ρ))`). Returns the errors of the
+ * privacy inputs (`DPATTN_STATUS_OUT_OF_RANGE`, `DPATTN_STATUS_INFEASIBLE` for
+ * `ε/T ≥ 1`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; out-pointers NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_calibration(const dpattn_noisy_head_params *params,
+                                            double *out_sigma_min,
+                                            double *out_sensitivity,
+                                            double *out_noise_std);
+
+/**
+ * What a ledger is charged for one release: under paper accounting `(ε, δ)` approximate
+ * DP (`*out_rho` = 0), under zCDP accounting `*out_rho = ρ`, the largest zCDP `ρ` that
+ * converts to `(ε, δ)` (`*out_epsilon`, `*out_delta` are then the target it converts
+ * to). Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown
+ * accounting, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; out-pointers NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_charge(const dpattn_noisy_head_params *params,
+                                       double *out_epsilon,
+                                       double *out_delta,
+                                       double *out_rho);
+
+/**
+ * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers and an
+ * unknown accounting still are). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_get_diagnostics(const dpattn_noisy_head_params *params,
+                                                dpattn_noisy_head_diagnostics *out);
+
+/**
+ * `*out_len` = the `double` scratch `dpattn_noisy_head` needs: `N(2D + 1) + D²` plus the
+ * form's `2D²` (streaming) or `2D² + D⁴ + D²` (Gram). Returns
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_OUT_OF_RANGE` (unknown form/accounting),
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out_len` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *params,
+                                            uint32_t form_kind,
+                                            size_t *out_len);
+
+/**
+ * NoisyHead (Algorithm 1): writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`. Labels are
+ * clipped to `±C`, each `Z_k` projected on the `G`-ball, `Γ ← Π_R(Γ⁰)`, then `T` times
+ * `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`;
+ * noise entry `(t, i, j)` is element `t·D² + i·D + j` of `(key, stream)`. The used part
+ * of `scratch` is zeroed before returning (it held private summaries).
+ *
+ * **Guarantee** (Theorem 3.2): `(ε, δ)`-DP for `Γ̂` under replace-one-prompt neighbours
+ * (one whole prompt: tokens, labels and query target; `N` public), given `σ ≥ 2G(C + RG)`,
+ * `ε/T < 1` (enforced here; the paper leaves it unstated) and `gamma0` and every parameter
+ * independent of the private prompts. Test prompts are not protected. The exported head
+ * weights (`dpattn_noisy_head_export_attention`) are post-processing.
+ *
+ * `ledger` must be NULL (ledger handles are not wired here yet): charge
+ * `dpattn_noisy_head_charge` yourself before the call.
+ *
+ * Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
+ * the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
+ * `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
+ * `DPATTN_STATUS_UNSUPPORTED` for a non-NULL ledger; `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
+ * (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
+ * Thread-safe; no shared state.
+ *
+ * ```c
+ * dpattn_noisy_head_params p;
+ * dpattn_noisy_head_params_low_dim(1000, 1.0, &p);   // D = 5, L = 31, T = 44
+ * size_t need;
+ * dpattn_noisy_head_scratch_len(&p, DPATTN_NOISY_HEAD_FORM_GRAM, &need);
+ * double *scratch = malloc(need * sizeof *scratch);
+ * dpattn_noisy_head_prompts pr = {p.n, p.l, p.d, x, p.n*p.l*p.d, y, p.n*p.l, q, p.n*p.d, t, p.n};
+ * double gamma0[25] = {0}, gamma[25];
+ * dpattn_status s = dpattn_noisy_head(gamma, 25, gamma0, 25, &pr, &p,
+ *     DPATTN_NOISY_HEAD_FORM_GRAM, &key, 0, NULL, scratch, need);
+ * ```
+ *
+ * # Safety
+ * `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
+ * reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
+ * lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
+ * accessed by anyone else during the call.
+ */
+dpattn_status dpattn_noisy_head(double *out,
+                                size_t out_len,
+                                const double *gamma0,
+                                size_t gamma0_len,
+                                const dpattn_noisy_head_prompts *prompts,
+                                const dpattn_noisy_head_params *params,
+                                uint32_t form_kind,
+                                const dpattn_key *key,
+                                uint64_t stream,
+                                void *ledger,
+                                double *scratch,
+                                size_t scratch_len);
+
+/**
+ * `*out_len` = the scratch of `dpattn_noisy_head_linear_attention_head` for an embedding of
+ * `rows = D + 1` and `cols = L + 1`: `2·rows·cols + cols²`. Returns
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `out_len` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_linear_attention_head_scratch_len(size_t rows,
+                                                                  size_t cols,
+                                                                  size_t *out_len);
+
+/**
+ * The linear attention head of eq. (2.2): `out = E + W^{PV}E·(EᵀW^{KQ}E)/L` for an
+ * embedding `E` (`rows = D + 1` × `cols = L + 1`, row stride `e_stride`); `out` has the
+ * same shape (row stride `out_stride`); `w_pv`, `w_kq` are `rows × rows` row-major. The
+ * prediction is `out[D][L]`. A deterministic model: no privacy by itself.
+ *
+ * Returns `DPATTN_STATUS_SHAPE_MISMATCH` (shapes disagree or `E` smaller than 2 × 2),
+ * `DPATTN_STATUS_NON_FINITE`, `DPATTN_STATUS_SCRATCH_TOO_SMALL`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_OUT_OF_RANGE` (a stride below `cols`),
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`.
+ * `out` is untouched on error. Allocation-free. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Every pointer NULL or valid for its length (reads, or reads and writes for `out` and
+ * `scratch`, which nobody else may access during the call).
+ */
+dpattn_status dpattn_noisy_head_linear_attention_head(double *out,
+                                                      size_t out_len,
+                                                      size_t out_stride,
+                                                      const double *e,
+                                                      size_t e_len,
+                                                      size_t rows,
+                                                      size_t cols,
+                                                      size_t e_stride,
+                                                      const double *w_pv,
+                                                      size_t w_pv_len,
+                                                      const double *w_kq,
+                                                      size_t w_kq_len,
+                                                      double *scratch,
+                                                      size_t scratch_len);
+
+/**
+ * Writes the head weights that realise `ŷ = uᵀΓv`: `W^{PV}` with `w22 = 1` and
+ * `W^{KQ}` with `W11 = Γᵀ` (\[FIX\] erratum 1: the paper's `Γ = w22·W11` would predict
+ * with `Γᵀ`), every other entry 0, both `(D+1) × (D+1)` row-major. Post-processing of a
+ * released `Γ̂`. Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`d = 0`), `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_ALIASING`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_export_attention(double *w_pv,
+                                                 size_t w_pv_len,
+                                                 double *w_kq,
+                                                 size_t w_kq_len,
+                                                 const double *gamma,
+                                                 size_t gamma_len,
+                                                 size_t d);
+
+/**
+ * The private summaries of Algorithm 1: `u_k = x_{k,L+1}`,
+ * `v_k = L⁻¹Σᵢ clip_C(y_{k,i})x_{k,i}`, `t_k = clip_C(y_{k,L+1})`, rescaled so that
+ * `‖u_k v_kᵀ‖_F ≤ G`. Every prompt, whatever its content (NaN, ±∞), maps to a bounded
+ * summary: no error depends on prompt content. Returns `DPATTN_STATUS_OUT_OF_RANGE` (`C`
+ * or `G ∉ [1e-100, 1e100]`), `DPATTN_STATUS_SHAPE_MISMATCH`,
+ * `DPATTN_STATUS_OUT_OF_RANGE`/`SIZE_OVERFLOW` for bad prompt sizes,
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_private_features(double *u,
+                                                 size_t u_len,
+                                                 double *v,
+                                                 size_t v_len,
+                                                 double *t,
+                                                 size_t t_len,
+                                                 const dpattn_noisy_head_prompts *prompts,
+                                                 double clip_c,
+                                                 double proj_g);
+
+/**
+ * The raw (non-private) summaries `u_k = x_{k,L+1}`, `v_k = L⁻¹Σᵢ y_{k,i}x_{k,i}`,
+ * `t_k = y_{k,L+1}` (no clipping or projection): for the ridge baseline, the non-private
+ * descent and test prompts. Errors as `dpattn_noisy_head_private_features` (no radii).
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * As `dpattn_noisy_head_private_features`.
+ */
+dpattn_status dpattn_noisy_head_raw_features(double *u,
+                                             size_t u_len,
+                                             double *v,
+                                             size_t v_len,
+                                             double *t,
+                                             size_t t_len,
+                                             const dpattn_noisy_head_prompts *prompts);
+
+/**
+ * Copies one prompt from the paper's embedding `E` (`rows = D + 1` × `cols = L + 1`, row
+ * stride `e_stride`; column `i < L` is `(x_i; y_i)`, the last is `(x_q; 0)`) into the flat
+ * prompt layout: `ctx_x` (`L·D`), `ctx_y` (`L`), `query_x` (`D`). Returns
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (`E` smaller than 2 × 2 or wrong lengths),
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_ALIASING`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_prompt_from_embedding(double *ctx_x,
+                                                      size_t ctx_x_len,
+                                                      double *ctx_y,
+                                                      size_t ctx_y_len,
+                                                      double *query_x,
+                                                      size_t query_x_len,
+                                                      const double *e,
+                                                      size_t e_len,
+                                                      size_t rows,
+                                                      size_t cols,
+                                                      size_t e_stride);
+
+/**
+ * `*out_prediction = uᵀΓv` for a row-major `Γ` of `u_len × v_len` (the head's
+ * prediction `⟨Γ, u vᵀ⟩`). Returns `DPATTN_STATUS_SHAPE_MISMATCH` unless
+ * `gamma_len = u_len·v_len`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; `out_prediction` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_predict(const double *gamma,
+                                        size_t gamma_len,
+                                        const double *u,
+                                        size_t u_len,
+                                        const double *v,
+                                        size_t v_len,
+                                        double *out_prediction);
+
+/**
+ * One noiseless, unprojected step `(1 − 2λη0)Γ − (η0/N)Σ_k(u_kᵀΓv_k − t_k)u_k v_kᵀ` into
+ * `out` (the map whose sensitivity Theorem 3.2 bounds; its fixed point is ridge with
+ * `2λ`, erratum 3). Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`λ < 0`, `η0 ≤ 0`, bad feature sizes), `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_ALIASING`. Not private. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; `out` not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_gradient_step(double *out,
+                                              size_t out_len,
+                                              const double *gamma,
+                                              size_t gamma_len,
+                                              const dpattn_noisy_head_features *features,
+                                              double lambda,
+                                              double eta0);
+
+/**
+ * `H̃ = N⁻¹Σ vec(Z_k)vec(Z_k)ᵀ` (`D⁴`, row-major, symmetric) and `b̃ = N⁻¹Σ t_k vec(Z_k)`
+ * (`D²`) of the Gram form. Returns `DPATTN_STATUS_SHAPE_MISMATCH`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_gram_build(double *h,
+                                           size_t h_len,
+                                           double *b,
+                                           size_t b_len,
+                                           const dpattn_noisy_head_features *features);
+
+/**
+ * The non-private baseline: copies `gamma0` to `out` and runs `iters` noiseless,
+ * unprojected steps on it (`form` as in `dpattn_noisy_head`), calling `on_iter(user_data,
+ * t, Γ^t, D²)` after each step `t = 1..=iters` if `on_iter` is not NULL. **Not private.**
+ * `scratch` needs `2D²` (streaming) or `2D² + D⁴ + D²` (Gram) doubles. Returns
+ * `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_SCRATCH_TOO_SMALL`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0`, `η0 ≤ 0`, unknown form),
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`; `out` is written only on
+ * success (the iteration runs in `out`, so on success it holds `Γ^T`; every error is
+ * detected before). Allocation-free. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else;
+ * `on_iter` must not unwind.
+ */
+dpattn_status dpattn_noisy_head_train_nonprivate(double *out,
+                                                 size_t out_len,
+                                                 const double *gamma0,
+                                                 size_t gamma0_len,
+                                                 const dpattn_noisy_head_features *features,
+                                                 double lambda,
+                                                 double eta0,
+                                                 uint32_t iters,
+                                                 uint32_t form_kind,
+                                                 double *scratch,
+                                                 size_t scratch_len,
+                                                 dpattn_noisy_head_iter_fn on_iter,
+                                                 void *user_data);
+
+/**
+ * The non-private ridge estimate `Γ*` of eq. (2.7) into `out` (`D²`):
+ * `vec(Γ*) = (λN·I + Σ vec(Z_k)vec(Z_k)ᵀ)⁻¹Σ y_k vec(Z_k)` (pass `2λ` to compare with the
+ * descent's limit, erratum 3). **Allocates** (`O(D⁴)` or `O((N + D²)D²)` doubles).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0` or not finite, unknown solver),
+ * `DPATTN_STATUS_INFEASIBLE` (numerically singular system or non-finite features),
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (`out_len ≠ D²`), `DPATTN_STATUS_ALLOCATION_FAILED`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; `out` not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_ridge(double *out,
+                                      size_t out_len,
+                                      const dpattn_noisy_head_features *features,
+                                      double lambda,
+                                      uint32_t solver);
+
+/**
+ * Schedule rules for `T`, fixed before the run from public quantities (spec §2.5, §3.3):
+ * `which = 0`: the code's low-dim rule `⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (erratum 7; `x` =
+ * `N`, `l`, `d` unused); `1`: Theorem 4.2(i) `⌈ln(N²LD³)/ln(1/(1 − η0λ))⌉`; `2`: Theorem
+ * 4.2(ii) `⌈ln r/ln(1/(1 − η0λ))⌉` with `r = x_r` (`n`, `l`, `d` unused). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` unless `η0λ ∈ (0, 1)`, sizes positive (`N ≥ 2`), `r > 1`
+ * and the result in `[1, 2³²)`, or for an unknown `which`; `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_iters` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_schedule_iters(uint32_t which,
+                                               size_t n,
+                                               size_t l,
+                                               size_t d,
+                                               double r,
+                                               double eta0,
+                                               double lambda,
+                                               uint32_t *out_iters);
+
+/**
+ * `*out = E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of §1.1 (exact).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` (`l`/`d` zero, `τ²` negative or not finite),
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_expected_z_norm_sq(size_t l, size_t d, double tau2, double *out);
+
+/**
+ * The mean-field predictor of the expected excess risk at `params.iters` (spec §4.6; an
+ * approximation for planning, not a bound), and, when `max_iters > 0`, the
+ * data-independent best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`,
+ * `*out_best_risk`; both 0 when `max_iters = 0`). `c0` is the per-entry std of a random
+ * start; the best-`T` search uses `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`c0 < 0`, `τ² < 0`, `|1 − 2λη0| ≥ 1`),
+ * `DPATTN_STATUS_INFEASIBLE` (no feasible `T ≤ max_iters`), `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; out-pointers NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_mean_field(const dpattn_noisy_head_params *params,
+                                           double c0,
+                                           double tau2,
+                                           uint32_t max_iters,
+                                           double *out_risk,
+                                           uint32_t *out_best_iters,
+                                           double *out_best_risk);
+
+/**
+ * Writes prompts `first .. first + n` of the synthetic model of §1.1 (tokens uniform on
+ * the sphere, a fresh task `w_k ~ N(0, I)` per prompt, labels `w_kᵀx + τϵ`); prompt `k`
+ * is a function of `(key, stream, k)` only. Not private data: for experiments. Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes, `τ` negative or not finite),
+ * `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_SIZE_OVERFLOW`,
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`. Allocation-free. Thread-safe;
+ * no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; outputs not accessed by anyone else.
+ */
+dpattn_status dpattn_noisy_head_generate_prompts(double *ctx_x,
+                                                 size_t ctx_x_len,
+                                                 double *ctx_y,
+                                                 size_t ctx_y_len,
+                                                 double *query_x,
+                                                 size_t query_x_len,
+                                                 double *query_y,
+                                                 size_t query_y_len,
+                                                 size_t n,
+                                                 size_t l,
+                                                 size_t d,
+                                                 double tau,
+                                                 const dpattn_key *key,
+                                                 uint64_t stream,
+                                                 uint64_t first);
+
+/**
+ * A public random start `Γ⁰` with i.i.d. `N(0, c0²)` entries: entry `i` is element
+ * `2⁶² + i` of `(key, stream)` (never overlapping a release's noise). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`c0` negative or not finite), `DPATTN_STATUS_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` NULL or valid for `out_len` writes, accessed by nobody else; `key` NULL or
+ * readable.
+ */
+dpattn_status dpattn_noisy_head_random_start(double *out,
+                                             size_t out_len,
+                                             double c0,
+                                             const dpattn_key *key,
+                                             uint64_t stream);
+
+/**
+ * Test-set risks over (raw) test features: `*out_excess_risk = n⁻¹Σ_k⟨Γ̂ − Γ*, Z_k⟩²`
+ * (eq. B.1) and `*out_test_mse = n⁻¹Σ_k(⟨Γ̂, Z_k⟩ − t_k)²`. Returns
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (a `Γ` not `D²` long), `DPATTN_STATUS_OUT_OF_RANGE`
+ * (bad feature sizes), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Pointers NULL or valid for their lengths; out-pointers NULL or writable.
+ */
+dpattn_status dpattn_noisy_head_risks(const double *gamma_hat,
+                                      size_t gamma_hat_len,
+                                      const double *gamma_star,
+                                      size_t gamma_star_len,
+                                      const dpattn_noisy_head_features *test,
+                                      double *out_excess_risk,
+                                      double *out_test_mse);
+
+/**
  * Fills `*out` with the defaults: softmax, scale `1/√d`, the fastest kernel, no key
  * padding, and **NaN** for `key_norm`, `value_norm`, `epsilon`, `delta`, which the caller
  * must choose (a call with any of them unset fails with `DPATTN_STATUS_OUT_OF_RANGE`).
@@ -2452,6 +4156,424 @@ const char *dpattn_status_str(uint32_t status);
  * header's `DPATTN_VERSION` when header and library match. Never NULL. Thread-safe.
  */
 const char *dpattn_version(void);
+
+/**
+ * Validates `n_blocks` block descriptors over a flat buffer of `param_len` elements and
+ * returns a plan handle in `*out_plan`. The same plan permutes weights, gradients and
+ * every optimizer-state buffer of the same layout. **Allocates** (a copy of the
+ * descriptors).
+ *
+ * **Guarantee.** Applying any permutations of the plan leaves the function the model
+ * computes unchanged (only element positions move), provided the descriptors describe the
+ * model. Shuffling is not a privacy mechanism (module docs).
+ *
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` (a zero extent, an axis ≥ 2³¹, `kv_heads` not
+ * dividing `heads`, no blocks, `param_len = 0`, overlapping tensors, an unknown enum or a
+ * flag other than 0/1 — the message names the field); `DPATTN_STATUS_SHAPE_MISMATCH`
+ * (layers that do not fit together); `DPATTN_STATUS_BUFFER_TOO_SHORT` (a tensor past
+ * `param_len`); `DPATTN_STATUS_SIZE_OVERFLOW`; `DPATTN_STATUS_NULL_ARGUMENT`;
+ * `DPATTN_STATUS_MISALIGNED`. `*out_plan` is written only on success. Thread-safe.
+ *
+ * ```c
+ * // y = W2·relu(W1·x + b1) + b2: W1 3×2 at 0, b1 at 6, W2 2×3 at 9, b2 at 15.
+ * dpattn_shuffle_block b = {0};
+ * b.kind = DPATTN_SHUFFLE_BLOCK_MLP;
+ * b.up = (dpattn_shuffle_linear){0, 3, 2, DPATTN_SHUFFLE_LAYOUT_OUT_IN, 1, 6};
+ * b.down = (dpattn_shuffle_linear){9, 2, 3, DPATTN_SHUFFLE_LAYOUT_OUT_IN, 1, 15};
+ * dpattn_shuffle_plan *plan;
+ * dpattn_shuffle_perms *perms;
+ * dpattn_shuffle_plan_new(&b, 1, 17, &plan);
+ * dpattn_shuffle_perms_sample_keyed(plan, &key, 0, &perms);
+ * double scratch[6];
+ * dpattn_shuffle_apply(weights, 17, DPATTN_DTYPE_F64, plan, perms, scratch, 6);
+ * dpattn_shuffle_perms_free(perms);
+ * dpattn_shuffle_plan_free(plan);
+ * ```
+ *
+ * # Safety
+ * `blocks` NULL or valid for `n_blocks` reads; `out_plan` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_plan_new(const dpattn_shuffle_block *blocks,
+                                      size_t n_blocks,
+                                      size_t param_len,
+                                      dpattn_shuffle_plan **out_plan);
+
+/**
+ * Releases a plan. NULL, an already freed or a foreign value is ignored. Thread-safe.
+ */
+void dpattn_shuffle_plan_free(dpattn_shuffle_plan *plan);
+
+/**
+ * The plan's sizes: `*out_param_len` (length of the buffers it applies to),
+ * `*out_permutation_len` (`uint32_t`s of its permutations), `*out_apply_scratch_len`
+ * (doubles `dpattn_shuffle_apply` needs: the largest moved tensor) and
+ * `*out_step_scratch_len` (doubles `dpattn_shuffled_dp_sgd_step` needs: `2·param_len`).
+ * Returns `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe.
+ *
+ * # Safety
+ * Out-pointers NULL or writable.
+ */
+dpattn_status dpattn_shuffle_plan_sizes(const dpattn_shuffle_plan *plan,
+                                        size_t *out_param_len,
+                                        size_t *out_permutation_len,
+                                        size_t *out_apply_scratch_len,
+                                        size_t *out_step_scratch_len);
+
+/**
+ * What the plan really moves (spec §2.6, \[FIX\] Q17): `*out_moved` elements lie in
+ * tensors whose moved axis has blocks of at least two positions, out of `*out_total =
+ * param_len`; `*out_min_orbit` is the smallest orbit of a buffer coordinate (1 if any
+ * coordinate is a fixed point, else the smallest permuted block; the paper's `d` is never
+ * the right number, Q5). Returns `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * Out-pointers NULL or writable.
+ */
+dpattn_status dpattn_shuffle_plan_coverage(const dpattn_shuffle_plan *plan,
+                                           size_t *out_moved,
+                                           size_t *out_total,
+                                           size_t *out_min_orbit);
+
+/**
+ * Draws the plan's permutations (uniform over its group: Fisher–Yates with Lemire's
+ * unbiased integers) from `(key, stream)`, reading the stream sequentially from word 0,
+ * into `out` (`permutation_len` values, in the plan's order: per MLP block one
+ * permutation of its hidden units; per attention block one `qk_head_dim` permutation per
+ * key/value head unless RoPE, then the value permutations). Same key and stream → same
+ * permutations. Allocation-free. Returns `DPATTN_STATUS_SHAPE_MISMATCH` (`out_len ≠
+ * permutation_len`), `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_MISALIGNED`; `out` is untouched on error. Thread-safe.
+ *
+ * # Safety
+ * `out` NULL or valid for `out_len` writes, accessed by nobody else; `key` NULL or
+ * readable.
+ */
+dpattn_status dpattn_shuffle_sample_keyed(uint32_t *out,
+                                          size_t out_len,
+                                          const dpattn_shuffle_plan *plan,
+                                          const dpattn_key *key,
+                                          uint64_t stream);
+
+/**
+ * Draws permutations as `dpattn_shuffle_sample_keyed` does and returns them in a new
+ * handle `*out_perms` (**allocates** `permutation_len` values). Returns
+ * `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_ALLOCATION_FAILED`. Thread-safe.
+ *
+ * # Safety
+ * `key` NULL or readable; `out_perms` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_perms_sample_keyed(const dpattn_shuffle_plan *plan,
+                                                const dpattn_key *key,
+                                                uint64_t stream,
+                                                dpattn_shuffle_perms **out_perms);
+
+/**
+ * Checks caller permutations (`len = permutation_len`, each slot a bijection of its
+ * length) against the plan and returns them in a new handle (**allocates**). Returns
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (wrong length), `DPATTN_STATUS_OUT_OF_RANGE` (an index
+ * out of range or repeated), `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALLOCATION_FAILED`. Thread-safe.
+ *
+ * # Safety
+ * `indices` NULL or valid for `len` reads; `out_perms` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_perms_from_indices(const dpattn_shuffle_plan *plan,
+                                                const uint32_t *indices,
+                                                size_t len,
+                                                dpattn_shuffle_perms **out_perms);
+
+/**
+ * The identity permutations of the plan (applying them changes nothing) in a new handle
+ * (**allocates**). Errors as `dpattn_shuffle_perms_sample_keyed`. Thread-safe.
+ *
+ * # Safety
+ * `out_perms` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_perms_identity(const dpattn_shuffle_plan *plan,
+                                            dpattn_shuffle_perms **out_perms);
+
+/**
+ * The inverse of `perms` in a new handle (**allocates**): applying `perms` then the
+ * result restores a buffer. Returns `DPATTN_STATUS_SHAPE_MISMATCH` (permutations of
+ * another plan shape), `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_ALLOCATION_FAILED`. Thread-safe.
+ *
+ * # Safety
+ * `out_perms` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_perms_invert(const dpattn_shuffle_plan *plan,
+                                          const dpattn_shuffle_perms *perms,
+                                          dpattn_shuffle_perms **out_perms);
+
+/**
+ * Copies the permutations into `out` and writes their length to `*out_needed`; with
+ * `out_len = 0` (`out` may be NULL) it only queries the length. Returns
+ * `DPATTN_STATUS_SHAPE_MISMATCH` when `out_len` is neither 0 nor the length (nothing is
+ * written), `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * `out` NULL or valid for `out_len` writes; `out_needed` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_perms_indices(uint32_t *out,
+                                           size_t out_len,
+                                           const dpattn_shuffle_perms *perms,
+                                           size_t *out_needed);
+
+/**
+ * Releases permutations. NULL, an already freed or a foreign value is ignored.
+ * Thread-safe.
+ */
+void dpattn_shuffle_perms_free(dpattn_shuffle_perms *perms);
+
+/**
+ * Permutes one buffer in place (weights, gradients, or an optimizer-state buffer with the
+ * same layout): hidden unit / head feature `j` afterwards holds old unit `perm[j]`.
+ * `buf` has `buf_len = param_len` elements of `dtype` (F32, F64, F16, BF16 — values pass
+ * through `f64` exactly; a signalling NaN comes back quiet); `scratch` needs the plan's
+ * apply scratch. Function-preserving (module docs), not a privacy mechanism. To undo,
+ * apply `dpattn_shuffle_perms_invert`'s result. Allocation-free.
+ *
+ * Returns `DPATTN_STATUS_SHAPE_MISMATCH` (`buf_len ≠ param_len`, or permutations of
+ * another plan shape), `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `DPATTN_STATUS_OUT_OF_RANGE`
+ * (unknown dtype), `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `buf`). `buf`
+ * is untouched on error. Thread-safe.
+ *
+ * # Safety
+ * `buf` NULL or valid for reads and writes of `buf_len` elements of `dtype`, `scratch`
+ * NULL or valid for `scratch_len` writes, neither accessed by anyone else.
+ */
+dpattn_status dpattn_shuffle_apply(void *buf,
+                                   size_t buf_len,
+                                   dpattn_dtype dtype,
+                                   const dpattn_shuffle_plan *plan,
+                                   const dpattn_shuffle_perms *perms,
+                                   double *scratch,
+                                   size_t scratch_len);
+
+/**
+ * Fills `*out` with defaults: `clip_norm = 1`, no batch clipping, one noise multiplier;
+ * `sampling_rate`, `noise_multiplier`, `learning_rate` and `planned_steps` are 0 and must
+ * be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for NULL. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+dpattn_status dpattn_shuffled_dp_sgd_params_default(dpattn_shuffled_dp_sgd_params *out);
+
+/**
+ * What one step costs, for charging an RDP ledger yourself: the Poisson-subsampled
+ * Gaussian mechanism `SampledGaussianRdp(q, σ_eff)` with `*out_q = sampling_rate` and
+ * `*out_sigma = σ_eff = min(σ, σ₀)` (\[FIX\] Q10) — exactly what the same step without
+ * shuffling costs (shuffling earns no credit). `*out_support_delta` is the estimate
+ * `T·q·τ` of the δ the sampler's bounded support adds over the planned run for a model of
+ * `param_len` coordinates (a floating-point safeguard, not part of the proof): refuse the
+ * run if it exceeds 1% of your ledger's δ, as the core's ledger path does. Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` for `q ∉ (0, 1]`, a multiplier not finite and positive, an
+ * unknown enum/flag; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; out-pointers NULL or writable.
+ */
+dpattn_status dpattn_shuffled_dp_sgd_charge(const dpattn_shuffled_dp_sgd_params *params,
+                                            size_t param_len,
+                                            double *out_q,
+                                            double *out_sigma,
+                                            double *out_support_delta);
+
+/**
+ * The stream ids `base + 3·step + {0, 1, 2}` of one step (a run of `T` steps from `base`
+ * uses `[base, base + 3T)`; runs under one key need disjoint ranges). Returns
+ * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
+                                                   uint64_t step,
+                                                   dpattn_shuffle_step_streams *out);
+
+/**
+ * One step of shuffled DP-SGD (Algorithm 1) on flat buffers: each of `capacity` record
+ * slots joins the batch with probability `q` (keyed Poisson sampling); `grad` writes each
+ * sampled record's gradient, which is clipped to `c` and summed; optional batch clipping
+ * to `c′`; noise `N(0, σ²c²)` on moved and `N(0, σ₀²c²)` on unmoved coordinates; divided
+ * by `B = q·capacity`; `w ← w − η·g̃`; then one uniform permutation of the plan is applied
+ * to the weights, to every `state` buffer and to `g̃`, which is left in
+ * `scratch[0..param_len]` (for optimizers with state: run with `η = 0` and update from
+ * `g̃`). The permutations drawn are written to `perms` (`permutation_len`). Three draws
+ * under `key` on the stream ids of `streams`.
+ *
+ * **Guarantee.** With add/remove-one neighbours (one training record), the released
+ * weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
+ * `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
+ * recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
+ * `capacity` must be a public number of slots, never the private dataset size (empty
+ * slots get zero gradients). Floating point: low-order bits are not covered by the proof.
+ *
+ * `ledger` must be NULL (ledger handles are not wired here yet): charge
+ * `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on your RDP ledger
+ * before each step, and apply its bounded-support check.
+ *
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
+ * or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
+ * unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
+ * `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
+ * `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
+ * (non-NULL ledger); the callback's own status when it fails (see
+ * `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
+ * (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
+ * every error the weights, the state and `perms` are untouched (a failing callback erases
+ * the partial sums in scratch). Allocation-free. Thread-safe (the plan is locked for the
+ * call; `grad` runs on the calling thread).
+ *
+ * # Safety
+ * `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
+ * of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
+ * writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
+ * `out_report` NULL or writable. No written buffer may be accessed by anyone else during
+ * the call (the callback included, except reading `weights` through its argument).
+ */
+dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
+                                          size_t weights_len,
+                                          dpattn_dtype dtype,
+                                          void *const *state,
+                                          size_t n_state,
+                                          uint32_t *perms,
+                                          size_t perms_len,
+                                          const dpattn_shuffle_plan *plan,
+                                          const dpattn_shuffled_dp_sgd_params *params,
+                                          uint64_t capacity,
+                                          dpattn_shuffle_grad_fn grad,
+                                          void *user_data,
+                                          const dpattn_key *key,
+                                          const dpattn_shuffle_step_streams *streams,
+                                          void *ledger,
+                                          double *scratch,
+                                          size_t scratch_len,
+                                          dpattn_shuffled_dp_sgd_report *out_report);
+
+/**
+ * The audit ε of the paper's Eq. 45 from an attack's true type-I/II rates:
+ * `max{ln((1−α−δ)/β), ln((1−β−δ)/α), 0}` — a lower bound on ε for any `(ε, δ)`-DP
+ * mechanism (use the Clopper–Pearson version for estimated rates). Spec §6.3:
+ * `(0.1, 0.3, 1e-5)` gives 1.9458959. Returns `DPATTN_STATUS_OUT_OF_RANGE` unless
+ * `α, β ∈ (0, 1]`, `δ ∈ [0, 1)`; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * `out_epsilon` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_refute_audit_epsilon(double alpha,
+                                                  double beta,
+                                                  double delta,
+                                                  double *out_epsilon);
+
+/**
+ * The one-sided Clopper–Pearson upper bound on a binomial rate from `successes` in
+ * `trials` at `confidence` (1 when `successes = trials`). Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` for `trials = 0`, `successes > trials` or `confidence ∉
+ * (0, 1)`; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_upper` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_refute_clopper_pearson_upper(uint64_t successes,
+                                                          uint64_t trials,
+                                                          double confidence,
+                                                          double *out_upper);
+
+/**
+ * A statistically valid lower bound on ε from membership-audit counts (§8 Q16): Eq. 45
+ * on Clopper–Pearson upper bounds of α and β, each at `1 − (1 − confidence)/2` (union
+ * bound). A lower bound only refutes; it never validates an accountant. Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` (zero totals, counts above totals, `δ ∉ [0, 1)`,
+ * `confidence ∉ (0, 1)`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_refute_audit_epsilon_lower_bound(uint64_t false_positives,
+                                                              uint64_t negatives,
+                                                              uint64_t false_negatives,
+                                                              uint64_t positives,
+                                                              double delta,
+                                                              double confidence,
+                                                              dpattn_shuffle_audit_bound *out);
+
+/**
+ * The exact `δ(ε)` of the shuffled Gaussian mechanism at `d = 2` for the paper's pair
+ * `f = c′u`, `f′ = (c + c′)u` with noise std `σ` (§5.4, §6.9(a)), in both directions:
+ * `*out_forward = δ(p‖p′)`, `*out_backward = δ(p′‖p)`. At `σ = 1.16125`, ε = 1,
+ * `c = c′ = 1` the backward δ is 0.07985, where Theorem 6 claims 1e-5. Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` unless `ε ≥ 0`, `σ > 0`, `c > 0`, `c′ ≥ 0` (finite);
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Out-pointers NULL or writable.
+ */
+dpattn_status dpattn_shuffle_refute_gaussian_delta_d2(double epsilon,
+                                                      double sigma,
+                                                      double c,
+                                                      double c_prime,
+                                                      double *out_forward,
+                                                      double *out_backward);
+
+/**
+ * `*out_len` = the scratch (`d` doubles) of `dpattn_shuffle_refute_monte_carlo_delta`.
+ * Returns `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` NULL or writable.
+ */
+dpattn_status dpattn_shuffle_refute_monte_carlo_delta_scratch_len(size_t d, size_t *out_len);
+
+/**
+ * The Monte-Carlo privacy-loss estimator of §5.4 for the paper's pair in `ℝ^d` with
+ * noise std `σ`: `samples` draws per side from `(key, stream)` (draw `s` under `p` uses
+ * elements `s·d ..`, under `p′` elements `(samples + s)·d ..`), a deterministic function of
+ * the stream. Returns `DPATTN_STATUS_OUT_OF_RANGE` (as the d = 2 function, plus `d < 2` or
+ * `samples < 2`), `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `DPATTN_STATUS_SIZE_OVERFLOW`,
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Allocation-free. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `key` NULL or readable; `scratch` NULL or valid for `scratch_len` writes; `out` NULL or
+ * writable.
+ */
+dpattn_status dpattn_shuffle_refute_monte_carlo_delta(double epsilon,
+                                                      double sigma,
+                                                      double c,
+                                                      double c_prime,
+                                                      size_t d,
+                                                      uint64_t samples,
+                                                      const dpattn_key *key,
+                                                      uint64_t stream,
+                                                      double *scratch,
+                                                      size_t scratch_len,
+                                                      dpattn_shuffle_monte_carlo_delta *out);
+
+/**
+ * The paper's Theorem 6 quantity `h(ε; σ, d, r)` (Fenton–Wilkinson approximation), for
+ * reproducing the paper only. **The value is NOT a privacy guarantee**: Theorem 6 is
+ * refuted (it approximates a lower bound on δ with dependent summands, uses an infeasible
+ * worst case and the wrong `d`, and ignores that the permutation is revealed; at `d = 2`,
+ * σ = 1.16125 it gives `h < 1e-5` where the exact δ is 0.0799, see
+ * `dpattn_shuffle_refute_gaussian_delta_d2`). Never charge a ledger with it. Returns
+ * `DPATTN_STATUS_OUT_OF_RANGE` for ε negative or not finite and the core's range errors
+ * for `σ`, `d`, `r`; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_h_not_a_guarantee` NULL or writable.
+ */
+dpattn_status dpattn_weight_shuffle_paper_thm6_h(double epsilon,
+                                                 double sigma,
+                                                 double d,
+                                                 double r,
+                                                 double *out_h_not_a_guarantee);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -33,17 +33,20 @@ mod args;
 mod attention;
 mod boundary;
 mod calibration;
+mod dp_forward;
 mod handle;
 mod last_error;
 mod layout;
 mod ledger;
 mod noise;
 mod noisy_attention;
+mod noisy_head;
 mod output_perturbation;
 mod privacy;
 mod status;
 mod tensor;
 mod version;
+mod weight_shuffle;
 
 pub use attention::{
     DPATTN_KERNEL_AUTO, DPATTN_KERNEL_AVX2_FMA, DPATTN_KERNEL_PORTABLE, DPATTN_SCALE_CUSTOM,
@@ -54,13 +57,15 @@ pub use attention::{
 };
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
-pub use last_error::dpattn_last_error_message;
+pub use dp_forward::*;
 pub use handle::dpattn_live_handle_count;
+pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
 pub use noisy_attention::{
     dpattn_noise_spec, dpattn_noise_stream, dpattn_noisy_attention, dpattn_noisy_attention_f64,
     dpattn_noisy_attention_heads,
 };
+pub use noisy_head::*;
 pub use output_perturbation::{
     DPATTN_ACCOUNTING_PAPER, DPATTN_ACCOUNTING_TIGHT, DPATTN_COPIES_FIXED,
     DPATTN_COPIES_NET_HOEFFDING, DPATTN_COPIES_PAPER, DPATTN_DOMAIN_CLAMP, DPATTN_DOMAIN_REJECT,
@@ -88,3 +93,4 @@ pub use accounting::*;
 pub use calibration::*;
 pub use ledger::*;
 pub use noise::*;
+pub use weight_shuffle::*;
