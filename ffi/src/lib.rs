@@ -30,19 +30,25 @@
 
 mod args;
 mod boundary;
+mod gaussian_sampling;
 mod handle;
 mod last_error;
 mod layout;
+mod moment_sketch;
 mod privacy;
+mod softmax_tree;
 mod status;
 mod tensor;
 mod version;
 
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
+pub use gaussian_sampling::*;
 pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
+pub use moment_sketch::*;
 pub use privacy::dpattn_check_privacy_params;
+pub use softmax_tree::*;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{
     DPATTN_DTYPE_BF16, DPATTN_DTYPE_F16, DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype,
