@@ -101,7 +101,10 @@
  */
 #define DPATTN_GAUSSIAN_SAMPLING_K_UNBOUNDED 0
 
-
+/**
+ * The largest sample count any routine accepts, `2^53`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_K_LIMIT 9007199254740992
 
 /**
  * Gaussian noise, `(ε, δ)`-DP by the analytic Gaussian mechanism (`δ ∈ (0, 1)`).
@@ -123,7 +126,10 @@
  */
 #define DPATTN_DP_TREE_SIDE_RIGHT 1
 
-
+/**
+ * The largest supported Taylor degree `s`.
+ */
+#define DPATTN_SOFTMAX_TREE_MAX_DEGREE 64
 
 /**
  * Temperature `τ = 1/d` (paper Definition 1.1).

@@ -57,7 +57,8 @@ pub const DPATTN_GAUSSIAN_SAMPLING_COUPLING_DECOUPLED: u32 = 1;
 /// `k_max` written when every `k` is private (`β = 0`): no upper bound.
 pub const DPATTN_GAUSSIAN_SAMPLING_K_UNBOUNDED: u64 = 0;
 /// The largest sample count any routine accepts, `2^53`.
-pub const DPATTN_GAUSSIAN_SAMPLING_K_LIMIT: u64 = gsa::K_LIMIT;
+pub const DPATTN_GAUSSIAN_SAMPLING_K_LIMIT: u64 = 9_007_199_254_740_992;
+const _: () = assert!(DPATTN_GAUSSIAN_SAMPLING_K_LIMIT == gsa::K_LIMIT);
 
 /// The declared, public data domain (Defs. 1.5, 1.6): every column of `X` has norm at most
 /// `alpha`, `XXᵀ ⪰ eta·I`, neighbours differ in one column by at most `beta` in ℓ2
@@ -1090,10 +1091,8 @@ mod tests {
     fn cal() -> dpattn_gaussian_sampling_calibration {
         let mut c = std::mem::MaybeUninit::uninit();
         // SAFETY: valid out pointer.
-        assert_eq!(
-            unsafe { dpattn_gaussian_sampling_calibration_default(c.as_mut_ptr()) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { dpattn_gaussian_sampling_calibration_default(c.as_mut_ptr()) };
+        assert_eq!(st, dpattn_status::Ok);
         // SAFETY: initialised on success.
         unsafe { c.assume_init() }
     }
@@ -1186,7 +1185,9 @@ mod tests {
     fn x_hadamard_like(n: usize, d: usize) -> Vec<f64> {
         // Rows of a Sylvester–Hadamard matrix scaled so XXᵀ = 0.05·I.
         let s = (0.05 / d as f64).sqrt();
-        (0..n * d).map(|i| if ((i / d) & (i % d)).count_ones() % 2 == 0 { s } else { -s }).collect()
+        (0..n * d)
+            .map(|i| if ((i / d) & (i % d)).count_ones().is_multiple_of(2) { s } else { -s })
+            .collect()
     }
 
     #[test]

@@ -354,7 +354,7 @@ pub unsafe extern "C" fn dpattn_moment_sketch_projection_noise_std(
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out, "out")?;
-        if !(u2 >= 0.0) {
+        if u2.is_nan() || u2 < 0.0 {
             return Err(dpattn_core::Error::OutOfRange {
                 name: "u2",
                 value: u2,
@@ -487,10 +487,8 @@ mod tests {
         .unwrap();
         let mut m = vec![0.0; core.sketch().len()];
         // SAFETY: valid buffer.
-        assert_eq!(
-            unsafe { dpattn_moment_sketch_get(h, m.as_mut_ptr(), m.len()) },
-            dpattn_status::Ok
-        );
+        let st = unsafe { dpattn_moment_sketch_get(h, m.as_mut_ptr(), m.len()) };
+        assert_eq!(st, dpattn_status::Ok);
         assert!(m.iter().zip(core.sketch()).all(|(a, b)| a.to_bits() == b.to_bits()));
         let mut len = 0;
         // SAFETY: valid pointers.

@@ -30,7 +30,8 @@ pub const DPATTN_DP_TREE_SIDE_LEFT: u32 = 0;
 /// `Side` of a touched node: a right sibling (added to `c_right`).
 pub const DPATTN_DP_TREE_SIDE_RIGHT: u32 = 1;
 /// The largest supported Taylor degree `s`.
-pub const DPATTN_SOFTMAX_TREE_MAX_DEGREE: u32 = st::MAX_DEGREE;
+pub const DPATTN_SOFTMAX_TREE_MAX_DEGREE: u32 = 64;
+const _: () = assert!(DPATTN_SOFTMAX_TREE_MAX_DEGREE == st::MAX_DEGREE);
 /// Temperature `τ = 1/d` (paper Definition 1.1).
 pub const DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM: u32 = 0;
 /// `[EXT]` E6: a custom temperature `τ > 0` (the `tau` field).
@@ -1970,10 +1971,8 @@ mod tests {
         assert_eq!((l.to_bits(), r.to_bits()), (cl.to_bits(), cr.to_bits()));
         // Out of range leaf: outputs untouched.
         // SAFETY: valid pointers.
-        assert_eq!(
-            unsafe { dpattn_dp_tree_query_leaf(t, 8, &mut l, &mut r) },
-            dpattn_status::OutOfRange
-        );
+        let st = unsafe { dpattn_dp_tree_query_leaf(t, 8, &mut l, &mut r) };
+        assert_eq!(st, dpattn_status::OutOfRange);
         assert_eq!(l.to_bits(), cl.to_bits());
         let (mut nodes, mut sides, mut cnt) = ([0usize; 3], [9u32; 3], 0usize);
         // SAFETY: valid buffers.
@@ -2006,10 +2005,8 @@ mod tests {
         assert!(last_error_string().contains("out_nodes"));
         dpattn_dp_tree_free(t);
         // SAFETY: freed handle is detected, never dereferenced.
-        assert_eq!(
-            unsafe { dpattn_dp_tree_query_leaf(t, 5, &mut l, &mut r) },
-            dpattn_status::InvalidHandle
-        );
+        let st = unsafe { dpattn_dp_tree_query_leaf(t, 5, &mut l, &mut r) };
+        assert_eq!(st, dpattn_status::InvalidHandle);
         assert!(last_error_string().contains("tree"));
         dpattn_dp_tree_free(t); // double free is harmless
         dpattn_dp_tree_free(null_mut());
