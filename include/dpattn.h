@@ -159,6 +159,91 @@
 #define DPATTN_DP_FORWARD_FACTORS_DIAGONAL 1
 
 /**
+ * `f = exp` in `P = D(B)⁻¹ f(B)` (the softmax).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SCORE_EXP 0
+
+/**
+ * `f = cosh` in `P = D(B)⁻¹ f(B)`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SCORE_COSH 1
+
+/**
+ * Bartlett decomposition (spec S3, default): cost independent of `k`; needs `k ≥ n`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_BARTLETT 0
+
+/**
+ * The paper's literal `gᵢ = chol(Σ)·zᵢ` (spec S1): cost linear in `k`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_LITERAL 1
+
+/**
+ * `gᵢ = X·zᵢ` (spec S2): no factorisation; cost `O(ndk)`; data input only.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_FACTOR_FREE 2
+
+/**
+ * Theorem 4.1 constants `Δ = 0.1·min(ε/√(k ln(1/δ)), ε/ln(1/δ))` (default; erratum E1).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_THEOREM41 0
+
+/**
+ * Definition 5.5 constants `Δ = min(ε/√(8k ln(1/δ)), ε/(8 ln(1/δ)))`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_DEFINITION55 1
+
+/**
+ * The paper's sensitivity bound `s = 2αβ√n/η` (Lemma 5.11, default).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_PAPER_SQRT_N 0
+
+/**
+ * The spec's tight bound `s = 2αβ/η` (D-6, not in the paper).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_TIGHT 1
+
+/**
+ * Refuse private data outside the declared domain (`DPATTN_STATUS_DOMAIN_VIOLATION`).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_REJECT 0
+
+/**
+ * `[EXT]` clip every column to norm `α` and append `√η·I_n` (never refuses private data).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_CLIP_AND_RIDGE 1
+
+/**
+ * The paper's accuracy radius `C·(u + u²)`, `u = √((n² + ln(1/γ))/k)` (**not rigorous**).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_RHO_PAPER_NOMINAL 0
+
+/**
+ * The rigorous Davidson–Szarek bound `ρ₂ = 2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k` (D-7).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_RHO_GAUSSIAN_SPECTRAL 1
+
+/**
+ * The paper's accuracy target `ρ < 0.1ε` (erratum E3).
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_COUPLING_PAPER 0
+
+/**
+ * Theorem 5.3 with its own factor `ε_acc ∈ (0, 0.1)`: `ρ ≤ ε_acc/(1 + ε_acc)`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_COUPLING_DECOUPLED 1
+
+/**
+ * `k_max` written when every `k` is private (`β = 0`): no upper bound.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_K_UNBOUNDED 0
+
+/**
+ * The largest sample count any routine accepts, `2^53`.
+ */
+#define DPATTN_GAUSSIAN_SAMPLING_K_LIMIT 9007199254740992
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -176,6 +261,16 @@
  * RDP composition is not additive in ε, so a pure charge of that size need not fit.
  */
 #define DPATTN_AMOUNT_RDP 2
+
+/**
+ * Gaussian noise, `(ε, δ)`-DP by the analytic Gaussian mechanism (`δ ∈ (0, 1)`).
+ */
+#define DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN 0
+
+/**
+ * Laplace noise, pure `ε`-DP (`δ` must be 0).
+ */
+#define DPATTN_MOMENT_SKETCH_NOISE_LAPLACE 1
 
 /**
  * `resolution_exponent` value asking the grid mechanisms for their default resolution
@@ -293,6 +388,66 @@
  * the data holder.
  */
 #define DPATTN_DOMAIN_REJECT 1
+
+/**
+ * `Side` of a touched node: a left sibling (added to `c_left`).
+ */
+#define DPATTN_DP_TREE_SIDE_LEFT 0
+
+/**
+ * `Side` of a touched node: a right sibling (added to `c_right`).
+ */
+#define DPATTN_DP_TREE_SIDE_RIGHT 1
+
+/**
+ * The largest supported Taylor degree `s`.
+ */
+#define DPATTN_SOFTMAX_TREE_MAX_DEGREE 64
+
+/**
+ * Temperature `τ = 1/d` (paper Definition 1.1).
+ */
+#define DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM 0
+
+/**
+ * `[EXT]` E6: a custom temperature `τ > 0` (the `tau` field).
+ */
+#define DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM 1
+
+/**
+ * Algorithm 3's budget split as printed (spends about `2ε/3`, OQ15).
+ */
+#define DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER 0
+
+/**
+ * `[EXT]` E2: advanced-composition split spending exactly `(ε, δ + δ′)` (`c` unused).
+ */
+#define DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT 1
+
+/**
+ * Refuse public queries outside `[0, R]`.
+ */
+#define DPATTN_SOFTMAX_TREE_QUERY_REJECT 0
+
+/**
+ * Clamp public queries into `[0, R]` (NaN still refused).
+ */
+#define DPATTN_SOFTMAX_TREE_QUERY_CLAMP 1
+
+/**
+ * `l = ⌈C·r·ln(dR/(ε_s p_f))⌉` (Theorem G.10 with caller constant `C = value`), made odd.
+ */
+#define DPATTN_SOFTMAX_TREE_COPIES_PAPER 0
+
+/**
+ * `[FIX]` OQ14: net/Hoeffding count with Chebyshev multiple `k = value > √2` (10 recommended).
+ */
+#define DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING 1
+
+/**
+ * A fixed `l = fixed ≥ 1` (even values rounded up to odd).
+ */
+#define DPATTN_SOFTMAX_TREE_COPIES_FIXED 2
 
 /**
  * `kind` of a block: a feed-forward block (Theorem 3).
@@ -471,6 +626,21 @@ typedef uint32_t dpattn_status;
 typedef struct dpattn_cross_attention dpattn_cross_attention;
 
 /**
+ * A noisy summation segment tree (Algorithm 2, `DpTree`).
+ */
+typedef struct dpattn_dp_tree dpattn_dp_tree;
+
+/**
+ * DPTreeDistance (Algorithms 4–5): `p + 1` noisy moment trees.
+ */
+typedef struct dpattn_dp_tree_distance dpattn_dp_tree_distance;
+
+/**
+ * DPTreeHighDim (Algorithm 6): one DPTreeDistance per coordinate.
+ */
+typedef struct dpattn_dp_tree_high_dim dpattn_dp_tree_high_dim;
+
+/**
  * A privacy budget ledger (opaque). Create with `dpattn_ledger_new_*`, release with
  * `dpattn_ledger_free`. Thread safety: a handle may be used from any thread; each call
  * locks the ledger for its duration, so concurrent charges are serialised (each is
@@ -478,6 +648,11 @@ typedef struct dpattn_cross_attention dpattn_cross_attention;
  * `DPATTN_STATUS_INVALID_HANDLE`.
  */
 typedef struct dpattn_ledger dpattn_ledger;
+
+/**
+ * A released moment sketch `M̃` (row-major `r × (d+1)`).
+ */
+typedef struct dpattn_moment_sketch dpattn_moment_sketch;
 
 /**
  * Permutations drawn or checked for a plan shape (opaque). Released by
@@ -491,6 +666,21 @@ typedef struct dpattn_shuffle_perms dpattn_shuffle_perms;
  * creation; any thread may use it (calls on one handle are serialised).
  */
 typedef struct dpattn_shuffle_plan dpattn_shuffle_plan;
+
+/**
+ * DPTreeSoftmax (Algorithm 3).
+ */
+typedef struct dpattn_softmax_tree dpattn_softmax_tree;
+
+/**
+ * DPTreeSoftmaxAdaptive (Algorithm 7): the median of `l` DPTreeSoftmax copies.
+ */
+typedef struct dpattn_softmax_tree_adaptive dpattn_softmax_tree_adaptive;
+
+/**
+ * The Taylor polynomial-kernel feature map `P(x)` (public arithmetic, no privacy).
+ */
+typedef struct dpattn_taylor_feature_map dpattn_taylor_feature_map;
 
 /**
  * Options of an attention call. Fill with `dpattn_attention_options_default` and change
@@ -714,6 +904,126 @@ typedef struct {
 } dpattn_key;
 
 /**
+ * The choices that shape a calibration (`dpattn_gaussian_sampling_calibration_default`
+ * fills the paper-literal preset).
+ */
+typedef struct {
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_*`.
+   */
+  uint32_t constants;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_*`.
+   */
+  uint32_t sensitivity;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_RHO_*`.
+   */
+  uint32_t rho_model;
+  /**
+   * The constant `C ≥ 1` of the paper's nominal `ρ` (ignored by the spectral model).
+   */
+  double rho_c;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_COUPLING_*`.
+   */
+  uint32_t coupling;
+  /**
+   * `ε_acc ∈ (0, 0.1)` of the decoupled accuracy target (ignored by the paper coupling).
+   */
+  double eps_acc;
+} dpattn_gaussian_sampling_calibration;
+
+/**
+ * The declared, public data domain (Defs. 1.5, 1.6): every column of `X` has norm at most
+ * `alpha`, `XXᵀ ⪰ eta·I`, neighbours differ in one column by at most `beta` in ℓ2
+ * (`beta = 2·alpha` is replacement of a column). Choose it **without looking at `X`**.
+ */
+typedef struct {
+  /**
+   * Column-norm bound `α > 0`.
+   */
+  double alpha;
+  /**
+   * Eigenvalue floor `η > 0` of `XXᵀ`.
+   */
+  double eta;
+  /**
+   * Neighbour radius `β ≥ 0`.
+   */
+  double beta;
+} dpattn_gaussian_sampling_domain;
+
+/**
+ * Parameters of `dpattn_gaussian_sampling_attention`. All public; fix them without
+ * looking at the private `X`. `dpattn_gaussian_sampling_params_default` sets the enum
+ * fields to the paper-literal defaults and the budget, domain and `k` to 0, which every
+ * call refuses until the caller sets them.
+ */
+typedef struct {
+  /**
+   * `ε ∈ (0, 1)` of one problem.
+   */
+  double epsilon;
+  /**
+   * `δ ∈ (0, 0.1)` of one problem.
+   */
+  double delta;
+  /**
+   * The declared data domain `(α, η, β)`.
+   */
+  dpattn_gaussian_sampling_domain domain;
+  /**
+   * The number of Gaussian samples `k ∈ [1, 2^53]` (more: more accuracy, less privacy).
+   */
+  uint64_t k;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_SCORE_*`.
+   */
+  uint32_t score;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_SAMPLER_*` (all three have the same output law).
+   */
+  uint32_t sampler;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_*` used by the privacy check.
+   */
+  uint32_t constants;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_*` used by the privacy check.
+   */
+  uint32_t sensitivity;
+  /**
+   * `DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_*`.
+   */
+  uint32_t out_of_domain;
+  /**
+   * 1: neighbouring inputs differ only inside one batch element, so the call is charged
+   * `heads` releases (parallel composition) instead of `batch·heads`; 0 otherwise.
+   */
+  uint32_t batch_elements_disjoint;
+} dpattn_gaussian_sampling_params;
+
+/**
+ * Private diagnostics of a release, **for the data holder only; never publish them**
+ * (functions of the private `X`).
+ */
+typedef struct {
+  /**
+   * Largest column norm of any problem, before clipping.
+   */
+  double alpha_hat;
+  /**
+   * Largest `(XXᵀ)_ii` of any problem (after clipping, before the ridge).
+   */
+  double r_hat;
+  /**
+   * Columns clipped to `α` (0 in reject mode).
+   */
+  size_t clipped_columns;
+} dpattn_gaussian_sampling_report;
+
+/**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
  * fields are meaningful depends on `kind` (`DPATTN_AMOUNT_*`); the others are NaN.
  * Amounts may be zero. Spent amounts are rounded up, remaining ones down (never negative).
@@ -736,6 +1046,53 @@ typedef struct {
    */
   double rho;
 } dpattn_amount;
+
+/**
+ * Parameters of a moment sketch (all public).
+ */
+typedef struct {
+  /**
+   * `R > 0`: keys and queries in `[0, R]^d`.
+   */
+  double radius;
+  /**
+   * `R_w > 0`: values in `[−R_w, R_w]`.
+   */
+  double weight_bound;
+  /**
+   * `ε > 0`.
+   */
+  double epsilon;
+  /**
+   * `δ ∈ (0, 1)` for Gaussian noise, exactly 0 for Laplace.
+   */
+  double delta;
+  /**
+   * The kernel's relative accuracy `ε_s ∈ (0, 1)`; fixes the Taylor degree `s`.
+   */
+  double eps_s;
+  /**
+   * `DPATTN_SOFTMAX_TREE_TEMPERATURE_*` (`τ = 1/d` or custom).
+   */
+  uint32_t temperature;
+  /**
+   * `τ > 0` when `temperature` is `_CUSTOM` (e.g. `1/√d`).
+   */
+  double tau;
+  /**
+   * `DPATTN_MOMENT_SKETCH_NOISE_*`.
+   */
+  uint32_t noise;
+  /**
+   * `DPATTN_SOFTMAX_TREE_QUERY_*` for public queries outside `[0, R]`.
+   */
+  uint32_t query_policy;
+  /**
+   * 1: `[EXT]` E8 clamps (denominator into `[n, n·T_s(z_max)]`, outputs into
+   * `[−R_w, R_w]`); 0: raw ratios.
+   */
+  uint32_t clamp_outputs;
+} dpattn_moment_sketch_params;
 
 /**
  * What a grid mechanism does with its parameters (`dpattn_grid_laplace_describe`,
@@ -1235,6 +1592,251 @@ typedef struct {
    */
   double worst_case_weighted;
 } dpattn_cross_attention_error_estimate;
+
+/**
+ * The budget hierarchy of one DPTreeSoftmax copy (`SoftmaxBudget`), from the copy's
+ * `(ε_S, δ_S, δ′_S)` down to a node.
+ */
+typedef struct {
+  /**
+   * `ε_S` of the copy.
+   */
+  double copy_epsilon;
+  /**
+   * `δ_S` of the copy.
+   */
+  double copy_delta;
+  /**
+   * `δ′_S`.
+   */
+  double delta_prime;
+  /**
+   * `ε_D` of each feature DPTreeDistance.
+   */
+  double distance_epsilon;
+  /**
+   * `δ_D` of each feature DPTreeDistance.
+   */
+  double distance_delta;
+  /**
+   * Node ε of the feature trees, `ε_D/(3L)`.
+   */
+  double feature_node_epsilon;
+  /**
+   * Node δ of the feature trees, `δ_D/(3L)`.
+   */
+  double feature_node_delta;
+  /**
+   * Node ε of `D_0`'s trees, `ε_S/(9L)`.
+   */
+  double ones_node_epsilon;
+  /**
+   * Node δ of `D_0`'s trees, `δ_S/(9L)`.
+   */
+  double ones_node_delta;
+  /**
+   * The advanced-composition slack over the features.
+   */
+  double slack;
+  /**
+   * `r`, the number of features.
+   */
+  size_t features;
+  /**
+   * `L`, the depth of every tree.
+   */
+  uint32_t depth;
+} dpattn_softmax_budget;
+
+/**
+ * How many copies `l` the adaptive structure takes the median of.
+ */
+typedef struct {
+  /**
+   * `DPATTN_SOFTMAX_TREE_COPIES_*`.
+   */
+  uint32_t kind;
+  /**
+   * `C > 0` for `_PAPER`, the Chebyshev multiple `k > √2` for `_NET_HOEFFDING`.
+   */
+  double value;
+  /**
+   * `l ≥ 1` for `_FIXED`.
+   */
+  uint64_t fixed;
+} dpattn_softmax_tree_copies;
+
+/**
+ * Parameters of a DPTreeDistance.
+ */
+typedef struct {
+  /**
+   * The exponent `p ∈ [1, 8]` of `Σ w |y − x|^p`.
+   */
+  uint32_t p;
+  /**
+   * The value range `ρ`: data and queries in `[0, ρ]`.
+   */
+  double range;
+  /**
+   * The weight bound `R_w`: weights in `[−R_w, R_w]`.
+   */
+  double weight_bound;
+  /**
+   * `ε` of the whole structure.
+   */
+  double epsilon;
+  /**
+   * `δ` of the whole structure (`δ ≤ (p+1)·L/2`).
+   */
+  double delta;
+} dpattn_dp_tree_distance_params;
+
+/**
+ * Parameters of a DPTreeHighDim.
+ */
+typedef struct {
+  /**
+   * The exponent `p ∈ [1, 8]`.
+   */
+  uint32_t p;
+  /**
+   * The coordinate range `R`: points and queries in `[0, R]^d`.
+   */
+  double range;
+  /**
+   * The weight bound `R_w`.
+   */
+  double weight_bound;
+  /**
+   * Target `ε`; the structure is `(ε', δ + δ′)`-DP with `ε' ≈ √2·c·ε`.
+   */
+  double epsilon;
+  /**
+   * Target `δ`.
+   */
+  double delta;
+  /**
+   * The advanced-composition slack `δ′ ∈ (0, 1)`.
+   */
+  double delta_prime;
+  /**
+   * The composition constant `c ∈ (0, 1)` (the paper takes `c < 0.1`).
+   */
+  double c;
+} dpattn_dp_tree_high_dim_params;
+
+/**
+ * Parameters shared by the softmax-tree structures (all public).
+ */
+typedef struct {
+  /**
+   * `R`: keys and queries in `[0, R]^d` (`R ≥ 1` when strict).
+   */
+  double radius;
+  /**
+   * `R_w`: weights in `[−R_w, R_w]` (`R_w ≥ 1` when strict).
+   */
+  double weight_bound;
+  /**
+   * `ε` of the structure (`(0, 1]` when strict).
+   */
+  double epsilon;
+  /**
+   * `δ ∈ (0, 1)` of the structure.
+   */
+  double delta;
+  /**
+   * `δ′ ∈ (0, 1)`, the advanced-composition slack: the structure is `(ε, δ + δ′)`-DP.
+   */
+  double delta_prime;
+  /**
+   * The composition constant `c` (`(0, 0.1)` strict, up to 0.7 relaxed; unused by tight
+   * accounting).
+   */
+  double c;
+  /**
+   * `ε_s`, the relative accuracy of the polynomial kernel; fixes the degree `s`.
+   */
+  double eps_s;
+  /**
+   * `DPATTN_SOFTMAX_TREE_TEMPERATURE_*`.
+   */
+  uint32_t temperature;
+  /**
+   * `τ > 0` when `temperature` is `_CUSTOM` (ignored otherwise).
+   */
+  double tau;
+  /**
+   * `DPATTN_SOFTMAX_TREE_ACCOUNTING_*`.
+   */
+  uint32_t accounting;
+  /**
+   * 1: enforce the paper's ranges; 0: relaxed ranges.
+   */
+  uint32_t strict;
+  /**
+   * `DPATTN_SOFTMAX_TREE_QUERY_*` for public queries outside `[0, R]`.
+   */
+  uint32_t query_policy;
+  /**
+   * Refuse to build when the memory estimate exceeds this many bytes
+   * (`DPATTN_STATUS_MEMORY_LIMIT`).
+   */
+  uint64_t memory_limit_bytes;
+} dpattn_softmax_tree_params;
+
+/**
+ * Shape of a built softmax structure.
+ */
+typedef struct {
+  /**
+   * Key dimension `d`.
+   */
+  size_t dim;
+  /**
+   * Taylor degree `s`.
+   */
+  uint32_t degree;
+  /**
+   * Temperature `τ`.
+   */
+  double tau;
+  /**
+   * Number of features `r = C(d + s, s)`.
+   */
+  size_t features;
+  /**
+   * `Γ`, the feature range.
+   */
+  double gamma;
+  /**
+   * Copies `l` (1 for the non-adaptive structure).
+   */
+  size_t copies;
+} dpattn_softmax_tree_shape;
+
+/**
+ * Parameters of DPTreeSoftmaxAdaptive.
+ */
+typedef struct {
+  /**
+   * Per-structure parameters; `epsilon`, `delta`, `delta_prime` are the total.
+   */
+  dpattn_softmax_tree_params tree;
+  /**
+   * The copy count rule.
+   */
+  dpattn_softmax_tree_copies copies;
+  /**
+   * Failure probability `p_f` of the uniform accuracy statement (`(0, 0.01]` strict).
+   */
+  double p_fail;
+  /**
+   * `[FIX]` OQ13: 1 to snap each query coordinate to the `2ε₀` net before answering.
+   */
+  uint32_t snap_to_net;
+} dpattn_softmax_tree_adaptive_params;
 
 /**
  * A linear layer `y = x·Wᵀ + b` inside a flat parameter buffer.
@@ -2604,6 +3206,426 @@ dpattn_status dpattn_dp_forward_spectral_norm_upper_bound(const double *w,
                                                           double *out_bound);
 
 /**
+ * Fills `*out` with the paper-literal calibration: Theorem 4.1 constants, `s = 2αβ√n/η`,
+ * the nominal `ρ` with `C = 1` and the paper's coupling `ρ < 0.1ε` (`eps_acc = 0.09`,
+ * unused unless `coupling` is set to `_DECOUPLED`, which with `rho_model = _GAUSSIAN_SPECTRAL`
+ * is the rigorous preset). Returns `DPATTN_STATUS_NULL_ARGUMENT` for NULL. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_gaussian_sampling_calibration_default(dpattn_gaussian_sampling_calibration *out);
+
+/**
+ * Fills `*out` with the paper-literal mechanism defaults: `exp`, Bartlett sampler,
+ * Theorem 4.1 constants, `s = 2αβ√n/η`, reject out-of-domain data, every problem charged;
+ * `epsilon`, `delta`, `domain` and `k` are set to 0 and **must** be set by the caller
+ * (calls refuse them with `DPATTN_STATUS_OUT_OF_RANGE` otherwise). Returns
+ * `DPATTN_STATUS_NULL_ARGUMENT` for NULL. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` must be NULL or writable.
+ */
+dpattn_status dpattn_gaussian_sampling_params_default(dpattn_gaussian_sampling_params *out);
+
+/**
+ * Scratch (`double` elements) for `dpattn_gaussian_sampling_attention` with problems of
+ * `n × d` (e.g. `d + 2n² + n` for Bartlett in reject mode). Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE` (a zero size or an unknown
+ * enum value), `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` must be NULL or writable.
+ */
+dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
+                                                             size_t d,
+                                                             uint32_t sampler,
+                                                             uint32_t out_of_domain,
+                                                             size_t *out_len);
+
+/**
+ * DPAttention (Algorithm 1 of paper 000), batched: for every problem `x[b, h]` (`n × d`),
+ * `A = XXᵀ`, `B = DPCovariance(A, k)` into `out_b[b, h]` and `P = D(B)⁻¹ f(B)` into
+ * `out_p[b, h]` (both `[batch, heads, n, n]`, dtype `DPATTN_DTYPE_F64`; `x` may be any
+ * dtype). Writes the private diagnostics to `*out_report` (**data holder only**).
+ *
+ * **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the spec's errata): each
+ * problem's `(B, P)` is `(ε, δ)`-DP with respect to **one feature column** of its `X`
+ * moving by at most `β` in ℓ2 (not one token: token-level privacy is not covered), for
+ * `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input
+ * lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
+ * total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
+ * batch elements when declared disjoint). **No ledger is charged here**: the caller must
+ * account that total. The domain and `k` must be public (never derived from `X`). The
+ * samplers are floating point; the guarantee is for the exact output law. [FIX]es: the
+ * stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
+ * tight), `δ < 0.1` (E18).
+ *
+ * Randomness: one keyed stream `(key, stream)`; problem `b·heads + h` reads the elements
+ * its sampler documents, so the same key, stream and input give identical bits.
+ *
+ * Errors (outputs untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`,
+ * `_SIZE_OVERFLOW`, `_ALIASING` (outputs or scratch overlap another buffer),
+ * `_SHAPE_MISMATCH` (any axis; `d < n` in reject mode), `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE` (bad ε, δ, domain, `k ∉ [1, 2^53]`, Bartlett with `k < n`, zero sizes, an
+ * unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
+ * declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
+ * private data lies outside the declared domain (reject mode): **a data-dependent
+ * refusal**, which the guarantee does not cover; show it only to the data holder. The used
+ * part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
+ * Thread-safe; no shared state. Allocation-free.
+ *
+ * ```c
+ * dpattn_gaussian_sampling_params p;
+ * dpattn_gaussian_sampling_params_default(&p);
+ * p.epsilon = 0.09; p.delta = 1e-6; p.k = 100000;
+ * p.domain.alpha = 0.04; p.domain.eta = 0.05; p.domain.beta = 1e-6;
+ * size_t len;
+ * dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
+ * // b, pm: dpattn_tensor4_mut of [1,1,n,n] f64; x: dpattn_tensor4 of [1,1,n,d]
+ * dpattn_gaussian_sampling_report rep;
+ * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0,
+ *                                                      scratch, len, &rep);
+ * ```
+ *
+ * # Safety
+ * Every pointer must be NULL or valid: the tensors' data for their `len` elements (outputs
+ * writable), `scratch` for `scratch_len` writable doubles, the structs readable,
+ * `out_report` writable.
+ */
+dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b,
+                                                 const dpattn_tensor4_mut *out_p,
+                                                 const dpattn_tensor4 *x,
+                                                 const dpattn_gaussian_sampling_params *params,
+                                                 const dpattn_key *key,
+                                                 uint64_t stream,
+                                                 double *scratch,
+                                                 size_t scratch_len,
+                                                 dpattn_gaussian_sampling_report *out_report);
+
+/**
+ * The total `(ε, δ)` one call of `dpattn_gaussian_sampling_attention` with `batch × heads`
+ * problems spends: basic composition of the per-problem `(ε, δ)` over `batch·heads`
+ * problems, or over `heads` when `batch_elements_disjoint` is 1. Charge it to your ledger.
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_OUT_OF_RANGE` (bad budget, zero sizes, unknown
+ * enum), `_SIZE_OVERFLOW`, `_INFEASIBLE` (the composed δ reaches 1). Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `params` readable, `out_epsilon`/`out_delta` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_attention_charge(const dpattn_gaussian_sampling_params *params,
+                                                        size_t batch,
+                                                        size_t heads,
+                                                        double *out_epsilon,
+                                                        double *out_delta);
+
+/**
+ * The sensitivity bound `s` (rounded up): `2αβ√n/η` (`_PAPER_SQRT_N`) or `2αβ/η`
+ * (`_TIGHT`). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_OUT_OF_RANGE` (`n = 0`, invalid
+ * domain, unknown `bound`). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `domain` readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_sensitivity(size_t n,
+                                                   const dpattn_gaussian_sampling_domain *domain,
+                                                   uint32_t bound,
+                                                   double *out);
+
+/**
+ * The allowed sensitivity level `Δ(k)` (rounded down) of `constants`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_OUT_OF_RANGE` (`k ∉ [1, 2^53]`, `ε ∉ (0, 1)`,
+ * `δ ∉ (0, 0.1)`, unknown `constants`). Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_delta_threshold(uint64_t k,
+                                                       double epsilon,
+                                                       double delta,
+                                                       uint32_t constants,
+                                                       double *out);
+
+/**
+ * The privacy condition (PRIV) `s < Δ(k)` for `n` tokens and `k` samples: returns
+ * `DPATTN_STATUS_OK` when it holds, `DPATTN_STATUS_INFEASIBLE` (the message names the
+ * failing condition PRIV-a or PRIV-b with both sides) when it does not, or
+ * `_NULL_ARGUMENT` / `_OUT_OF_RANGE` for invalid parameters. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `domain`, `calibration` readable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_check_privacy(size_t n,
+                                                     uint64_t k,
+                                                     const dpattn_gaussian_sampling_domain *domain,
+                                                     double epsilon,
+                                                     double delta,
+                                                     const dpattn_gaussian_sampling_calibration *calibration);
+
+/**
+ * The largest private `k` (`k_max`, capped at `2^53`), or
+ * `DPATTN_GAUSSIAN_SAMPLING_K_UNBOUNDED` (0) when every `k` is private (`β = 0`). Errors:
+ * `DPATTN_STATUS_INFEASIBLE` when not even `k = 1` is private; `_NULL_ARGUMENT`,
+ * `_OUT_OF_RANGE`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Struct pointers readable, `out_k` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_k_max(size_t n,
+                                             const dpattn_gaussian_sampling_domain *domain,
+                                             double epsilon,
+                                             double delta,
+                                             const dpattn_gaussian_sampling_calibration *calibration,
+                                             uint64_t *out_k);
+
+/**
+ * The smallest `k` meeting the accuracy condition of `calibration` (`ρ(k) < 0.1ε`, or
+ * `ρ(k) ≤ ε_acc/(1 + ε_acc)` decoupled) at failure probability `gamma`. Errors:
+ * `DPATTN_STATUS_INFEASIBLE` if no `k ≤ 2^53` suffices; `_OUT_OF_RANGE` (for the paper
+ * coupling `ε ∈ (0, 0.1)`); `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `calibration` readable, `out_k` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_k_min(size_t n,
+                                             double epsilon,
+                                             double gamma,
+                                             const dpattn_gaussian_sampling_calibration *calibration,
+                                             uint64_t *out_k);
+
+/**
+ * The range `[k_min, k_max]` where the mechanism is both private and accurate (upper end
+ * `2^53` when `β = 0`), into `*out_lo`, `*out_hi`. Errors: `DPATTN_STATUS_INFEASIBLE`
+ * (empty range, named with both ends in the message), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * Struct pointers readable, out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_feasible_k(size_t n,
+                                                  const dpattn_gaussian_sampling_domain *domain,
+                                                  double epsilon,
+                                                  double delta,
+                                                  double gamma,
+                                                  const dpattn_gaussian_sampling_calibration *calibration,
+                                                  uint64_t *out_lo,
+                                                  uint64_t *out_hi);
+
+/**
+ * The infimum of the private `ε` at `k` (rounded up): Theorem 4.1
+ * `10·s·max(√(k ln(1/δ)), ln(1/δ))`, Def. 5.5 `s·max(√(8k ln(1/δ)), 8 ln(1/δ))`. Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`δ ∉ (0, 0.1)`, `k`, domain), `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * Struct pointers readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_min_epsilon_for_k(size_t n,
+                                                         uint64_t k,
+                                                         const dpattn_gaussian_sampling_domain *domain,
+                                                         double delta,
+                                                         const dpattn_gaussian_sampling_calibration *calibration,
+                                                         double *out);
+
+/**
+ * The smallest `ε` (to about 1e-15 relative) for which a feasible `k` exists (bisection on
+ * `ε`); for the paper calibration the root of spec §5.3's cubic up to the rounding of `k`
+ * (0.0689072 for the §5.4 example). Errors: `DPATTN_STATUS_INFEASIBLE` (none below the
+ * allowed maximum), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * Struct pointers readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_min_feasible_epsilon(size_t n,
+                                                            const dpattn_gaussian_sampling_domain *domain,
+                                                            double delta,
+                                                            double gamma,
+                                                            const dpattn_gaussian_sampling_calibration *calibration,
+                                                            double *out);
+
+/**
+ * The supremum of the neighbour radius `β` private at `k` (rounded down; `domain.beta` is
+ * ignored). Errors: `DPATTN_STATUS_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared
+ * state.
+ *
+ * # Safety
+ * Struct pointers readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_max_beta(size_t n,
+                                                uint64_t k,
+                                                const dpattn_gaussian_sampling_domain *domain,
+                                                double epsilon,
+                                                double delta,
+                                                const dpattn_gaussian_sampling_calibration *calibration,
+                                                double *out);
+
+/**
+ * The accuracy radius `ρ(k)` for `n × n` attention and failure probability `gamma`:
+ * `_PAPER_NOMINAL`: `C·(u + u²)`, `u = √((n² + ln(1/γ))/k)` (not rigorous);
+ * `_GAUSSIAN_SPECTRAL`: `2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k` (`+∞` when `a ≥ 1`).
+ * `rho_c` is `C` (ignored by the spectral model). Errors: `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`k`, `n = 0`, `γ ∉ (0, 1)`, `C < 1`, unknown model), `_NULL_ARGUMENT`. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_rho(uint64_t k,
+                                           size_t n,
+                                           double gamma,
+                                           uint32_t rho_model,
+                                           double rho_c,
+                                           double *out);
+
+/**
+ * The paper's accuracy bound `4(1 + ε + 2r)·r` on `‖P_A − P_B‖` (Theorem 4.1 Part 1). The
+ * constant uniform output already meets it when `r < 0.1` (spec D-5): it says nothing
+ * about utility. Pure arithmetic (NaN in, NaN out; NaN if it panics). Thread-safe.
+ */
+double dpattn_gaussian_sampling_error_bound_paper(double eps, double r);
+
+/**
+ * The spec's `k`-dependent bound (D-4) `2(e^{ρ₂·r} − 1)` on `‖P_A − P_B‖_{∞→∞}`, valid
+ * whenever `‖A^{-1/2}BA^{-1/2} − I‖₂ ≤ ρ₂` and `max|A_ij| ≤ r`. Pure arithmetic (NaN on a
+ * caught panic). Thread-safe.
+ */
+double dpattn_gaussian_sampling_error_bound_tight(double rho2,
+                                                  double r);
+
+/**
+ * The error of the constant uniform output, `2(e^r − 1)` (spec D-5): a useful release
+ * must beat it. Pure arithmetic (NaN on a caught panic). Thread-safe.
+ */
+double dpattn_gaussian_sampling_uniform_baseline_bound(double r);
+
+/**
+ * Scratch (`double` elements) for `dpattn_gaussian_sampling_dp_covariance` with an `n × n`
+ * input (`2n² + n` Bartlett, `2n² + 64n` literal). Errors: `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`n = 0`, factor-free sampler, unknown sampler), `_SIZE_OVERFLOW`, `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_dp_covariance_scratch_len(size_t n,
+                                                                 uint32_t sampler,
+                                                                 size_t *out_len);
+
+/**
+ * DPCovariance (Algorithm 2) on a positive definite `Σ` (`n × n`, row stride
+ * `sigma_row_stride`; only its lower triangle is factorised): `B = (1/k)·Σᵢ gᵢgᵢᵀ`,
+ * `gᵢ ~ N(0, Σ)` into `out` (`n × n`, exactly symmetric), from keyed stream
+ * `(key, stream)`, problem index `problem`. **Not a DP release by itself**: Theorem 5.9
+ * makes it `(ε, δ)`-DP only when `Σ = XXᵀ` of data in a domain whose sensitivity is at
+ * most `Δ(k)` (use `dpattn_gaussian_sampling_attention`, which checks that). Errors
+ * (`out` untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_SIZE_OVERFLOW`,
+ * `_ALIASING`, `_BUFFER_TOO_SHORT`, `_SHAPE_MISMATCH` (non-square `Σ`, wrong `out`),
+ * `_NON_FINITE`, `_DOMAIN_VIOLATION` (`Σ` not positive definite; never regularised),
+ * `_OUT_OF_RANGE` (`k ∉ [1, 2^53]`, Bartlett with `k < n`, factor-free or unknown sampler),
+ * `_SCRATCH_TOO_SMALL`. Thread-safe; no shared state. Allocation-free.
+ *
+ * # Safety
+ * Every pointer NULL or valid for its length (`out`, `scratch` writable).
+ */
+dpattn_status dpattn_gaussian_sampling_dp_covariance(double *out,
+                                                     size_t out_len,
+                                                     size_t out_rows,
+                                                     size_t out_cols,
+                                                     size_t out_row_stride,
+                                                     const double *sigma,
+                                                     size_t sigma_len,
+                                                     size_t sigma_rows,
+                                                     size_t sigma_cols,
+                                                     size_t sigma_row_stride,
+                                                     uint64_t k,
+                                                     uint32_t sampler,
+                                                     const dpattn_key *key,
+                                                     uint64_t stream,
+                                                     uint64_t problem,
+                                                     double *scratch,
+                                                     size_t scratch_len);
+
+/**
+ * Scratch (`double` elements) for `dpattn_gaussian_sampling_dp_covariance_from_data` with
+ * an `n × d` input. Errors: `DPATTN_STATUS_OUT_OF_RANGE` (zero size), `_SIZE_OVERFLOW`,
+ * `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_dp_covariance_from_data_scratch_len(size_t n,
+                                                                           size_t d,
+                                                                           size_t *out_len);
+
+/**
+ * DPCovariance on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (spec S2; `X` is
+ * `x_rows × x_cols` of dtype `x_dtype`), the same law as `dp_covariance` on `XXᵀ`, into
+ * `out` (`n × n`). **No privacy check** (see `dpattn_gaussian_sampling_dp_covariance`).
+ * Errors (`out` untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_ALIASING`,
+ * `_BUFFER_TOO_SHORT`, `_SHAPE_MISMATCH`, `_NON_FINITE`, `_OUT_OF_RANGE` (`k`, zero sizes,
+ * unknown dtype), `_SCRATCH_TOO_SMALL`, `_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ * Allocation-free.
+ *
+ * # Safety
+ * Every pointer NULL or valid for its length (`x` holds `x_len` elements of `x_dtype`).
+ */
+dpattn_status dpattn_gaussian_sampling_dp_covariance_from_data(double *out,
+                                                               size_t out_len,
+                                                               size_t out_rows,
+                                                               size_t out_cols,
+                                                               size_t out_row_stride,
+                                                               const void *x,
+                                                               size_t x_len,
+                                                               dpattn_dtype x_dtype,
+                                                               size_t x_rows,
+                                                               size_t x_cols,
+                                                               size_t x_row_stride,
+                                                               uint64_t k,
+                                                               const dpattn_key *key,
+                                                               uint64_t stream,
+                                                               uint64_t problem,
+                                                               double *scratch,
+                                                               size_t scratch_len);
+
+/**
+ * Scratch (`double` elements) for `dpattn_gaussian_sampling_measure_domain`: `d + n²`.
+ * Errors: `DPATTN_STATUS_OUT_OF_RANGE` (zero size), `_SIZE_OVERFLOW`, `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_gaussian_sampling_measure_domain_scratch_len(size_t n,
+                                                                  size_t d,
+                                                                  size_t *out_len);
+
+/**
+ * Measures the domain of one private `X` (`n × d`, dtype `x_dtype`) **for the data holder**:
+ * `α̂ = max‖x_c‖`, `η̂ = λ_min(XXᵀ)` (cyclic Jacobi), `r̂ = max (XXᵀ)_ii`. For auditing data
+ * against a declared domain; **never** to choose the domain of a release (the calibration
+ * would then depend on private data, breaking DP). Errors (out-params untouched):
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_ALIASING`, `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE` (zero size, unknown dtype), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`.
+ * Thread-safe; no shared state. Allocation-free.
+ *
+ * # Safety
+ * Every pointer NULL or valid for its length; out-params writable.
+ */
+dpattn_status dpattn_gaussian_sampling_measure_domain(const void *x,
+                                                      size_t x_len,
+                                                      dpattn_dtype x_dtype,
+                                                      size_t n,
+                                                      size_t d,
+                                                      size_t x_row_stride,
+                                                      double *scratch,
+                                                      size_t scratch_len,
+                                                      double *out_alpha,
+                                                      double *out_eta,
+                                                      double *out_r);
+
+/**
  * The number of live handles of every type in this process: created by a `_new` call and
  * not yet freed. A host can compare it before and after a unit of work to find leaked
  * handles (the C test host requires 0 at exit). Returns 0 if it panics (it cannot).
@@ -2832,6 +3854,172 @@ dpattn_status dpattn_ledger_charges(const dpattn_ledger *ledger, uint64_t *out_c
  * values are detected and ignored.
  */
 void dpattn_ledger_free(dpattn_ledger *ledger);
+
+/**
+ * Fills `*out`: `R = R_w = 1`, Gaussian noise, `ε_s = 0.01`, `τ = 1/d`, queries rejected
+ * outside the domain, clamps on; `epsilon` and `delta` are 0 and **must** be set (a
+ * release refuses them otherwise). Errors: `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_moment_sketch_params_default(dpattn_moment_sketch_params *out);
+
+/**
+ * The calibration for `dim`-dimensional keys, from public parameters only: the
+ * sensitivity (Gaussian: ℓ2 `2·√(T_s(z_max))·√(1 + d R_w²)`; Laplace: ℓ1
+ * `2·(Σ_a β_a)·(1 + d R_w)`, both times `1 + 1e-9` for rounding) and the noise scale (σ or
+ * `b`), plus the feature count `r` (the sketch has `r·(d+1)` entries). Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (bad parameters, `δ = 0` with Gaussian, `δ ≠ 0` with
+ * Laplace, `dim = 0`), `_INFEASIBLE`, `_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * `params` readable, out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *params,
+                                             size_t dim,
+                                             double *out_sensitivity,
+                                             double *out_scale,
+                                             size_t *out_features);
+
+/**
+ * Releases the sketch of private `keys` and `values` (both `rows × cols`, own row strides)
+ * noised from element 0 of `(key, stream)` (entry `(i, c)` is element `i·(d+1) + c`).
+ *
+ * **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
+ * public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
+ * there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
+ * noise `ε`-DP. Every later query is post-processing. **No ledger is charged here**: the
+ * caller accounts `(ε, δ)` (Gaussian, approximate DP) or `ε` (Laplace, pure DP).
+ *
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+ *
+ * ```c
+ * dpattn_moment_sketch_params p;
+ * dpattn_moment_sketch_params_default(&p);
+ * p.epsilon = 1.0; p.delta = 1e-6;
+ * dpattn_moment_sketch *s = NULL;
+ * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, &s);
+ * size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
+ * double out[2], den;
+ * dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
+ * dpattn_moment_sketch_free(s);
+ * ```
+ *
+ * # Safety
+ * Buffers valid for their lengths, struct pointers readable, `out_sketch` writable.
+ */
+dpattn_status dpattn_moment_sketch_new(const double *keys,
+                                       size_t keys_len,
+                                       const double *values,
+                                       size_t values_len,
+                                       size_t rows,
+                                       size_t cols,
+                                       size_t keys_row_stride,
+                                       size_t values_row_stride,
+                                       const dpattn_moment_sketch_params *params,
+                                       const dpattn_key *key,
+                                       uint64_t stream,
+                                       dpattn_moment_sketch **out_sketch);
+
+/**
+ * **Not differentially private.** The exact sketch of unclamped finite data (tests and
+ * audits only; never release it). Errors as `dpattn_moment_sketch_new` plus
+ * `_NON_FINITE`. Allocates. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_moment_sketch_new`.
+ */
+dpattn_status dpattn_moment_sketch_new_exact(const double *keys,
+                                             size_t keys_len,
+                                             const double *values,
+                                             size_t values_len,
+                                             size_t rows,
+                                             size_t cols,
+                                             size_t keys_row_stride,
+                                             size_t values_row_stride,
+                                             const dpattn_moment_sketch_params *params,
+                                             dpattn_moment_sketch **out_sketch);
+
+/**
+ * Releases a sketch; NULL and already-freed handles are ignored. Thread-safe.
+ */
+void dpattn_moment_sketch_free(dpattn_moment_sketch *sketch);
+
+/**
+ * Shape and calibration of a released sketch: `d`, `r` (the sketch is `r × (d+1)`),
+ * Taylor degree `s`, sensitivity and noise scale. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_moment_sketch_info(const dpattn_moment_sketch *sketch,
+                                        size_t *out_dim,
+                                        size_t *out_features,
+                                        uint32_t *out_degree,
+                                        double *out_sensitivity,
+                                        double *out_scale);
+
+/**
+ * Copies the released `M̃` (row-major `r × (d+1)`, column 0 is `P(K)ᵀ1`) into `out`
+ * (`out_len ≥ r·(d+1)`; the first `r·(d+1)` elements are written). Errors:
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `_NULL_ARGUMENT`, `_MISALIGNED`, `_INVALID_HANDLE`.
+ * Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable for `out_len`.
+ */
+dpattn_status dpattn_moment_sketch_get(const dpattn_moment_sketch *sketch,
+                                       double *out,
+                                       size_t out_len);
+
+/**
+ * The standard deviation of the noise in `⟨P(q), M̃_{:,c}⟩` at a query with
+ * `‖P(q)‖² = u2`: `σ√u2` (Gaussian) or `b√(2·u2)` (Laplace). Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`u2` negative or NaN), `_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_moment_sketch_projection_noise_std(const dpattn_moment_sketch *sketch,
+                                                        double u2,
+                                                        double *out);
+
+/**
+ * Scratch (`double` elements) for `dpattn_moment_sketch_query`: `r + d`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_moment_sketch_query_scratch_len(const dpattn_moment_sketch *sketch,
+                                                     size_t *out_len);
+
+/**
+ * Answers one public query `q ∈ [0, R]^d` (`q_len = d`) into `out` (`out_len = d`):
+ * `out_k = ⟨P(q), M̃_{:,k+1}⟩ / den`, `den = ⟨P(q), M̃_{:,0}⟩` (clamped per
+ * `clamp_outputs`), written to `*out_den`. Post-processing of the release. Errors
+ * (outputs untouched): `DPATTN_STATUS_SHAPE_MISMATCH`, `_SCRATCH_TOO_SMALL`,
+ * `_OUT_OF_RANGE` / `_NON_FINITE` (bad query per the policy), `_ALIASING`,
+ * `_NULL_ARGUMENT`, `_MISALIGNED`, `_INVALID_HANDLE`. Allocation-free. Thread-safe
+ * (per-handle lock).
+ *
+ * # Safety
+ * `out` writable for `out_len`, `q` readable for `q_len`, `scratch` writable for
+ * `scratch_len`, `out_den` writable.
+ */
+dpattn_status dpattn_moment_sketch_query(const dpattn_moment_sketch *sketch,
+                                         double *out,
+                                         size_t out_len,
+                                         const double *q,
+                                         size_t q_len,
+                                         double *scratch,
+                                         size_t scratch_len,
+                                         double *out_den);
 
 /**
  * Fills `out[0..len]` with Gaussian noise `N(0, sigma²)`: `out[i]` is element
@@ -4144,6 +5332,765 @@ dpattn_status dpattn_cross_attention_estimate_error(size_t n,
  * names the parameter and the allowed range). Thread-safe.
  */
 dpattn_status dpattn_check_privacy_params(double epsilon, double delta);
+
+/**
+ * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):
+ * `ACCOUNTING_PAPER`: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)`; `_TIGHT`: the
+ * largest `ε_D` advanced composition allows in `2ε_S/3`. Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`r = 0`, `L = 0`, `δ′ ∉ (0, 1)`, `c ≤ 0`, bad ε/δ, unknown
+ * accounting), `_INFEASIBLE` (a budget underflows), `_NULL_ARGUMENT`. Thread-safe; no
+ * shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_budget(double epsilon,
+                                         double delta,
+                                         double delta_prime,
+                                         double c,
+                                         size_t features,
+                                         uint32_t depth,
+                                         uint32_t accounting,
+                                         dpattn_softmax_budget *out);
+
+/**
+ * What one copy with budget `*budget` achieves (`SoftmaxBudget::achieved`): the `r`
+ * feature structures under advanced composition (or basic, if smaller) plus `D_0`.
+ * Errors: `DPATTN_STATUS_OUT_OF_RANGE` (invalid fields), `_INFEASIBLE`, `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `budget` readable, out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_budget_achieved(const dpattn_softmax_budget *budget,
+                                             double *out_epsilon,
+                                             double *out_delta);
+
+/**
+ * The copy count `l` (always odd, OQ16) for `dim`, `features = r`, radius `R`, kernel
+ * accuracy `ε_s` and failure probability `p_fail` (seed-001 §8.4). Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE`, `_SIZE_OVERFLOW` (huge `l`), `_NULL_ARGUMENT`. Thread-safe;
+ * no shared state.
+ *
+ * # Safety
+ * `copies` readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_copy_count(const dpattn_softmax_tree_copies *copies,
+                                             size_t dim,
+                                             size_t features,
+                                             double radius,
+                                             double eps_s,
+                                             double p_fail,
+                                             uint64_t *out);
+
+/**
+ * `ε₀ = ε_s/(√d·R)`, the net resolution of the net/Hoeffding copy count. Pure arithmetic
+ * (NaN on a caught panic). Thread-safe.
+ */
+double dpattn_softmax_tree_net_resolution(size_t dim, double radius, double eps_s);
+
+/**
+ * Snaps a public query coordinate `y` to the nearest point of the net
+ * `{0, step, 2·step, …} ∩ [0, R] ∪ {R}` (OQ13; post-processing of a public value). Pure
+ * arithmetic (NaN on a caught panic). Thread-safe.
+ */
+double dpattn_softmax_tree_snap_to_net(double y, double step, double radius);
+
+/**
+ * The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
+ * (§7.5): `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`. Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a node budget invalid for TLap), `_NULL_ARGUMENT`.
+ * Thread-safe; no shared state.
+ *
+ * # Safety
+ * `budget` readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_uniform_noise_std(const dpattn_softmax_budget *budget,
+                                                    uint32_t depth,
+                                                    double gamma,
+                                                    double taylor_max,
+                                                    double weight_bound,
+                                                    double *out);
+
+/**
+ * `[EXT]` E5: the deterministic bound on one copy's answer noise for every query at once,
+ * `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`. Errors as
+ * `dpattn_softmax_tree_uniform_noise_std`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `budget` readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_worst_case_noise_bound(const dpattn_softmax_budget *budget,
+                                                         uint32_t depth,
+                                                         double gamma,
+                                                         double taylor_max,
+                                                         double weight_bound,
+                                                         double *out);
+
+/**
+ * `N = max(2, next_pow2(n))` leaves. Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`n = 0`),
+ * `_SIZE_OVERFLOW`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_leaf_count(size_t n, size_t *out);
+
+/**
+ * The bin of a value, `min(⌊x·N/ρ⌋, N − 1)` in `f64` (values below 0 and NaN go to bin 0).
+ * Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`n_leaves = 0`, `range` not positive and finite),
+ * `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_bin(double x, double range, size_t n_leaves, size_t *out);
+
+/**
+ * `r = C(d + s, s)`, the number of Taylor features of degree ≤ `s` in `d` variables.
+ * Errors: `DPATTN_STATUS_SIZE_OVERFLOW`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_feature_count(size_t dim, uint32_t degree, size_t *out);
+
+/**
+ * `T_s(z) = Σ_{t ≤ s} z^t/t!`, the degree-`s` Taylor polynomial of `exp`; NaN for
+ * `degree > DPATTN_SOFTMAX_TREE_MAX_DEGREE` (or a caught panic). Thread-safe.
+ */
+double dpattn_softmax_tree_taylor_exp(double z, uint32_t degree);
+
+/**
+ * The worst-case relative error `(e^z − T_s(z))/T_s(z)` on `[0, z_max]`
+ * (`= Pr[Pois(z_max) > s]/Pr[Pois(z_max) ≤ s]`); NaN for `degree > MAX_DEGREE`.
+ * Thread-safe.
+ */
+double dpattn_softmax_tree_taylor_relative_error(double z_max, uint32_t degree);
+
+/**
+ * The smallest degree `s` with worst-case relative error `≤ ε_s` on `[0, z_max]` (§6.3).
+ * Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`z_max ∉ [0, 100]`, `ε_s ∉ (0, 1)`),
+ * `_INFEASIBLE` (no degree ≤ 64), `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_min_degree(double z_max, double eps_s, uint32_t *out);
+
+/**
+ * The paper's `Γ_{R,s} = max_{j ∈ [s]} R^j/√(j!)` (Definition G.3, without `max(1, ·)`);
+ * NaN for `degree > MAX_DEGREE`. Thread-safe.
+ */
+double dpattn_softmax_tree_gamma_bound(double radius, uint32_t degree);
+
+/**
+ * Builds a DPTree over `values[0..values_len]` (padded to `N = max(2, next_pow2(n))`
+ * leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised from element 0 of
+ * `(key, stream)` with `TLap(2·bound, ε/L, δ/L)` per node.
+ *
+ * **Guarantee** (Lemma B.6, root dropped): `(ε, δ)`-DP for neighbouring inputs that differ
+ * in **one value**. Queries are post-processing. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty input, bad bound/ε/δ, node
+ * `δ/L > 1/2`), `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ *
+ * # Safety
+ * `values` valid for `values_len` reads, `key` readable, `out_tree` writable.
+ */
+dpattn_status dpattn_dp_tree_new(const double *values,
+                                 size_t values_len,
+                                 double bound,
+                                 double epsilon,
+                                 double delta,
+                                 const dpattn_key *key,
+                                 uint64_t stream,
+                                 dpattn_dp_tree **out_tree);
+
+/**
+ * **Not differentially private.** The noise-free tree over the unclamped finite `values`
+ * (tests and audits only; never release it). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_OUT_OF_RANGE` (empty), `_NON_FINITE`. Allocates. Thread-safe.
+ *
+ * # Safety
+ * `values` valid for `values_len` reads, `out_tree` writable.
+ */
+dpattn_status dpattn_dp_tree_new_exact(const double *values,
+                                       size_t values_len,
+                                       dpattn_dp_tree **out_tree);
+
+/**
+ * Releases a tree. NULL and already-freed handles are ignored. Thread-safe.
+ */
+void dpattn_dp_tree_free(dpattn_dp_tree *tree);
+
+/**
+ * `N` (leaves), `L = log2 N` (nodes read per query), the per-node noise bound `B` and
+ * variance (0 for the exact tree). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_info(const dpattn_dp_tree *tree,
+                                  size_t *out_n_leaves,
+                                  uint32_t *out_depth,
+                                  double *out_bound,
+                                  double *out_node_variance);
+
+/**
+ * The released value of heap node `v ∈ [2, 2N)` (the root, 1, is not released). Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE` (other `v`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`.
+ * Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_node(const dpattn_dp_tree *tree, size_t v, double *out);
+
+/**
+ * `(c_left, c_right)` at leaf `j`: noisy sums of the leaves strictly left and strictly
+ * right of `j`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`j ≥ N`), `_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_query_leaf(const dpattn_dp_tree *tree,
+                                        size_t leaf,
+                                        double *out_left,
+                                        double *out_right);
+
+/**
+ * The heap indices a query at `leaf` reads, bottom-up, into `out_nodes`, with their sides
+ * (`DPATTN_DP_TREE_SIDE_*`) into `out_sides`; `*out_count = L`. Both buffers need `L`
+ * elements. Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`leaf ≥ N`), `_BUFFER_TOO_SHORT`,
+ * `_ALIASING`, `_NULL_ARGUMENT`, `_MISALIGNED`, `_INVALID_HANDLE`. Buffers are written
+ * only on success. Allocation-free. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Buffers writable for their lengths; `out_count` writable.
+ */
+dpattn_status dpattn_dp_tree_touched_nodes(const dpattn_dp_tree *tree,
+                                           size_t *out_nodes,
+                                           size_t out_nodes_len,
+                                           uint32_t *out_sides,
+                                           size_t out_sides_len,
+                                           size_t leaf,
+                                           size_t *out_count);
+
+/**
+ * Builds DPTreeDistance over points `x` with weights `w` (`n = x_len = w_len`), noised
+ * from element 0 of `(key, stream)`: `p + 1` moment trees, tree `q` summing `w x^q`.
+ *
+ * **Guarantee** (Theorem D.1): `(ε, δ)`-DP for neighbouring datasets that differ in **one
+ * point** `(x_k, w_k)`, for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values are clamped
+ * there, NaN → 0). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`
+ * (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters), `_MISALIGNED`,
+ * `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ *
+ * # Safety
+ * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ */
+dpattn_status dpattn_dp_tree_distance_new(const double *x,
+                                          size_t x_len,
+                                          const double *w,
+                                          size_t w_len,
+                                          const dpattn_dp_tree_distance_params *params,
+                                          const dpattn_key *key,
+                                          uint64_t stream,
+                                          dpattn_dp_tree_distance **out_tree);
+
+/**
+ * **Not differentially private.** The noise-free DPTreeDistance with `n_leaves` leaves (a
+ * power of two ≥ 2) over unclamped finite data (tests and audits only). Errors as
+ * `dpattn_dp_tree_distance_new` plus `_NON_FINITE` and a bad `n_leaves`. Allocates.
+ * Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_dp_tree_distance_new`.
+ */
+dpattn_status dpattn_dp_tree_distance_new_exact(const double *x,
+                                                size_t x_len,
+                                                const double *w,
+                                                size_t w_len,
+                                                size_t n_leaves,
+                                                const dpattn_dp_tree_distance_params *params,
+                                                dpattn_dp_tree_distance **out_tree);
+
+/**
+ * Releases a DPTreeDistance; NULL and freed handles are ignored. Thread-safe.
+ */
+void dpattn_dp_tree_distance_free(dpattn_dp_tree_distance *tree);
+
+/**
+ * `N` and `L = log2 N`. Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`.
+ * Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_distance_info(const dpattn_dp_tree_distance *tree,
+                                           size_t *out_n_leaves,
+                                           uint32_t *out_depth);
+
+/**
+ * The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5; points in `y`'s own bin are dropped, OQ10)
+ * for a public `y ∈ [0, ρ]`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` / `_NON_FINITE` (bad
+ * `y`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_distance_query(const dpattn_dp_tree_distance *tree,
+                                            double y,
+                                            double *out);
+
+/**
+ * The exact noise variance of `dpattn_dp_tree_distance_query(y)` (§4.6). Errors as the
+ * query. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_distance_noise_variance(const dpattn_dp_tree_distance *tree,
+                                                     double y,
+                                                     double *out);
+
+/**
+ * Builds DPTreeHighDim over the rows of `x` (`rows × cols`, row stride `row_stride`) with
+ * weights `w` (`w_len = rows`): one DPTreeDistance per coordinate at
+ * `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`.
+ *
+ * **Guarantee** (Lemma E.1): `(ε', δ + δ′)`-DP for neighbours differing in one row
+ * `(x_k, w_k)` with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy` (≈ `√2·c·ε`).
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates.
+ * Thread-safe.
+ *
+ * # Safety
+ * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ */
+dpattn_status dpattn_dp_tree_high_dim_new(const double *x,
+                                          size_t x_len,
+                                          size_t rows,
+                                          size_t cols,
+                                          size_t row_stride,
+                                          const double *w,
+                                          size_t w_len,
+                                          const dpattn_dp_tree_high_dim_params *params,
+                                          const dpattn_key *key,
+                                          uint64_t stream,
+                                          dpattn_dp_tree_high_dim **out_tree);
+
+/**
+ * Releases a DPTreeHighDim; NULL and freed handles are ignored. Thread-safe.
+ */
+void dpattn_dp_tree_high_dim_free(dpattn_dp_tree_high_dim *tree);
+
+/**
+ * The per-coordinate budget `(ε_k, δ_k)`. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_high_dim_per_coordinate(const dpattn_dp_tree_high_dim *tree,
+                                                     double *out_epsilon,
+                                                     double *out_delta);
+
+/**
+ * The `(ε', d·δ_k + δ′)` the structure achieves (advanced composition, rounded up).
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`, accountant errors.
+ * Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_dp_tree_high_dim_achieved_privacy(const dpattn_dp_tree_high_dim *tree,
+                                                       double *out_epsilon,
+                                                       double *out_delta);
+
+/**
+ * The noisy `Σ_i w_i ‖y − x_i‖_p^p` for a public `y ∈ [0, R]^d` (`y_len = d`). Errors:
+ * `DPATTN_STATUS_SHAPE_MISMATCH`, `_OUT_OF_RANGE` / `_NON_FINITE` (bad coordinate),
+ * `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `y` valid for `y_len` reads; `out` writable.
+ */
+dpattn_status dpattn_dp_tree_high_dim_query(const dpattn_dp_tree_high_dim *tree,
+                                            const double *y,
+                                            size_t y_len,
+                                            double *out);
+
+/**
+ * The exact noise variance of `dpattn_dp_tree_high_dim_query(y)`. Errors as the query.
+ * Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `y` valid for `y_len` reads; `out` writable.
+ */
+dpattn_status dpattn_dp_tree_high_dim_noise_variance(const dpattn_dp_tree_high_dim *tree,
+                                                     const double *y,
+                                                     size_t y_len,
+                                                     double *out);
+
+/**
+ * A Taylor feature map for `dim ≥ 1` inputs, degree `s ≤ 64` and temperature `τ > 0`:
+ * `P(x)·P(y) = T_s(τ xᵀy)` exactly, `r = C(d + s, s)` features. Public arithmetic, no
+ * privacy. Errors: `DPATTN_STATUS_OUT_OF_RANGE`, `_SIZE_OVERFLOW`, `_NULL_ARGUMENT`.
+ * Thread-safe.
+ *
+ * # Safety
+ * `out_map` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_taylor_feature_map_new(size_t dim,
+                                            uint32_t degree,
+                                            double tau,
+                                            dpattn_taylor_feature_map **out_map);
+
+/**
+ * Releases a feature map; NULL and freed handles are ignored. Thread-safe.
+ */
+void dpattn_taylor_feature_map_free(dpattn_taylor_feature_map *map);
+
+/**
+ * `d`, `s`, `τ` and `r` of a map. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_taylor_feature_map_info(const dpattn_taylor_feature_map *map,
+                                             size_t *out_dim,
+                                             uint32_t *out_degree,
+                                             double *out_tau,
+                                             size_t *out_features);
+
+/**
+ * `z_max = τ d R²` and the feature range `Γ = max(1, max_{j ≤ s} R_eff^j/√(j!))`,
+ * `R_eff = √(τ d)·R`, for inputs in `[0, R]^d`. Errors: `DPATTN_STATUS_OUT_OF_RANGE`
+ * (`radius` not positive and finite), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe
+ * (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_taylor_feature_map_range(const dpattn_taylor_feature_map *map,
+                                              double radius,
+                                              double *out_z_max,
+                                              double *out_gamma);
+
+/**
+ * `T_s(τ xᵀy)`, which equals `P(x)·P(y)`; `x_len` and `y_len` must equal `d`. Errors:
+ * `DPATTN_STATUS_SHAPE_MISMATCH`, `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe
+ * (per-handle lock).
+ *
+ * # Safety
+ * `x`, `y` valid for their lengths; `out` writable.
+ */
+dpattn_status dpattn_taylor_feature_map_kernel(const dpattn_taylor_feature_map *map,
+                                               const double *x,
+                                               size_t x_len,
+                                               const double *y,
+                                               size_t y_len,
+                                               double *out);
+
+/**
+ * Writes `P(x)` (`out_len = r`, canonical order: by degree, then lexicographic index
+ * tuples) for `x` of length `d`. Errors: `DPATTN_STATUS_SHAPE_MISMATCH`, `_ALIASING`,
+ * `_NULL_ARGUMENT`, `_MISALIGNED`, `_INVALID_HANDLE`; `out` untouched on error.
+ * Allocation-free. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable for `out_len`, `x` readable for `x_len`.
+ */
+dpattn_status dpattn_taylor_feature_map_eval(const dpattn_taylor_feature_map *map,
+                                             double *out,
+                                             size_t out_len,
+                                             const double *x,
+                                             size_t x_len);
+
+/**
+ * Writes the per-feature bounds `β_a = (√τ R)^{|a|}/√(a!)` (`out_len = r`): `P_a(x) ≤ β_a`
+ * for `x ∈ [0, R]^d`. Errors: `DPATTN_STATUS_SHAPE_MISMATCH`, `_OUT_OF_RANGE` (bad
+ * radius), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable for `out_len`.
+ */
+dpattn_status dpattn_taylor_feature_map_feature_bounds(const dpattn_taylor_feature_map *map,
+                                                       double *out,
+                                                       size_t out_len,
+                                                       double radius);
+
+/**
+ * Fills `*out` with the paper's setting: `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`,
+ * `τ = 1/d`, paper accounting, strict ranges, queries rejected outside the domain, a 1 GiB
+ * memory limit; `epsilon`, `delta` and `delta_prime` are 0 and **must** be set (builds
+ * refuse them otherwise). Errors: `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_params_default(dpattn_softmax_tree_params *out);
+
+/**
+ * Builds DPTreeSoftmax (Algorithm 3) over the rows of `keys` (`rows × cols`, row stride
+ * `row_stride`) with weights `weights` (`weights_len = rows`), noised from element 0 of
+ * `(key, stream)`. Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)` for public `y`.
+ *
+ * **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
+ * that differ in **one row** `(x_k, w_k)`, for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n`
+ * (private rows clamped there, NaN → 0); `n` is public. The accountant
+ * (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
+ * under the paper split). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`,
+ * `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT`
+ * (estimate over `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`,
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+ *
+ * ```c
+ * dpattn_softmax_tree_params p;
+ * dpattn_softmax_tree_params_default(&p);
+ * p.epsilon = 0.5; p.delta = 1e-6; p.delta_prime = 1e-6;
+ * dpattn_softmax_tree *t = NULL;
+ * dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, &key, 0, &t);
+ * size_t len; dpattn_softmax_tree_query_scratch_len(t, &len);
+ * double z; dpattn_softmax_tree_query(t, y, d, scratch, len, &z);
+ * dpattn_softmax_tree_free(t);
+ * ```
+ *
+ * # Safety
+ * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ */
+dpattn_status dpattn_softmax_tree_new(const double *keys,
+                                      size_t keys_len,
+                                      size_t rows,
+                                      size_t cols,
+                                      size_t row_stride,
+                                      const double *weights,
+                                      size_t weights_len,
+                                      const dpattn_softmax_tree_params *params,
+                                      const dpattn_key *key,
+                                      uint64_t stream,
+                                      dpattn_softmax_tree **out_tree);
+
+/**
+ * **Not differentially private.** The noise-free DPTreeSoftmax over unclamped finite data
+ * (tests, audits, bias measurement only). Errors as `dpattn_softmax_tree_new` plus
+ * `_NON_FINITE`. Allocates. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_softmax_tree_new`.
+ */
+dpattn_status dpattn_softmax_tree_new_exact(const double *keys,
+                                            size_t keys_len,
+                                            size_t rows,
+                                            size_t cols,
+                                            size_t row_stride,
+                                            const double *weights,
+                                            size_t weights_len,
+                                            const dpattn_softmax_tree_params *params,
+                                            dpattn_softmax_tree **out_tree);
+
+/**
+ * Releases a DPTreeSoftmax; NULL and freed handles are ignored. Thread-safe.
+ */
+void dpattn_softmax_tree_free(dpattn_softmax_tree *tree);
+
+/**
+ * The structure's shape (`copies = 1`) and depth `L`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_info(const dpattn_softmax_tree *tree,
+                                       dpattn_softmax_tree_shape *out_info,
+                                       uint32_t *out_depth);
+
+/**
+ * The structure's budget hierarchy. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_get_budget(const dpattn_softmax_tree *tree,
+                                             dpattn_softmax_budget *out);
+
+/**
+ * What the structure actually achieves, `(ε, δ)` with `δ′` included in `δ`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`, accountant errors. Thread-safe
+ * (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_achieved_privacy(const dpattn_softmax_tree *tree,
+                                                   double *out_epsilon,
+                                                   double *out_delta);
+
+/**
+ * Scratch (`double` elements) for `dpattn_softmax_tree_query`: `r + d`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_query_scratch_len(const dpattn_softmax_tree *tree,
+                                                    size_t *out_len);
+
+/**
+ * The noisy `Σ_k w_k P(x_k)·P(y)` (Algorithm 3 DistanceQuery) for a public `y`
+ * (`y_len = d`). Accuracy: `|answer − wᵀexp(τXy)| ≤ ε_s Σ|w_i| e^{τ⟨x_i,y⟩}` (the corrected
+ * OQ11 form) + own-bin bias + noise (variance `dpattn_softmax_tree_noise_variance`).
+ * Errors: `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `_SHAPE_MISMATCH`, `_OUT_OF_RANGE` /
+ * `_NON_FINITE` (bad query per the policy), `_ALIASING`, `_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `y` readable for `y_len`, `scratch` writable for `scratch_len`, `out` writable.
+ */
+dpattn_status dpattn_softmax_tree_query(const dpattn_softmax_tree *tree,
+                                        const double *y,
+                                        size_t y_len,
+                                        double *scratch,
+                                        size_t scratch_len,
+                                        double *out);
+
+/**
+ * The exact noise variance of the answer at `y` (§7.5). Allocates `r + d` doubles. Errors
+ * as the query (plus `_ALLOCATION_FAILED`). Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `y` readable for `y_len`, `out` writable.
+ */
+dpattn_status dpattn_softmax_tree_noise_variance(const dpattn_softmax_tree *tree,
+                                                 const double *y,
+                                                 size_t y_len,
+                                                 double *out);
+
+/**
+ * The released scalars `(P_wx, s_w)`. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_scalars(const dpattn_softmax_tree *tree,
+                                          double *out_pwx,
+                                          double *out_sw);
+
+/**
+ * Fills `*out`: the tree defaults of `dpattn_softmax_tree_params_default` (budget to be
+ * set), net/Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
+ *
+ * # Safety
+ * `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_adaptive_params_default(dpattn_softmax_tree_adaptive_params *out);
+
+/**
+ * The copy count `l` (odd) these parameters give for keys of dimension `dim`. Errors:
+ * `DPATTN_STATUS_OUT_OF_RANGE`, `_INFEASIBLE`, `_SIZE_OVERFLOW`, `_NULL_ARGUMENT`.
+ * Thread-safe.
+ *
+ * # Safety
+ * `params` readable, `out` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_adaptive_copy_count(const dpattn_softmax_tree_adaptive_params *params,
+                                                      size_t dim,
+                                                      size_t *out);
+
+/**
+ * Builds DPTreeSoftmaxAdaptive (Algorithm 7): `l` independent DPTreeSoftmax copies at
+ * `(ε/l, δ/l, δ′/l)`, queries answered by their median.
+ *
+ * **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (basic
+ * composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy` reports the
+ * spend). "Robust to adaptive queries" is an accuracy property, not a privacy one. Errors
+ * as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates. Thread-safe.
+ *
+ * # Safety
+ * As `dpattn_softmax_tree_new`.
+ */
+dpattn_status dpattn_softmax_tree_adaptive_new(const double *keys,
+                                               size_t keys_len,
+                                               size_t rows,
+                                               size_t cols,
+                                               size_t row_stride,
+                                               const double *weights,
+                                               size_t weights_len,
+                                               const dpattn_softmax_tree_adaptive_params *params,
+                                               const dpattn_key *key,
+                                               uint64_t stream,
+                                               dpattn_softmax_tree_adaptive **out_tree);
+
+/**
+ * Releases a DPTreeSoftmaxAdaptive; NULL and freed handles are ignored. Thread-safe.
+ */
+void dpattn_softmax_tree_adaptive_free(dpattn_softmax_tree_adaptive *tree);
+
+/**
+ * The structure's shape (`copies = l`) and the budget hierarchy of one copy. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_adaptive_info(const dpattn_softmax_tree_adaptive *tree,
+                                                dpattn_softmax_tree_shape *out_info,
+                                                dpattn_softmax_budget *out_copy_budget);
+
+/**
+ * What the structure achieves: `l` copies under basic composition. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`, accountant errors. Thread-safe
+ * (per-handle lock).
+ *
+ * # Safety
+ * Out-params writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_adaptive_achieved_privacy(const dpattn_softmax_tree_adaptive *tree,
+                                                            double *out_epsilon,
+                                                            double *out_delta);
+
+/**
+ * Scratch for `dpattn_softmax_tree_adaptive_query`: `r + d + l`. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `out_len` writable (or NULL, rejected).
+ */
+dpattn_status dpattn_softmax_tree_adaptive_query_scratch_len(const dpattn_softmax_tree_adaptive *tree,
+                                                             size_t *out_len);
+
+/**
+ * The median answer of the `l` copies at a public `y` (snapped to the net if configured).
+ * Errors as `dpattn_softmax_tree_query`. Allocation-free. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * As `dpattn_softmax_tree_query`.
+ */
+dpattn_status dpattn_softmax_tree_adaptive_query(const dpattn_softmax_tree_adaptive *tree,
+                                                 const double *y,
+                                                 size_t y_len,
+                                                 double *scratch,
+                                                 size_t scratch_len,
+                                                 double *out);
+
+/**
+ * The exact noise variance of one copy's answer at `y` (§7.5). Allocates. Errors as the
+ * query. Thread-safe (per-handle lock).
+ *
+ * # Safety
+ * `y` readable for `y_len`, `out` writable.
+ */
+dpattn_status dpattn_softmax_tree_adaptive_copy_noise_variance(const dpattn_softmax_tree_adaptive *tree,
+                                                               const double *y,
+                                                               size_t y_len,
+                                                               double *out);
 
 /**
  * A static, NUL-terminated description of a status code; unknown codes give

@@ -34,15 +34,18 @@ mod attention;
 mod boundary;
 mod calibration;
 mod dp_forward;
+mod gaussian_sampling;
 mod handle;
 mod last_error;
 mod layout;
 mod ledger;
+mod moment_sketch;
 mod noise;
 mod noisy_attention;
 mod noisy_head;
 mod output_perturbation;
 mod privacy;
+mod softmax_tree;
 mod status;
 mod tensor;
 mod version;
@@ -58,9 +61,11 @@ pub use attention::{
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
 pub use dp_forward::*;
+pub use gaussian_sampling::*;
 pub use handle::dpattn_live_handle_count;
 pub use last_error::dpattn_last_error_message;
 pub use layout::dpattn_layout4_required_len;
+pub use moment_sketch::*;
 pub use noisy_attention::{
     dpattn_noise_spec, dpattn_noise_stream, dpattn_noisy_attention, dpattn_noisy_attention_f64,
     dpattn_noisy_attention_heads,
@@ -82,6 +87,7 @@ pub use output_perturbation::{
     dpattn_output_perturbation_sensitivity, dpattn_output_perturbation_worst_case_sensitivity,
 };
 pub use privacy::dpattn_check_privacy_params;
+pub use softmax_tree::*;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{
     DPATTN_DTYPE_BF16, DPATTN_DTYPE_F16, DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype,

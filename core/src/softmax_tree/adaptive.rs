@@ -191,6 +191,11 @@ impl DpTreeSoftmaxAdaptive {
         &self.map
     }
 
+    /// `Γ`, the feature range.
+    pub fn gamma(&self) -> f64 {
+        self.gamma
+    }
+
     /// The budget hierarchy of one copy.
     pub fn copy_budget(&self) -> &SoftmaxBudget {
         &self.budget

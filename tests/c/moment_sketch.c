@@ -1,0 +1,178 @@
+/*
+ * C ABI of the moment sketch ([EXT] E1 of seed-001): every entry point, checked against a
+ * naive C reference (the noise-free answer is sum_j T_s(tau k_j.q) v_j / sum_j T_s(tau k_j.q)
+ * because P(k).P(q) = T_s(tau k.q)), closed-form sensitivities, the statistics of the
+ * Gaussian noise, determinism of the keyed noise, and bad input. Returns 0 or the line.
+ */
+#include "dpattn.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { N = 40, D = 2, R = 15 /* C(2 + 4, 4) features at s = 4 */, M = R * (D + 1) };
+
+static int msg_has(const char *what) {
+    char buf[512];
+    dpattn_last_error_message(buf, sizeof buf);
+    return strstr(buf, what) != NULL;
+}
+
+static double taylor(double z, unsigned s) {
+    double term = 1, sum = 1;
+    for (unsigned t = 1; t <= s; t++) { term *= z / t; sum += term; }
+    return sum;
+}
+
+static double fact(unsigned n) { return n < 2 ? 1.0 : n * fact(n - 1); }
+
+int dpattn_c_moment_sketch(void) {
+    static double keys[N * D], vals[N * D], sk[M], sk2[M], ex[M], sc[64];
+    dpattn_moment_sketch_params p, q;
+    dpattn_moment_sketch *s = NULL, *s2 = NULL, *e = NULL;
+    dpattn_key key;
+    size_t dim = 0, r = 0, len = 0, i, j;
+    uint32_t deg = 0;
+    double sens = 0, scale = 0, sens2 = 0, sd = 0, out[D], want[D], den = 0, x = 0;
+    const double qy[D] = {0.5, 0.25};
+    memset(key.bytes, 6, 32);
+    for (i = 0; i < N * D; i++) {
+        keys[i] = (double)((i * 37) % 100) / 100.0;
+        vals[i] = (double)((i * 53) % 200) / 100.0 - 1.0;
+    }
+
+    CHECK(dpattn_moment_sketch_params_default(&p) == DPATTN_STATUS_OK);
+    CHECK(p.radius == 1.0 && p.eps_s == 0.01 && p.noise == DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN && p.clamp_outputs == 1);
+    CHECK(dpattn_moment_sketch_calibrate(&p, D, &sens, &scale, &r) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
+    p.epsilon = 1.0; p.delta = 1e-6;
+
+    /* Gaussian: Delta_2 = 2 sqrt(T_s(z_max)) sqrt(1 + d R_w^2) (1 + 1e-9), z_max = tau d R^2 = 1. */
+    CHECK(dpattn_moment_sketch_calibrate(&p, D, &sens, &scale, &r) == DPATTN_STATUS_OK && r == R);
+    CHECK(fabs(sens - 2 * sqrt(taylor(1.0, 4)) * sqrt(3.0) * (1 + 1e-9)) <= 1e-14 * sens);
+    /* The analytic Gaussian sigma is below the classical sqrt(2 ln(1.25/delta)) Delta/eps. */
+    CHECK(scale > 0 && scale < sqrt(2 * log(1.25 / 1e-6)) * sens / 1.0);
+    /* Laplace: Delta_1 = 2 (sum_a beta_a)(1 + d R_w)(1 + 1e-9), beta_a = sqrt(tau)^|a| / sqrt(a!). */
+    q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; q.delta = 0.0;
+    {
+        double beta = 0;
+        for (unsigned a1 = 0; a1 <= 4; a1++)
+            for (unsigned a2 = 0; a1 + a2 <= 4; a2++)
+                beta += pow(sqrt(0.5), (double)(a1 + a2)) / sqrt(fact(a1) * fact(a2));
+        CHECK(dpattn_moment_sketch_calibrate(&q, D, &sens2, &x, &r) == DPATTN_STATUS_OK);
+        CHECK(fabs(sens2 - 2 * beta * 3.0 * (1 + 1e-9)) <= 1e-13 * sens2 && x == sens2 / 1.0);
+    }
+
+    /* Noise-free sketch: row 0 (the constant feature) is [n, sum_j v_j]; queries match the
+     * naive kernel ratio to 1e-12 (relative; r = 15 terms of O(1) rounding). */
+    CHECK(dpattn_moment_sketch_new_exact(keys, N * D, vals, N * D, N, D, D, D, &p, &e) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_get(e, ex, M) == DPATTN_STATUS_OK);
+    CHECK(ex[0] == (double)N);
+    for (j = 0; j < D; j++) {
+        double sum = 0;
+        for (i = 0; i < N; i++) sum += vals[i * D + j];
+        CHECK(fabs(ex[1 + j] - sum) < 1e-12);
+    }
+    {
+        double num[D] = {0, 0}, dd = 0;
+        for (i = 0; i < N; i++) {
+            double t = taylor(0.5 * (keys[i * D] * qy[0] + keys[i * D + 1] * qy[1]), 4);
+            dd += t;
+            for (j = 0; j < D; j++) num[j] += t * vals[i * D + j];
+        }
+        for (j = 0; j < D; j++) want[j] = num[j] / dd;
+        CHECK(dpattn_moment_sketch_query_scratch_len(e, &len) == DPATTN_STATUS_OK && len == R + D);
+        CHECK(dpattn_moment_sketch_query(e, out, D, qy, D, sc, len, &den) == DPATTN_STATUS_OK);
+        CHECK(fabs(den - dd) <= 1e-12 * dd);
+        for (j = 0; j < D; j++) CHECK(fabs(out[j] - want[j]) <= 1e-12);
+    }
+    CHECK(dpattn_moment_sketch_info(e, &dim, &r, &deg, &sens2, &x) == DPATTN_STATUS_OK);
+    CHECK(dim == D && r == R && deg == 4 && sens2 == sens && x == scale);
+
+    /* Released sketch: M~ - M ~ N(0, sigma^2) i.i.d. over 45 entries. Every |z| < 6 sigma
+     * (P(fail) ~ 1e-7) and the sample variance / sigma^2 in [0.25, 2.5] (chi^2_45/45 tails
+     * there are below 1e-6). */
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_get(s, sk, M) == DPATTN_STATUS_OK);
+    {
+        double ss = 0;
+        for (i = 0; i < M; i++) {
+            double z = sk[i] - ex[i];
+            CHECK(fabs(z) < 6 * scale);
+            ss += z * z;
+        }
+        CHECK(ss / M > 0.25 * scale * scale && ss / M < 2.5 * scale * scale);
+    }
+    CHECK(dpattn_moment_sketch_projection_noise_std(s, 4.0, &sd) == DPATTN_STATUS_OK && sd == scale * 2.0);
+    /* Determinism: same key and stream -> identical bits; another stream differs. */
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
+    dpattn_moment_sketch_free(s2);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 1, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) != 0);
+    dpattn_moment_sketch_free(s2);
+    /* Clamped outputs lie in [-R_w, R_w]. */
+    CHECK(dpattn_moment_sketch_query(s, out, D, qy, D, sc, len, &den) == DPATTN_STATUS_OK);
+    CHECK(fabs(out[0]) <= 1.0 && fabs(out[1]) <= 1.0 && den >= N);
+
+    /* Bad input; outputs untouched. */
+    out[0] = 42;
+    {
+        const double far[D] = {1.5, 0.5}, nanq[D] = {NAN, 0.5};
+        CHECK(dpattn_moment_sketch_query(s, out, D, far, D, sc, len, &den) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(dpattn_moment_sketch_query(s, out, D, nanq, D, sc, len, &den) == DPATTN_STATUS_NON_FINITE);
+    }
+    CHECK(dpattn_moment_sketch_query(s, out, D, qy, D, sc, len - 1, &den) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
+    CHECK(dpattn_moment_sketch_query(s, out, D - 1, qy, D, sc, len, &den) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("out"));
+    CHECK(dpattn_moment_sketch_query(s, out, D, qy, D, out, len, &den) == DPATTN_STATUS_ALIASING);
+    CHECK(dpattn_moment_sketch_query(s, out, D, qy, D, sc, len, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_den"));
+    CHECK(dpattn_moment_sketch_query(s, out, D, NULL, D, sc, len, &den) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("q"));
+    CHECK(out[0] == 42);
+    CHECK(dpattn_moment_sketch_get(s, sk2, M - 1) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+    CHECK(dpattn_moment_sketch_get(s, NULL, M) == DPATTN_STATUS_NULL_ARGUMENT);
+    CHECK(dpattn_moment_sketch_get(s, sk2, SIZE_MAX / 2) == DPATTN_STATUS_SIZE_OVERFLOW);
+    CHECK(dpattn_moment_sketch_projection_noise_std(s, -1.0, &sd) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("u2"));
+    CHECK(dpattn_moment_sketch_projection_noise_std(s, NAN, &sd) == DPATTN_STATUS_OUT_OF_RANGE);
+#define NEW(P) dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, (P), &key, 0, &s2)
+    q = p; q.noise = 7;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("noise"));
+    q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; /* delta must be 0 */
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
+    q = p; q.delta = 0.0; /* Gaussian needs delta > 0 */
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
+    q = p; q.delta = 1.0;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
+    q = p; q.epsilon = NAN;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
+    q = p; q.clamp_outputs = 2;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("clamp_outputs"));
+    q = p; q.query_policy = 9;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("query_policy"));
+    q = p; q.radius = -1.0;
+    CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(NEW(NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("params"));
+#undef NEW
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, 0, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D - 1, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, NULL, 0, &s2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sketch"));
+    keys[3] = NAN;
+    CHECK(dpattn_moment_sketch_new_exact(keys, N * D, vals, N * D, N, D, D, D, &p, &s2) == DPATTN_STATUS_NON_FINITE);
+    /* The private release clamps NaN to 0 instead of refusing (a per-row map). */
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OK);
+    dpattn_moment_sketch_free(s2);
+    CHECK(dpattn_moment_sketch_calibrate(&p, 0, &sens, &scale, &r) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_moment_sketch_calibrate(&p, D, NULL, &scale, &r) == DPATTN_STATUS_NULL_ARGUMENT);
+    CHECK(dpattn_moment_sketch_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
+
+    /* Freed handles: detected; double free and NULL free are harmless. */
+    dpattn_moment_sketch_free(s);
+    CHECK(dpattn_moment_sketch_query_scratch_len(s, &len) == DPATTN_STATUS_INVALID_HANDLE && msg_has("sketch"));
+    CHECK(dpattn_moment_sketch_info(s, &dim, &r, &deg, &sens, &scale) == DPATTN_STATUS_INVALID_HANDLE);
+    CHECK(dpattn_moment_sketch_get(s, sk, M) == DPATTN_STATUS_INVALID_HANDLE);
+    CHECK(dpattn_moment_sketch_projection_noise_std(s, 1.0, &sd) == DPATTN_STATUS_INVALID_HANDLE);
+    dpattn_moment_sketch_free(s);
+    dpattn_moment_sketch_free(NULL);
+    dpattn_moment_sketch_free(e);
+    return 0;
+}
