@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,21 +51,20 @@ struct Failure {
 template <class T>
 class Result {
   public:
-    Result(T value) : ok_(true), value_(std::move(value)) {}
-    Result(Failure failure) : ok_(false), value_(), failure_(std::move(failure)) {}
-    bool ok() const noexcept { return ok_; }
-    explicit operator bool() const noexcept { return ok_; }
-    /// The value; only meaningful when ok().
-    const T& value() const& noexcept { return value_; }
-    T& value() & noexcept { return value_; }
-    T&& value() && noexcept { return std::move(value_); }
+    Result(T value) : value_(std::move(value)) {}
+    Result(Failure failure) : failure_(std::move(failure)) {}
+    bool ok() const noexcept { return value_.has_value(); }
+    explicit operator bool() const noexcept { return ok(); }
+    /// The value; only valid when ok().
+    const T& value() const& noexcept { return *value_; }
+    T& value() & noexcept { return *value_; }
+    T&& value() && noexcept { return std::move(*value_); }
     /// DPATTN_STATUS_OK on success.
     dpattn_status status() const noexcept { return failure_.status; }
     const std::string& message() const noexcept { return failure_.message; }
 
   private:
-    bool ok_;
-    T value_;
+    std::optional<T> value_;
     Failure failure_;
 };
 
@@ -134,6 +134,35 @@ class Handle {
     T* raw_ = nullptr;
 };
 
+/// RAII owners for every handle type of the C ABI.
+using LedgerHandle = Handle<dpattn_ledger, dpattn_ledger_free>;
+using CrossAttention = Handle<dpattn_cross_attention, dpattn_cross_attention_free>;
+using MomentSketch = Handle<dpattn_moment_sketch, dpattn_moment_sketch_free>;
+using DpTree = Handle<dpattn_dp_tree, dpattn_dp_tree_free>;
+using DpTreeDistance = Handle<dpattn_dp_tree_distance, dpattn_dp_tree_distance_free>;
+using DpTreeHighDim = Handle<dpattn_dp_tree_high_dim, dpattn_dp_tree_high_dim_free>;
+using TaylorFeatureMap = Handle<dpattn_taylor_feature_map, dpattn_taylor_feature_map_free>;
+using SoftmaxTree = Handle<dpattn_softmax_tree, dpattn_softmax_tree_free>;
+using SoftmaxTreeAdaptive = Handle<dpattn_softmax_tree_adaptive, dpattn_softmax_tree_adaptive_free>;
+using ShufflePlan = Handle<dpattn_shuffle_plan, dpattn_shuffle_plan_free>;
+using ShufflePerms = Handle<dpattn_shuffle_perms, dpattn_shuffle_perms_free>;
+
+/// Creates a handle with any C constructor whose last argument is `T**`:
+/// `auto tree = dpattn::make<dpattn::DpTree>(dpattn_dp_tree_new, args...);`
+template <class H, class Ctor, class... Args>
+Result<H> try_make(Ctor ctor, Args... args) {
+    decltype(std::declval<H>().get()) raw = nullptr;
+    dpattn_status st = ctor(args..., &raw);
+    if (st != DPATTN_STATUS_OK) return failure(st);
+    return H(raw);
+}
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+template <class H, class Ctor, class... Args>
+H make(Ctor ctor, Args... args) {
+    return unwrap(try_make<H>(ctor, args...));
+}
+#endif
+
 // ---- element types and tensors -------------------------------------------------------
 
 /// The dpattn dtype of a C++ element type (uint16_t carries f16 or bf16 bits: pass the
@@ -156,12 +185,7 @@ inline Shape4 contiguous_strides(const Shape4& s) {
     return Shape4{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
 }
 
-/// A read-only tensor over caller memory (dense unless strides are given).
-template <class T>
-dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape,
-                      dpattn_dtype dtype = dtype_of<T>::value) {
-    return tensor(data, len, shape, contiguous_strides(shape), dtype);
-}
+/// A read-only tensor over caller memory with explicit strides (in elements).
 template <class T>
 dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape, const Shape4& strides,
                       dpattn_dtype dtype = dtype_of<T>::value) {
@@ -174,6 +198,12 @@ dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape, const Shap
         t.strides[i] = strides[i];
     }
     return t;
+}
+/// A read-only dense (row-major) tensor over caller memory.
+template <class T>
+dpattn_tensor4 tensor(const T* data, size_t len, const Shape4& shape,
+                      dpattn_dtype dtype = dtype_of<T>::value) {
+    return tensor(data, len, shape, contiguous_strides(shape), dtype);
 }
 template <class T>
 dpattn_tensor4 tensor(const std::vector<T>& v, const Shape4& shape) {

@@ -65,6 +65,13 @@ done
 valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     "$host_dir/all_programs"
 
+step "dpattn.hpp without exceptions (-fno-exceptions -DDPATTN_HPP_NO_EXCEPTIONS)"
+printf '#include "dpattn.hpp"\nint main() { return dpattn::try_analytic_gaussian_sigma(1, 1e-5, 1).ok() ? 0 : 1; }\n' \
+    > "$host_dir/no_exceptions.cpp"
+"$CXX_BIN" -std=c++17 -fno-exceptions -DDPATTN_HPP_NO_EXCEPTIONS -Wall -Wextra -Werror -Iinclude \
+    "$host_dir/no_exceptions.cpp" "$host_dir/libdpattn_ffi_paniktest.a" $native_libs -o "$host_dir/no_exceptions"
+"$host_dir/no_exceptions"
+
 step "install into target/c-install (scripts/install-c.sh)"
 prefix="$target_dir/c-install"
 rm -rf "$prefix"
