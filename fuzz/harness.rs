@@ -90,10 +90,10 @@ struct Arena {
 impl Arena {
     fn new(cap: usize, fill: &mut Bytes<'_>) -> Self {
         // Mostly well-formed f32 pairs in [-2, 2); sometimes raw bits (NaN, Inf, huge).
-        let raw = fill.u8() % 4 == 0;
+        let raw = fill.u8().is_multiple_of(4);
         let words = (0..cap)
             .map(|i| {
-                if raw && i % 7 == 0 {
+                if raw && i.is_multiple_of(7) {
                     fill.u64()
                 } else {
                     let a = ((i * 2654435761) % 1000) as f32 / 250.0 - 2.0;
@@ -127,7 +127,7 @@ fn shape(b: &mut Bytes<'_>) -> [usize; 4] {
 }
 
 fn strides(b: &mut Bytes<'_>, shape: [usize; 4]) -> [usize; 4] {
-    if b.u8() % 3 == 0 {
+    if b.u8().is_multiple_of(3) {
         [b.size(2000), b.size(800), b.size(100), b.size(2)]
     } else {
         dense(shape).map(|x| x.min(CAP))
@@ -154,7 +154,7 @@ pub fn attention_shapes(data: &[u8]) {
         (sh, st, b.size(CAP).min(CAP))
     });
     // Often make k/v/q shapes consistent so the kernels actually run.
-    if b.u8() % 2 == 0 {
+    if b.u8().is_multiple_of(2) {
         let q = tensors[0].0;
         tensors[1].0 = [q[0], q[1], tensors[1].0[2], q[3]];
         tensors[2].0 = [q[0], q[1], tensors[1].0[2], tensors[2].0[3]];
@@ -175,8 +175,9 @@ pub fn attention_shapes(data: &[u8]) {
         })
         .collect();
     let out_shape = [ins[0].shape[0], ins[0].shape[1], ins[0].shape[2], ins[2].shape[3]];
-    let out_strides = if b.u8() % 4 == 0 { strides(&mut b, out_shape) } else { dense(out_shape) };
-    let alias = b.u8() % 8 == 0;
+    let out_strides =
+        if b.u8().is_multiple_of(4) { strides(&mut b, out_shape) } else { dense(out_shape) };
+    let alias = b.u8().is_multiple_of(8);
     let out = dpattn_tensor4_mut {
         data: if alias { ins[0].data.cast_mut() } else { out_mem.ptr() },
         len: numel(out_shape),
@@ -195,13 +196,13 @@ pub fn attention_shapes(data: &[u8]) {
     opts.scale_kind = b.u32() % 4;
     opts.scale = b.f64();
     opts.kernel = b.u32() % 4;
-    if b.u8() % 4 == 0 {
+    if b.u8().is_multiple_of(4) {
         opts.key_padding = padding.as_ptr();
         opts.key_padding_len = b.size(64).min(64);
     }
     let mut scratch = vec![0f32; b.size(30_000).min(30_000)];
     let before: Vec<u64> = out_mem.words.clone();
-    let use_opts = b.u8() % 5 != 0;
+    let use_opts = !b.u8().is_multiple_of(5);
     // SAFETY: every pointer refers to live memory at least as long as the length passed.
     let st = unsafe {
         dpattn_attention(

@@ -3031,16 +3031,29 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * bits are not covered by the proof (E18); calibrations where the sampler's bounded
  * support would be visible are refused.
  *
- * `ledger` must be NULL (ledger handles are not wired into this entry point yet): charge
+ * **Accounting.** `ledger` may be NULL: the caller then accounts for the release, charging
  * `dpattn_dp_forward_guarantee` once per input (approximate DP) or
- * `dpattn_dp_forward_release_rho` per release (zCDP/RDP) yourself, before the call.
- * `*out_report` receives the clip report (private data).
+ * `dpattn_dp_forward_release_rho` per release (zCDP/RDP) itself, before the call. A
+ * non-NULL `ledger` is charged after every check and before `x` is touched:
+ * * an approximate-DP ledger (`dpattn_ledger_new_approx`): `(ε, δ)` of
+ *   `dpattn_dp_forward_guarantee`, only for a plan of one release (`releases = 1`); with
+ *   `releases > 1` the call fails with `DPATTN_STATUS_UNSUPPORTED` (the plan composes
+ *   exactly only as a whole: charge the guarantee once per input and pass NULL);
+ * * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
+ *   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
+ *
+ * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
+ * with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
+ * call (concurrent calls on it from other threads wait). `*out_report` receives the clip
+ * report (private data).
  *
  * Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
  * when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
  * `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x` (data-dependent: report it only to the
  * data holder); `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
- * `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for a non-NULL `ledger`;
+ * `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
+ * `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
+ * fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
  * `DPATTN_STATUS_OUT_OF_RANGE` for a dtype other than F32/F64;
  * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
  * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `x` or the
@@ -3063,7 +3076,8 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * `x` NULL or valid for reads and writes of `x_len` elements of `dtype`, not accessed by
  * anyone else during the call; `params`, `factors`, `key` NULL or readable (factor
  * pointers valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
- * `out_report` NULL or writable.
+ * `out_report` NULL or writable; `ledger` NULL or a value returned by
+ * `dpattn_ledger_new_*` (a freed one is detected).
  */
 dpattn_status dpattn_dp_forward(void *x,
                                 size_t x_len,
@@ -3076,7 +3090,7 @@ dpattn_status dpattn_dp_forward(void *x,
                                 const dpattn_key *key,
                                 uint64_t stream,
                                 uint64_t first,
-                                void *ledger,
+                                dpattn_ledger *ledger,
                                 double *scratch,
                                 size_t scratch_len,
                                 dpattn_dp_forward_clip_report *out_report);
@@ -3256,11 +3270,20 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input
  * lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
  * total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
- * batch elements when declared disjoint). **No ledger is charged here**: the caller must
- * account that total. The domain and `k` must be public (never derived from `X`). The
+ * batch elements when declared disjoint). The domain and `k` must be public (never derived from `X`). The
  * samplers are floating point; the guarantee is for the exact output law. [FIX]es: the
  * stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
  * tight), `δ < 0.1` (E18).
+ *
+ * **Accounting.** `ledger` may be NULL: the caller then charges the total of
+ * `dpattn_gaussian_sampling_attention_charge` itself. A non-NULL `ledger` is charged that
+ * total as one approximate-DP `(ε, δ)` charge (`δ > 0`: only approximate-DP ledgers accept
+ * it; zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), after every check
+ * including the private domain check of every problem and before any output is written.
+ * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
+ * with `out_b`, `out_p`, `*out_report` and the ledger unchanged (scratch zeroed as always).
+ * A call refused by the domain check charges nothing. The ledger is locked for the whole
+ * call (concurrent calls on it wait).
  *
  * Randomness: one keyed stream `(key, stream)`; problem `b·heads + h` reads the elements
  * its sampler documents, so the same key, stream and input give identical bits.
@@ -3272,7 +3295,9 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
  * declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
  * private data lies outside the declared domain (reject mode): **a data-dependent
- * refusal**, which the guarantee does not cover; show it only to the data holder. The used
+ * refusal**, which the guarantee does not cover; show it only to the data holder;
+ * `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger charge, `_INVALID_HANDLE` for a
+ * freed `ledger`. The used
  * part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
  * Thread-safe; no shared state. Allocation-free.
  *
@@ -3285,14 +3310,15 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
  * // b, pm: dpattn_tensor4_mut of [1,1,n,n] f64; x: dpattn_tensor4 of [1,1,n,d]
  * dpattn_gaussian_sampling_report rep;
- * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0,
+ * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0, ledger,
  *                                                      scratch, len, &rep);
  * ```
  *
  * # Safety
  * Every pointer must be NULL or valid: the tensors' data for their `len` elements (outputs
  * writable), `scratch` for `scratch_len` writable doubles, the structs readable,
- * `out_report` writable.
+ * `out_report` writable; `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a
+ * freed one is detected).
  */
 dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b,
                                                  const dpattn_tensor4_mut *out_p,
@@ -3300,6 +3326,7 @@ dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b
                                                  const dpattn_gaussian_sampling_params *params,
                                                  const dpattn_key *key,
                                                  uint64_t stream,
+                                                 dpattn_ledger *ledger,
                                                  double *scratch,
                                                  size_t scratch_len,
                                                  dpattn_gaussian_sampling_report *out_report);
@@ -3889,19 +3916,30 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
  * **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
  * public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
  * there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
- * noise `ε`-DP. Every later query is post-processing. **No ledger is charged here**: the
- * caller accounts `(ε, δ)` (Gaussian, approximate DP) or `ε` (Laplace, pure DP).
+ * noise `ε`-DP. Every later query is post-processing.
+ *
+ * **Accounting.** `ledger` may be NULL: the caller then charges `(epsilon, delta)` of
+ * `params` (Gaussian) or the pure `epsilon` (Laplace) itself, with
+ * `dpattn_ledger_charge_approx`. A non-NULL `ledger` is charged exactly that, once, after
+ * the noisy sketch is built and before the handle is returned: Gaussian, an
+ * approximate-DP charge `(ε, δ)` with `δ > 0` (approximate-DP ledgers only; zCDP and RDP
+ * ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`); Laplace, a pure charge `ε`
+ * (accepted by every kind: `(ε, 0)`, `ρ = ε²/2`, or the pure-DP RDP curve). A refused
+ * charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget), drops the
+ * sketch, and leaves `*out_sketch` and the ledger unchanged. The ledger is locked for the
+ * whole call (concurrent calls on it wait).
  *
  * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`; `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger
+ * charge, `_INVALID_HANDLE` for a freed `ledger`. Allocates. Thread-safe.
  *
  * ```c
  * dpattn_moment_sketch_params p;
  * dpattn_moment_sketch_params_default(&p);
  * p.epsilon = 1.0; p.delta = 1e-6;
  * dpattn_moment_sketch *s = NULL;
- * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, &s);
+ * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, ledger, &s);
  * size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
  * double out[2], den;
  * dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
@@ -3909,7 +3947,8 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
  * ```
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_sketch` writable.
+ * Buffers valid for their lengths, struct pointers readable, `out_sketch` writable;
+ * `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a freed one is detected).
  */
 dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        size_t keys_len,
@@ -3922,6 +3961,7 @@ dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        const dpattn_moment_sketch_params *params,
                                        const dpattn_key *key,
                                        uint64_t stream,
+                                       dpattn_ledger *ledger,
                                        dpattn_moment_sketch **out_sketch);
 
 /**
@@ -4655,13 +4695,21 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * independent of the private prompts. Test prompts are not protected. The exported head
  * weights (`dpattn_noisy_head_export_attention`) are post-processing.
  *
- * `ledger` must be NULL (ledger handles are not wired here yet): charge
- * `dpattn_noisy_head_charge` yourself before the call.
+ * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
+ * charging what `dpattn_noisy_head_charge` reports before the call. A non-NULL `ledger`
+ * is charged once, after every check and before any noise is drawn or `out` written:
+ * under paper accounting an approximate-DP charge of `(ε, δ)` (accepted by approximate-DP
+ * ledgers only; others refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP
+ * accounting a zCDP charge of `ρ` (`*out_rho` of `dpattn_noisy_head_charge`; accepted by
+ * zCDP and RDP ledgers, refused by approximate-DP ones). A refused charge returns the
+ * ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the
+ * ledger unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
  *
  * Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
  * the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
  * `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
- * `DPATTN_STATUS_UNSUPPORTED` for a non-NULL ledger; `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a refused charge;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`; `DPATTN_STATUS_NULL_ARGUMENT`,
  * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
  * (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
  * Thread-safe; no shared state.
@@ -4682,7 +4730,8 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
  * reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
  * lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
- * accessed by anyone else during the call.
+ * accessed by anyone else during the call. `ledger` NULL or a value returned by
+ * `dpattn_ledger_new_*` (a freed one is detected).
  */
 dpattn_status dpattn_noisy_head(double *out,
                                 size_t out_len,
@@ -4693,7 +4742,7 @@ dpattn_status dpattn_noisy_head(double *out,
                                 uint32_t form_kind,
                                 const dpattn_key *key,
                                 uint64_t stream,
-                                void *ledger,
+                                dpattn_ledger *ledger,
                                 double *scratch,
                                 size_t scratch_len);
 
@@ -5124,8 +5173,15 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  * * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
  *   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
  *   reuse a `(key, stream)` pair for two releases; keep the key secret.
- * * **Accounting:** each call is one `(ε, δ)` release. This entry point charges no ledger:
- *   the caller must account for every call (repeated queries of one context compose).
+ * * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
+ *   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
+ *   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
+ *   once, after every check and σ computation and before `out` is written: an
+ *   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
+ *   of the Gaussian release, `ρ = max_b Δ_b²/(2σ_b²)` (rounded up; nothing when no batch
+ *   element sees any key, the output then being constant). A refused charge returns the
+ *   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
+ *   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
  *
  * `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
  * the key and stream id for audit. Shapes, dtypes, scratch (`float`,
@@ -5137,19 +5193,21 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  * p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
  * double sigma[B * H];
  * dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
- *     release_id, sigma, B * H, scratch, scratch_len);
+ *     release_id, ledger, sigma, B * H, scratch, scratch_len);
  * ```
  *
  * Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
  * `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
  * `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
- * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`.
- * On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+ * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`;
+ * `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_INVALID_HANDLE` for a
+ * freed `ledger`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
  * unspecified). Thread-safe; no shared state.
  *
  * # Safety
  * As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
- * writable for `sigma_len` doubles.
+ * writable for `sigma_len` doubles; `ledger` NULL or a value returned by
+ * `dpattn_ledger_new_*` (a freed one is detected).
  */
 dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out,
                                                    const dpattn_tensor4 *q,
@@ -5158,6 +5216,7 @@ dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out
                                                    const dpattn_output_perturbation_params *params,
                                                    const dpattn_key *key,
                                                    uint64_t stream,
+                                                   dpattn_ledger *ledger,
                                                    double *sigma,
                                                    size_t sigma_len,
                                                    float *scratch,
@@ -5190,15 +5249,25 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
  * output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
  * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
  * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
- * (NaN → 0). No ledger is charged: the caller accounts for the release. Accuracy is poor
- * unless `n` is huge (seed-001 AC-12; see `dpattn_cross_attention_estimate_error`).
+ * (NaN → 0). Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+ * `dpattn_cross_attention_estimate_error`).
+ *
+ * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
+ * charging what `dpattn_cross_attention_achieved_privacy` reports for the new handle
+ * before publishing any answer. A non-NULL `ledger` is charged that whole-release
+ * `(ε, δ)` (basic composition over the `(d + 1) · l` copies; an approximate-DP charge with
+ * `δ > 0`, so only approximate-DP ledgers accept it: zCDP and RDP ledgers refuse it with
+ * `DPATTN_STATUS_OUT_OF_RANGE`) after the structures are built and before the handle is
+ * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
+ * budget), drops the structures, and leaves `*out` and the ledger unchanged. The ledger is
+ * locked for the whole call (concurrent calls on it wait).
  *
  * ```c
  * dpattn_cross_attention_params p;
  * dpattn_cross_attention_params_default(&p);
  * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
  * dpattn_cross_attention *att = NULL;
- * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, &att) == DPATTN_STATUS_OK) {
+ * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, ledger, &att) == DPATTN_STATUS_OK) {
  *     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
  *     dpattn_cross_attention_free(att);
  * }
@@ -5209,11 +5278,14 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
  * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
  * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
  * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
- * only to the data holder). `*out` is written only on success. Thread-safe; no shared state.
+ * only to the data holder); `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a
+ * refused charge; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`. `*out` is written
+ * only on success. Thread-safe; no shared state.
  *
  * # Safety
  * `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
- * one struct; `out` NULL or writable for one pointer.
+ * one struct; `out` NULL or writable for one pointer; `ledger` NULL or a value returned by
+ * `dpattn_ledger_new_*` (a freed one is detected).
  */
 dpattn_status dpattn_cross_attention_new(const double *keys,
                                          size_t keys_len,
@@ -5224,6 +5296,7 @@ dpattn_status dpattn_cross_attention_new(const double *keys,
                                          const dpattn_cross_attention_params *params,
                                          const dpattn_key *key,
                                          uint64_t stream,
+                                         dpattn_ledger *ledger,
                                          dpattn_cross_attention **out);
 
 /**
@@ -6362,28 +6435,50 @@ dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
  * `capacity` must be a public number of slots, never the private dataset size (empty
  * slots get zero gradients). Floating point: low-order bits are not covered by the proof.
  *
- * `ledger` must be NULL (ledger handles are not wired here yet): charge
- * `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on your RDP ledger
- * before each step, and apply its bounded-support check.
+ * **Accounting.** `ledger` may be NULL: the caller then accounts for the step itself,
+ * charging `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on its RDP
+ * ledger (`dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`) and applying its
+ * bounded-support check. A non-NULL `ledger` must be an RDP ledger
+ * (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are refused with
+ * `DPATTN_STATUS_UNSUPPORTED` before any work). It is charged the RDP curve of one step of
+ * `SampledGaussianRdp(q, σ_eff)` on the default orders (exactly what
+ * `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)` charges), after the
+ * gradients are summed and the noise and permutations drawn, and before the weights,
+ * state and `perms` are written; the step is refused with `DPATTN_STATUS_INFEASIBLE`
+ * before any callback when the bounded-support δ (`*out_support_delta` of
+ * `dpattn_shuffled_dp_sgd_charge`) exceeds 1% of the ledger's δ. A refused charge returns
+ * `DPATTN_STATUS_INFEASIBLE` with the weights, state, `*out_report` and the ledger
+ * unchanged and `scratch` zeroed (it held the uncharged noisy sum); `perms` then holds the
+ * permutations drawn for the step (data-independent, never applied: the core draws them
+ * before charging).
+ *
+ * **The ledger (and the plan) stay locked for the whole call, callbacks included**: `grad`
+ * must not call any `dpattn_ledger_*` function or DP entry point with the same `ledger`
+ * (nor use the same `plan`). The locks are not reentrant: such a call deadlocks (or
+ * aborts) the calling thread. Other threads using the ledger wait until the step ends.
  *
  * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
  * or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
  * unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
  * `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
  * `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
- * (non-NULL ledger); the callback's own status when it fails (see
+ * (a ledger that is not an RDP ledger); `DPATTN_STATUS_INFEASIBLE` (bounded support
+ * visible, or over budget); the callback's own status when it fails (see
  * `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
  * (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
- * every error the weights, the state and `perms` are untouched (a failing callback erases
- * the partial sums in scratch). Allocation-free. Thread-safe (the plan is locked for the
+ * every error the weights and the state are untouched, and so is `perms` except after a
+ * refused ledger charge (see above; `scratch` is zeroed once
+ * the buffers passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the plan is locked for the
  * call; `grad` runs on the calling thread).
  *
  * # Safety
  * `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
  * of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
  * writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
- * `out_report` NULL or writable. No written buffer may be accessed by anyone else during
- * the call (the callback included, except reading `weights` through its argument).
+ * `out_report` NULL or writable; `ledger` NULL or a value returned by
+ * `dpattn_ledger_new_*` (a freed one is detected), not used by `grad`. No written buffer
+ * may be accessed by anyone else during the call (the callback included, except reading
+ * `weights` through its argument).
  */
 dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
                                           size_t weights_len,
@@ -6399,7 +6494,7 @@ dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
                                           void *user_data,
                                           const dpattn_key *key,
                                           const dpattn_shuffle_step_streams *streams,
-                                          void *ledger,
+                                          dpattn_ledger *ledger,
                                           double *scratch,
                                           size_t scratch_len,
                                           dpattn_shuffled_dp_sgd_report *out_report);

@@ -7,9 +7,10 @@
 //!
 //! Not wrapped: general matrix-normal factors (`NoiseFactors::Matrix` with a
 //! `CertifiedMatrixGaussian`), which need an owned certified factor object; i.i.d. and
-//! diagonal factors are covered. The hook takes no ledger here: charge
-//! `dpattn_dp_forward_guarantee` (approximate DP, once per input for the whole plan) or
-//! `dpattn_dp_forward_release_rho` (zCDP/RDP, per release) yourself.
+//! diagonal factors are covered. The hook charges an optional `dpattn_ledger` (see
+//! `dpattn_dp_forward`); with NULL, charge `dpattn_dp_forward_guarantee` (approximate DP,
+//! once per input for the whole plan) or `dpattn_dp_forward_release_rho` (zCDP/RDP, per
+//! release) yourself.
 
 use std::ffi::c_void;
 
@@ -23,6 +24,8 @@ use dpattn_core::{Epsilon, Error, MatMut, MatRef, PrivacyBudget};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status};
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::status::dpattn_status;
 use crate::tensor::{DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype, dpattn_key};
 
@@ -616,16 +619,29 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// bits are not covered by the proof (E18); calibrations where the sampler's bounded
 /// support would be visible are refused.
 ///
-/// `ledger` must be NULL (ledger handles are not wired into this entry point yet): charge
+/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release, charging
 /// `dpattn_dp_forward_guarantee` once per input (approximate DP) or
-/// `dpattn_dp_forward_release_rho` per release (zCDP/RDP) yourself, before the call.
-/// `*out_report` receives the clip report (private data).
+/// `dpattn_dp_forward_release_rho` per release (zCDP/RDP) itself, before the call. A
+/// non-NULL `ledger` is charged after every check and before `x` is touched:
+/// * an approximate-DP ledger (`dpattn_ledger_new_approx`): `(ε, δ)` of
+///   `dpattn_dp_forward_guarantee`, only for a plan of one release (`releases = 1`); with
+///   `releases > 1` the call fails with `DPATTN_STATUS_UNSUPPORTED` (the plan composes
+///   exactly only as a whole: charge the guarantee once per input and pass NULL);
+/// * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
+///   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
+///
+/// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
+/// with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
+/// call (concurrent calls on it from other threads wait). `*out_report` receives the clip
+/// report (private data).
 ///
 /// Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
 /// when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
 /// `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x` (data-dependent: report it only to the
 /// data holder); `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
-/// `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for a non-NULL `ledger`;
+/// `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
+/// `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
+/// fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
 /// `DPATTN_STATUS_OUT_OF_RANGE` for a dtype other than F32/F64;
 /// `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `x` or the
@@ -648,7 +664,8 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// `x` NULL or valid for reads and writes of `x_len` elements of `dtype`, not accessed by
 /// anyone else during the call; `params`, `factors`, `key` NULL or readable (factor
 /// pointers valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
-/// `out_report` NULL or writable.
+/// `out_report` NULL or writable; `ledger` NULL or a value returned by
+/// `dpattn_ledger_new_*` (a freed one is detected).
 #[allow(clippy::too_many_arguments)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_dp_forward(
@@ -663,7 +680,7 @@ pub unsafe extern "C" fn dpattn_dp_forward(
     key: *const dpattn_key,
     stream: u64,
     first: u64,
-    ledger: *mut c_void,
+    ledger: *mut dpattn_ledger,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_dp_forward_clip_report,
@@ -674,12 +691,6 @@ pub unsafe extern "C" fn dpattn_dp_forward(
         let p = unsafe { params_arg(params) }?;
         // SAFETY: forwarded caller contract.
         let key = unsafe { read(key, "key") }?.to_core();
-        if !ledger.is_null() {
-            return Err(Error::Unsupported {
-                what: "`ledger` must be NULL here: charge dpattn_dp_forward_guarantee / _release_rho yourself",
-            }
-            .into());
-        }
         let n = matrix_extent("x", x_len, rows, cols, row_stride)?;
         let elem = match dtype {
             DPATTN_DTYPE_F32 => 4usize,
@@ -698,12 +709,16 @@ pub unsafe extern "C" fn dpattn_dp_forward(
             // SAFETY: forwarded caller contract (`n <= x_len`), disjoint (checked).
             let data = unsafe { slice_mut(x.cast::<f32>(), n, "x") }?;
             let m = MatMut::new(data, rows, cols, row_stride)?;
-            dpf::dp_forward::<f32, 1>(m, &p, &f, &key, stream, first, None, scratch)?
+            with_ledger(ledger, |l| {
+                Ok(dpf::dp_forward(m, &p, &f, &key, stream, first, l, scratch)?)
+            })?
         } else {
             // SAFETY: as above.
             let data = unsafe { slice_mut(x.cast::<f64>(), n, "x") }?;
             let m = MatMut::new(data, rows, cols, row_stride)?;
-            dpf::dp_forward::<f64, 1>(m, &p, &f, &key, stream, first, None, scratch)?
+            with_ledger(ledger, |l| {
+                Ok(dpf::dp_forward(m, &p, &f, &key, stream, first, l, scratch)?)
+            })?
         };
         let report = dpattn_dp_forward_clip_report { scaled: r.scaled, max_norm: r.max_norm };
         // SAFETY: checked non-NULL; writable per the caller's contract.
@@ -922,8 +937,111 @@ pub unsafe extern "C" fn dpattn_dp_forward_spectral_norm_upper_bound(
     })
 }
 
+/// Test helpers shared by the modules whose entry points take a `dpattn_ledger`.
+#[cfg(test)]
+pub(crate) mod ledger_testing {
+    use dpattn_core::accounting::composition::Rho;
+    use dpattn_core::accounting::ledger::{Amount, Ledger};
+    use dpattn_core::{Delta, Epsilon, PrivacyBudget};
+
+    use crate::ledger::{
+        dpattn_amount, dpattn_ledger, dpattn_ledger_charges, dpattn_ledger_free,
+        dpattn_ledger_new_approx, dpattn_ledger_new_rdp, dpattn_ledger_new_zcdp,
+        dpattn_ledger_spent,
+    };
+    use crate::status::dpattn_status;
+
+    /// A ledger kind and total.
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) enum Kind {
+        Approx(f64, f64),
+        Zcdp(f64),
+        Rdp(f64, f64),
+    }
+
+    /// A C ledger handle and a core ledger with the same total.
+    pub(crate) fn pair(kind: Kind) -> (*mut dpattn_ledger, Ledger) {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let (st, core) = unsafe {
+            match kind {
+                Kind::Approx(e, d) => (
+                    dpattn_ledger_new_approx(e, d, &mut h),
+                    Ledger::new_approx(PrivacyBudget::new(e, d).unwrap()),
+                ),
+                Kind::Zcdp(r) => {
+                    (dpattn_ledger_new_zcdp(r, &mut h), Ledger::new_zcdp(Rho::new(r).unwrap()))
+                }
+                Kind::Rdp(e, d) => (
+                    dpattn_ledger_new_rdp(e, d, &mut h),
+                    Ledger::new_rdp(Epsilon::new(e).unwrap(), Delta::new(d).unwrap()).unwrap(),
+                ),
+            }
+        };
+        assert_eq!(st, dpattn_status::Ok);
+        (h, core)
+    }
+
+    /// What the handle reports: spent amount and number of accepted charges.
+    pub(crate) fn state(h: *const dpattn_ledger) -> (dpattn_amount, u64) {
+        let mut a = dpattn_amount { kind: 9, epsilon: 0.0, delta: 0.0, rho: 0.0 };
+        let mut n = 0;
+        // SAFETY: valid out-pointers; `h` is a live handle.
+        unsafe {
+            assert_eq!(dpattn_ledger_spent(h, &mut a), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_charges(h, &mut n), dpattn_status::Ok);
+        }
+        (a, n)
+    }
+
+    /// The handle's spent amount and charge count equal the core ledger's, bit for bit.
+    pub(crate) fn assert_same(h: *const dpattn_ledger, core: &Ledger) {
+        let (a, n) = state(h);
+        let c: dpattn_amount = core.spent().into();
+        assert_eq!(a.kind, c.kind);
+        for (x, y) in [(a.epsilon, c.epsilon), (a.delta, c.delta), (a.rho, c.rho)] {
+            assert_eq!(x.to_bits(), y.to_bits(), "{a:?} vs {c:?}");
+        }
+        assert_eq!(n, core.charges());
+    }
+
+    /// The handle has accepted no charge.
+    pub(crate) fn assert_untouched(h: *const dpattn_ledger) {
+        let (a, n) = state(h);
+        assert_eq!(n, 0);
+        let zero = match a.kind {
+            1 => a.rho,
+            _ => a.epsilon,
+        };
+        assert_eq!(zero, 0.0, "{a:?}");
+    }
+
+    /// A handle that was freed (its id is never reused).
+    pub(crate) fn freed() -> *mut dpattn_ledger {
+        let (h, _) = pair(Kind::Zcdp(1.0));
+        // SAFETY: live handle, freed once.
+        unsafe { dpattn_ledger_free(h) };
+        h
+    }
+
+    /// Frees a handle made by [`pair`].
+    pub(crate) fn free(h: *mut dpattn_ledger) {
+        // SAFETY: a live handle (or an ignored value).
+        unsafe { dpattn_ledger_free(h) };
+    }
+
+    /// `true` for a spent amount that is not zero.
+    pub(crate) fn nonzero(a: Amount) -> bool {
+        match a {
+            Amount::Approx { epsilon, .. } | Amount::Rdp { epsilon, .. } => epsilon > 0.0,
+            Amount::Zcdp { rho } => rho > 0.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::ledger_testing::{self as lt, Kind};
     use super::*;
     use crate::last_error::last_error_string;
     use dpattn_core::sampling::NoiseKey;
@@ -982,7 +1100,7 @@ mod tests {
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
         let mut b = x0.clone();
-        let r = dpf::dp_forward::<f32, 1>(
+        let r = dpf::dp_forward::<f32, { dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT }>(
             MatMut::from_row_major(&mut b, 8, 8).unwrap(),
             &core,
             &NoiseFactors::Iid,
@@ -1033,7 +1151,7 @@ mod tests {
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
         let mut b = x0.clone();
         let cf = NoiseFactors::Diagonal { row_std: &rows, col_std: &cols };
-        dpf::dp_forward::<f64, 1>(
+        dpf::dp_forward::<f64, { dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT }>(
             MatMut::new(&mut b, 4, 8, 10).unwrap(),
             &core,
             &cf,
@@ -1046,6 +1164,104 @@ mod tests {
         .unwrap();
         assert_eq!(a, b);
         assert_eq!(&a[8..10], &x0[8..10], "stride padding untouched");
+    }
+
+    /// The hook on an 8 × 8 f32 batch of two sequences with `ledger`.
+    fn hook_call(
+        x: &mut [f32],
+        p: &dpattn_dp_forward_params,
+        ledger: *mut dpattn_ledger,
+        rep: &mut dpattn_dp_forward_clip_report,
+    ) -> dpattn_status {
+        // SAFETY: valid buffers and structs; `ledger` is NULL or a (possibly freed) handle.
+        unsafe {
+            dpattn_dp_forward(
+                x.as_mut_ptr().cast(),
+                x.len(),
+                DPATTN_DTYPE_F32,
+                8,
+                8,
+                8,
+                p,
+                &IID,
+                &key(7),
+                3,
+                5,
+                ledger,
+                null_mut(),
+                0,
+                rep,
+            )
+        }
+    }
+
+    #[test]
+    fn hook_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let mut p = params(4, 8);
+        p.epsilon = 4.0;
+        let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
+        for kind in [Kind::Approx(8.0, 1e-4), Kind::Zcdp(10.0), Kind::Rdp(50.0, 1e-5)] {
+            for releases in [1u32, 3] {
+                p.releases = releases;
+                let core = p.to_core().unwrap();
+                let (h, mut cl) = lt::pair(kind);
+                let mut a = x0.clone();
+                let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+                let st = hook_call(&mut a, &p, h, &mut rep);
+                let mut b = x0.clone();
+                let r = dpf::dp_forward(
+                    MatMut::from_row_major(&mut b, 8, 8).unwrap(),
+                    &core,
+                    &NoiseFactors::Iid,
+                    &NoiseKey::from_bytes([7; 32]),
+                    3,
+                    5,
+                    Some(&mut cl),
+                    &mut [],
+                );
+                if matches!(kind, Kind::Approx(..)) && releases > 1 {
+                    assert_eq!(st, dpattn_status::Unsupported);
+                    assert!(r.is_err());
+                    assert_eq!(a, x0);
+                    assert_eq!(rep.scaled, 9);
+                    lt::assert_untouched(h);
+                } else {
+                    assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
+                    let r = r.unwrap();
+                    assert!(lt::nonzero(cl.spent()));
+                    assert_eq!(
+                        a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                    );
+                    assert_eq!((rep.scaled, rep.max_norm), (r.scaled, r.max_norm));
+                }
+                lt::assert_same(h, &cl);
+                lt::free(h);
+            }
+        }
+    }
+
+    #[test]
+    fn hook_refused_or_freed_ledger_writes_nothing() {
+        let mut p = params(4, 8);
+        p.epsilon = 4.0;
+        let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
+        for kind in [Kind::Approx(1.0, 1e-4), Kind::Zcdp(1e-3), Kind::Rdp(0.5, 1e-5)] {
+            let (h, _) = lt::pair(kind);
+            let mut a = x0.clone();
+            let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+            assert_eq!(hook_call(&mut a, &p, h, &mut rep), dpattn_status::Infeasible, "{kind:?}");
+            assert_eq!(a, x0);
+            assert_eq!((rep.scaled, rep.max_norm), (9, 9.0));
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        let mut a = x0.clone();
+        let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+        assert_eq!(hook_call(&mut a, &p, lt::freed(), &mut rep), dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("ledger"));
+        assert_eq!(a, x0);
+        assert_eq!(rep.scaled, 9);
     }
 
     #[test]
@@ -1117,7 +1333,7 @@ mod tests {
         let ledger = (&mut dummy as *mut u8).cast();
         assert_eq!(
             call(&mut x, &p, &mut rep, ledger, DPATTN_DTYPE_F64),
-            dpattn_status::Unsupported
+            dpattn_status::InvalidHandle
         );
         assert!(last_error_string().contains("ledger"));
         assert_eq!(call(&mut x, &p, &mut rep, null_mut(), 2), dpattn_status::OutOfRange);

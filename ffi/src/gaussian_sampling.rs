@@ -8,7 +8,6 @@
 use std::ffi::c_void;
 
 use dpattn_core::accounting::composition::basic_composition_k;
-use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::gaussian_sampling_attention as gsa;
 use dpattn_core::gaussian_sampling_attention::{
     AccuracyCoupling, Calibration, DeltaConstants, Domain, GaussianSamplingParams, OutOfDomain,
@@ -19,6 +18,8 @@ use dpattn_core::{MatMut, MatRef, PrivacyBudget, ScoreFn};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value};
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::status::dpattn_status;
 use crate::tensor::{
     HasDtype, dpattn_dtype, dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype,
@@ -385,11 +386,20 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input
 /// lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
 /// total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
-/// batch elements when declared disjoint). **No ledger is charged here**: the caller must
-/// account that total. The domain and `k` must be public (never derived from `X`). The
+/// batch elements when declared disjoint). The domain and `k` must be public (never derived from `X`). The
 /// samplers are floating point; the guarantee is for the exact output law. [FIX]es: the
 /// stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
 /// tight), `δ < 0.1` (E18).
+///
+/// **Accounting.** `ledger` may be NULL: the caller then charges the total of
+/// `dpattn_gaussian_sampling_attention_charge` itself. A non-NULL `ledger` is charged that
+/// total as one approximate-DP `(ε, δ)` charge (`δ > 0`: only approximate-DP ledgers accept
+/// it; zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), after every check
+/// including the private domain check of every problem and before any output is written.
+/// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
+/// with `out_b`, `out_p`, `*out_report` and the ledger unchanged (scratch zeroed as always).
+/// A call refused by the domain check charges nothing. The ledger is locked for the whole
+/// call (concurrent calls on it wait).
 ///
 /// Randomness: one keyed stream `(key, stream)`; problem `b·heads + h` reads the elements
 /// its sampler documents, so the same key, stream and input give identical bits.
@@ -401,7 +411,9 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
 /// declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
 /// private data lies outside the declared domain (reject mode): **a data-dependent
-/// refusal**, which the guarantee does not cover; show it only to the data holder. The used
+/// refusal**, which the guarantee does not cover; show it only to the data holder;
+/// `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger charge, `_INVALID_HANDLE` for a
+/// freed `ledger`. The used
 /// part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
 /// Thread-safe; no shared state. Allocation-free.
 ///
@@ -414,14 +426,15 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
 /// // b, pm: dpattn_tensor4_mut of [1,1,n,n] f64; x: dpattn_tensor4 of [1,1,n,d]
 /// dpattn_gaussian_sampling_report rep;
-/// dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0,
+/// dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0, ledger,
 ///                                                      scratch, len, &rep);
 /// ```
 ///
 /// # Safety
 /// Every pointer must be NULL or valid: the tensors' data for their `len` elements (outputs
 /// writable), `scratch` for `scratch_len` writable doubles, the structs readable,
-/// `out_report` writable.
+/// `out_report` writable; `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a
+/// freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
@@ -431,6 +444,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
     params: *const dpattn_gaussian_sampling_params,
     key: *const dpattn_key,
     stream: u64,
+    ledger: *mut dpattn_ledger,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_gaussian_sampling_report,
@@ -466,16 +480,9 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
                     slice_mut(scratch, scratch_len, "scratch")?,
                 )
             };
-            gsa::gaussian_sampling_attention(
-                bv,
-                pv,
-                xv,
-                &params,
-                &key,
-                stream,
-                None::<&mut Ledger>,
-                sc,
-            )?
+            with_ledger(ledger, |l| {
+                Ok(gsa::gaussian_sampling_attention(bv, pv, xv, &params, &key, stream, l, sc)?)
+            })?
         });
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe {
@@ -1081,7 +1088,9 @@ fn measure<T: HasDtype>(x: MatRef<'_, T>, sc: &mut [f64]) -> Result<(f64, f64, f
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use dpattn_core::accounting::ledger::Ledger;
     use dpattn_core::sampling::NoiseKey;
     use dpattn_core::{BatchedMut, BatchedRef, Layout4};
 
@@ -1244,6 +1253,7 @@ mod tests {
                 &p,
                 &key,
                 3,
+                std::ptr::null_mut(),
                 sc.as_mut_ptr(),
                 len,
                 &mut rep,
@@ -1283,6 +1293,7 @@ mod tests {
                     p,
                     &key,
                     3,
+                    std::ptr::null_mut(),
                     sc.as_mut_ptr(),
                     sc.len(),
                     rep,
@@ -1324,6 +1335,7 @@ mod tests {
                 &p,
                 &key,
                 3,
+                std::ptr::null_mut(),
                 sc.as_mut_ptr(),
                 len,
                 std::ptr::null_mut(),
@@ -1332,6 +1344,80 @@ mod tests {
         assert_eq!(s, dpattn_status::NullArgument);
         assert!(last_error_string().contains("out_report"));
         assert_eq!(b, before);
+        assert_eq!(rep2.clipped_columns, 77);
+
+        // With a ledger: the same bits and the same charge as the core with one.
+        let call_l = |p: &dpattn_gaussian_sampling_params,
+                      sc: &mut [f64],
+                      ledger: *mut dpattn_ledger,
+                      rep: &mut dpattn_gaussian_sampling_report| {
+            // SAFETY: all buffers valid; `ledger` a (possibly freed) handle.
+            unsafe {
+                dpattn_gaussian_sampling_attention(
+                    &bt,
+                    &pt,
+                    &xt,
+                    p,
+                    &key,
+                    3,
+                    ledger,
+                    sc.as_mut_ptr(),
+                    sc.len(),
+                    rep,
+                )
+            }
+        };
+        for kind in [Kind::Approx(1.0, 1e-5), Kind::Zcdp(10.0), Kind::Rdp(10.0, 1e-5)] {
+            let (h, mut cl) = lt::pair(kind);
+            b.fill(5.0);
+            let mut rep3 = rep2;
+            let st = call_l(&p, &mut sc, h, &mut rep3);
+            let (mut b2, mut p2) = (vec![5.0; n * n], vec![0.0; n * n]);
+            let r = gsa::gaussian_sampling_attention(
+                BatchedMut::contiguous(&mut b2, shape).unwrap(),
+                BatchedMut::contiguous(&mut p2, shape).unwrap(),
+                BatchedRef::contiguous(&x, xs).unwrap(),
+                &p.to_core().unwrap(),
+                &NoiseKey::from_bytes([7; 32]),
+                3,
+                Some(&mut cl),
+                &mut vec![0.0; len],
+            );
+            if matches!(kind, Kind::Approx(..)) {
+                assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+                assert_eq!(rep3.alpha_hat.to_bits(), r.unwrap().alpha_hat.to_bits());
+                assert!(lt::nonzero(cl.spent()));
+                let (mut e, mut dl) = (0.0, 0.0);
+                // SAFETY: valid locals.
+                let s =
+                    unsafe { dpattn_gaussian_sampling_attention_charge(&p, 1, 1, &mut e, &mut dl) };
+                assert_eq!(s, dpattn_status::Ok);
+                let (spent, _) = lt::state(h);
+                assert_eq!((spent.epsilon, spent.delta), (e, dl));
+            } else {
+                // A δ > 0 charge: only approximate-DP ledgers take it.
+                assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
+                assert_eq!(st, dpattn_status::of(&r.unwrap_err()));
+                assert_eq!(rep3.clipped_columns, 77);
+                lt::assert_untouched(h);
+            }
+            assert!(b.iter().zip(&b2).all(|(a, c)| a.to_bits() == c.to_bits()));
+            lt::assert_same(h, &cl);
+            lt::free(h);
+        }
+        // Refused over budget, a domain violation (charges nothing), a freed ledger:
+        // outputs untouched.
+        b.fill(5.0);
+        let (h, _) = lt::pair(Kind::Approx(0.05, 1e-5));
+        assert_eq!(call_l(&p, &mut sc, h, &mut rep2), dpattn_status::Infeasible);
+        let mut q = p;
+        q.domain.eta = 0.055;
+        assert_eq!(call_l(&q, &mut sc, h, &mut rep2), dpattn_status::DomainViolation);
+        lt::assert_untouched(h);
+        lt::free(h);
+        assert_eq!(call_l(&p, &mut sc, lt::freed(), &mut rep2), dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("ledger"));
+        assert!(b.iter().all(|&v| v == 5.0));
         assert_eq!(rep2.clipped_columns, 77);
     }
 

@@ -5,7 +5,6 @@
 //! (`dpattn_moment_sketch_new`); everything else is post-processing. There is no update
 //! operation: the core sketch is released once over the whole `(K, V)`.
 
-use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::moment_sketch::{MomentSketch, MomentSketchParams, SketchNoise};
 use dpattn_core::sampling::KeyedStream;
 use dpattn_core::{MatRef, PrivacyBudget};
@@ -13,6 +12,8 @@ use dpattn_core::{MatRef, PrivacyBudget};
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value};
 use crate::handle::Handle;
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_QUERY_REJECT, DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, impl_handle,
     query_policy_of, temperature_of,
@@ -166,19 +167,30 @@ pub unsafe extern "C" fn dpattn_moment_sketch_calibrate(
 /// **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
 /// public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
 /// there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
-/// noise `ε`-DP. Every later query is post-processing. **No ledger is charged here**: the
-/// caller accounts `(ε, δ)` (Gaussian, approximate DP) or `ε` (Laplace, pure DP).
+/// noise `ε`-DP. Every later query is post-processing.
+///
+/// **Accounting.** `ledger` may be NULL: the caller then charges `(epsilon, delta)` of
+/// `params` (Gaussian) or the pure `epsilon` (Laplace) itself, with
+/// `dpattn_ledger_charge_approx`. A non-NULL `ledger` is charged exactly that, once, after
+/// the noisy sketch is built and before the handle is returned: Gaussian, an
+/// approximate-DP charge `(ε, δ)` with `δ > 0` (approximate-DP ledgers only; zCDP and RDP
+/// ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`); Laplace, a pure charge `ε`
+/// (accepted by every kind: `(ε, 0)`, `ρ = ε²/2`, or the pure-DP RDP curve). A refused
+/// charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget), drops the
+/// sketch, and leaves `*out_sketch` and the ledger unchanged. The ledger is locked for the
+/// whole call (concurrent calls on it wait).
 ///
 /// Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
 /// `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
-/// `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+/// `_MISALIGNED`, `_SIZE_OVERFLOW`; `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger
+/// charge, `_INVALID_HANDLE` for a freed `ledger`. Allocates. Thread-safe.
 ///
 /// ```c
 /// dpattn_moment_sketch_params p;
 /// dpattn_moment_sketch_params_default(&p);
 /// p.epsilon = 1.0; p.delta = 1e-6;
 /// dpattn_moment_sketch *s = NULL;
-/// dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, &s);
+/// dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, ledger, &s);
 /// size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
 /// double out[2], den;
 /// dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
@@ -186,7 +198,8 @@ pub unsafe extern "C" fn dpattn_moment_sketch_calibrate(
 /// ```
 ///
 /// # Safety
-/// Buffers valid for their lengths, struct pointers readable, `out_sketch` writable.
+/// Buffers valid for their lengths, struct pointers readable, `out_sketch` writable;
+/// `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_moment_sketch_new(
@@ -201,6 +214,7 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new(
     params: *const dpattn_moment_sketch_params,
     key: *const dpattn_key,
     stream: u64,
+    ledger: *mut dpattn_ledger,
     out_sketch: *mut *mut dpattn_moment_sketch,
 ) -> dpattn_status {
     ffi_status(|| {
@@ -214,13 +228,8 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new(
                 read(key, "key")?,
             )
         };
-        let s = MomentSketch::new(
-            k,
-            v,
-            &p.to_core()?,
-            &KeyedStream::new(&key.to_core(), stream),
-            None::<&mut Ledger>,
-        )?;
+        let (p, stream) = (p.to_core()?, KeyedStream::new(&key.to_core(), stream));
+        let s = with_ledger(ledger, |l| Ok(MomentSketch::new(k, v, &p, &stream, l)?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_moment_sketch::into_handle(s)) };
         Ok(())
@@ -441,7 +450,9 @@ pub unsafe extern "C" fn dpattn_moment_sketch_query(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use dpattn_core::accounting::ledger::Ledger;
     use dpattn_core::sampling::NoiseKey;
     use std::ptr::null_mut;
 
@@ -473,6 +484,7 @@ mod tests {
                 &p,
                 &key,
                 4,
+                null_mut(),
                 &mut h,
             )
         };
@@ -582,6 +594,7 @@ mod tests {
                 &p,
                 &key,
                 4,
+                null_mut(),
                 &mut h,
             )
         };
@@ -593,5 +606,99 @@ mod tests {
         let s = unsafe { dpattn_moment_sketch_calibrate(&p, d, &mut a, &mut b, &mut r) };
         assert_eq!(s, dpattn_status::OutOfRange);
         assert!(last_error_string().contains("delta"));
+    }
+
+    fn sketch_with(
+        p: &dpattn_moment_sketch_params,
+        ledger: *mut dpattn_ledger,
+        h: &mut *mut dpattn_moment_sketch,
+    ) -> dpattn_status {
+        let (n, d) = (50usize, 2usize);
+        let keys: Vec<f64> = (0..n * d).map(|i| ((i * 37) % 100) as f64 / 100.0).collect();
+        let vals: Vec<f64> = (0..n * d).map(|i| ((i * 53) % 200) as f64 / 100.0 - 1.0).collect();
+        // SAFETY: valid pointers; `ledger` NULL or a (possibly freed) handle.
+        unsafe {
+            dpattn_moment_sketch_new(
+                keys.as_ptr(),
+                n * d,
+                vals.as_ptr(),
+                n * d,
+                n,
+                d,
+                d,
+                d,
+                p,
+                &dpattn_key { bytes: [6; 32] },
+                4,
+                ledger,
+                h,
+            )
+        }
+    }
+
+    #[test]
+    fn sketch_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let (n, d) = (50usize, 2usize);
+        let keys: Vec<f64> = (0..n * d).map(|i| ((i * 37) % 100) as f64 / 100.0).collect();
+        let vals: Vec<f64> = (0..n * d).map(|i| ((i * 53) % 200) as f64 / 100.0 - 1.0).collect();
+        let mut p = std::mem::MaybeUninit::uninit();
+        // SAFETY: valid pointer, initialised on success.
+        let mut p = unsafe {
+            assert_eq!(dpattn_moment_sketch_params_default(p.as_mut_ptr()), dpattn_status::Ok);
+            p.assume_init()
+        };
+        p.epsilon = 1.0;
+        for (noise, delta) in
+            [(DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN, 1e-6), (DPATTN_MOMENT_SKETCH_NOISE_LAPLACE, 0.0)]
+        {
+            p.noise = noise;
+            p.delta = delta;
+            for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(2.0), Kind::Rdp(10.0, 1e-5)] {
+                let (l, mut cl) = lt::pair(kind);
+                let mut h = null_mut();
+                let st = sketch_with(&p, l, &mut h);
+                let core = MomentSketch::new(
+                    MatRef::from_row_major(&keys, n, d).unwrap(),
+                    MatRef::from_row_major(&vals, n, d).unwrap(),
+                    &p.to_core().unwrap(),
+                    &KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 4),
+                    Some(&mut cl),
+                );
+                let gaussian = noise == DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN;
+                if gaussian && !matches!(kind, Kind::Approx(..)) {
+                    // A δ > 0 charge: only approximate-DP ledgers take it.
+                    assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
+                    assert_eq!(st, dpattn_status::of(&core.unwrap_err()));
+                    assert!(h.is_null());
+                    lt::assert_untouched(l);
+                } else {
+                    assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
+                    let core = core.unwrap();
+                    let mut m = vec![0.0; core.sketch().len()];
+                    // SAFETY: valid buffer, live handle.
+                    let s = unsafe { dpattn_moment_sketch_get(h, m.as_mut_ptr(), m.len()) };
+                    assert_eq!(s, dpattn_status::Ok);
+                    assert!(m.iter().zip(core.sketch()).all(|(a, b)| a.to_bits() == b.to_bits()));
+                    assert!(lt::nonzero(cl.spent()));
+                    if let Kind::Approx(..) = kind {
+                        let (spent, _) = lt::state(l);
+                        assert_eq!((spent.epsilon, spent.delta), (1.0, delta));
+                    }
+                    dpattn_moment_sketch_free(h);
+                }
+                lt::assert_same(l, &cl);
+                lt::free(l);
+            }
+        }
+        // Refused (over budget): no handle, ledger unchanged; a freed ledger.
+        let (l, _) = lt::pair(Kind::Approx(0.5, 1e-5));
+        let mut h = 0x10 as *mut dpattn_moment_sketch;
+        assert_eq!(sketch_with(&p, l, &mut h), dpattn_status::Infeasible);
+        assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);
+        lt::assert_untouched(l);
+        lt::free(l);
+        assert_eq!(sketch_with(&p, lt::freed(), &mut h), dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("ledger"));
+        assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);
     }
 }

@@ -6,7 +6,8 @@
 //! (`dpattn_noisy_head_prompts`, `dpattn_noisy_head_features`) that are read-only.
 //!
 //! Not wrapped: `corrupt_prompt` (an in-place experiment helper; trivial to write in C).
-//! `noisy_head` takes no ledger handle yet (charge `dpattn_noisy_head_charge` yourself).
+//! `dpattn_noisy_head` charges an optional `dpattn_ledger` (with NULL, charge
+//! `dpattn_noisy_head_charge` yourself).
 
 use std::ffi::c_void;
 
@@ -18,6 +19,8 @@ use dpattn_core::{Error, MatMut, MatRef};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status};
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::status::dpattn_status;
 use crate::tensor::dpattn_key;
 
@@ -567,13 +570,21 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 /// independent of the private prompts. Test prompts are not protected. The exported head
 /// weights (`dpattn_noisy_head_export_attention`) are post-processing.
 ///
-/// `ledger` must be NULL (ledger handles are not wired here yet): charge
-/// `dpattn_noisy_head_charge` yourself before the call.
+/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
+/// charging what `dpattn_noisy_head_charge` reports before the call. A non-NULL `ledger`
+/// is charged once, after every check and before any noise is drawn or `out` written:
+/// under paper accounting an approximate-DP charge of `(ε, δ)` (accepted by approximate-DP
+/// ledgers only; others refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP
+/// accounting a zCDP charge of `ρ` (`*out_rho` of `dpattn_noisy_head_charge`; accepted by
+/// zCDP and RDP ledgers, refused by approximate-DP ones). A refused charge returns the
+/// ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the
+/// ledger unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
 ///
 /// Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
 /// the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
 /// `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
-/// `DPATTN_STATUS_UNSUPPORTED` for a non-NULL ledger; `DPATTN_STATUS_NULL_ARGUMENT`,
+/// `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a refused charge;
+/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`; `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
 /// (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
 /// Thread-safe; no shared state.
@@ -594,7 +605,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 /// `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
 /// reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
 /// lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
-/// accessed by anyone else during the call.
+/// accessed by anyone else during the call. `ledger` NULL or a value returned by
+/// `dpattn_ledger_new_*` (a freed one is detected).
 #[allow(clippy::too_many_arguments)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_noisy_head(
@@ -607,7 +619,7 @@ pub unsafe extern "C" fn dpattn_noisy_head(
     form_kind: u32,
     key: *const dpattn_key,
     stream: u64,
-    ledger: *mut c_void,
+    ledger: *mut dpattn_ledger,
     scratch: *mut f64,
     scratch_len: usize,
 ) -> dpattn_status {
@@ -623,20 +635,13 @@ pub unsafe extern "C" fn dpattn_noisy_head(
         // SAFETY: forwarded caller contract.
         let key = unsafe { read(key, "key") }?.to_core();
         let form = form(form_kind)?;
-        if !ledger.is_null() {
-            return Err(Error::Unsupported {
-                what: "`ledger` must be NULL here: charge dpattn_noisy_head_charge yourself",
-            }
-            .into());
-        }
         bufs.output("out", out, out_len).output("scratch", scratch, scratch_len);
         bufs.disjoint()?;
         // SAFETY: forwarded caller contract; disjoint from every other buffer (checked).
         let (o, s) = unsafe {
             (slice_mut(out, out_len, "out")?, slice_mut(scratch, scratch_len, "scratch")?)
         };
-        nh::noisy_head::<1>(o, g0, &pr, &p, form, &key, stream, None, s)?;
-        Ok(())
+        with_ledger(ledger, |l| Ok(nh::noisy_head(o, g0, &pr, &p, form, &key, stream, l, s)?))
     })
 }
 
@@ -1335,7 +1340,9 @@ pub unsafe extern "C" fn dpattn_noisy_head_risks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT;
     use dpattn_core::sampling::NoiseKey;
     use std::ptr::{null, null_mut};
 
@@ -1418,7 +1425,7 @@ mod tests {
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
         let prompts = Prompts::new(n, l, d, &x, &y, &q, &t).unwrap();
         let mut expect = [0.0; 25];
-        nh::noisy_head::<1>(
+        nh::noisy_head::<DEFAULT_ORDER_COUNT>(
             &mut expect,
             &g0,
             &prompts,
@@ -1450,7 +1457,7 @@ mod tests {
                 scratch.as_mut_ptr(),
                 need,
             );
-            assert_eq!(s, dpattn_status::Unsupported);
+            assert_eq!(s, dpattn_status::InvalidHandle);
             let s = dpattn_noisy_head(
                 gamma.as_mut_ptr(),
                 25,
@@ -1516,6 +1523,160 @@ mod tests {
             assert!(last_error_string().contains("prompts"));
         }
         assert_eq!(gamma, before);
+    }
+
+    /// Prompts of the low-dim preset at `n = 200`, as owned buffers.
+    struct Data {
+        x: Vec<f64>,
+        y: Vec<f64>,
+        q: Vec<f64>,
+        t: Vec<f64>,
+    }
+
+    impl Data {
+        fn new(p: &dpattn_noisy_head_params) -> Self {
+            let (n, l, d) = (p.n, p.l, p.d);
+            let mut s = Self {
+                x: vec![0.0; n * l * d],
+                y: vec![0.0; n * l],
+                q: vec![0.0; n * d],
+                t: vec![0.0; n],
+            };
+            let core = p.to_core().unwrap();
+            nh::generate_prompts(
+                n,
+                l,
+                d,
+                0.0,
+                &NoiseKey::from_bytes([1; 32]),
+                0,
+                0,
+                &mut s.x,
+                &mut s.y,
+                &mut s.q,
+                &mut s.t,
+            )
+            .unwrap();
+            assert_eq!(core.d, d);
+            s
+        }
+
+        fn c(&self, p: &dpattn_noisy_head_params) -> dpattn_noisy_head_prompts {
+            dpattn_noisy_head_prompts {
+                n: p.n,
+                l: p.l,
+                d: p.d,
+                ctx_x: self.x.as_ptr(),
+                ctx_x_len: self.x.len(),
+                ctx_y: self.y.as_ptr(),
+                ctx_y_len: self.y.len(),
+                query_x: self.q.as_ptr(),
+                query_x_len: self.q.len(),
+                query_y: self.t.as_ptr(),
+                query_y_len: self.t.len(),
+            }
+        }
+    }
+
+    fn release(
+        p: &dpattn_noisy_head_params,
+        pr: &dpattn_noisy_head_prompts,
+        ledger: *mut dpattn_ledger,
+        gamma: &mut [f64; 25],
+    ) -> dpattn_status {
+        let mut need = 0;
+        // SAFETY: valid locals.
+        unsafe { dpattn_noisy_head_scratch_len(p, DPATTN_NOISY_HEAD_FORM_GRAM, &mut need) };
+        let mut scratch = vec![0.0; need];
+        let g0 = [0.0; 25];
+        // SAFETY: valid buffers; `ledger` NULL or a (possibly freed) handle.
+        unsafe {
+            dpattn_noisy_head(
+                gamma.as_mut_ptr(),
+                25,
+                g0.as_ptr(),
+                25,
+                pr,
+                p,
+                DPATTN_NOISY_HEAD_FORM_GRAM,
+                &dpattn_key { bytes: [2; 32] },
+                4,
+                ledger,
+                scratch.as_mut_ptr(),
+                need,
+            )
+        }
+    }
+
+    #[test]
+    fn release_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let mut p = low_dim();
+        let data = Data::new(&p);
+        let pr = data.c(&p);
+        let prompts = Prompts::new(p.n, p.l, p.d, &data.x, &data.y, &data.q, &data.t).unwrap();
+        for accounting in [DPATTN_NOISY_HEAD_ACCOUNTING_PAPER, DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP] {
+            p.accounting = accounting;
+            let core = p.to_core().unwrap();
+            for kind in [Kind::Approx(2.0, 1e-4), Kind::Zcdp(5.0), Kind::Rdp(20.0, 1e-5)] {
+                let (h, mut cl) = lt::pair(kind);
+                let mut gamma = [7.0; 25];
+                let st = release(&p, &pr, h, &mut gamma);
+                let mut expect = [7.0; 25];
+                let mut scratch = vec![0.0; nh::noisy_head_scratch_len(&core, Form::Gram).unwrap()];
+                let r = nh::noisy_head(
+                    &mut expect,
+                    &[0.0; 25],
+                    &prompts,
+                    &core,
+                    Form::Gram,
+                    &NoiseKey::from_bytes([2; 32]),
+                    4,
+                    Some(&mut cl),
+                    &mut scratch,
+                );
+                let fits = matches!(
+                    (accounting, kind),
+                    (DPATTN_NOISY_HEAD_ACCOUNTING_PAPER, Kind::Approx(..))
+                        | (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Zcdp(..) | Kind::Rdp(..))
+                );
+                if fits {
+                    assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
+                    r.unwrap();
+                    assert!(lt::nonzero(cl.spent()));
+                } else {
+                    // A charge of a kind this ledger cannot take: the core's error.
+                    assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
+                    assert_eq!(st, dpattn_status::of(&r.unwrap_err()));
+                    lt::assert_untouched(h);
+                }
+                assert_eq!(gamma.map(f64::to_bits), expect.map(f64::to_bits));
+                lt::assert_same(h, &cl);
+                lt::free(h);
+            }
+        }
+    }
+
+    #[test]
+    fn release_refused_or_freed_ledger_writes_nothing() {
+        let mut p = low_dim();
+        let data = Data::new(&p);
+        let pr = data.c(&p);
+        for (accounting, kind) in [
+            (DPATTN_NOISY_HEAD_ACCOUNTING_PAPER, Kind::Approx(0.5, 1e-4)),
+            (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Zcdp(1e-4)),
+            (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Rdp(0.1, 1e-5)),
+        ] {
+            p.accounting = accounting;
+            let (h, _) = lt::pair(kind);
+            let mut gamma = [7.0; 25];
+            assert_eq!(release(&p, &pr, h, &mut gamma), dpattn_status::Infeasible, "{kind:?}");
+            assert_eq!(gamma, [7.0; 25]);
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        let mut gamma = [7.0; 25];
+        assert_eq!(release(&p, &pr, lt::freed(), &mut gamma), dpattn_status::InvalidHandle);
+        assert_eq!(gamma, [7.0; 25]);
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //!   values released once as noisy softmax trees, queried by post-processing
 //!   (docs/PRIVACY.md §4), behind the opaque handle `dpattn_cross_attention`.
 
-use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::dp_cross_attention::{
     self as cross, BudgetSplit, CrossAttentionParams, DomainPolicy, DpCrossAttention,
 };
@@ -25,6 +24,8 @@ use crate::attention::{
 };
 use crate::boundary::{FfiError, ffi_status, ffi_value};
 use crate::handle::Handle;
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 
@@ -252,8 +253,15 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 /// * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
 ///   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
 ///   reuse a `(key, stream)` pair for two releases; keep the key secret.
-/// * **Accounting:** each call is one `(ε, δ)` release. This entry point charges no ledger:
-///   the caller must account for every call (repeated queries of one context compose).
+/// * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
+///   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
+///   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
+///   once, after every check and σ computation and before `out` is written: an
+///   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
+///   of the Gaussian release, `ρ = max_b Δ_b²/(2σ_b²)` (rounded up; nothing when no batch
+///   element sees any key, the output then being constant). A refused charge returns the
+///   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
+///   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
 ///
 /// `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
 /// the key and stream id for audit. Shapes, dtypes, scratch (`float`,
@@ -265,19 +273,21 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 /// p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
 /// double sigma[B * H];
 /// dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
-///     release_id, sigma, B * H, scratch, scratch_len);
+///     release_id, ledger, sigma, B * H, scratch, scratch_len);
 /// ```
 ///
 /// Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
 /// `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
 /// `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
-/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`.
-/// On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`;
+/// `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_INVALID_HANDLE` for a
+/// freed `ledger`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
 /// unspecified). Thread-safe; no shared state.
 ///
 /// # Safety
 /// As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
-/// writable for `sigma_len` doubles.
+/// writable for `sigma_len` doubles; `ledger` NULL or a value returned by
+/// `dpattn_ledger_new_*` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_output_perturbation_attention(
@@ -288,6 +298,7 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
     params: *const dpattn_output_perturbation_params,
     key: *const dpattn_key,
     stream: u64,
+    ledger: *mut dpattn_ledger,
     sigma: *mut f64,
     sigma_len: usize,
     scratch: *mut f32,
@@ -307,19 +318,11 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
             let w = unsafe { t.views::<T, O, f32>(scratch, scratch_len, &mut bufs) }?;
             // SAFETY: as above; `sigma` was proven disjoint by `views`.
             let sigma = unsafe { slice_mut(sigma, sigma_len, "sigma") }?;
-            op::output_perturbation_attention(
-                w.out,
-                w.q,
-                w.k,
-                w.v,
-                &p,
-                &key,
-                stream,
-                None::<&mut Ledger>,
-                sigma,
-                w.scratch,
-            )?;
-            Ok(())
+            with_ledger(ledger, |l| {
+                Ok(op::output_perturbation_attention(
+                    w.out, w.q, w.k, w.v, &p, &key, stream, l, sigma, w.scratch,
+                )?)
+            })
         }))
     })
 }
@@ -579,15 +582,25 @@ unsafe fn matrix<'a>(
 /// output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
 /// `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
 /// actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
-/// (NaN → 0). No ledger is charged: the caller accounts for the release. Accuracy is poor
-/// unless `n` is huge (seed-001 AC-12; see `dpattn_cross_attention_estimate_error`).
+/// (NaN → 0). Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+/// `dpattn_cross_attention_estimate_error`).
+///
+/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
+/// charging what `dpattn_cross_attention_achieved_privacy` reports for the new handle
+/// before publishing any answer. A non-NULL `ledger` is charged that whole-release
+/// `(ε, δ)` (basic composition over the `(d + 1) · l` copies; an approximate-DP charge with
+/// `δ > 0`, so only approximate-DP ledgers accept it: zCDP and RDP ledgers refuse it with
+/// `DPATTN_STATUS_OUT_OF_RANGE`) after the structures are built and before the handle is
+/// returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
+/// budget), drops the structures, and leaves `*out` and the ledger unchanged. The ledger is
+/// locked for the whole call (concurrent calls on it wait).
 ///
 /// ```c
 /// dpattn_cross_attention_params p;
 /// dpattn_cross_attention_params_default(&p);
 /// p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
 /// dpattn_cross_attention *att = NULL;
-/// if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, &att) == DPATTN_STATUS_OK) {
+/// if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, ledger, &att) == DPATTN_STATUS_OK) {
 ///     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
 ///     dpattn_cross_attention_free(att);
 /// }
@@ -598,11 +611,14 @@ unsafe fn matrix<'a>(
 /// values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
 /// `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
 /// `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
-/// only to the data holder). `*out` is written only on success. Thread-safe; no shared state.
+/// only to the data holder); `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a
+/// refused charge; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`. `*out` is written
+/// only on success. Thread-safe; no shared state.
 ///
 /// # Safety
 /// `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
-/// one struct; `out` NULL or writable for one pointer.
+/// one struct; `out` NULL or writable for one pointer; `ledger` NULL or a value returned by
+/// `dpattn_ledger_new_*` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_cross_attention_new(
@@ -615,6 +631,7 @@ pub unsafe extern "C" fn dpattn_cross_attention_new(
     params: *const dpattn_cross_attention_params,
     key: *const dpattn_key,
     stream: u64,
+    ledger: *mut dpattn_ledger,
     out: *mut *mut dpattn_cross_attention,
 ) -> dpattn_status {
     ffi_status(|| {
@@ -628,7 +645,7 @@ pub unsafe extern "C" fn dpattn_cross_attention_new(
         // SAFETY: as above.
         let key = unsafe { read(key, "key") }?.to_core();
         let s = KeyedStream::new(&key, stream);
-        let att = DpCrossAttention::new(k, v, &p, &s, None::<&mut Ledger>)?;
+        let att = with_ledger(ledger, |l| Ok(DpCrossAttention::new(k, v, &p, &s, l)?))?;
         let h = dpattn_cross_attention::into_handle(att);
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe { out.write(h) };
@@ -897,8 +914,10 @@ pub unsafe extern "C" fn dpattn_cross_attention_estimate_error(
 mod tests {
     use super::*;
     use crate::attention::tests::{data, t, tm};
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
     use crate::tensor::DPATTN_DTYPE_F32;
+    use dpattn_core::accounting::ledger::Ledger;
     use dpattn_core::attention::attention_scratch_len;
     use dpattn_core::sampling::NoiseKey;
     use dpattn_core::{BatchedMut, BatchedRef, Kernel, Scale, ScoreFn};
@@ -923,6 +942,15 @@ mod tests {
         key: Option<&dpattn_key>,
         sigma_len: usize,
     ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
+        ffi_release_with(p, key, sigma_len, std::ptr::null_mut())
+    }
+
+    fn ffi_release_with(
+        p: &dpattn_output_perturbation_params,
+        key: Option<&dpattn_key>,
+        sigma_len: usize,
+        ledger: *mut dpattn_ledger,
+    ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
         let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
         let mut out = vec![7f32; 120];
         let mut sigma = vec![-1f64; sigma_len];
@@ -937,6 +965,7 @@ mod tests {
                 p,
                 key.map_or(std::ptr::null(), |k| k as *const _),
                 5,
+                ledger,
                 sigma.as_mut_ptr(),
                 sigma.len(),
                 s.as_mut_ptr(),
@@ -1019,6 +1048,162 @@ mod tests {
     }
 
     #[test]
+    fn release_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
+        let cp = OutputPerturbationParams {
+            key_norm: 1.5,
+            value_norm: 2.0,
+            budget: PrivacyBudget::new(1.0, 1e-6).unwrap(),
+            scale: Scale::InvSqrtDim,
+            score: ScoreFn::Exp,
+            key_padding: None,
+            kernel: Kernel::Auto,
+        };
+        let key = dpattn_key { bytes: [4; 32] };
+        for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
+            let (h, mut cl) = lt::pair(kind);
+            let (st, got, sig) = ffi_release_with(&params(&[]), Some(&key), 6, h);
+            assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
+            let (mut want, mut wsig) = (vec![7f32; 120], vec![-1f64; 6]);
+            op::output_perturbation_attention(
+                BatchedMut::contiguous(&mut want, SQ).unwrap(),
+                BatchedRef::contiguous(&q, SQ).unwrap(),
+                BatchedRef::contiguous(&k, SK).unwrap(),
+                BatchedRef::contiguous(&v, SK).unwrap(),
+                &cp,
+                &NoiseKey::from_bytes([4; 32]),
+                5,
+                Some(&mut cl),
+                &mut wsig,
+                &mut vec![0f32; attention_scratch_len(4, 4).unwrap()],
+            )
+            .unwrap();
+            assert!(lt::nonzero(cl.spent()));
+            let bits = |x: &[f32]| x.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want));
+            assert_eq!(sig, wsig);
+            lt::assert_same(h, &cl);
+            lt::free(h);
+        }
+        // Refused (over budget in every kind): nothing written, ledger unchanged.
+        for kind in [Kind::Approx(0.5, 1e-5), Kind::Zcdp(1e-6), Kind::Rdp(0.01, 1e-5)] {
+            let (h, _) = lt::pair(kind);
+            let (st, got, _) = ffi_release_with(&params(&[]), Some(&key), 6, h);
+            assert_eq!(st, dpattn_status::Infeasible, "{kind:?}");
+            assert!(got.iter().all(|&x| x == 7.0));
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        let (st, got, _) = ffi_release_with(&params(&[]), Some(&key), 6, lt::freed());
+        assert_eq!(st, dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("ledger"));
+        assert!(got.iter().all(|&x| x == 7.0));
+    }
+
+    fn cross_new(ledger: *mut dpattn_ledger, h: &mut *mut dpattn_cross_attention) -> dpattn_status {
+        let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
+        let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
+        let key = dpattn_key { bytes: [5; 32] };
+        // SAFETY: live locals; `ledger` NULL or a (possibly freed) handle.
+        unsafe {
+            dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &cross_params(),
+                &key,
+                2,
+                ledger,
+                h,
+            )
+        }
+    }
+
+    #[test]
+    fn cross_attention_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
+        let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
+        let mut cp = CrossAttentionParams::new(SoftmaxTreeParams::paper(
+            1.0,
+            1.0,
+            PrivacyBudget::new(0.9, 1e-6).unwrap(),
+            1e-6,
+        ));
+        cp.adaptive.copies = Copies::Fixed(3);
+        let core_new = |l: &mut Ledger| {
+            DpCrossAttention::new(
+                MatRef::from_row_major(&k, 3, 2).unwrap(),
+                MatRef::from_row_major(&v, 3, 2).unwrap(),
+                &cp,
+                &KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 2),
+                Some(l),
+            )
+        };
+        for kind in [Kind::Approx(100.0, 1e-2), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
+            let (l, mut cl) = lt::pair(kind);
+            let mut h: *mut dpattn_cross_attention = std::ptr::null_mut();
+            let st = cross_new(l, &mut h);
+            let core = core_new(&mut cl);
+            if matches!(kind, Kind::Approx(..)) {
+                assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+                let core = core.unwrap();
+                let (mut e, mut dl) = (0.0, 0.0);
+                // SAFETY: live handle and locals.
+                let s = unsafe { dpattn_cross_attention_achieved_privacy(h, &mut e, &mut dl) };
+                assert_eq!(s, dpattn_status::Ok);
+                let a = core.achieved_privacy().unwrap();
+                assert_eq!((e, dl), (a.epsilon().get(), a.delta().get()));
+                let (spent, _) = lt::state(l);
+                assert_eq!((spent.epsilon, spent.delta), (e, dl));
+                let (mut got, mut want) = ([0.0; 2], [0.0; 2]);
+                let mut s = vec![0.0; core.query_scratch_len()];
+                let mut info = dpattn_cross_attention_query_info {
+                    denominator: 0.0,
+                    nonpositive_denominator: 0,
+                };
+                let q = [0.5, 0.25];
+                // SAFETY: live handle and locals.
+                let st = unsafe {
+                    dpattn_cross_attention_query(
+                        h,
+                        got.as_mut_ptr(),
+                        2,
+                        q.as_ptr(),
+                        2,
+                        s.as_mut_ptr(),
+                        s.len(),
+                        &mut info,
+                    )
+                };
+                assert_eq!(st, dpattn_status::Ok);
+                core.query(&q, &mut want).unwrap();
+                assert_eq!(got.map(f64::to_bits), want.map(f64::to_bits));
+                dpattn_cross_attention_free(h);
+            } else {
+                // An (ε, δ > 0) charge: only approximate-DP ledgers take it.
+                assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
+                assert_eq!(st, dpattn_status::of(&core.unwrap_err()));
+                assert!(h.is_null());
+                lt::assert_untouched(l);
+            }
+            lt::assert_same(l, &cl);
+            lt::free(l);
+        }
+        // Refused: nothing returned, ledger unchanged; a freed ledger.
+        let (l, _) = lt::pair(Kind::Approx(1e-3, 1e-9));
+        let mut h = 0x10 as *mut dpattn_cross_attention;
+        assert_eq!(cross_new(l, &mut h), dpattn_status::Infeasible);
+        assert_eq!(h, 0x10 as *mut dpattn_cross_attention);
+        lt::assert_untouched(l);
+        lt::free(l);
+        assert_eq!(cross_new(lt::freed(), &mut h), dpattn_status::InvalidHandle);
+        assert_eq!(h, 0x10 as *mut dpattn_cross_attention);
+    }
+
+    #[test]
     fn release_errors() {
         let key = dpattn_key { bytes: [4; 32] };
         let check = |p: dpattn_output_perturbation_params,
@@ -1094,6 +1279,7 @@ mod tests {
                 &base,
                 &key,
                 5,
+                std::ptr::null_mut(),
                 sig.as_mut_ptr(),
                 sig.len(),
                 s.as_mut_ptr(),
@@ -1114,6 +1300,7 @@ mod tests {
                 &base,
                 &key,
                 5,
+                std::ptr::null_mut(),
                 sp,
                 6,
                 s.as_mut_ptr(),
@@ -1196,8 +1383,19 @@ mod tests {
         let p = cross_params();
         // SAFETY: live locals throughout.
         unsafe {
-            let st =
-                dpattn_cross_attention_new(k.as_ptr(), 6, v.as_ptr(), 6, 3, 2, &p, &key, 2, &mut h);
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &p,
+                &key,
+                2,
+                std::ptr::null_mut(),
+                &mut h,
+            );
             assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
             let mut n = 0;
             assert_eq!(dpattn_cross_attention_query_scratch_len(h, &mut n), dpattn_status::Ok);
@@ -1273,6 +1471,7 @@ mod tests {
                 &p,
                 &key,
                 2,
+                std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::ShapeMismatch);
@@ -1288,6 +1487,7 @@ mod tests {
                 &bad_p,
                 &key,
                 2,
+                std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::OutOfRange);
@@ -1302,6 +1502,7 @@ mod tests {
                 &bad_p,
                 &key,
                 2,
+                std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::OutOfRange);
@@ -1318,6 +1519,7 @@ mod tests {
                 &rej,
                 &key,
                 2,
+                std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::DomainViolation);
@@ -1332,6 +1534,7 @@ mod tests {
                 &p,
                 std::ptr::null(),
                 2,
+                std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::NullArgument);

@@ -33,6 +33,8 @@ use dpattn_core::weight_shuffle::{
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value};
 use crate::handle::Handle;
+use crate::ledger::dpattn_ledger;
+use crate::ledger::with_ledger;
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_dtype, dpattn_key, with_dtype};
 
@@ -968,28 +970,50 @@ fn status_from_code(code: u32) -> dpattn_status {
 /// `capacity` must be a public number of slots, never the private dataset size (empty
 /// slots get zero gradients). Floating point: low-order bits are not covered by the proof.
 ///
-/// `ledger` must be NULL (ledger handles are not wired here yet): charge
-/// `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on your RDP ledger
-/// before each step, and apply its bounded-support check.
+/// **Accounting.** `ledger` may be NULL: the caller then accounts for the step itself,
+/// charging `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on its RDP
+/// ledger (`dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`) and applying its
+/// bounded-support check. A non-NULL `ledger` must be an RDP ledger
+/// (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are refused with
+/// `DPATTN_STATUS_UNSUPPORTED` before any work). It is charged the RDP curve of one step of
+/// `SampledGaussianRdp(q, σ_eff)` on the default orders (exactly what
+/// `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)` charges), after the
+/// gradients are summed and the noise and permutations drawn, and before the weights,
+/// state and `perms` are written; the step is refused with `DPATTN_STATUS_INFEASIBLE`
+/// before any callback when the bounded-support δ (`*out_support_delta` of
+/// `dpattn_shuffled_dp_sgd_charge`) exceeds 1% of the ledger's δ. A refused charge returns
+/// `DPATTN_STATUS_INFEASIBLE` with the weights, state, `*out_report` and the ledger
+/// unchanged and `scratch` zeroed (it held the uncharged noisy sum); `perms` then holds the
+/// permutations drawn for the step (data-independent, never applied: the core draws them
+/// before charging).
+///
+/// **The ledger (and the plan) stay locked for the whole call, callbacks included**: `grad`
+/// must not call any `dpattn_ledger_*` function or DP entry point with the same `ledger`
+/// (nor use the same `plan`). The locks are not reentrant: such a call deadlocks (or
+/// aborts) the calling thread. Other threads using the ledger wait until the step ends.
 ///
 /// Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
 /// or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
 /// unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
 /// `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
 /// `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
-/// (non-NULL ledger); the callback's own status when it fails (see
+/// (a ledger that is not an RDP ledger); `DPATTN_STATUS_INFEASIBLE` (bounded support
+/// visible, or over budget); the callback's own status when it fails (see
 /// `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
 /// (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
-/// every error the weights, the state and `perms` are untouched (a failing callback erases
-/// the partial sums in scratch). Allocation-free. Thread-safe (the plan is locked for the
+/// every error the weights and the state are untouched, and so is `perms` except after a
+/// refused ledger charge (see above; `scratch` is zeroed once
+/// the buffers passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the plan is locked for the
 /// call; `grad` runs on the calling thread).
 ///
 /// # Safety
 /// `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
 /// of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
 /// writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
-/// `out_report` NULL or writable. No written buffer may be accessed by anyone else during
-/// the call (the callback included, except reading `weights` through its argument).
+/// `out_report` NULL or writable; `ledger` NULL or a value returned by
+/// `dpattn_ledger_new_*` (a freed one is detected), not used by `grad`. No written buffer
+/// may be accessed by anyone else during the call (the callback included, except reading
+/// `weights` through its argument).
 #[allow(clippy::too_many_arguments)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
@@ -1007,7 +1031,7 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
     user_data: *mut c_void,
     key: *const dpattn_key,
     streams: *const dpattn_shuffle_step_streams,
-    ledger: *mut c_void,
+    ledger: *mut dpattn_ledger,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_shuffled_dp_sgd_report,
@@ -1023,12 +1047,6 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
         // SAFETY: forwarded caller contract.
         let st = unsafe { read(streams, "streams") }?;
         let grad = grad.ok_or(FfiError::Null("grad"))?;
-        if !ledger.is_null() {
-            return Err(Error::Unsupported {
-                what: "`ledger` must be NULL here: charge dpattn_shuffled_dp_sgd_charge's (q, sigma) on your RDP ledger",
-            }
-            .into());
-        }
         if n_state > DPATTN_SHUFFLE_MAX_STATE {
             return Err(Error::OutOfRange {
                 name: "n_state",
@@ -1082,22 +1100,29 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
                     })
                 }
             };
+            // Lock order: plan, then ledger (the same in every call, so two steps sharing
+            // both on different threads cannot deadlock).
             let r = h.with(|pl| {
                 let pl = pl.plan()?;
-                Ok::<_, FfiError>(shuffled_dp_sgd_step::<T, _, 1>(
-                    ws,
-                    &mut sv[..n_state],
-                    &pl,
-                    &p,
-                    capacity,
-                    closure,
-                    &key,
-                    streams,
-                    None,
-                    ps,
-                    ss,
-                )?)
-            })?;
+                with_ledger(ledger, |l| {
+                    Ok(shuffled_dp_sgd_step(
+                        ws,
+                        &mut sv[..n_state],
+                        &pl,
+                        &p,
+                        capacity,
+                        closure,
+                        &key,
+                        streams,
+                        l,
+                        ps,
+                        &mut *ss,
+                    )?)
+                })
+            });
+            // The core leaves the noisy sum in scratch when the ledger refuses the charge:
+            // an uncharged release, so erase it on every error.
+            let r = r.inspect_err(|_| ss.fill(0.0))?;
             let report = dpattn_shuffled_dp_sgd_report {
                 batch_size: r.batch_size,
                 clipped: r.clipped,
@@ -1325,7 +1350,9 @@ pub unsafe extern "C" fn dpattn_weight_shuffle_paper_thm6_h(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT;
     use dpattn_core::sampling::NoiseKey;
     use std::ptr::{null, null_mut};
 
@@ -1480,6 +1507,159 @@ mod tests {
         }
     }
 
+    fn sgd_params() -> dpattn_shuffled_dp_sgd_params {
+        let mut p = std::mem::MaybeUninit::uninit();
+        // SAFETY: writable local, initialised on success.
+        let p = unsafe {
+            assert_eq!(dpattn_shuffled_dp_sgd_params_default(p.as_mut_ptr()), dpattn_status::Ok);
+            p.assume_init()
+        };
+        dpattn_shuffled_dp_sgd_params {
+            sampling_rate: 0.1,
+            noise_multiplier: 1.1,
+            learning_rate: 0.05,
+            planned_steps: 100,
+            ..p
+        }
+    }
+
+    /// One f64 step of 17 weights with a ledger; returns (status, w, m, perms, report).
+    #[allow(clippy::type_complexity)]
+    fn ledger_step(
+        plan: *const dpattn_shuffle_plan,
+        p: &dpattn_shuffled_dp_sgd_params,
+        ledger: *mut dpattn_ledger,
+        scratch: &mut [f64; 34],
+    ) -> (dpattn_status, [f64; 17], [f64; 17], [u32; 3], dpattn_shuffled_dp_sgd_report) {
+        let (mut w, mut m, mut perms) = ([0.1f64; 17], [0.5f64; 17], [7u32; 3]);
+        let st = [m.as_mut_ptr().cast::<c_void>()];
+        let mut rep = dpattn_shuffled_dp_sgd_report {
+            batch_size: 9,
+            clipped: 9,
+            batch_clipped: 9,
+            non_finite: 9,
+            effective_noise_multiplier: 9.0,
+        };
+        // SAFETY: valid locals and a callback that writes only its buffer.
+        let s = unsafe {
+            dpattn_shuffled_dp_sgd_step(
+                w.as_mut_ptr().cast(),
+                17,
+                1,
+                st.as_ptr(),
+                1,
+                perms.as_mut_ptr(),
+                3,
+                plan,
+                p,
+                1000,
+                Some(grad_fn),
+                null_mut(),
+                &dpattn_key { bytes: [4; 32] },
+                &dpattn_shuffle_step_streams { selection: 0, noise: 1, permutation: 2 },
+                ledger,
+                scratch.as_mut_ptr(),
+                34,
+                &mut rep,
+            )
+        };
+        (s, w, m, perms, rep)
+    }
+
+    #[test]
+    fn step_with_a_ledger_charges_exactly_what_the_core_charges() {
+        let plan = new_plan(&[mlp()], 17);
+        let p = sgd_params();
+        let blocks = core_blocks();
+        let cp = ShufflePlan::new(&blocks, 17).unwrap();
+        let cparams = p.to_core().unwrap();
+        for kind in [Kind::Rdp(8.0, 1e-5), Kind::Approx(8.0, 1e-5), Kind::Zcdp(8.0)] {
+            let (h, mut cl) = lt::pair(kind);
+            let mut scratch = [0.0; 34];
+            let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut scratch);
+            let (mut w2, mut m2, mut perms2, mut scratch2) =
+                ([0.1f64; 17], [0.5f64; 17], [7u32; 3], [0.0; 34]);
+            let r = shuffled_dp_sgd_step(
+                &mut w2,
+                &mut [&mut m2[..]],
+                &cp,
+                &cparams,
+                1000,
+                |slot, _w, g: &mut [f64]| {
+                    g.iter_mut()
+                        .enumerate()
+                        .for_each(|(j, x)| *x = (slot % 3) as f64 + j as f64 * 0.01);
+                    Ok(())
+                },
+                &NoiseKey::from_bytes([4; 32]),
+                StepStreams { selection: 0, noise: 1, permutation: 2 },
+                Some(&mut cl),
+                &mut perms2,
+                &mut scratch2,
+            );
+            if matches!(kind, Kind::Rdp(..)) {
+                assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
+                assert_eq!(rep.batch_size, r.unwrap().batch_size);
+                assert!(lt::nonzero(cl.spent()));
+                assert_eq!(scratch.map(f64::to_bits), scratch2.map(f64::to_bits));
+            } else {
+                // Only RDP ledgers take this charge: refused before any work.
+                assert_eq!(s, dpattn_status::Unsupported, "{kind:?}");
+                assert_eq!(s, dpattn_status::of(&r.unwrap_err()));
+                assert_eq!(rep.batch_size, 9);
+                lt::assert_untouched(h);
+            }
+            assert_eq!(w.map(f64::to_bits), w2.map(f64::to_bits));
+            assert_eq!((m, perms), (m2, perms2));
+            lt::assert_same(h, &cl);
+            lt::free(h);
+        }
+        // Exactly what the generic sampled-Gaussian charge of one step costs.
+        let (h, _) = lt::pair(Kind::Rdp(8.0, 1e-5));
+        let (h2, _) = lt::pair(Kind::Rdp(8.0, 1e-5));
+        assert_eq!(ledger_step(plan, &p, h, &mut [0.0; 34]).0, dpattn_status::Ok);
+        // SAFETY: live handle.
+        let st = unsafe { crate::ledger::dpattn_ledger_charge_sampled_gaussian(h2, 0.1, 1.1, 1) };
+        assert_eq!(st, dpattn_status::Ok);
+        let ((a, n), (b, n2)) = (lt::state(h), lt::state(h2));
+        assert_eq!((a.epsilon.to_bits(), n), (b.epsilon.to_bits(), n2));
+        lt::free(h);
+        lt::free(h2);
+        dpattn_shuffle_plan_free(plan);
+    }
+
+    #[test]
+    fn step_refused_or_freed_ledger_writes_nothing() {
+        let plan = new_plan(&[mlp()], 17);
+        let p = sgd_params();
+        let untouched = ([0.1f64; 17], [0.5f64; 17], [7u32; 3], 9u64);
+        // Over budget: refused after the noisy sum was formed; scratch is erased.
+        let (h, _) = lt::pair(Kind::Rdp(0.05, 1e-5));
+        let mut scratch = [3.0; 34];
+        let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut scratch);
+        assert_eq!(s, dpattn_status::Infeasible, "{}", last_error_string());
+        assert_eq!((w, m, rep.batch_size), (untouched.0, untouched.1, untouched.3));
+        // The core draws the (data-independent) permutations before charging: `perms`
+        // holds them, unapplied (documented).
+        assert_eq!(perms, ledger_step(plan, &p, null_mut(), &mut [0.0; 34]).3);
+        assert_eq!(scratch, [0.0; 34]);
+        lt::assert_untouched(h);
+        lt::free(h);
+        // Bounded support visible at this δ: refused before any callback.
+        let (h, _) = lt::pair(Kind::Rdp(8.0, 1e-300));
+        let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut [0.0; 34]);
+        assert_eq!(s, dpattn_status::Infeasible);
+        assert!(last_error_string().contains("support"), "{}", last_error_string());
+        assert_eq!((w, m, perms, rep.batch_size), untouched);
+        lt::assert_untouched(h);
+        lt::free(h);
+        let (s, w, m, perms, rep) = ledger_step(plan, &p, lt::freed(), &mut [0.0; 34]);
+        assert_eq!(s, dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("ledger"));
+        assert_eq!((w, m, perms, rep.batch_size), untouched);
+        dpattn_shuffle_plan_free(plan);
+    }
+
     #[test]
     fn step_equals_the_core_and_callback_failures_pass_through() {
         let plan = new_plan(&[mlp()], 17);
@@ -1543,7 +1723,7 @@ mod tests {
         let (mut w2, mut m2, mut perms2, mut scratch2) =
             ([0.1f64; 17], [0.5f64; 17], [0u32; 3], [0.0; 34]);
         let cparams = p.to_core().unwrap();
-        let r = shuffled_dp_sgd_step::<f64, _, 1>(
+        let r = shuffled_dp_sgd_step::<f64, _, DEFAULT_ORDER_COUNT>(
             &mut w2,
             &mut [&mut m2[..]],
             &cp,
@@ -1611,7 +1791,7 @@ mod tests {
         let _ = fail_at;
         assert!(sampled.is_some());
         assert_eq!((w, m, perms), (wb, mb, pb));
-        // Ledger must be NULL; too many states; NULL callback.
+        // A made-up ledger; NULL callback; aliasing.
         let mut dummy = 0u8;
         // SAFETY: errors are detected before any write.
         unsafe {
@@ -1635,7 +1815,7 @@ mod tests {
                 34,
                 &mut rep,
             );
-            assert_eq!(s, dpattn_status::Unsupported);
+            assert_eq!(s, dpattn_status::InvalidHandle);
             let s = dpattn_shuffled_dp_sgd_step(
                 w.as_mut_ptr().cast(),
                 17,

@@ -262,7 +262,7 @@ static int hook(void) {
     CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, NULL, &k1, 5, 0,
               NULL, NULL, 0, &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("factors"));
     CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 0,
-              &r, NULL, 0, &r) == DPATTN_STATUS_UNSUPPORTED && msg_has("ledger"));
+              (dpattn_ledger *)(void *)&r, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
     CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5,
               UINT64_MAX - 10, NULL, NULL, 0, &r) == DPATTN_STATUS_SIZE_OVERFLOW);
     CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 0,
@@ -347,10 +347,69 @@ static int labels_and_baselines(void) {
     return 0;
 }
 
+/* The hook with ledgers: a zCDP ledger is charged the ρ of dpattn_dp_forward_release_rho,
+   an approximate one the (ε, δ) of dpattn_dp_forward_guarantee (one-release plans only);
+   a too-small ledger refuses the release and nothing is written. */
+static int hook_with_ledger(void) {
+    dpattn_dp_forward_params p = base(TOK, DIM);
+    dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
+    dpattn_dp_forward_clip_report r = {77, 7.0};
+    dpattn_ledger *z = NULL, *ap = NULL, *tiny = NULL;
+    dpattn_amount spent;
+    dpattn_key k1;
+    static double a[ROWS * DIM], b[ROWS * DIM];
+    double rho = 0, e = 0, d = 0;
+    uint64_t n = 9;
+    size_t live = dpattn_live_handle_count();
+    p.epsilon = 4.0;
+    memset(&k1, 1, sizeof k1);
+    memset(a, 0, sizeof a);
+    memset(b, 0, sizeof b);
+    CHECK(dpattn_dp_forward_release_rho(&p, &rho) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_forward_guarantee(&p, &e, &d) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_zcdp(10.0, &z) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_forward(a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
+              z, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
+    CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && spent.rho == rho);
+    /* The same release as without a ledger. */
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
+              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    CHECK(dpattn_ledger_new_approx(8.0, 1e-4, &ap) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_forward(a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 6, 100,
+              ap, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_spent(ap, &spent) == DPATTN_STATUS_OK);
+    CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == e && spent.delta == d);
+    /* A plan of two releases cannot be charged per release on an approximate ledger. */
+    p.releases = 2;
+    memcpy(b, a, sizeof a);
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 7, 100,
+              ap, NULL, 0, &r) == DPATTN_STATUS_UNSUPPORTED);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    p.releases = 1;
+    /* Over budget: refused, x, the report and the ledger untouched. */
+    CHECK(dpattn_ledger_new_zcdp(1e-3, &tiny) == DPATTN_STATUS_OK);
+    r.scaled = 77;
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 8, 100,
+              tiny, NULL, 0, &r) == DPATTN_STATUS_INFEASIBLE);
+    CHECK(memcmp(a, b, sizeof a) == 0 && r.scaled == 77);
+    CHECK(dpattn_ledger_charges(tiny, &n) == DPATTN_STATUS_OK && n == 0);
+    dpattn_ledger_free(tiny);
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 8, 100,
+              tiny, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    dpattn_ledger_free(ap);
+    dpattn_ledger_free(z);
+    CHECK(dpattn_live_handle_count() == live);
+    return 0;
+}
+
 int dpattn_c_dp_forward(void) {
     int line;
     if ((line = params_and_calibration()) != 0) return line;
     if ((line = factors_and_clip()) != 0) return line;
     if ((line = hook()) != 0) return line;
+    if ((line = hook_with_ledger()) != 0) return line;
     return labels_and_baselines();
 }

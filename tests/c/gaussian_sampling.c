@@ -145,6 +145,7 @@ static int mechanism(void) {
     dpattn_tensor4_mut bt, pt;
     size_t len = 0, i, j;
     double e = 0, dl = 0;
+    size_t live = dpattn_live_handle_count();
 
     hadamard(x, N, D);
     memcpy(x + N * D, x, sizeof(double) * N * D); /* batch element 1 = element 0 */
@@ -166,7 +167,7 @@ static int mechanism(void) {
     xt.shape[0] = 2; xt.shape[1] = 1; xt.shape[2] = N; xt.shape[3] = D;
     xt.strides[0] = N * D; xt.strides[1] = N * D; xt.strides[2] = D; xt.strides[3] = 1;
     bt = out4(b, 2, N); pt = out4(p, 2, N);
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, sc, len, &rep) == DPATTN_STATUS_OK);
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
     /* Report (private): column norm sqrt(n * 0.05/d), r = 0.05, nothing clipped. */
     CHECK(rel(rep.alpha_hat, sqrt(N * 0.05 / D), 1e-12) && rel(rep.r_hat, 0.05, 1e-12));
     CHECK(rep.clipped_columns == 0);
@@ -192,17 +193,17 @@ static int mechanism(void) {
     /* Determinism and addressability: the same key/stream gives identical bits; a
      * one-problem call equals problem 0 of the batch; problems 0 and 1 (same data) differ;
      * another key or stream differs. */
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, sc, len, &rep) == DPATTN_STATUS_OK);
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
     {
         dpattn_tensor4 x1 = xt;
         dpattn_tensor4_mut b1 = out4(b2, 1, N), p1 = out4(p2, 1, N);
         x1.shape[0] = 1; x1.len = N * D;
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 0, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) == 0 && memcmp(p2, p, sizeof(double) * N * N) == 0);
         CHECK(memcmp(b, b + N * N, sizeof(double) * N * N) != 0);
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 1, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 1, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) != 0);
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key2, 0, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key2, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) != 0);
     }
     /* Charge: basic composition over batch*heads problems, or heads when disjoint. */
@@ -216,10 +217,39 @@ static int mechanism(void) {
     q.batch_elements_disjoint = 0;
     CHECK(dpattn_gaussian_sampling_attention_charge(&q, SIZE_MAX, 3, &e, &dl) == DPATTN_STATUS_SIZE_OVERFLOW);
 
+    /* With an approximate-DP ledger: the same release, charged exactly the total of
+       dpattn_gaussian_sampling_attention_charge (2 problems); a too-small ledger, or a zCDP
+       one (δ > 0), refuses it and writes nothing. */
+    {
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
+        dpattn_tensor4_mut b2t = out4(b2, 2, N), p2t = out4(p2, 2, N);
+        dpattn_amount spent;
+        uint64_t charges = 9;
+        CHECK(dpattn_gaussian_sampling_attention_charge(&prm, 2, 1, &e, &dl) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(1.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, l, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(memcmp(b2, b, sizeof b) == 0 && memcmp(p2, p, sizeof p) == 0);
+        CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == e && spent.delta == dl);
+        memset(b2, 0, sizeof b2);
+        rep.clipped_columns = 99;
+        CHECK(dpattn_ledger_new_approx(e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, tiny, sc, len, &rep) == DPATTN_STATUS_INFEASIBLE);
+        CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, z, sc, len, &rep) == DPATTN_STATUS_OUT_OF_RANGE);
+        dpattn_ledger_free(tiny);
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, tiny, sc, len, &rep) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        for (i = 0; i < 2 * N * N; i++) CHECK(b2[i] == 0.0);
+        CHECK(rep.clipped_columns == 99);
+        dpattn_ledger_free(z);
+        dpattn_ledger_free(l);
+    }
+
     /* Bad input: outputs untouched. */
     memcpy(b2, b, sizeof b);
     rep.clipped_columns = 99;
-#define RUN(P, S, L) dpattn_gaussian_sampling_attention(&bt, &pt, &xt, (P), &key, 0, (S), (L), &rep)
+#define RUN(P, S, L) dpattn_gaussian_sampling_attention(&bt, &pt, &xt, (P), &key, 0, NULL, (S), (L), &rep)
     q = prm; q.epsilon = NAN;
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
     q = prm; q.epsilon = -1.0;
@@ -252,12 +282,13 @@ static int mechanism(void) {
     bt.shape[3] = N - 1; /* [2,1,4,3] inside the same 32 elements */
     CHECK(RUN(&prm, sc, len) == DPATTN_STATUS_SHAPE_MISMATCH);
     bt = out4(b, 2, N);
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, NULL, 0, sc, len, &rep) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, sc, len, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_report"));
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, NULL, 0, NULL, sc, len, &rep) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_report"));
 #undef RUN
     CHECK(memcmp(b2, b, sizeof b) == 0 && rep.clipped_columns == 99);
     CHECK(dpattn_gaussian_sampling_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_gaussian_sampling_calibration_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }
 

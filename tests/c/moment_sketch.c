@@ -36,6 +36,7 @@ int dpattn_c_moment_sketch(void) {
     uint32_t deg = 0;
     double sens = 0, scale = 0, sens2 = 0, sd = 0, out[D], want[D], den = 0, x = 0;
     const double qy[D] = {0.5, 0.25};
+    size_t live = dpattn_live_handle_count();
     memset(key.bytes, 6, 32);
     for (i = 0; i < N * D; i++) {
         keys[i] = (double)((i * 37) % 100) / 100.0;
@@ -92,7 +93,7 @@ int dpattn_c_moment_sketch(void) {
     /* Released sketch: M~ - M ~ N(0, sigma^2) i.i.d. over 45 entries. Every |z| < 6 sigma
      * (P(fail) ~ 1e-7) and the sample variance / sigma^2 in [0.25, 2.5] (chi^2_45/45 tails
      * there are below 1e-6). */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s, sk, M) == DPATTN_STATUS_OK);
     {
         double ss = 0;
@@ -105,12 +106,44 @@ int dpattn_c_moment_sketch(void) {
     }
     CHECK(dpattn_moment_sketch_projection_noise_std(s, 4.0, &sd) == DPATTN_STATUS_OK && sd == scale * 2.0);
     /* Determinism: same key and stream -> identical bits; another stream differs. */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
     dpattn_moment_sketch_free(s2);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 1, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 1, NULL, &s2) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) != 0);
     dpattn_moment_sketch_free(s2);
+    /* With a ledger: the same sketch, charged (ε, δ) of the params (closed form); a
+       too-small ledger, or a zCDP one (δ > 0), refuses it and returns no handle. */
+    {
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
+        dpattn_moment_sketch *s3 = NULL, *s4 = (dpattn_moment_sketch *)(void *)&x;
+        dpattn_amount spent;
+        uint64_t charges = 9;
+        CHECK(dpattn_ledger_new_approx(2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, l, &s3) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_get(s3, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
+        dpattn_moment_sketch_free(s3);
+        CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == p.epsilon && spent.delta == p.delta);
+        CHECK(dpattn_ledger_new_approx(0.5, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, tiny, &s4) == DPATTN_STATUS_INFEASIBLE);
+        CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
+        CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, z, &s4) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
+        /* Laplace noise is a pure ε charge, which a zCDP ledger takes as ρ = ε²/2. */
+        q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; q.delta = 0.0;
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &q, &key, 0, z, &s3) == DPATTN_STATUS_OK);
+        dpattn_moment_sketch_free(s3);
+        CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && fabs(spent.rho - 0.5) <= 1e-15);
+        dpattn_ledger_free(tiny);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, tiny, &s4) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
+        dpattn_ledger_free(z);
+        dpattn_ledger_free(l);
+    }
     /* Clamped outputs lie in [-R_w, R_w]. */
     CHECK(dpattn_moment_sketch_query(s, out, D, qy, D, sc, len, &den) == DPATTN_STATUS_OK);
     CHECK(fabs(out[0]) <= 1.0 && fabs(out[1]) <= 1.0 && den >= N);
@@ -133,7 +166,7 @@ int dpattn_c_moment_sketch(void) {
     CHECK(dpattn_moment_sketch_get(s, sk2, SIZE_MAX / 2) == DPATTN_STATUS_SIZE_OVERFLOW);
     CHECK(dpattn_moment_sketch_projection_noise_std(s, -1.0, &sd) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("u2"));
     CHECK(dpattn_moment_sketch_projection_noise_std(s, NAN, &sd) == DPATTN_STATUS_OUT_OF_RANGE);
-#define NEW(P) dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, (P), &key, 0, &s2)
+#define NEW(P) dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, (P), &key, 0, NULL, &s2)
     q = p; q.noise = 7;
     CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("noise"));
     q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; /* delta must be 0 */
@@ -152,14 +185,14 @@ int dpattn_c_moment_sketch(void) {
     CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE);
     CHECK(NEW(NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("params"));
 #undef NEW
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, 0, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OUT_OF_RANGE);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D - 1, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_BUFFER_TOO_SHORT);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, NULL, 0, &s2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sketch"));
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, 0, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D - 1, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, NULL, 0, NULL, &s2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sketch"));
     keys[3] = NAN;
     CHECK(dpattn_moment_sketch_new_exact(keys, N * D, vals, N * D, N, D, D, D, &p, &s2) == DPATTN_STATUS_NON_FINITE);
     /* The private release clamps NaN to 0 instead of refusing (a per-row map). */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OK);
     dpattn_moment_sketch_free(s2);
     CHECK(dpattn_moment_sketch_calibrate(&p, 0, &sens, &scale, &r) == DPATTN_STATUS_OUT_OF_RANGE);
     CHECK(dpattn_moment_sketch_calibrate(&p, D, NULL, &scale, &r) == DPATTN_STATUS_NULL_ARGUMENT);
@@ -174,5 +207,6 @@ int dpattn_c_moment_sketch(void) {
     dpattn_moment_sketch_free(s);
     dpattn_moment_sketch_free(NULL);
     dpattn_moment_sketch_free(e);
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }

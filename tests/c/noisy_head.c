@@ -19,6 +19,15 @@ static int msg_has(const char *needle) {
 
 static int rel(double a, double b, double tol) { return fabs(a / b - 1.0) <= tol; }
 
+/* Field-by-field equality (the struct has padding after `iters` and `accounting`, whose
+ * bytes the library leaves unspecified, so memcmp would compare garbage). */
+static int same_params(const dpattn_noisy_head_params *a, const dpattn_noisy_head_params *b) {
+    return a->d == b->d && a->l == b->l && a->n == b->n && a->lambda == b->lambda &&
+           a->eta0 == b->eta0 && a->iters == b->iters && a->clip_c == b->clip_c &&
+           a->proj_g == b->proj_g && a->proj_r == b->proj_r && a->sigma == b->sigma &&
+           a->epsilon == b->epsilon && a->delta == b->delta && a->accounting == b->accounting;
+}
+
 static int presets(void) {
     dpattn_noisy_head_params p, q;
     dpattn_noisy_head_radii r;
@@ -88,7 +97,7 @@ static int presets(void) {
     CHECK(dpattn_noisy_head_params_early_stopping(400, 0, 0.8, &q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("iters"));
     CHECK(dpattn_noisy_head_params_robustness(2, 1, 0.5, &q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("n"));
     CHECK(dpattn_noisy_head_params_robustness(5000, 500, 0.5, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out"));
-    CHECK(memcmp(&q, &p, sizeof p) == 0);
+    CHECK(same_params(&q, &p)); /* field by field: memcmp would read padding bytes */
     q.sigma = p.sigma * 0.99; /* Theorem 3.2 needs σ ≥ 2G(C + RG) */
     CHECK(dpattn_noisy_head_validate(&q) == DPATTN_STATUS_INFEASIBLE);
     q = p;
@@ -238,6 +247,7 @@ static int release(void) {
     double *x, *y, *q, *t, *scr, g0[25] = {0}, a[25], b[25], c[25], x1[31 * 5], y1[31], q1[5], t1[1], norm = 0;
     dpattn_noisy_head_prompts pr;
     int ok = 0;
+    size_t live = dpattn_live_handle_count();
     memset(&k1, 1, sizeof k1);
     memset(&k2, 2, sizeof k2);
     CHECK(dpattn_noisy_head_params_low_dim(1000, 1.0, &p) == DPATTN_STATUS_OK);
@@ -274,6 +284,44 @@ static int release(void) {
     for (i = 0; i < 25; i++) CHECK(fabs(c[i] - a[i]) < 1e-9);
     CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k1, 0, NULL, scr, need) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) != 0);
+    /* With a ledger: the same release, charged what dpattn_noisy_head_charge reports
+       ((ε, δ) under paper accounting, ρ under zCDP accounting); a too-small ledger refuses
+       it and out stays untouched. */
+    {
+        dpattn_ledger *ap = NULL, *z = NULL, *tiny = NULL;
+        dpattn_amount spent;
+        double ce = 0, cd = 0, cr = -1;
+        uint64_t charges = 9;
+        CHECK(p.accounting == DPATTN_NOISY_HEAD_ACCOUNTING_PAPER);
+        CHECK(dpattn_noisy_head_charge(&p, &ce, &cd, &cr) == DPATTN_STATUS_OK && cr == 0.0);
+        CHECK(dpattn_ledger_new_approx(2.0, 1e-4, &ap) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, ap, scr, need) == DPATTN_STATUS_OK);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        CHECK(dpattn_ledger_spent(ap, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == ce && spent.delta == cd);
+        p.accounting = DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP;
+        CHECK(dpattn_noisy_head_charge(&p, &ce, &cd, &cr) == DPATTN_STATUS_OK && cr > 0);
+        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, z, scr, need) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OK);
+        CHECK(memcmp(b, c, sizeof b) == 0);
+        CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && spent.rho == cr);
+        /* A ρ charge on an approximate ledger is refused (kind), on a tiny one (budget). */
+        memset(c, 0, sizeof c);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, ap, scr, need) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(dpattn_ledger_new_zcdp(cr / 2, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, tiny, scr, need) == DPATTN_STATUS_INFEASIBLE);
+        for (i = 0; i < 25; i++) CHECK(c[i] == 0.0);
+        CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_charges(ap, &charges) == DPATTN_STATUS_OK && charges == 1);
+        dpattn_ledger_free(tiny);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, tiny, scr, need) == DPATTN_STATUS_INVALID_HANDLE);
+        for (i = 0; i < 25; i++) CHECK(c[i] == 0.0);
+        dpattn_ledger_free(z);
+        dpattn_ledger_free(ap);
+        p.accounting = DPATTN_NOISY_HEAD_ACCOUNTING_PAPER;
+    }
     /* Bad input: out untouched. */
     memcpy(b, a, sizeof a);
     g0[3] = INFINITY;
@@ -281,7 +329,7 @@ static int release(void) {
     g0[3] = 0;
     CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need - 1) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
     CHECK(dpattn_noisy_head(b, 24, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("out"));
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, &p, scr, need) == DPATTN_STATUS_UNSUPPORTED && msg_has("ledger"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, (dpattn_ledger *)(void *)&p, scr, need) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
     CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, NULL, 0, NULL, scr, need) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
     CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, b, 25) == DPATTN_STATUS_ALIASING);
     pr.n = n - 1;
@@ -300,6 +348,7 @@ static int release(void) {
 done:
     free(x); free(y); free(q); free(t); free(scr);
     CHECK(ok);
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }
 

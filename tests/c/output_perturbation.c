@@ -94,6 +94,7 @@ static int test_output_perturbation(void) {
     dpattn_tensor4 qt = tin(q, NQ, SQ, D), kt = tin(k, NK, SK, D), vt = tin(v, NV, SK, DV);
     dpattn_tensor4_mut ot = tout(out);
     size_t n = 0, i, b, h, r, c;
+    size_t live = dpattn_live_handle_count();
     float *scratch;
 
     /* Closed forms of the row sensitivity. */
@@ -162,13 +163,40 @@ static int test_output_perturbation(void) {
     CHECK(dpattn_attention_scratch_len(D, DV, &n) == DPATTN_STATUS_OK);
     scratch = malloc(n * sizeof *scratch);
     CHECK(scratch != NULL);
-    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, sigma, B * H,
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, NULL, sigma, B * H,
                                                scratch, n) == DPATTN_STATUS_OK);
     for (b = 0; b < B; b++) {
         double s = sigma[b * H];
         for (h = 0; h < H; h++) CHECK(sigma[b * H + h] == s);
         CHECK(agm_delta(s, eps, sens[b]) <= delta * (1.0 + 1e-6));
         CHECK(agm_delta(0.999 * s, eps, sens[b]) > delta);
+    }
+    /* With an approximate-DP ledger: the same release, charged (ε, δ) of the params; a
+       too-small ledger refuses it and writes nothing. */
+    {
+        static float out2[NO];
+        dpattn_ledger *l = NULL, *tiny = NULL;
+        dpattn_amount spent;
+        uint64_t charges = 9;
+        CHECK(dpattn_ledger_new_approx(2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        ot.data = out2;
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, l, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_OK);
+        CHECK(memcmp(out2, out, sizeof out2) == 0);
+        CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == eps && spent.delta == delta);
+        CHECK(dpattn_ledger_new_approx(eps / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        memset(out2, 0, sizeof out2);
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, tiny, sigma,
+                                                   B * H, scratch, n) == DPATTN_STATUS_INFEASIBLE);
+        for (i = 0; i < NO; i++) CHECK(out2[i] == 0.0f);
+        CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        dpattn_ledger_free(tiny);
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, tiny, sigma,
+                                                   B * H, scratch, n) == DPATTN_STATUS_INVALID_HANDLE);
+        for (i = 0; i < NO; i++) CHECK(out2[i] == 0.0f);
+        dpattn_ledger_free(l);
+        ot.data = out;
     }
     /* Exact attention over the same (unclamped: inside the balls) inputs, and the noise. */
     dpattn_attention_options_default(&opt);
@@ -201,7 +229,7 @@ static int test_output_perturbation(void) {
     for (c = 0; c < DV; c++) v[(1 * SK + 5) * DV + c] = 1e6f / 4.0f;
     k[(2 * SK + 7) * D + 3] = NAN;
     ot.data = out;
-    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, sigma, B * H,
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, NULL, sigma, B * H,
                                                scratch, n) == DPATTN_STATUS_OK);
     k[(2 * SK + 7) * D + 3] = 0.5f;
     {
@@ -224,7 +252,7 @@ static int test_output_perturbation(void) {
     for (i = 0; i < NO; i++) out[i] = 7.0f;
 #define BAD(keyp, slen, status, needle)                                                   \
     do {                                                                                  \
-        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, keyp, 3, sigma,  \
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, keyp, 3, NULL, sigma,  \
                                                    slen, scratch, n) == (status));        \
         CHECK(msg_has(needle));                                                           \
         for (i = 0; i < NO; i++) CHECK(out[i] == 7.0f);                                   \
@@ -248,6 +276,7 @@ static int test_output_perturbation(void) {
     q[9] = 0.25f;
 #undef BAD
     free(scratch);
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }
 
@@ -264,6 +293,7 @@ static int test_cross_attention(void) {
     dpattn_key key;
     uint64_t bytes = 0;
     size_t n = 0;
+    size_t live = dpattn_live_handle_count();
 
     memset(&key, 9, sizeof key);
     CHECK(dpattn_cross_attention_params_default(&p) == DPATTN_STATUS_OK);
@@ -282,8 +312,8 @@ static int test_cross_attention(void) {
           DPATTN_STATUS_SHAPE_MISMATCH && msg_has("keys"));
 
     p.copies_kind = DPATTN_COPIES_FIXED; p.copies_fixed = 3;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) == 0);
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a2) == 0);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) == 0);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a2) == 0);
     CHECK(a != NULL && a2 != NULL && a != a2);
     CHECK(dpattn_cross_attention_query_scratch_len(a, &n) == 0 && n > 0);
     scr = malloc(n * sizeof *scr);
@@ -295,6 +325,39 @@ static int test_cross_attention(void) {
     CHECK(memcmp(o1, o2, sizeof o1) == 0);
     CHECK(dpattn_cross_attention_achieved_privacy(a, &e, &dl) == DPATTN_STATUS_OK);
     CHECK(e > 0.0 && e <= 0.9 * (1 + 1e-12) && dl > 0.0 && dl <= 2e-6 * (1 + 1e-12));
+    /* With an approximate-DP ledger: charged what dpattn_cross_attention_achieved_privacy
+       reports; a too-small ledger (or a zCDP one: δ > 0) refuses and returns no handle. */
+    {
+        dpattn_cross_attention *a3 = NULL, *a4 = (dpattn_cross_attention *)(void *)&bytes;
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
+        dpattn_amount spent;
+        double e3 = 0, dl3 = 0;
+        uint64_t charges = 9;
+        CHECK(dpattn_ledger_new_approx(1.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, l, &a3) == 0);
+        CHECK(dpattn_cross_attention_achieved_privacy(a3, &e3, &dl3) == DPATTN_STATUS_OK);
+        CHECK(e3 == e && dl3 == dl);
+        CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == e && spent.delta == dl);
+        CHECK(dpattn_cross_attention_query(a3, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
+        CHECK(memcmp(o1, o2, sizeof o1) == 0);
+        dpattn_cross_attention_free(a3);
+        CHECK(dpattn_ledger_new_approx(e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, tiny, &a4) ==
+              DPATTN_STATUS_INFEASIBLE);
+        CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
+        CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, z, &a4) ==
+              DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
+        dpattn_ledger_free(tiny);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, tiny, &a4) ==
+              DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
+        dpattn_ledger_free(z);
+        dpattn_ledger_free(l);
+    }
     /* Bad queries: outside [0, R], wrong length, short scratch; out untouched. */
     o2[0] = o2[1] = 7.0;
     qv[0] = 1.5;
@@ -319,25 +382,26 @@ static int test_cross_attention(void) {
     /* Constructor refusals: nothing is returned. */
     a = NULL;
     p.domain_policy = DPATTN_DOMAIN_REJECT; /* not DP: a data-dependent refusal */
-    CHECK(dpattn_cross_attention_new(keys, 6, bad_v, 6, 3, 2, &p, &key, 1, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, bad_v, 6, 3, 2, &p, &key, 1, NULL, &a) ==
           DPATTN_STATUS_DOMAIN_VIOLATION && a == NULL);
     p.domain_policy = DPATTN_DOMAIN_CLAMP; /* the default clamps: the same data is accepted */
-    CHECK(dpattn_cross_attention_new(bad_k, 6, bad_v, 6, 3, 2, &p, &key, 1, &a) == 0);
+    CHECK(dpattn_cross_attention_new(bad_k, 6, bad_v, 6, 3, 2, &p, &key, 1, NULL, &a) == 0);
     dpattn_cross_attention_free(a);
     a = NULL;
     p.split = 5;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
           DPATTN_STATUS_OUT_OF_RANGE && msg_has("params.split") && a == NULL);
     p.split = DPATTN_SPLIT_PER_ENTRY;
     p.delta = 1.0;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
           DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta") && a == NULL);
     p.delta = 1e-6;
     p.memory_limit_bytes = 16;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
           DPATTN_STATUS_MEMORY_LIMIT && a == NULL);
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, NULL, 1, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, NULL, 1, NULL, &a) ==
           DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }
 

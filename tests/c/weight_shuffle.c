@@ -310,7 +310,7 @@ static int step(void) {
 
     /* Bad input: each refused before anything is written. */
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, &r, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_UNSUPPORTED && msg_has("ledger"));
+              grad_cb, NULL, &key, &st, (dpattn_ledger *)(void *)&r, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
               NULL, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("grad"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 0,
@@ -435,9 +435,82 @@ static int refutation(void) {
     return 0;
 }
 
+/* The step with an RDP ledger: it charges exactly what
+   dpattn_ledger_charge_sampled_gaussian(q, σ_eff, 1) charges with the (q, σ_eff) of
+   dpattn_shuffled_dp_sgd_charge; a too-small ledger refuses the step, which then writes no
+   weight, state or report; approximate-DP ledgers are refused before any work. */
+static int step_with_ledger(void) {
+    dpattn_shuffle_block b = mlp_block();
+    dpattn_shuffle_plan *plan = NULL;
+    dpattn_ledger *l = NULL, *ref = NULL, *tiny = NULL, *approx = NULL;
+    dpattn_shuffled_dp_sgd_params p;
+    dpattn_shuffle_step_streams st;
+    dpattn_shuffled_dp_sgd_report r, r2, r0;
+    dpattn_amount spent, want;
+    dpattn_key key;
+    double w0[PLEN], w[PLEN], m[PLEN], scratch[2 * PLEN], q = 0, s = 0, tail = -1;
+    void *state[1];
+    uint32_t perms[HID];
+    uint64_t n = 9;
+    size_t live = dpattn_live_handle_count();
+    int j;
+    memset(&key, 5, sizeof key);
+    memset(&r2, 0x5A, sizeof r2);
+    memset(&r0, 0x5A, sizeof r0);
+    CHECK(dpattn_shuffle_plan_new(&b, 1, PLEN, &plan) == DPATTN_STATUS_OK);
+    CHECK(dpattn_shuffled_dp_sgd_params_default(&p) == DPATTN_STATUS_OK);
+    p.sampling_rate = 0.5;
+    p.noise_multiplier = 1.2;
+    p.learning_rate = 0.1;
+    p.planned_steps = 10;
+    CHECK(dpattn_shuffle_step_streams_for_step(0, 0, &st) == DPATTN_STATUS_OK);
+    CHECK(dpattn_shuffled_dp_sgd_charge(&p, PLEN, &q, &s, &tail) == DPATTN_STATUS_OK);
+    init_weights(w0);
+    memcpy(w, w0, sizeof w);
+    for (j = 0; j < PLEN; j++) m[j] = j;
+    state[0] = m;
+    CHECK(dpattn_ledger_new_rdp(8.0, 1e-5, &l) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_rdp(8.0, 1e-5, &ref) == DPATTN_STATUS_OK);
+    CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
+              grad_cb, NULL, &key, &st, l, scratch, 2 * PLEN, &r) == DPATTN_STATUS_OK);
+    CHECK(memcmp(w, w0, sizeof w) != 0);
+    CHECK(dpattn_ledger_charge_sampled_gaussian(ref, q, s, 1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_spent(ref, &want) == DPATTN_STATUS_OK);
+    CHECK(spent.kind == DPATTN_AMOUNT_RDP && spent.epsilon > 0 && spent.epsilon == want.epsilon);
+    CHECK(dpattn_ledger_charges(l, &n) == DPATTN_STATUS_OK && n == 1);
+    /* Over budget: refused, nothing written, the ledger unchanged. */
+    CHECK(dpattn_ledger_new_rdp(0.05, 1e-5, &tiny) == DPATTN_STATUS_OK);
+    memcpy(w, w0, sizeof w);
+    for (j = 0; j < PLEN; j++) m[j] = j;
+    CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
+              grad_cb, NULL, &key, &st, tiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INFEASIBLE);
+    CHECK(memcmp(w, w0, sizeof w) == 0 && memcmp(&r2, &r0, sizeof r2) == 0);
+    for (j = 0; j < PLEN; j++) CHECK(m[j] == j && scratch[j] == 0.0);
+    CHECK(dpattn_ledger_charges(tiny, &n) == DPATTN_STATUS_OK && n == 0);
+    /* Only RDP ledgers take the charge. */
+    CHECK(dpattn_ledger_new_approx(8.0, 1e-5, &approx) == DPATTN_STATUS_OK);
+    CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
+              grad_cb, NULL, &key, &st, approx, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_UNSUPPORTED);
+    CHECK(memcmp(w, w0, sizeof w) == 0);
+    CHECK(dpattn_ledger_charges(approx, &n) == DPATTN_STATUS_OK && n == 0);
+    /* A freed ledger. */
+    dpattn_ledger_free(tiny);
+    CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
+              grad_cb, NULL, &key, &st, tiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE);
+    CHECK(memcmp(w, w0, sizeof w) == 0);
+    dpattn_ledger_free(approx);
+    dpattn_ledger_free(ref);
+    dpattn_ledger_free(l);
+    dpattn_shuffle_plan_free(plan);
+    CHECK(dpattn_live_handle_count() == live);
+    return 0;
+}
+
 int dpattn_c_weight_shuffle(void) {
     int line;
     if ((line = plans_and_perms()) != 0) return line;
     if ((line = step()) != 0) return line;
+    if ((line = step_with_ledger()) != 0) return line;
     return refutation();
 }
