@@ -38,7 +38,11 @@ impl<'a> Bytes<'a> {
         u64::from(self.u32()) | (u64::from(self.u32()) << 32)
     }
     /// A size biased towards small values, with occasional huge ones (overflow paths).
+    /// Once the input is used up it yields 1, so short inputs still decode to sane calls.
     pub fn size(&mut self, small: usize) -> usize {
+        if self.0.is_empty() {
+            return 1.min(small);
+        }
         match self.u8() % 16 {
             0 => usize::MAX - (self.u8() as usize),
             1 => 1usize << (self.u8() % 64),
@@ -93,8 +97,10 @@ impl Arena {
         let raw = fill.u8().is_multiple_of(4);
         let words = (0..cap)
             .map(|i| {
-                if raw && i.is_multiple_of(7) {
-                    fill.u64()
+                if raw && i.is_multiple_of(97) {
+                    // NaN, Inf, huge and subnormal bit patterns in a few places.
+                    [u64::MAX, 0x7F80_0000_7FF0_0000, 0x7F7F_FFFF_0000_0001, 0x0000_0001_8000_0000]
+                        [usize::from(fill.u8() % 4)]
                 } else {
                     let a = ((i * 2654435761) % 1000) as f32 / 250.0 - 2.0;
                     u64::from(a.to_bits()) | (u64::from((a * 0.5).to_bits()) << 32)

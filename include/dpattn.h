@@ -3969,6 +3969,10 @@ dpattn_status dpattn_moment_sketch_new(const double *keys,
  * audits only; never release it). Errors as `dpattn_moment_sketch_new` plus
  * `_NON_FINITE`. Allocates. Thread-safe.
  *
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level
+ * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+ *
  * # Safety
  * As `dpattn_moment_sketch_new`.
  */
@@ -5584,6 +5588,10 @@ dpattn_status dpattn_dp_tree_new(const double *values,
  * (tests and audits only; never release it). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
  * `_OUT_OF_RANGE` (empty), `_NON_FINITE`. Allocates. Thread-safe.
  *
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level
+ * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+ *
  * # Safety
  * `values` valid for `values_len` reads, `out_tree` writable.
  */
@@ -5678,6 +5686,10 @@ dpattn_status dpattn_dp_tree_distance_new(const double *x,
  * power of two ≥ 2) over unclamped finite data (tests and audits only). Errors as
  * `dpattn_dp_tree_distance_new` plus `_NON_FINITE` and a bad `n_leaves`. Allocates.
  * Thread-safe.
+ *
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level
+ * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
  * As `dpattn_dp_tree_distance_new`.
@@ -5952,6 +5964,10 @@ dpattn_status dpattn_softmax_tree_new(const double *keys,
  * **Not differentially private.** The noise-free DPTreeSoftmax over unclamped finite data
  * (tests, audits, bias measurement only). Errors as `dpattn_softmax_tree_new` plus
  * `_NON_FINITE`. Allocates. Thread-safe.
+ *
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level
+ * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
  * As `dpattn_softmax_tree_new`.

@@ -21,7 +21,7 @@ for t in "${targets[@]}"; do
     mkdir -p "$corpus" "fuzz/regressions/$t"
     cp -n fuzz/regressions/"$t"/* "$corpus"/ 2>/dev/null || true
     printf '\n==> fuzzing %s for %s s\n' "$t" "$secs"
-    if ! (cd fuzz && cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -rss_limit_mb=4096 -timeout=10); then
+    if ! (cd fuzz && cargo +nightly fuzz run "$t" "corpus/$t" -- -max_total_time="$secs" -max_len=8192 -rss_limit_mb=4096 -timeout=10); then
         found=1
     fi
     for a in fuzz/artifacts/"$t"/*; do

@@ -912,9 +912,13 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_dp_covariance(
         bufs.output("out", out, mat_extent(out_len, out_rows, out_cols, out_row_stride));
         bufs.output("scratch", scratch, scratch_len);
         bufs.disjoint()?;
-        // SAFETY: writable per the caller's contract; disjoint from every other buffer.
+        // SAFETY: writable per the caller's contract; only the extent proven disjoint from
+        // every other buffer is borrowed.
         let (o, sc) = unsafe {
-            (slice_mut(out, out_len, "out")?, slice_mut(scratch, scratch_len, "scratch")?)
+            (
+                slice_mut(out, mat_extent(out_len, out_rows, out_cols, out_row_stride), "out")?,
+                slice_mut(scratch, scratch_len, "scratch")?,
+            )
         };
         let o = MatMut::new(o, out_rows, out_cols, out_row_stride)?;
         let st = KeyedStream::new(&key, stream);
@@ -989,7 +993,10 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_dp_covariance_from_data(
             bufs.disjoint()?;
             // SAFETY: writable per the caller's contract; disjoint from every other buffer.
             let (o, sc) = unsafe {
-                (slice_mut(out, out_len, "out")?, slice_mut(scratch, scratch_len, "scratch")?)
+                (
+                    slice_mut(out, mat_extent(out_len, out_rows, out_cols, out_row_stride), "out")?,
+                    slice_mut(scratch, scratch_len, "scratch")?,
+                )
             };
             let o = MatMut::new(o, out_rows, out_cols, out_row_stride)?;
             let st = KeyedStream::new(&key, stream);

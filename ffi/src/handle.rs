@@ -26,12 +26,18 @@ use crate::boundary::FfiError;
 
 type Entry = Arc<dyn Any + Send + Sync>;
 
-static REGISTRY: Mutex<Option<HashMap<u64, Entry>>> = Mutex::new(None);
+/// A registered handle and whether it was built without noise (`_new_exact`).
+type Registered = (Entry, bool);
+
+static REGISTRY: Mutex<Option<HashMap<u64, Registered>>> = Mutex::new(None);
 /// Ids start high and step by 16 so they look like aligned pointers in a debugger and are
 /// never 0 (NULL); 2^60 handles would be needed to wrap.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0x0D9A_0000_0000);
 
-fn registry() -> MutexGuard<'static, Option<HashMap<u64, Entry>>> {
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("dpattn-ffi handles are 64-bit ids carried in pointers: 64-bit targets only");
+
+fn registry() -> MutexGuard<'static, Option<HashMap<u64, Registered>>> {
     REGISTRY.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -51,10 +57,14 @@ pub(crate) trait Handle: Sized + 'static {
 
     /// Registers `value` and returns its new handle.
     fn into_handle(value: Self::Inner) -> *mut Self {
-        let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
-        let entry: Entry = Arc::new(Slot::<Self> { value: Mutex::new(value), _h: PhantomData });
-        registry().get_or_insert_with(HashMap::new).insert(id, entry);
-        id as usize as *mut Self
+        register(value, false)
+    }
+
+    /// Registers a value built *without noise* (a `_new_exact` constructor): queries that
+    /// report a privacy guarantee or a noise level refuse it (see [`Locked::require_private`]),
+    /// so an exact structure cannot be passed off as a DP release downstream.
+    fn into_exact_handle(value: Self::Inner) -> *mut Self {
+        register(value, true)
     }
 
     /// Looks `ptr` up; `arg` names the argument in the error message.
@@ -62,14 +72,14 @@ pub(crate) trait Handle: Sized + 'static {
         if ptr.is_null() {
             return Err(FfiError::Null(arg));
         }
-        let entry = registry()
+        let (entry, exact) = registry()
             .as_ref()
             .and_then(|m| m.get(&(ptr as usize as u64)))
             .cloned()
             .ok_or(FfiError::InvalidHandle(arg, Self::NAME))?;
         let cell =
             entry.downcast::<Slot<Self>>().map_err(|_| FfiError::InvalidHandle(arg, Self::NAME))?;
-        Ok(Locked { cell, _h: PhantomData })
+        Ok(Locked { cell, exact, _h: PhantomData })
     }
 
     /// Removes `ptr` from the registry. NULL, unknown and wrong-type values are ignored
@@ -82,19 +92,39 @@ pub(crate) trait Handle: Sized + 'static {
         let Some(map) = reg.as_mut() else { return false };
         let id = ptr as usize as u64;
         match map.get(&id) {
-            Some(e) if e.is::<Slot<Self>>() => map.remove(&id).is_some(),
+            Some((e, _)) if e.is::<Slot<Self>>() => map.remove(&id).is_some(),
             _ => false,
         }
     }
 }
 
+fn register<H: Handle>(value: H::Inner, exact: bool) -> *mut H {
+    let id = NEXT_ID.fetch_add(16, Ordering::Relaxed);
+    let entry: Entry = Arc::new(Slot::<H> { value: Mutex::new(value), _h: PhantomData });
+    registry().get_or_insert_with(HashMap::new).insert(id, (entry, exact));
+    id as usize as *mut H
+}
+
 /// A looked-up handle; [`Locked::with`] locks it for the duration of a closure.
 pub(crate) struct Locked<H: Handle> {
     cell: Arc<Slot<H>>,
+    exact: bool,
     _h: PhantomData<fn() -> H>,
 }
 
 impl<H: Handle> Locked<H> {
+    /// Refuses handles registered with [`Handle::into_exact_handle`]: for entry points that
+    /// report a privacy guarantee or a noise level.
+    pub(crate) fn require_private(&self) -> Result<&Self, FfiError> {
+        if self.exact {
+            Err(FfiError::Core(dpattn_core::Error::Unsupported {
+                what: "a privacy or noise report on a structure built by a `_new_exact` constructor (no noise was added; it is not differentially private)",
+            }))
+        } else {
+            Ok(self)
+        }
+    }
+
     /// Runs `f` with exclusive access to the value.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut H::Inner) -> R) -> R {
         let mut guard = self.cell.value.lock().unwrap_or_else(PoisonError::into_inner);

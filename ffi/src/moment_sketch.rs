@@ -240,6 +240,10 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new(
 /// audits only; never release it). Errors as `dpattn_moment_sketch_new` plus
 /// `_NON_FINITE`. Allocates. Thread-safe.
 ///
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level
+/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+///
 /// # Safety
 /// As `dpattn_moment_sketch_new`.
 #[unsafe(no_mangle)]
@@ -268,7 +272,7 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new_exact(
         };
         let s = MomentSketch::non_private_exact(k, v, &p.to_core()?)?;
         // SAFETY: checked non-NULL; writable.
-        unsafe { out.write(dpattn_moment_sketch::into_handle(s)) };
+        unsafe { out.write(dpattn_moment_sketch::into_exact_handle(s)) };
         Ok(())
     })
 }
@@ -371,8 +375,9 @@ pub unsafe extern "C" fn dpattn_moment_sketch_projection_noise_std(
             }
             .into());
         }
-        let v =
-            dpattn_moment_sketch::lookup(sketch, "sketch")?.with(|s| s.projection_noise_std(u2));
+        let v = dpattn_moment_sketch::lookup(sketch, "sketch")?
+            .require_private()?
+            .with(|s| s.projection_noise_std(u2));
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(v) };
         Ok(())

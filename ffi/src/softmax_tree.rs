@@ -103,6 +103,16 @@ fn with<H: Handle, R>(
     H::lookup(h, name)?.with(f)
 }
 
+/// [`with`] for queries that report a privacy guarantee or a noise level: handles built by
+/// a `_new_exact` constructor are refused (`DPATTN_STATUS_UNSUPPORTED`).
+fn with_private<H: Handle, R>(
+    h: *const H,
+    name: &'static str,
+    f: impl FnOnce(&mut H::Inner) -> Result<R, FfiError>,
+) -> Result<R, FfiError> {
+    H::lookup(h, name)?.require_private()?.with(f)
+}
+
 fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
     FfiError::UnknownValue { arg, value, allowed }
 }
@@ -606,6 +616,10 @@ pub unsafe extern "C" fn dpattn_dp_tree_new(
 /// (tests and audits only; never release it). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `_OUT_OF_RANGE` (empty), `_NON_FINITE`. Allocates. Thread-safe.
 ///
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level
+/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+///
 /// # Safety
 /// `values` valid for `values_len` reads, `out_tree` writable.
 #[unsafe(no_mangle)]
@@ -620,7 +634,7 @@ pub unsafe extern "C" fn dpattn_dp_tree_new_exact(
         let v = unsafe { slice(values, values_len, "values") }?;
         let t = DpTree::non_private_exact(v)?;
         // SAFETY: checked non-NULL; writable.
-        unsafe { out.write(dpattn_dp_tree::into_handle(t)) };
+        unsafe { out.write(dpattn_dp_tree::into_exact_handle(t)) };
         Ok(())
     })
 }
@@ -849,6 +863,10 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_new(
 /// `dpattn_dp_tree_distance_new` plus `_NON_FINITE` and a bad `n_leaves`. Allocates.
 /// Thread-safe.
 ///
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level
+/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+///
 /// # Safety
 /// As `dpattn_dp_tree_distance_new`.
 #[unsafe(no_mangle)]
@@ -868,7 +886,7 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_new_exact(
             unsafe { (slice(x, x_len, "x")?, slice(w, w_len, "w")?, read(params, "params")?) };
         let t = DpTreeDistance::non_private_exact(x, w, n_leaves, &p.to_core()?)?;
         // SAFETY: checked non-NULL; writable.
-        unsafe { out.write(dpattn_dp_tree_distance::into_handle(t)) };
+        unsafe { out.write(dpattn_dp_tree_distance::into_exact_handle(t)) };
         Ok(())
     })
 }
@@ -1060,7 +1078,7 @@ pub unsafe extern "C" fn dpattn_dp_tree_high_dim_achieved_privacy(
 ) -> dpattn_status {
     ffi_status(|| {
         let (e, d) = (Out::new(out_epsilon, "out_epsilon")?, Out::new(out_delta, "out_delta")?);
-        let b = with(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
+        let b = with_private(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { write_budget(e, d, b) };
         Ok(())
@@ -1107,7 +1125,7 @@ pub unsafe extern "C" fn dpattn_dp_tree_high_dim_noise_variance(
         let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller contract.
         let y = unsafe { slice(y, y_len, "y") }?;
-        let v = with(tree, "tree", |t| Ok(t.noise_variance(y)?))?;
+        let v = with_private(tree, "tree", |t| Ok(t.noise_variance(y)?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(v) };
         Ok(())
@@ -1481,6 +1499,10 @@ pub unsafe extern "C" fn dpattn_softmax_tree_new(
 /// (tests, audits, bias measurement only). Errors as `dpattn_softmax_tree_new` plus
 /// `_NON_FINITE`. Allocates. Thread-safe.
 ///
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level
+/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
+///
 /// # Safety
 /// As `dpattn_softmax_tree_new`.
 #[unsafe(no_mangle)]
@@ -1508,7 +1530,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_new_exact(
         };
         let t = DpTreeSoftmax::non_private_exact(k, w, &p.to_core()?)?;
         // SAFETY: checked non-NULL; writable.
-        unsafe { out.write(dpattn_softmax_tree::into_handle(t)) };
+        unsafe { out.write(dpattn_softmax_tree::into_exact_handle(t)) };
         Ok(())
     })
 }
@@ -1557,7 +1579,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_get_budget(
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out, "out")?;
-        let b = with(tree, "tree", |t| Ok(dpattn_softmax_budget::from_core(t.budget())))?;
+        let b = with_private(tree, "tree", |t| Ok(dpattn_softmax_budget::from_core(t.budget())))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(b) };
         Ok(())
@@ -1578,7 +1600,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_achieved_privacy(
 ) -> dpattn_status {
     ffi_status(|| {
         let (e, d) = (Out::new(out_epsilon, "out_epsilon")?, Out::new(out_delta, "out_delta")?);
-        let b = with(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
+        let b = with_private(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { write_budget(e, d, b) };
         Ok(())
@@ -1664,7 +1686,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_noise_variance(
         let out = Out::new(out, "out")?;
         // SAFETY: forwarded caller contract.
         let y = unsafe { slice(y, y_len, "y") }?;
-        let v = with(tree, "tree", |t| Ok(t.noise_variance(y)?))?;
+        let v = with_private(tree, "tree", |t| Ok(t.noise_variance(y)?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(v) };
         Ok(())
@@ -1867,7 +1889,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_adaptive_achieved_privacy(
 ) -> dpattn_status {
     ffi_status(|| {
         let (e, d) = (Out::new(out_epsilon, "out_epsilon")?, Out::new(out_delta, "out_delta")?);
-        let b = with(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
+        let b = with_private(tree, "tree", |t| Ok(t.achieved_privacy()?))?;
         // SAFETY: checked non-NULL; writable.
         unsafe { write_budget(e, d, b) };
         Ok(())

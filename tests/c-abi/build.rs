@@ -68,13 +68,16 @@ fn main() {
     }
     build.compile("dpattn_cpp_programs");
 
-    let mut tests = String::new();
+    // The programs run one at a time: some check the process-wide live-handle count, which
+    // concurrent programs would change under them.
+    let mut tests = String::from("static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());\n\n");
     for (lang, list) in [("c", &c), ("cpp", &cpp)] {
         for (name, path) in list {
             let sym = format!("dpattn_{lang}_{name}");
             writeln!(
                 tests,
                 "#[test]\nfn {lang}_{name}() {{\n    unsafe extern \"C\" {{ fn {sym}() -> i32; }}\n    \
+                 let _serial = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);\n    \
                  // SAFETY: a C function with no arguments, compiled from {file}.\n    \
                  let line = unsafe {{ {sym}() }};\n    \
                  assert_eq!(line, 0, \"{file} failed at line {{line}}\");\n}}\n",

@@ -67,6 +67,11 @@ int dpattn_c_moment_sketch(void) {
     /* Noise-free sketch: row 0 (the constant feature) is [n, sum_j v_j]; queries match the
      * naive kernel ratio to 1e-12 (relative; r = 15 terms of O(1) rounding). */
     CHECK(dpattn_moment_sketch_new_exact(keys, N * D, vals, N * D, N, D, D, D, &p, &e) == DPATTN_STATUS_OK);
+    {
+        /* An exact (noise-free) sketch refuses the noise report. */
+        double sd = -1.0;
+        CHECK(dpattn_moment_sketch_projection_noise_std(e, 1.0, &sd) == DPATTN_STATUS_UNSUPPORTED && sd == -1.0);
+    }
     CHECK(dpattn_moment_sketch_get(e, ex, M) == DPATTN_STATUS_OK);
     CHECK(ex[0] == (double)N);
     for (j = 0; j < D; j++) {

@@ -348,6 +348,15 @@ static int softmax(void) {
     /* Noise-free: within eps_s sum|w| e^z of the exact w^T exp(tau X y) plus own-bin bias;
      * the core's documented tolerance for this example is 0.01 * 3 * 1.5. */
     CHECK(dpattn_softmax_tree_new_exact(keys, 6, 3, 2, 2, w, 3, &p, &ex) == DPATTN_STATUS_OK);
+    {
+        /* An exact (noise-free) structure refuses every privacy / noise report. */
+        double pe = -1.0, pd = -1.0, nv = -1.0;
+        dpattn_softmax_budget bud;
+        CHECK(dpattn_softmax_tree_achieved_privacy(ex, &pe, &pd) == DPATTN_STATUS_UNSUPPORTED && msg_has("_new_exact"));
+        CHECK(pe == -1.0 && pd == -1.0);
+        CHECK(dpattn_softmax_tree_noise_variance(ex, y, 2, &nv) == DPATTN_STATUS_UNSUPPORTED && nv == -1.0);
+        CHECK(dpattn_softmax_tree_get_budget(ex, &bud) == DPATTN_STATUS_UNSUPPORTED);
+    }
     for (i = 0; i < 3; i++) {
         double zz = exp((keys[2 * i] * y[0] + keys[2 * i + 1] * y[1]) / 2.0);
         want += w[i] * zz;
