@@ -70,7 +70,8 @@ fn main() {
 
     // The programs run one at a time: some check the process-wide live-handle count, which
     // concurrent programs would change under them.
-    let mut tests = String::from("static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());\n\n");
+    let mut tests =
+        String::from("static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());\n\n");
     for (lang, list) in [("c", &c), ("cpp", &cpp)] {
         for (name, path) in list {
             let sym = format!("dpattn_{lang}_{name}");
