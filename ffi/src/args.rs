@@ -102,6 +102,20 @@ const MAX_BUFFERS: usize = 16;
 
 type Named = (&'static str, Range<usize>);
 
+/// The body of every `dpattn_<x>_default(T *out)` filler: writes `T::default()` to `out`,
+/// `DPATTN_STATUS_NULL_ARGUMENT` for NULL.
+///
+/// # Safety
+/// `out` must be NULL or valid for one write of `T`.
+pub(crate) unsafe fn write_default<T: Default>(out: *mut T) -> crate::status::dpattn_status {
+    crate::boundary::ffi_status(|| {
+        let out = Out::new(out, "out")?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(T::default()) };
+        Ok(())
+    })
+}
+
 /// The byte ranges of the buffers of one call, to prove that outputs overlap nothing.
 /// Fixed capacity: recording never allocates, so entry points stay allocation-free.
 #[derive(Default)]

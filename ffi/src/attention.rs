@@ -258,12 +258,8 @@ fn named(e: FfiError, arg: &'static str) -> FfiError {
 pub unsafe extern "C" fn dpattn_attention_options_default(
     out: *mut dpattn_attention_options,
 ) -> dpattn_status {
-    ffi_status(|| {
-        let out = Out::new(out, "out")?;
-        // SAFETY: checked non-NULL; writable per the caller's contract.
-        unsafe { out.write(dpattn_attention_options::default()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { crate::args::write_default(out) }
 }
 
 /// Writes to `*out_len` the scratch length (in elements: `float` for `dpattn_attention`,

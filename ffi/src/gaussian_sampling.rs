@@ -387,7 +387,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
 /// total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
 /// batch elements when declared disjoint). The domain and `k` must be public (never derived from `X`). The
-/// samplers are floating point; the guarantee is for the exact output law. [FIX]es: the
+/// samplers are floating point; the guarantee is for the exact output law. `[FIX]`es: the
 /// stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
 /// tight), `δ < 0.1` (E18).
 ///

@@ -116,12 +116,8 @@ unsafe fn decode_op<'a>(
 pub unsafe extern "C" fn dpattn_output_perturbation_params_default(
     out: *mut dpattn_output_perturbation_params,
 ) -> dpattn_status {
-    ffi_status(|| {
-        let out = Out::new(out, "out")?;
-        // SAFETY: checked non-NULL; writable per the caller's contract.
-        unsafe { out.write(dpattn_output_perturbation_params::default()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { crate::args::write_default(out) }
 }
 
 /// `Δ` of one query row: the largest L2 change of its attention output when one of its
@@ -522,12 +518,8 @@ unsafe fn decode_cross(
 pub unsafe extern "C" fn dpattn_cross_attention_params_default(
     out: *mut dpattn_cross_attention_params,
 ) -> dpattn_status {
-    ffi_status(|| {
-        let out = Out::new(out, "out")?;
-        // SAFETY: checked non-NULL; writable per the caller's contract.
-        unsafe { out.write(dpattn_cross_attention_params::default()) };
-        Ok(())
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe { crate::args::write_default(out) }
 }
 
 /// The released `d + 1` DPTreeSoftmaxAdaptive structures of DPCrossAttention (opaque).
