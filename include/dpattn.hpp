@@ -76,7 +76,9 @@ inline Failure failure(dpattn_status status) { return Failure{status, last_error
 class Error : public std::runtime_error {
   public:
     Error(dpattn_status status, const std::string& message)
-        : std::runtime_error(std::string(dpattn_status_str(status)) + ": " + message),
+        // The library's message already names the failure; the static description stands
+        // in when there is none.
+        : std::runtime_error(message.empty() ? std::string(dpattn_status_str(status)) : message),
           status_(status) {}
     dpattn_status status() const noexcept { return status_; }
 

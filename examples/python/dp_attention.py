@@ -76,7 +76,7 @@ class DpattnError(RuntimeError):
         buf = C.create_string_buffer(n + 1)
         lib.dpattn_last_error_message(buf, n + 1)
         self.status = status
-        super().__init__(f"{lib.dpattn_status_str(status).decode()}: {buf.value.decode()}")
+        super().__init__(buf.value.decode() or lib.dpattn_status_str(status).decode())
 
 
 def check(lib, status):

@@ -126,10 +126,20 @@ pub(crate) struct Buffers {
     n_outputs: usize,
 }
 
+/// The bytes `ptr[..len]` spans, or `None` when that byte length exceeds `isize::MAX` (no
+/// real buffer is that long: reported as a size overflow, whatever the memory layout).
 fn byte_range<T>(ptr: *const T, len: usize) -> Range<usize> {
     let start = ptr as usize;
-    start..start.saturating_add(len.saturating_mul(size_of::<T>()))
+    match len.checked_mul(size_of::<T>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => start..start.saturating_add(bytes),
+        _ => TOO_LONG,
+    }
 }
+
+/// Marks a recorded buffer whose byte length does not fit in `isize`: an empty range that
+/// no real buffer produces (a real one starts at its address, below `usize::MAX`).
+#[allow(clippy::reversed_empty_ranges)]
+const TOO_LONG: Range<usize> = usize::MAX..0;
 
 impl Buffers {
     /// Records an input (read-only) buffer.
@@ -146,13 +156,18 @@ impl Buffers {
         self
     }
 
-    /// Fails with [`FfiError::Aliasing`] when an output overlaps any other buffer (inputs
-    /// may overlap each other: `q`, `k` and `v` may be the same tensor).
+    /// Fails with [`FfiError::TooLong`] when a buffer's byte length exceeds `isize::MAX`
+    /// (checked first, so the status does not depend on where the buffers lie), else with
+    /// [`FfiError::Aliasing`] when an output overlaps any other buffer (inputs may overlap
+    /// each other: `q`, `k` and `v` may be the same tensor).
     pub(crate) fn disjoint(&self) -> Result<(), FfiError> {
         let overlap = |a: &Range<usize>, b: &Range<usize>| {
             !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
         };
         let (inputs, outputs) = (&self.inputs[..self.n_inputs], &self.outputs[..self.n_outputs]);
+        if let Some((name, _)) = inputs.iter().chain(outputs).find(|(_, r)| *r == TOO_LONG) {
+            return Err(FfiError::TooLong(name));
+        }
         for (i, (on, o)) in outputs.iter().enumerate() {
             for (n, r) in inputs.iter().chain(&outputs[i + 1..]) {
                 if overlap(o, r) {
@@ -203,5 +218,13 @@ mod tests {
         let mut d = Buffers::default();
         d.input("v", p.cast_const(), 0).output("out", p, 4);
         assert!(d.disjoint().is_ok(), "empty buffers overlap nothing");
+        // A length no buffer can have is a size overflow, even where it would also
+        // "overlap" another buffer.
+        let mut e = Buffers::default();
+        e.input("q", p.cast_const(), 4).output("scratch", p.wrapping_add(4), usize::MAX / 2);
+        assert!(matches!(e.disjoint(), Err(FfiError::TooLong("scratch"))));
+        let mut f = Buffers::default();
+        f.input("q", p.wrapping_add(7).cast_const(), 1).output("scratch", p, usize::MAX / 4);
+        assert!(matches!(f.disjoint(), Err(FfiError::TooLong("scratch"))));
     }
 }
