@@ -291,24 +291,15 @@ class Ledger {
   public:
     /// (ε, δ) ledger composing charges by basic composition.
     static Result<Ledger> try_approx(double epsilon, double delta) {
-        dpattn_ledger* raw = nullptr;
-        dpattn_status st = dpattn_ledger_new_approx(epsilon, delta, &raw);
-        if (st != DPATTN_STATUS_OK) return failure(st);
-        return Ledger(raw);
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_approx, epsilon, delta));
     }
     /// zCDP ledger with total ρ.
     static Result<Ledger> try_zcdp(double rho) {
-        dpattn_ledger* raw = nullptr;
-        dpattn_status st = dpattn_ledger_new_zcdp(rho, &raw);
-        if (st != DPATTN_STATUS_OK) return failure(st);
-        return Ledger(raw);
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_zcdp, rho));
     }
     /// RDP ledger targeting (ε, δ).
     static Result<Ledger> try_rdp(double epsilon, double delta) {
-        dpattn_ledger* raw = nullptr;
-        dpattn_status st = dpattn_ledger_new_rdp(epsilon, delta, &raw);
-        if (st != DPATTN_STATUS_OK) return failure(st);
-        return Ledger(raw);
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_rdp, epsilon, delta));
     }
     /// Charges an (ε, δ) release; a refused charge leaves the ledger unchanged.
     dpattn_status try_charge_approx(double epsilon, double delta) {
@@ -344,8 +335,12 @@ class Ledger {
     dpattn_ledger* get() const noexcept { return h_.get(); }
 
   private:
-    explicit Ledger(dpattn_ledger* raw) : h_(raw) {}
-    Handle<dpattn_ledger, dpattn_ledger_free> h_;
+    explicit Ledger(LedgerHandle h) : h_(std::move(h)) {}
+    static Result<Ledger> wrap(Result<LedgerHandle> h) {
+        if (!h.ok()) return Failure{h.status(), h.message()};
+        return Ledger(std::move(h).value());
+    }
+    LedgerHandle h_;
 };
 
 }  // namespace dpattn

@@ -27,7 +27,7 @@ native_libs=$(cargo rustc --release -p dpattn-ffi --features panic-test --crate-
 [ -n "$native_libs" ] || die "rustc did not report native-static-libs for dpattn-ffi"
 host_dir="$target_dir/c-host"
 rm -rf "$host_dir" && mkdir -p "$host_dir"
-cp "$target_dir/release/libdpattn_ffi.a" "$host_dir/libdpattn_ffi_paniktest.a"
+cp "$target_dir/release/libdpattn_ffi.a" "$host_dir/libdpattn_ffi_panictest.a"
 {
     echo '#include <stdio.h>'
     for f in tests/c/*.c tests/c/*.cpp; do
@@ -61,7 +61,7 @@ for f in tests/c/*.cpp; do
 done
 "$CC_BIN" -std=c99 -c "$host_dir/all_main.c" -o "$host_dir/all_main.o"
 # shellcheck disable=SC2086 # $native_libs is a list of linker flags
-"$CXX_BIN" "$host_dir/all_main.o" "${objs[@]}" "$host_dir/libdpattn_ffi_paniktest.a" $native_libs -o "$host_dir/all_programs"
+"$CXX_BIN" "$host_dir/all_main.o" "${objs[@]}" "$host_dir/libdpattn_ffi_panictest.a" $native_libs -o "$host_dir/all_programs"
 valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \
     "$host_dir/all_programs"
 
@@ -69,7 +69,7 @@ step "dpattn.hpp without exceptions (-fno-exceptions -DDPATTN_HPP_NO_EXCEPTIONS)
 printf '#include "dpattn.hpp"\nint main() { return dpattn::try_analytic_gaussian_sigma(1, 1e-5, 1).ok() ? 0 : 1; }\n' \
     > "$host_dir/no_exceptions.cpp"
 "$CXX_BIN" -std=c++17 -fno-exceptions -DDPATTN_HPP_NO_EXCEPTIONS -Wall -Wextra -Werror -Iinclude \
-    "$host_dir/no_exceptions.cpp" "$host_dir/libdpattn_ffi_paniktest.a" $native_libs -o "$host_dir/no_exceptions"
+    "$host_dir/no_exceptions.cpp" "$host_dir/libdpattn_ffi_panictest.a" $native_libs -o "$host_dir/no_exceptions"
 "$host_dir/no_exceptions"
 
 step "install into target/c-install (scripts/install-c.sh)"

@@ -76,6 +76,16 @@ pub(crate) unsafe fn read<T: Copy>(ptr: *const T, name: &'static str) -> Result<
     Ok(unsafe { ptr.read_unaligned() })
 }
 
+/// Decodes a `uint32_t` 0/1 flag (a C `bool` could carry any byte, which would be
+/// undefined behaviour as a Rust `bool`).
+pub(crate) fn flag(arg: &'static str, value: u32) -> Result<bool, FfiError> {
+    match value {
+        0 => Ok(false),
+        1 => Ok(true),
+        value => Err(crate::boundary::unknown(arg, value, "0 or 1")),
+    }
+}
+
 /// An out-parameter checked for NULL up front, written only on success.
 pub(crate) struct Out<T>(*mut T);
 

@@ -9,7 +9,7 @@ use dpattn_core::attention::{self as core_attn, AttentionParams};
 use dpattn_core::reference_attention as core_ref;
 use dpattn_core::{BatchedMut, BatchedRef, Kernel, Mask, Scale, ScoreFn};
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status};
 use crate::status::dpattn_status;
 use crate::tensor::{HasDtype, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
@@ -68,15 +68,6 @@ impl Default for dpattn_attention_options {
             key_padding: core::ptr::null(),
             key_padding_len: 0,
         }
-    }
-}
-
-/// Decodes a `uint32_t` 0/1 flag.
-pub(crate) fn flag(value: u32, arg: &'static str) -> Result<bool, FfiError> {
-    match value {
-        0 => Ok(false),
-        1 => Ok(true),
-        value => Err(FfiError::UnknownValue { arg, value, allowed: "0 or 1" }),
     }
 }
 
@@ -161,7 +152,7 @@ pub(crate) unsafe fn decode_options<'a>(
         // SAFETY: non-NULL and readable per the caller's contract.
         unsafe { read(ptr, "options") }?
     };
-    let causal = flag(o.causal, "options.causal")?;
+    let causal = flag("options.causal", o.causal)?;
     let score = score_fn(o.score, "options.score")?;
     let scale = scale_of(o.scale_kind, o.scale, "options.scale_kind")?;
     let kernel = kernel_of(o.kernel, "options.kernel")?;
@@ -228,23 +219,13 @@ impl Tensors {
         // SAFETY: forwarded caller contract; the outputs overlap nothing (checked above).
         unsafe {
             Ok(Views {
-                q: self.q.view::<T>("q").map_err(|e| named(e, "q"))?,
-                k: self.k.view::<T>("k").map_err(|e| named(e, "k"))?,
-                v: self.v.view::<T>("v").map_err(|e| named(e, "v"))?,
-                out: self.out.view_mut::<O>("out").map_err(|e| named(e, "out"))?,
+                q: self.q.view::<T>("q")?,
+                k: self.k.view::<T>("k")?,
+                v: self.v.view::<T>("v")?,
+                out: self.out.view_mut::<O>("out")?,
                 scratch: slice_mut(scratch, scratch_len, "scratch")?,
             })
         }
-    }
-}
-
-/// The tensor views report a short buffer as `data`; name the tensor instead.
-fn named(e: FfiError, arg: &'static str) -> FfiError {
-    match e {
-        FfiError::Core(dpattn_core::Error::BufferTooShort { needed, got, .. }) => {
-            FfiError::Core(dpattn_core::Error::BufferTooShort { arg, needed, got })
-        }
-        e => e,
     }
 }
 

@@ -74,6 +74,11 @@ impl fmt::Display for FfiError {
     }
 }
 
+/// An enum-like `uint32_t` argument with a value outside `allowed`.
+pub(crate) fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
+    FfiError::UnknownValue { arg, value, allowed }
+}
+
 /// Runs a fallible entry point: clears the last error, catches panics, maps errors to
 /// status codes and records their messages.
 pub(crate) fn ffi_status(body: impl FnOnce() -> Result<(), FfiError>) -> dpattn_status {

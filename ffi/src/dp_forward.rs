@@ -23,9 +23,8 @@ use dpattn_core::sampling::KeyedStream;
 use dpattn_core::{Epsilon, Error, MatMut, MatRef, PrivacyBudget};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
-use crate::boundary::{FfiError, ffi_status};
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::boundary::{FfiError, ffi_status, unknown};
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::status::dpattn_status;
 use crate::tensor::{DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype, dpattn_key};
 
@@ -133,10 +132,6 @@ pub struct dpattn_dp_forward_clip_report {
     pub scaled: usize,
     /// The largest block norm before clipping.
     pub max_norm: f64,
-}
-
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
 }
 
 fn region(v: u32) -> Result<ClipRegion, FfiError> {

@@ -16,10 +16,9 @@ use dpattn_core::gaussian_sampling_attention::{
 use dpattn_core::sampling::KeyedStream;
 use dpattn_core::{MatMut, MatRef, PrivacyBudget, ScoreFn};
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
-use crate::boundary::{FfiError, ffi_status, ffi_value};
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
+use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::status::dpattn_status;
 use crate::tensor::{
     HasDtype, dpattn_dtype, dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype,
@@ -137,10 +136,6 @@ pub struct dpattn_gaussian_sampling_report {
     pub clipped_columns: usize,
 }
 
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
-}
-
 fn score_of(v: u32) -> Result<ScoreFn, FfiError> {
     match v {
         DPATTN_GAUSSIAN_SAMPLING_SCORE_EXP => Ok(ScoreFn::Exp),
@@ -207,14 +202,6 @@ fn rho_model_of(v: u32, c: f64) -> Result<RhoModel, FfiError> {
             v,
             "DPATTN_GAUSSIAN_SAMPLING_RHO_PAPER_NOMINAL (0), _GAUSSIAN_SPECTRAL (1)",
         )),
-    }
-}
-
-fn flag(arg: &'static str, v: u32) -> Result<bool, FfiError> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(unknown(arg, v, "0 or 1")),
     }
 }
 

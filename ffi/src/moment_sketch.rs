@@ -9,11 +9,10 @@ use dpattn_core::moment_sketch::{MomentSketch, MomentSketchParams, SketchNoise};
 use dpattn_core::sampling::KeyedStream;
 use dpattn_core::{MatRef, PrivacyBudget};
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value};
 use crate::handle::Handle;
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_QUERY_REJECT, DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, impl_handle,
     query_policy_of, temperature_of,
@@ -80,17 +79,7 @@ impl dpattn_moment_sketch_params {
             }
         };
         p.query_policy = query_policy_of(self.query_policy)?;
-        p.clamp_outputs = match self.clamp_outputs {
-            0 => false,
-            1 => true,
-            v => {
-                return Err(FfiError::UnknownValue {
-                    arg: "clamp_outputs",
-                    value: v,
-                    allowed: "0 or 1",
-                });
-            }
-        };
+        p.clamp_outputs = flag("clamp_outputs", self.clamp_outputs)?;
         Ok(p)
     }
 }

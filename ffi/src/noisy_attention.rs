@@ -8,8 +8,8 @@
 use dpattn_core::noisy_attention::{self as core_noisy, NoiseSpec, NoiseStream};
 use dpattn_core::sampling::NoiseKey;
 
-use crate::args::{Buffers, read, slice};
-use crate::attention::{decode_options, dpattn_attention_options, flag, read_tensors};
+use crate::args::{Buffers, flag, read, slice};
+use crate::attention::{decode_options, dpattn_attention_options, read_tensors};
 use crate::boundary::{FfiError, ffi_status};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
@@ -58,7 +58,7 @@ unsafe fn stream<'a>(
     sigma_name: &'static str,
     bufs: &mut Buffers,
 ) -> Result<Option<NoiseStream<'a>>, FfiError> {
-    if !flag(enabled, flag_name)? {
+    if !flag(flag_name, enabled)? {
         return Ok(None);
     }
     // SAFETY: forwarded caller contract.

@@ -18,9 +18,8 @@ use dpattn_core::noisy_head::{
 use dpattn_core::{Error, MatMut, MatRef};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
-use crate::boundary::{FfiError, ffi_status};
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::boundary::{FfiError, ffi_status, unknown};
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::status::dpattn_status;
 use crate::tensor::dpattn_key;
 
@@ -161,10 +160,6 @@ pub struct dpattn_noisy_head_features {
 /// exceptions, no longjmp) and must not touch the call's buffers.
 pub type dpattn_noisy_head_iter_fn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, t: u32, gamma: *const f64, len: usize)>;
-
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
-}
 
 fn form(v: u32) -> Result<Form, FfiError> {
     match v {

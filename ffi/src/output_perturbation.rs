@@ -17,15 +17,14 @@ use dpattn_core::softmax_tree::{
 };
 use dpattn_core::{MatRef, PrivacyBudget};
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::attention::{
-    DPATTN_KERNEL_AUTO, DPATTN_SCALE_INV_SQRT_DIM, DPATTN_SCORE_EXP, flag, kernel_of, key_padding,
+    DPATTN_KERNEL_AUTO, DPATTN_SCALE_INV_SQRT_DIM, DPATTN_SCORE_EXP, kernel_of, key_padding,
     read_tensors, scale_of, score_fn,
 };
-use crate::boundary::{FfiError, ffi_status, ffi_value};
+use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 
@@ -437,10 +436,6 @@ impl Default for dpattn_cross_attention_params {
     }
 }
 
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
-}
-
 /// # Safety
 /// `ptr` must be NULL or readable for one struct.
 unsafe fn decode_cross(
@@ -488,7 +483,7 @@ unsafe fn decode_cross(
         eps_s: p.eps_s,
         temperature,
         accounting,
-        strict: flag(p.strict, "params.strict")?,
+        strict: flag("params.strict", p.strict)?,
         query_policy,
         memory_limit_bytes: p.memory_limit_bytes,
     };
@@ -497,10 +492,10 @@ unsafe fn decode_cross(
             tree,
             copies,
             p_fail: p.p_fail,
-            snap_to_net: flag(p.snap_to_net, "params.snap_to_net")?,
+            snap_to_net: flag("params.snap_to_net", p.snap_to_net)?,
         },
         split,
-        clamp_outputs: flag(p.clamp_outputs, "params.clamp_outputs")?,
+        clamp_outputs: flag("params.clamp_outputs", p.clamp_outputs)?,
         domain_policy,
     })
 }

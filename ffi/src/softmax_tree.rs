@@ -19,8 +19,8 @@ use dpattn_core::softmax_tree::{
 };
 use dpattn_core::{Error, MatRef, PrivacyBudget};
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
-use crate::boundary::{FfiError, ffi_status, ffi_value};
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
+use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
 use crate::status::dpattn_status;
 use crate::tensor::dpattn_key;
@@ -111,18 +111,6 @@ fn with_private<H: Handle, R>(
     f: impl FnOnce(&mut H::Inner) -> Result<R, FfiError>,
 ) -> Result<R, FfiError> {
     H::lookup(h, name)?.require_private()?.with(f)
-}
-
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
-}
-
-fn flag(arg: &'static str, v: u32) -> Result<bool, FfiError> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(unknown(arg, v, "0 or 1")),
-    }
 }
 
 fn accounting_of(v: u32) -> Result<Accounting, FfiError> {

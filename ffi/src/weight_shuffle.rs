@@ -30,11 +30,10 @@ use dpattn_core::weight_shuffle::{
     shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
 };
 
-use crate::args::{Buffers, Out, read, slice, slice_mut};
-use crate::boundary::{FfiError, ffi_status, ffi_value};
+use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
+use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
-use crate::ledger::dpattn_ledger;
-use crate::ledger::with_ledger;
+use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_dtype, dpattn_key, with_dtype};
 
@@ -273,18 +272,6 @@ pub type dpattn_shuffle_grad_fn = Option<
         out_grad_len: usize,
     ) -> u32,
 >;
-
-fn unknown(arg: &'static str, value: u32, allowed: &'static str) -> FfiError {
-    FfiError::UnknownValue { arg, value, allowed }
-}
-
-fn flag(arg: &'static str, v: u32) -> Result<bool, FfiError> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(unknown(arg, v, "0 or 1")),
-    }
-}
 
 fn linear(l: &dpattn_shuffle_linear, bias_arg: &'static str) -> Result<LinearLayout, FfiError> {
     let layout = match l.layout {

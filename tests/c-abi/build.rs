@@ -4,7 +4,7 @@
 //! Convention: `tests/c/<name>.c` defines `int dpattn_c_<name>(void)` and
 //! `tests/c/<name>.cpp` defines `extern "C" int dpattn_cpp_<name>(void)`; each returns 0
 //! when every check passed, else the line number of the first failed check. Files ending
-//! in `_main.c` are stand-alone hosts for scripts (not compiled here); `*.h`/`*.hpp` are
+//! in `_main.c` would be stand-alone hosts (not compiled here; `scripts/c-host.sh` generates its own); `*.h`/`*.hpp` are
 //! shared helpers.
 
 use std::fmt::Write as _;

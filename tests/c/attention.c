@@ -97,12 +97,6 @@ static void ref_attn(double *out, double *bound, const double *q, const double *
     free(w);
 }
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 /* A [B, H, S, D] tensor stored as [B, S, H, D] with `extra` padding elements per row. */
 static dpattn_tensor4 strided_in(const void *data, size_t len, uint32_t dt, size_t B, size_t H,
                                  size_t S, size_t D, size_t extra) {

@@ -16,12 +16,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 static double rel(double a, double b) { return fabs(a / b - 1.0); }
 
 /* Φ(x) from C's erfc: accurate to a few ulps in absolute terms. */

@@ -4,6 +4,9 @@
 #define DPATTN_TEST_CHECK_H
 
 #include <stdio.h>
+#include <string.h>
+
+#include "dpattn.h"
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \
@@ -12,5 +15,13 @@
             return __LINE__;                                                         \
         }                                                                            \
     } while (0)
+
+/* Whether this thread's last-error message contains `needle` (messages name the argument
+ * at fault; the tests check that they do). */
+static inline int msg_has(const char *needle) {
+    char buf[512];
+    dpattn_last_error_message(buf, sizeof buf);
+    return strstr(buf, needle) != NULL;
+}
 
 #endif /* DPATTN_TEST_CHECK_H */

@@ -9,12 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 /* |a/b - 1| <= tol */
 static int rel(double a, double b, double tol) { return fabs(a / b - 1.0) <= tol; }
 

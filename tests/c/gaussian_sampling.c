@@ -11,12 +11,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static int msg_has(const char *what) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, what) != NULL;
-}
-
 /* Relative closeness; the spec prints 6 significant digits, so 1e-5 for its values. */
 static int rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
 

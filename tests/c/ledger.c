@@ -10,12 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 /* Snapshot of everything a ledger reports. */
 typedef struct {
     dpattn_amount spent, remaining, total;

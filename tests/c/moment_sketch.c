@@ -13,12 +13,6 @@
 
 enum { N = 40, D = 2, R = 15 /* C(2 + 4, 4) features at s = 4 */, M = R * (D + 1) };
 
-static int msg_has(const char *what) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, what) != NULL;
-}
-
 static double taylor(double z, unsigned s) {
     double term = 1, sum = 1;
     for (unsigned t = 1; t <= s; t++) { term *= z / t; sum += term; }

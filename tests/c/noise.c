@@ -22,12 +22,6 @@
 #define Z_CRIT 4.8916
 #define N_STAT 200000
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 static dpattn_key make_key(unsigned char base) {
     dpattn_key k;
     int i;

@@ -26,12 +26,6 @@ static double unif(void) {
     return (double)(st >> 11) / 4503599627370496.0 - 1.0;
 }
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 enum { B = 2, H = 4, SQ = 64, SK = 48, D = 8, DV = 16 };
 #define NQ ((size_t)B * H * SQ * D)
 #define NK ((size_t)B * H * SK * D)

@@ -11,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 static int rel(double a, double b, double tol) { return fabs(a / b - 1.0) <= tol; }
 
 /* Field-by-field equality (the struct has padding after `iters` and `accounting`, whose

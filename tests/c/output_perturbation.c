@@ -33,11 +33,6 @@ static double unif(void) {
     rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
     return (double)(rs >> 11) / 4503599627370496.0 - 1.0;
 }
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
 static int up_close(double got, double exact) {
     return got >= exact * (1.0 - 1e-15) && got <= exact * (1.0 + 1e-12);
 }

@@ -12,12 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 
-static int msg_has(const char *what) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, what) != NULL;
-}
-
 static int rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
 
 static double binom(unsigned n, unsigned k) {

@@ -11,12 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-static int msg_has(const char *needle) {
-    char buf[512];
-    dpattn_last_error_message(buf, sizeof buf);
-    return strstr(buf, needle) != NULL;
-}
-
 /* y = W2·relu(W1·x + b1) + b2 with W1 5×3 at 0, b1 at 15, W2 2×5 at 20, b2 at 30 (all
    (out, in) row-major); elements 32..34 belong to no block and never move. */
 #define IN 3
