@@ -4,8 +4,8 @@
 //! Convention: `tests/c/<name>.c` defines `int dpattn_c_<name>(void)` and
 //! `tests/c/<name>.cpp` defines `extern "C" int dpattn_cpp_<name>(void)`; each returns 0
 //! when every check passed, else the line number of the first failed check. Files ending
-//! in `_main.c` would be stand-alone hosts (not compiled here; `scripts/c-host.sh` generates its own); `*.h`/`*.hpp` are
-//! shared helpers.
+//! in `_main.c` are left out (stand-alone hosts; `scripts/c-host.sh` generates its own);
+//! `*.h`/`*.hpp` are shared helpers.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
