@@ -1,0 +1,175 @@
+//! One CUDA device: its primary context, its kernel module cache, and streams (owned or
+//! borrowed from the caller).
+//!
+//! **Context.** [`Device::get`] retains the device's *primary* context, the one PyTorch,
+//! cuBLAS and most engines use, so their device pointers are valid here. Devices are kept in
+//! a process-wide table: every call for ordinal `i` shares one context and one cache.
+//!
+//! **Module cache.** Kernels are compiled by NVRTC on first use and cached per (device,
+//! architecture, [`KernelSpec`]); CUBIN for the device's exact compute capability when
+//! NVRTC supports it, PTX for the newest older architecture otherwise (the driver JIT
+//! compiles it). A load failure from a driver older than NVRTC's PTX names both versions.
+//!
+//! **Streams.** [`Device::new_stream`] makes an owned stream; [`Device::borrow_stream`]
+//! wraps a stream owned by the caller (a C++ engine, PyTorch's current stream) that is never
+//! destroyed here. Every kernel entry point takes the stream to run on and orders nothing
+//! else: the caller's stream orders the work.
+//!
+//! ```no_run
+//! use dpattn_cuda::Device;
+//! let dev = Device::get(0)?; // errors (never panics) without a driver or GPU
+//! println!("{} (sm_{})", dev.name(), dev.arch());
+//! # Ok::<(), dpattn_cuda::Error>(())
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, sys};
+
+use crate::compile::{self, CodeForm};
+use crate::error::{Error, Result, driver, guarded};
+use crate::kernels::KernelSpec;
+use crate::probe::{Availability, probe};
+
+/// A CUDA device (its primary context) with a kernel cache.
+#[derive(Debug)]
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    name: String,
+    arch: u32,
+    sms: u32,
+    cache: Mutex<HashMap<KernelSpec, CudaFunction>>,
+}
+
+fn table() -> &'static Mutex<HashMap<usize, Arc<Device>>> {
+    static T: OnceLock<Mutex<HashMap<usize, Arc<Device>>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Device {
+    /// The device `ordinal`, opened once per process (later calls share it).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when [`probe`] finds no driver, no NVRTC or no device;
+    /// [`Error::NoSuchDevice`] for an ordinal past the last device; [`Error::Driver`] when
+    /// the driver refuses; [`Error::Panicked`] if cudarc panics.
+    pub fn get(ordinal: usize) -> Result<Arc<Device>> {
+        let devices = match probe() {
+            Availability::Available { devices } => devices,
+            other => return Err(Error::Unavailable(other)),
+        };
+        if ordinal >= devices {
+            return Err(Error::NoSuchDevice { ordinal, devices });
+        }
+        let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = t.get(&ordinal) {
+            return Ok(d.clone());
+        }
+        let dev = guarded(|| {
+            let ctx =
+                CudaContext::new(ordinal).map_err(driver(format!("open device {ordinal}")))?;
+            let (major, minor) = ctx.compute_capability().map_err(driver("compute capability"))?;
+            let sms = ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .map_err(driver("multiprocessor count"))?;
+            let name = ctx.name().map_err(driver("device name"))?;
+            Ok(Device {
+                ctx,
+                name,
+                arch: (major * 10 + minor) as u32,
+                sms: sms.max(1) as u32,
+                cache: Mutex::new(HashMap::new()),
+            })
+        })?;
+        let dev = Arc::new(dev);
+        t.insert(ordinal, dev.clone());
+        Ok(dev)
+    }
+
+    /// The device's name, e.g. "NVIDIA H100 80GB HBM3".
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Compute capability as `major·10 + minor` (90 for an H100).
+    pub fn arch(&self) -> u32 {
+        self.arch
+    }
+
+    /// Number of streaming multiprocessors.
+    pub fn multiprocessors(&self) -> u32 {
+        self.sms
+    }
+
+    /// The cudarc context (the device's primary context).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// A new stream owned by the returned handle (destroyed when the last clone drops).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the driver cannot create it.
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
+        guarded(|| self.ctx.new_stream().map_err(driver("create stream")))
+    }
+
+    /// Wraps a stream the caller owns (a `CUstream`/`cudaStream_t`, NULL for the legacy
+    /// default stream). Dropping the wrapper does not destroy the stream.
+    ///
+    /// # Safety
+    /// `raw` must be a valid stream of this device's primary context (or NULL) and stay
+    /// alive while the wrapper, or work queued through it, is in use.
+    pub unsafe fn borrow_stream(&self, raw: sys::CUstream) -> Arc<CudaStream> {
+        // SAFETY: forwarded to the caller (a live stream of this context); cudarc marks the
+        // wrapper as not owned, so drop never destroys it.
+        unsafe { self.ctx.wrap_borrowed_stream(raw) }
+    }
+
+    /// The compiled function of `spec`, from the cache or compiled and loaded now.
+    pub(crate) fn function(&self, spec: &KernelSpec) -> Result<CudaFunction> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = cache.get(spec) {
+            return Ok(f.clone());
+        }
+        let archs = compile::supported_archs()?;
+        let (arch, form) = compile::choose_target(self.arch, &archs).ok_or_else(|| {
+            Error::Unsupported { what: format!("sm_{}: NVRTC supports only {archs:?}", self.arch) }
+        })?;
+        let code = compile::compile(spec, arch, form)?;
+        let f = guarded(|| {
+            let ptx = match form {
+                CodeForm::Cubin => cudarc::nvrtc::Ptx::from_binary(code.image),
+                CodeForm::Ptx => cudarc::nvrtc::Ptx::from_src(
+                    String::from_utf8_lossy(code.image.strip_suffix(&[0]).unwrap_or(&code.image))
+                        .into_owned(),
+                ),
+            };
+            let module = self.ctx.load_module(ptx).map_err(|e| self.load_error(spec, e))?;
+            module
+                .load_function(spec.entry)
+                .map_err(driver(format!("load function {}", spec.entry)))
+        })?;
+        cache.insert(spec.clone(), f.clone());
+        Ok(f)
+    }
+
+    fn load_error(&self, spec: &KernelSpec, e: cudarc::driver::DriverError) -> Error {
+        use sys::cudaError_enum as E;
+        if matches!(e.0, E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION | E::CUDA_ERROR_NO_BINARY_FOR_GPU) {
+            let mut v: std::ffi::c_int = 0;
+            // SAFETY: `v` is valid for one write; the driver library is loaded (probe passed).
+            let _ = unsafe { sys::cuDriverGetVersion(&mut v) };
+            if let Ok(nvrtc) = compile::nvrtc_version() {
+                return Error::DriverTooOld { nvrtc, driver: v, error: format!("{e:?}") };
+            }
+        }
+        driver(format!("load module {}", spec.label()))(e)
+    }
+
+    /// Raises any error the driver recorded asynchronously (e.g. a failed free in a `Drop`).
+    pub(crate) fn check(&self) -> Result<()> {
+        guarded(|| self.ctx.check_err().map_err(driver("deferred driver error")))
+    }
+}

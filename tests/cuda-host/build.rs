@@ -1,0 +1,22 @@
+//! Compiles `host_check.cpp`, which includes the CUDA device headers of `cuda/src/kernels/`
+//! as plain C++17 (their prelude maps the CUDA intrinsics to portable code), with FMA
+//! contraction off so the host evaluates every expression exactly as written, as the GPU
+//! does under `--fmad=false`.
+
+fn main() {
+    let kernels = "../../cuda/src/kernels";
+    for f in ["prelude.cuh", "chacha20.cuh", "fast_math.cuh", "noise_value.cuh", "clip.cuh"] {
+        println!("cargo:rerun-if-changed={kernels}/{f}");
+    }
+    println!("cargo:rerun-if-changed=host_check.cpp");
+    cc::Build::new()
+        .cpp(true)
+        .std("c++17")
+        .file("host_check.cpp")
+        .include(kernels)
+        .flag_if_supported("-ffp-contract=off")
+        .flag_if_supported("-fno-fast-math")
+        .warnings(true)
+        .extra_warnings(true)
+        .compile("dpattn_cuda_host_check");
+}

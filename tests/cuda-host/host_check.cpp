@@ -1,0 +1,100 @@
+// Host-side entry points over the CUDA device headers, so that Rust tests can compare the
+// GPU code's arithmetic with dpattn-core without a GPU. Each function mirrors what one
+// kernel thread does for one element or one row, with the same device functions.
+#include "prelude.cuh"
+#include "chacha20.cuh"
+#include "fast_math.cuh"
+#include "noise_value.cuh"
+#include "clip.cuh"
+
+static DpKey key_of(const u32* k) {
+    DpKey key;
+    for (int i = 0; i < 8; ++i) key.w[i] = k[i];
+    return key;
+}
+
+extern "C" {
+
+void dpck_chacha20_block(const u32* key, u64 counter, u64 stream, u32* out) {
+    dp_chacha20_block(key_of(key), counter, stream, out);
+}
+
+double dpck_ln_unit(double u) { return dp_ln_unit(u); }
+
+void dpck_sincos_2pi(u64 m, u32 bits, double* s, double* c) { dp_sincos_2pi(m, bits, s, c); }
+
+u16 dpck_f32_to_bf16(float x) { return dp_f32_to_bf16_bits(x); }
+u16 dpck_f32_to_f16(float x) { return dp_f32_to_f16_bits(x); }
+float dpck_f64_to_f32_rz(double x) { return dp_f64_to_f32_rz(x); }
+
+// What dp_fill writes for elements first .. first + n − 1: out_kind 0 f32, 1 f64, 2 bf16,
+// 3 f16 (16-bit outputs as u16), sampler as DP_SAMPLER.
+void dpck_fill(int sampler, int uw, int out_kind, double p, const u32* key, u64 stream, u64 first,
+               u64 n, void* out) {
+    const DpKey k = key_of(key);
+    const u64 epb = (u64)(16 / uw);
+    u32 w[16];
+    u64 cached = ~0ull;
+    for (u64 i = 0; i < n; ++i) {
+        const u64 e = first + i, blk = e / epb;
+        if (blk != cached) { dp_chacha20_block(k, blk, stream, w); cached = blk; }
+        const double v = dp_block_value(w, sampler, uw, p, (int)(e % epb));
+        switch (out_kind) {
+            case 0: ((float*)out)[i] = dp_out_f32(v); break;
+            case 1: ((double*)out)[i] = dp_out_f64(v, uw); break;
+            case 2: ((u16*)out)[i] = dp_out_bf16(v); break;
+            default: ((u16*)out)[i] = dp_out_f16(v); break;
+        }
+    }
+}
+
+// One row of dp_clip_rows_gaussian with a sequential sum (the CPU's order): returns 1 if the
+// row was rescaled, 0 if not, -1 if it held a non-finite value (then it is all NaN).
+// is_f32: the row is f32 (read from and written to `x32`), else f64 (`x64`).
+int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double sigma, const u32* key,
+                  u64 stream, u64 e_begin) {
+    const DpKey k = key_of(key);
+    double m = 0.0, raw = 0.0;
+    int bad = 0;
+    for (u64 j = 0; j < dim; ++j) {
+        double a = std::fabs(is_f32 ? (double)x32[j] : x64[j]);
+        if (!dp_is_finite(a)) bad = 1;
+        else { m = std::fmax(m, a); raw += a * a; }
+    }
+    if (bad) {
+        for (u64 j = 0; j < dim; ++j) {
+            if (is_f32) x32[j] = dp_bits_f32(0x7fc00000u); else x64[j] = dp_bits_f64(0x7ff8000000000000ull);
+        }
+        return -1;
+    }
+    double root = 0.0;
+    if (m != 0.0) {
+        if (dp_norm_raw_ok(m)) {
+            root = dp_sqrt(raw) / m;
+        } else {
+            double s = 0.0;
+            for (u64 j = 0; j < dim; ++j) {
+                double r = (is_f32 ? (double)x32[j] : x64[j]) / m;
+                s += r * r;
+            }
+            root = dp_sqrt(s);
+        }
+    }
+    const double factor = dp_clip_factor(c, dim, m, root);
+    u32 w[16];
+    u64 cached = ~0ull;
+    for (u64 j = 0; j < dim; ++j) {
+        const u64 e = e_begin + j, q = e / 8;
+        double v = is_f32 ? (double)x32[j] : x64[j];
+        if (factor >= 0.0) v = is_f32 ? (double)dp_f64_to_f32_rz((v / m) * factor) : (v / m) * factor;
+        if (sigma > 0.0) {
+            if (q != cached) { dp_chacha20_block(k, q, stream, w); cached = q; }
+            const double z = dp_block_value(w, DP_SAMPLER_GAUSSIAN, 2, 1.0, (int)(e % 8));
+            v = is_f32 ? (double)dp_f64_to_f32_rn(v + sigma * z) : v + sigma * z;
+        }
+        if (is_f32) x32[j] = (float)v; else x64[j] = v;
+    }
+    return factor >= 0.0 ? 1 : 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,44 @@
+//! The CUDA kernels' device code (`cuda/src/kernels/*.cuh`), compiled for the host by
+//! `build.rs` and exposed for the tests in `tests/port.rs`, which compare it bit for bit
+//! with `dpattn-core`. The GPU runs the same functions (compiled by NVRTC with
+//! `--fmad=false`); `scripts/gpu-test.sh` checks the GPU's output against the CPU directly.
+#![allow(unsafe_code)]
+
+unsafe extern "C" {
+    /// ChaCha20 block (port of `chacha20_block`).
+    pub fn dpck_chacha20_block(key: *const u32, counter: u64, stream: u64, out: *mut u32);
+    /// `ln u` on the grid.
+    pub fn dpck_ln_unit(u: f64) -> f64;
+    /// `(sin, cos)(2π m 2^-bits)`.
+    pub fn dpck_sincos_2pi(m: u64, bits: u32, s: *mut f64, c: *mut f64);
+    /// f32 → bf16 bits, round to nearest even.
+    pub fn dpck_f32_to_bf16(x: f32) -> u16;
+    /// f32 → f16 bits, round to nearest even (the host emulation of `cvt.rn.f16.f32`).
+    pub fn dpck_f32_to_f16(x: f32) -> u16;
+    /// f64 → f32 toward zero.
+    pub fn dpck_f64_to_f32_rz(x: f64) -> f32;
+    /// What `dp_fill` writes for elements `first .. first + n`.
+    pub fn dpck_fill(
+        sampler: i32,
+        uw: i32,
+        out_kind: i32,
+        p: f64,
+        key: *const u32,
+        stream: u64,
+        first: u64,
+        n: u64,
+        out: *mut core::ffi::c_void,
+    );
+    /// One row of `dp_clip_rows_gaussian` (sequential sum).
+    pub fn dpck_clip_row(
+        is_f32: i32,
+        x32: *mut f32,
+        x64: *mut f64,
+        dim: u64,
+        c: f64,
+        sigma: f64,
+        key: *const u32,
+        stream: u64,
+        e_begin: u64,
+    ) -> i32;
+}
