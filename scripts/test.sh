@@ -5,7 +5,10 @@
 # and fails loudly when something cannot be installed. Runs: format check, clippy with
 # warnings as errors, every test target of the workspace (including the C/C++ ABI
 # programs), doc tests, rustdoc with warnings as errors, host tests of the core without
-# default features, and no_std builds of dpattn-core for a bare-metal target.
+# default features, and no_std builds of dpattn-core for a bare-metal target. Installs
+# NVRTC (the PyPI wheel nvidia-cuda-nvrtc-cu12) into target/py-venv and fails if any CUDA
+# kernel fails to compile through it; the GPU tests themselves need a GPU
+# (scripts/gpu-test.sh) and are listed as ignored here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +38,20 @@ if ! rustup target list --installed | grep -qx "$NO_STD_TARGET"; then
         || die "rustup could not install the $NO_STD_TARGET target; the no_std build cannot be proven without it"
 fi
 
+step "NVRTC for the CUDA kernel compile tests (nvidia-cuda-nvrtc-cu12 into target/py-venv)"
+PYTHON=$(command -v python3) || die "python3 not found: needed for the venv that holds NVRTC"
+target_dir=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
+[ -n "$target_dir" ] || die "could not read the target directory from cargo metadata"
+venv="$target_dir/py-venv"
+[ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+nvrtc_dir() { { compgen -G "$venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12" || true; } | head -n 1 | xargs -r dirname; }
+[ -n "$(nvrtc_dir)" ] || "$venv/bin/pip" install --quiet "nvidia-cuda-nvrtc-cu12>=12.2,<13" \
+    || die "pip could not install nvidia-cuda-nvrtc-cu12 into $venv"
+NVRTC_DIR=$(nvrtc_dir)
+[ -n "$NVRTC_DIR" ] || die "libnvrtc.so.12 not found in $venv after installing nvidia-cuda-nvrtc-cu12"
+export LD_LIBRARY_PATH="$NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "NVRTC: $NVRTC_DIR"
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
@@ -44,6 +61,9 @@ cargo clippy -p dpattn-core --lib --no-default-features -- -D warnings
 
 step "cargo test (all targets: unit, integration, C/C++ ABI programs, examples, benches)"
 cargo test --workspace --all-targets --all-features
+
+step "every CUDA kernel variant compiles through NVRTC (CUBIN sm_80/sm_90, PTX compute_80)"
+cargo test -p dpattn-cuda --test nvrtc_compile -- --include-ignored
 
 step "doc tests"
 cargo test --workspace --all-features --doc

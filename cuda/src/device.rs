@@ -102,6 +102,11 @@ impl Device {
         self.sms
     }
 
+    /// How many kernel variants are compiled and loaded in this device's cache.
+    pub fn cached_kernels(&self) -> usize {
+        self.cache.lock().map_or_else(|p| p.into_inner().len(), |c| c.len())
+    }
+
     /// The cudarc context (the device's primary context).
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx

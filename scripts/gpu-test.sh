@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# GPU tests of dpattn-cuda: GPU noise bit-identical to the CPU (stream words, every sampler,
+# layout and dtype), chunked fills, Gaussian/Laplace statistics, caller-owned memory on a
+# foreign stream, clip-rows-then-noise against the CPU release, bad input; then the same
+# tests under compute-sanitizer memcheck and racecheck.
+#
+#   scripts/gpu-test.sh            build (needs cargo) and run (needs a GPU)
+#   scripts/gpu-test.sh --bundle   only build target/gpu-bundle/ (cargo, no GPU needed)
+#   scripts/gpu-test.sh --run      only run target/gpu-bundle/ (GPU, no Rust needed)
+#
+# On a machine without a GPU the run fails: these tests never report a skip as a pass.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/gpu-common.sh
+mode=${1:-all}
+
+if [ "$mode" != --run ]; then
+    step "building the GPU test binary into $BUNDLE"
+    command -v cargo >/dev/null || die "cargo not found: build the bundle elsewhere with --bundle, then use --run"
+    bundle_exe test gpu gpu-tests test --release -p dpattn-cuda --test gpu --no-run
+    ls -l "$BUNDLE"
+fi
+[ "$mode" = --bundle ] && exit 0
+
+[ -x "$BUNDLE/gpu-tests" ] || die "$BUNDLE/gpu-tests missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+step "device"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
+setup_nvrtc
+
+step "GPU tests"
+"$BUNDLE/gpu-tests" --ignored --test-threads=1
+
+command -v compute-sanitizer >/dev/null || die "compute-sanitizer not found (CUDA toolkit): memcheck/racecheck are part of this check"
+# The statistics test only repeats the fill kernel on 2^24 elements; it is left out of the
+# sanitizer runs, which slow kernels down by orders of magnitude.
+for tool in memcheck racecheck; do
+    step "compute-sanitizer --tool $tool"
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$BUNDLE/gpu-tests" --ignored --test-threads=1 --skip gaussian_and_laplace_output_have_the_right_distribution
+done
+step "all GPU checks passed"
