@@ -222,6 +222,7 @@ pub unsafe fn clip_rows_add_gaussian_raw(
     let key = GpuKey::of(draw);
     let stream_id = draw.stream_id();
     let (c, sigma) = (params.clip_norm, params.sigma);
+    dev.bind()?;
     guarded(|| {
         // SAFETY: `status` addresses two u32 on this device (caller contract); the memset
         // is queued on the same stream as the kernel, so it completes first.

@@ -55,16 +55,16 @@ impl Device {
     /// [`Error::NoSuchDevice`] for an ordinal past the last device; [`Error::Driver`] when
     /// the driver refuses; [`Error::Panicked`] if cudarc panics.
     pub fn get(ordinal: usize) -> Result<Arc<Device>> {
+        let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = t.get(&ordinal) {
+            return Ok(d.clone());
+        }
         let devices = match probe() {
             Availability::Available { devices } => devices,
             other => return Err(Error::Unavailable(other)),
         };
         if ordinal >= devices {
             return Err(Error::NoSuchDevice { ordinal, devices });
-        }
-        let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = t.get(&ordinal) {
-            return Ok(d.clone());
         }
         let dev = guarded(|| {
             let ctx =
@@ -171,6 +171,12 @@ impl Device {
             }
         }
         driver(format!("load module {}", spec.label()))(e)
+    }
+
+    /// Makes this device's primary context current on the calling thread (driver calls
+    /// outside cudarc's safe layer need it; cudarc's own calls bind it themselves).
+    pub(crate) fn bind(&self) -> Result<()> {
+        guarded(|| self.ctx.bind_to_thread().map_err(driver("make the context current")))
     }
 
     /// Raises any error the driver recorded asynchronously (e.g. a failed free in a `Drop`).
