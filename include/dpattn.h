@@ -67,6 +67,26 @@
 #define DPATTN_KERNEL_AVX2_FMA 2
 
 /**
+ * `dpattn_cuda_fill_noise` sampler: uniform variates in `(0, 1]` (`param` is ignored).
+ */
+#define DPATTN_CUDA_SAMPLER_UNIFORM 0
+
+/**
+ * `dpattn_cuda_fill_noise` sampler: Gaussian `N(0, param²)` (Box–Muller); `param` is σ.
+ */
+#define DPATTN_CUDA_SAMPLER_GAUSSIAN 1
+
+/**
+ * `dpattn_cuda_fill_noise` sampler: Laplace of scale `param`.
+ */
+#define DPATTN_CUDA_SAMPLER_LAPLACE 2
+
+/**
+ * `dpattn_cuda_fill_noise` sampler: exponential of rate `param` (mean `1/param`).
+ */
+#define DPATTN_CUDA_SAMPLER_EXPONENTIAL 3
+
+/**
  * `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level, §4.2).
  */
 #define DPATTN_DP_FORWARD_REGION_FROBENIUS 0
@@ -602,6 +622,18 @@ enum dpattn_status
    */
   DPATTN_STATUS_INVALID_HANDLE = 16,
   /**
+   * CUDA cannot run here (a `dpattn_cuda_*` call): no CUDA driver library, no NVRTC
+   * library, no device, the driver failed to initialise, or the device ordinal asked for
+   * is not present. The message says which. Nothing was queued or written.
+   */
+  DPATTN_STATUS_CUDA_UNAVAILABLE = 17,
+  /**
+   * A CUDA driver call, an NVRTC kernel compilation or a kernel launch failed (a
+   * `dpattn_cuda_*` call); the message carries the driver's error name and description
+   * or NVRTC's compile log.
+   */
+  DPATTN_STATUS_CUDA_ERROR = 18,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -784,6 +816,17 @@ typedef struct {
 } dpattn_tensor4;
 
 /**
+ * A 256-bit ChaCha20 noise key (`docs/RANDOMNESS.md`): the 32 bytes are read as eight
+ * little-endian words. Treat it as a secret: anyone who has it can subtract the noise.
+ */
+typedef struct {
+  /**
+   * The key bytes.
+   */
+  uint8_t bytes[32];
+} dpattn_key;
+
+/**
  * The parameters of one DP-Forward hook (`DpForwardParams`). Fill with
  * `dpattn_dp_forward_params_default`, then set at least `tokens` and `dim`.
  */
@@ -891,17 +934,6 @@ typedef struct {
    */
   double max_norm;
 } dpattn_dp_forward_clip_report;
-
-/**
- * A 256-bit ChaCha20 noise key (`docs/RANDOMNESS.md`): the 32 bytes are read as eight
- * little-endian words. Treat it as a secret: anyone who has it can subtract the noise.
- */
-typedef struct {
-  /**
-   * The key bytes.
-   */
-  uint8_t bytes[32];
-} dpattn_key;
 
 /**
  * The choices that shape a calibration (`dpattn_gaussian_sampling_calibration_default`
@@ -2835,6 +2867,187 @@ dpattn_status dpattn_normal_quantile(double p, double *out_x);
  * `out_x` must be NULL or valid for writing a `double`.
  */
 dpattn_status dpattn_normal_isf(double q, double *out_x);
+
+/**
+ * Whether CUDA work can run here. On success writes the number of visible CUDA devices
+ * (at least 1) to `*out_devices`.
+ *
+ * The check loads the CUDA driver library and the NVRTC library (kernels are compiled at
+ * run time, so NVRTC is required) and asks the driver for its devices; it never panics and
+ * never aborts, whatever is missing. Each call checks again, so a library installed later
+ * is found.
+ *
+ * Returns `DPATTN_STATUS_OK`, or
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `out_devices` NULL;
+ * * `DPATTN_STATUS_CUDA_UNAVAILABLE`: the message says why: "CUDA driver library not found
+ *   (libcuda)", "NVRTC library not found (libnvrtc)", "CUDA driver found but no device is
+ *   visible", or the driver's error.
+ *
+ * `*out_devices` is written only on success. Thread-safe.
+ *
+ * ```c
+ * uint32_t n = 0;
+ * if (dpattn_cuda_probe(&n) != DPATTN_STATUS_OK) {
+ *     char why[256];
+ *     dpattn_last_error_message(why, sizeof why); // e.g. "CUDA unavailable: ..."
+ * }
+ * ```
+ *
+ * # Safety
+ * `out_devices` must be NULL or valid for writing one `uint32_t`.
+ */
+dpattn_status dpattn_cuda_probe(uint32_t *out_devices);
+
+/**
+ * Queues on `cu_stream` a fill of the device buffer `out[0..len]` with keyed noise:
+ * `out[i]` is element `first + i` of the draw `(key, stream_id)`, the same value the CPU's
+ * `dpattn_fill_*` produces for that draw and index (`docs/RANDOMNESS.md`; the kernels are
+ * a line-by-line port compiled without contraction, so values are bit-identical).
+ *
+ * * `device`: CUDA device ordinal; `out` must be memory of that device's primary context
+ *   (what the CUDA runtime and PyTorch allocate).
+ * * `cu_stream`: a `CUstream` / `cudaStream_t` of that context, or NULL for the legacy
+ *   default stream. It is used, never synchronised or destroyed.
+ * * `out`: device pointer to `len` elements of `dtype`: `DPATTN_DTYPE_F32` (`float`),
+ *   `_F64` (`double`), `_BF16` or `_F16` (16-bit values stored as `uint16_t`; the `float`
+ *   value rounded to nearest even). `len >= 1`.
+ * * `sampler`: `DPATTN_CUDA_SAMPLER_UNIFORM` (values in `(0, 1]`; `param` ignored),
+ *   `_GAUSSIAN` (`param` = σ), `_LAPLACE` (`param` = scale), `_EXPONENTIAL` (`param` =
+ *   rate); `param` is validated as by `dpattn_fill_gaussian`, `_laplace`, `_exponential`.
+ * * `uniform_bits`: 24 (one stream word per uniform: the layout of the CPU samplers with
+ *   `DPATTN_DTYPE_F32`) or 53 (two words: the layout of the CPU's `DPATTN_DTYPE_F64`
+ *   samplers and of attention noise). The output type does not depend on it.
+ * * `key` is copied before the call returns; `stream_id` and `first` address the draw.
+ *   One (key, stream id) pair serves one draw only: reusing it repeats the noise.
+ *
+ * A floating-point sampler (`docs/RANDOMNESS.md` §7): do not release `x + noise` computed
+ * this way where an attacker sees the low bits. The first call per device and variant
+ * compiles the kernel with NVRTC (synchronously, on the calling thread); later calls reuse
+ * it.
+ *
+ * Returns `DPATTN_STATUS_OK` once the work is queued (read `out` after the stream reaches
+ * it), or, with nothing queued or written:
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `out` NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`; `dtype`, `sampler` or `uniform_bits` not
+ *   one of the values above; `param` not finite and `> 0` (Gaussian, Laplace,
+ *   exponential); `len` = 0;
+ * * `DPATTN_STATUS_MISALIGNED`: `out` not aligned for `dtype`;
+ * * `DPATTN_STATUS_SIZE_OVERFLOW`: `len` elements exceed `PTRDIFF_MAX` bytes, or
+ *   `first + len > 2^64`;
+ * * `DPATTN_STATUS_CUDA_UNAVAILABLE`: no driver, no NVRTC, no device, or no device
+ *   `device` (the message says which) — all arguments above were valid;
+ * * `DPATTN_STATUS_CUDA_ERROR`: the driver, NVRTC (the message holds its compile log) or
+ *   the launch failed, or an earlier asynchronous error of the context surfaced;
+ * * `DPATTN_STATUS_UNSUPPORTED`: NVRTC cannot target this device's architecture.
+ *
+ * Thread-safe: the kernel cache per device is shared and locked; the thread's current
+ * CUDA context is left as it was.
+ *
+ * ```c
+ * // float *d_noise = ...;  cudaStream_t s = ...;  (device 0, 1 << 20 floats)
+ * dpattn_status st = dpattn_cuda_fill_noise(0, (void *)s, d_noise, 1u << 20, DPATTN_DTYPE_F32,
+ *                                           DPATTN_CUDA_SAMPLER_GAUSSIAN, 2.0, 53, &key, 7, 0);
+ * ```
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`. `out` must address `len`
+ * writable elements of `dtype` in the device's primary context, stay valid until the
+ * queued work completes and not be accessed concurrently by other streams; `cu_stream`
+ * must be NULL or a live stream of that context that outlives the queued work.
+ */
+dpattn_status dpattn_cuda_fill_noise(int32_t device,
+                                     void *cu_stream,
+                                     void *out,
+                                     size_t len,
+                                     dpattn_dtype dtype,
+                                     uint32_t sampler,
+                                     double param,
+                                     uint32_t uniform_bits,
+                                     const dpattn_key *key,
+                                     uint64_t stream_id,
+                                     uint64_t first);
+
+/**
+ * Queues on `cu_stream` a copy of the raw ChaCha20 keystream words `first_word,
+ * first_word + 1, …` of stream `stream_id` under `key` into the device buffer
+ * `out[0..len]`: bit-identical to `dpattn_stream_words(key, stream_id, first_word, 0, out,
+ * len)` on the CPU (for audits of GPU noise). `len >= 1`, `first_word + len <= 2^68`.
+ *
+ * `device`, `cu_stream`, the asynchronous contract and the status codes are as in
+ * `dpattn_cuda_fill_noise` (no dtype, sampler or parameter; `out` must be 4-byte aligned;
+ * `DPATTN_STATUS_OUT_OF_RANGE` also for `first_word + len > 2^68`).
+ *
+ * # Safety
+ * As `dpattn_cuda_fill_noise`, with `out` addressing `len` `uint32_t`.
+ */
+dpattn_status dpattn_cuda_fill_stream_words(int32_t device,
+                                            void *cu_stream,
+                                            uint32_t *out,
+                                            size_t len,
+                                            const dpattn_key *key,
+                                            uint64_t stream_id,
+                                            uint64_t first_word);
+
+/**
+ * Queues on `cu_stream` DP-Forward's token-level release in place on the device matrix
+ * `x`: each of the `rows` rows of `dim` elements (row `r` starts at element `r·ld`) is
+ * clipped to Euclidean norm `clip_norm`, then `sigma·N` is added to every entry, with `N`
+ * the standard normals `first + r·dim + j` of the draw `(key, stream_id)` in the 53-bit
+ * layout (the elements the CPU's DP-Forward noise uses; the noise values are
+ * bit-identical to the CPU's, a clipped entry may differ in the last place because the
+ * row norm is a parallel sum).
+ *
+ * Every clipped row has norm `<= clip_norm` including rounding, so the ℓ2 sensitivity of
+ * the matrix under replacing one row is `2·clip_norm`; calibrate `sigma` on the CPU (the
+ * `dpattn_dp_forward_*` functions). `sigma = 0` clips only.
+ *
+ * * `x`: device pointer to `len` elements of `dtype`, `DPATTN_DTYPE_F32` or `_F64` only;
+ *   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.
+ * * `clip_norm` in `[1e-100, 1e100]`, `sigma` finite and `>= 0`.
+ * * `counters`: device pointer to two `uint32_t`, not overlapping `x`. The call queues a
+ *   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (those
+ *   rows are overwritten with NaN, never released un-noised; the other rows are processed)
+ *   and `counters[1]` = rows that were rescaled. Both are **asynchronous** results: read
+ *   them after the stream reaches the work, and treat `counters[0] > 0` as a failed
+ *   release. The rescaled count depends on private data: keep it on the data owner's side.
+ *
+ * Returns `DPATTN_STATUS_OK` once the work is queued, or, with nothing queued or written:
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` or `counters` NULL, or `x` NULL with `len > 0`;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`, `dtype` not F32/F64, `clip_norm` or
+ *   `sigma` outside its range;
+ * * `DPATTN_STATUS_SHAPE_MISMATCH`: `rows` or `dim` zero, or `ld < dim`;
+ * * `DPATTN_STATUS_BUFFER_TOO_SHORT`: `(rows − 1)·ld + dim > len`;
+ * * `DPATTN_STATUS_MISALIGNED`: `x` not aligned for `dtype`, `counters` not 4-byte
+ *   aligned;
+ * * `DPATTN_STATUS_SIZE_OVERFLOW`: `len` elements exceed `PTRDIFF_MAX` bytes, the extent
+ *   overflows, or `first + rows·dim > 2^64`;
+ * * `DPATTN_STATUS_ALIASING`: `counters` overlaps the rows of `x`;
+ * * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`,
+ *   `DPATTN_STATUS_UNSUPPORTED`: as in `dpattn_cuda_fill_noise`.
+ *
+ * Non-finite rows are reported only through `counters[0]` (the status is `OK`: the kernel
+ * has not run when the call returns). Thread-safe as `dpattn_cuda_fill_noise`.
+ *
+ * # Safety
+ * `key` must be NULL or valid for reading a `dpattn_key`. `x` must address `len` elements
+ * of `dtype` and `counters` two `uint32_t`, both in the device's primary context, valid
+ * until the queued work completes and not accessed concurrently by other streams;
+ * `cu_stream` must be NULL or a live stream of that context that outlives the queued work.
+ */
+dpattn_status dpattn_cuda_clip_rows_add_gaussian(int32_t device,
+                                                 void *cu_stream,
+                                                 void *x,
+                                                 size_t len,
+                                                 dpattn_dtype dtype,
+                                                 size_t rows,
+                                                 size_t dim,
+                                                 size_t ld,
+                                                 double clip_norm,
+                                                 double sigma,
+                                                 const dpattn_key *key,
+                                                 uint64_t stream_id,
+                                                 uint64_t first,
+                                                 uint32_t *counters);
 
 /**
  * Fills `*out` with the defaults documented on each field of

@@ -29,11 +29,23 @@ pub(crate) enum FfiError {
     InvalidHandle(&'static str, &'static str),
     /// An enum-like `uint32_t` argument (dtype, kind, ...) with an unknown value.
     UnknownValue { arg: &'static str, value: u32, allowed: &'static str },
+    /// A GPU entry point failed on the CUDA side (never `dpattn_cuda::Error::Core`, which
+    /// becomes [`FfiError::Core`]).
+    Cuda(dpattn_cuda::Error),
 }
 
 impl From<dpattn_core::Error> for FfiError {
     fn from(e: dpattn_core::Error) -> Self {
         FfiError::Core(e)
+    }
+}
+
+impl From<dpattn_cuda::Error> for FfiError {
+    fn from(e: dpattn_cuda::Error) -> Self {
+        match e {
+            dpattn_cuda::Error::Core(e) => FfiError::Core(e),
+            e => FfiError::Cuda(e),
+        }
     }
 }
 
@@ -47,6 +59,7 @@ impl FfiError {
             FfiError::Aliasing(..) => dpattn_status::Aliasing,
             FfiError::InvalidHandle(..) => dpattn_status::InvalidHandle,
             FfiError::UnknownValue { .. } => dpattn_status::OutOfRange,
+            FfiError::Cuda(e) => dpattn_status::of_cuda(e),
         }
     }
 }
@@ -70,6 +83,7 @@ impl fmt::Display for FfiError {
             FfiError::UnknownValue { arg, value, allowed } => {
                 write!(f, "`{arg}` = {value} is not one of {allowed}")
             }
+            FfiError::Cuda(e) => e.fmt(f),
         }
     }
 }

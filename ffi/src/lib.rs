@@ -33,6 +33,7 @@ mod args;
 mod attention;
 mod boundary;
 mod calibration;
+mod cuda;
 mod dp_forward;
 mod gaussian_sampling;
 mod handle;
@@ -97,6 +98,7 @@ pub use version::dpattn_version;
 
 pub use accounting::*;
 pub use calibration::*;
+pub use cuda::*;
 pub use ledger::*;
 pub use noise::*;
 pub use weight_shuffle::*;

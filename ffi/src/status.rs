@@ -47,6 +47,14 @@ pub enum dpattn_status {
     Aliasing = 15,
     /// A handle is not live: already freed, never created by dpattn, or of another type.
     InvalidHandle = 16,
+    /// CUDA cannot run here (a `dpattn_cuda_*` call): no CUDA driver library, no NVRTC
+    /// library, no device, the driver failed to initialise, or the device ordinal asked for
+    /// is not present. The message says which. Nothing was queued or written.
+    CudaUnavailable = 17,
+    /// A CUDA driver call, an NVRTC kernel compilation or a kernel launch failed (a
+    /// `dpattn_cuda_*` call); the message carries the driver's error name and description
+    /// or NVRTC's compile log.
+    CudaError = 18,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -74,6 +82,20 @@ impl dpattn_status {
         }
     }
 
+    /// The code of a GPU error.
+    pub(crate) fn of_cuda(e: &dpattn_cuda::Error) -> Self {
+        use dpattn_cuda::Error as E;
+        match e {
+            E::Core(e) => Self::of(e),
+            E::Unavailable(_) | E::NoSuchDevice { .. } => Self::CudaUnavailable,
+            E::Unsupported { .. } => Self::Unsupported,
+            E::NonFiniteRows { .. } => Self::NonFinite,
+            // Compile, Driver, DriverTooOld, Panicked and variants added later: the message
+            // carries the full text.
+            _ => Self::CudaError,
+        }
+    }
+
     fn description(code: u32) -> &'static [u8] {
         match code {
             0 => b"ok\0",
@@ -93,6 +115,8 @@ impl dpattn_status {
             14 => b"misaligned pointer\0",
             15 => b"output buffer overlaps another buffer\0",
             16 => b"invalid handle (freed, foreign, or of another type)\0",
+            17 => b"CUDA unavailable (no driver, no NVRTC, or no such device)\0",
+            18 => b"CUDA error (driver call, NVRTC compilation or kernel launch)\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",
@@ -135,9 +159,29 @@ mod tests {
     }
 
     #[test]
+    fn every_cuda_error_has_a_code() {
+        use dpattn_cuda::{Availability, Error as E};
+        let errors = [
+            E::Core(dpattn_core::Error::SizeOverflow { what: "a" }),
+            E::Unavailable(Availability::NoDriverLibrary),
+            E::Unavailable(Availability::NoNvrtcLibrary),
+            E::Unavailable(Availability::NoDevice),
+            E::NoSuchDevice { ordinal: 1, devices: 1 },
+            E::Compile { kernel: "k".into(), options: vec![], log: "error: x".into() },
+            E::Driver { during: "d".into(), name: "CUDA_ERROR_X".into(), message: "m".into() },
+            E::DriverTooOld { nvrtc: (12, 8), driver: 12020, error: "e".into() },
+            E::Unsupported { what: "a".into() },
+            E::NonFiniteRows { arg: "x", rows: 1 },
+            E::Panicked("p".into()),
+        ];
+        let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of_cuda(e) as u32).collect();
+        assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 4, 18]);
+    }
+
+    #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 99, 100] {
+        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 99, 100] {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
             let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");
