@@ -18,17 +18,22 @@ if [ "$mode" != --run ]; then
     step "building the GPU test binary into $BUNDLE"
     command -v cargo >/dev/null || die "cargo not found: build the bundle elsewhere with --bundle, then use --run"
     bundle_exe test gpu gpu-tests test --release -p dpattn-cuda --test gpu --no-run
+    # The C ABI's unit tests take their GPU branches (bit-identity with the CPU through the
+    # C entry points, the caller's stream, the counters) when a device is present.
+    bundle_exe rlib dpattn_ffi ffi-tests test --release -p dpattn-ffi --lib --no-run
     ls -l "$BUNDLE"
 fi
 [ "$mode" = --bundle ] && exit 0
 
-[ -x "$BUNDLE/gpu-tests" ] || die "$BUNDLE/gpu-tests missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/ffi-tests" ] || die "$BUNDLE/gpu-tests missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
 step "device"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
 setup_nvrtc
 
 step "GPU tests"
 "$BUNDLE/gpu-tests" --ignored --test-threads=1
+step "C ABI unit tests (GPU branches)"
+"$BUNDLE/ffi-tests" cuda --test-threads=1
 
 command -v compute-sanitizer >/dev/null || die "compute-sanitizer not found (CUDA toolkit): memcheck/racecheck are part of this check"
 # The statistics test only repeats the fill kernel on 2^24 elements; it is left out of the
