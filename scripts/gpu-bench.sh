@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-common.sh
 mode=${1:-all}
+case $mode in all | --bundle | --run) ;; *) die "usage: scripts/gpu-bench.sh [--bundle | --run]" ;; esac
 
 if [ "$mode" != --run ]; then
     step "building the GPU benchmark into $BUNDLE"

@@ -17,6 +17,7 @@ bundle_exe() {
     shift 3
     command -v python3 >/dev/null || die "python3 is needed to read cargo's JSON messages"
     local exe
+    cargo "$@" >/dev/null || die "cargo $* failed"
     exe=$(cargo "$@" --message-format=json \
         | python3 -c '
 import json, sys
@@ -29,7 +30,7 @@ for line in sys.stdin:
     t = m.get("target") or {}
     if m.get("reason") == "compiler-artifact" and t.get("name") == name and kind in t.get("kind", []) and m.get("executable"):
         print(m["executable"])
-' "$kind" "$name" | tail -n 1)
+' "$kind" "$name" | tail -n 1) || die "could not read cargo's messages for $name"
     [ -n "$exe" ] && [ -x "$exe" ] || die "cargo did not produce the $kind executable $name"
     mkdir -p "$BUNDLE"
     cp "$exe" "$BUNDLE/$dest"
@@ -52,12 +53,15 @@ setup_nvrtc() {
     fi
     [ -n "$found" ] || die "no libnvrtc found (CUDA toolkit lib64 or the nvidia-cuda-nvrtc wheel); kernels cannot be compiled"
     local links=target/nvrtc-link
-    mkdir -p "$links"
-    if [ ! -e "$found/libnvrtc.so" ]; then
+    rm -rf "$links"
+    export LD_LIBRARY_PATH="$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    if [ ! -e "$found/libnvrtc.so" ] && [ ! -e "$found/libnvrtc.so.12" ]; then
+        # e.g. only libnvrtc.so.13: cudarc asks for libnvrtc.so first.
         local lib
         lib=$(ls "$found"/libnvrtc.so.* | grep -v builtins | head -n 1)
-        ln -sf "$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")" "$links/libnvrtc.so"
+        mkdir -p "$links"
+        ln -s "$(cd "$(dirname "$lib")" && pwd)/$(basename "$lib")" "$links/libnvrtc.so"
+        export LD_LIBRARY_PATH="$(cd "$links" && pwd):$LD_LIBRARY_PATH"
     fi
-    export LD_LIBRARY_PATH="$(cd "$links" && pwd):$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "NVRTC from $found"
 }

@@ -153,6 +153,7 @@ pub fn clip_rows_add_gaussian<T: ClipElement>(
     first: u64,
 ) -> Result<ClipRowsReport> {
     let len = x.len();
+    crate::noise_fill::buffer_on_device("x", x.stream(), dev)?;
     guarded(|| {
         let mut status = stream.alloc_zeros::<u32>(2).map_err(driver("allocate status"))?;
         {

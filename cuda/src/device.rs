@@ -40,6 +40,7 @@ pub struct Device {
     arch: u32,
     sms: u32,
     cache: Mutex<HashMap<KernelSpec, CudaFunction>>,
+    compilations: std::sync::atomic::AtomicUsize,
 }
 
 fn table() -> &'static Mutex<HashMap<usize, Arc<Device>>> {
@@ -80,6 +81,7 @@ impl Device {
                 arch: (major * 10 + minor) as u32,
                 sms: sms.max(1) as u32,
                 cache: Mutex::new(HashMap::new()),
+                compilations: std::sync::atomic::AtomicUsize::new(0),
             })
         })?;
         let dev = Arc::new(dev);
@@ -105,6 +107,11 @@ impl Device {
     /// How many kernel variants are compiled and loaded in this device's cache.
     pub fn cached_kernels(&self) -> usize {
         self.cache.lock().map_or_else(|p| p.into_inner().len(), |c| c.len())
+    }
+
+    /// How many NVRTC compilations this device has run (each variant once, when cached).
+    pub fn compilations(&self) -> usize {
+        self.compilations.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The cudarc context (the device's primary context).
@@ -143,6 +150,7 @@ impl Device {
             Error::Unsupported { what: format!("sm_{}: NVRTC supports only {archs:?}", self.arch) }
         })?;
         let code = compile::compile(spec, arch, form)?;
+        self.compilations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let f = guarded(|| {
             let ptx = match form {
                 CodeForm::Cubin => cudarc::nvrtc::Ptx::from_binary(code.image),
@@ -162,7 +170,7 @@ impl Device {
 
     fn load_error(&self, spec: &KernelSpec, e: cudarc::driver::DriverError) -> Error {
         use sys::cudaError_enum as E;
-        if matches!(e.0, E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION | E::CUDA_ERROR_NO_BINARY_FOR_GPU) {
+        if e.0 == E::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
             let mut v: std::ffi::c_int = 0;
             // SAFETY: `v` is valid for one write; the driver library is loaded (probe passed).
             let _ = unsafe { sys::cuDriverGetVersion(&mut v) };

@@ -43,13 +43,13 @@ impl FillPlan {
     ///
     /// # Errors
     /// [`Error::OutOfRange`] for `n = 0`; [`Error::SizeOverflow`] when `first + n`
-    /// exceeds `2^64` (the last element index must fit in a `u64`, as on the CPU).
+    /// exceeds `u64::MAX` (the CPU's `fill_keyed` rule).
     pub fn new(n: u64, first: u64, epb: u32, sms: u32) -> Result<Self, Error> {
         if n == 0 {
             return Err(Error::OutOfRange { name: "len", value: 0.0, allowed: ">= 1" });
         }
         debug_assert!(epb.is_power_of_two() && epb <= 16);
-        first.checked_add(n - 1).ok_or(Error::SizeOverflow { what: "first element + length" })?;
+        first.checked_add(n).ok_or(Error::SizeOverflow { what: "first element + length" })?;
         let e = u64::from(epb);
         let skip = (first % e) as u32;
         let chacha_blocks = (n - 1 + u64::from(skip)) / e + 1;
@@ -92,8 +92,22 @@ impl FillPlan {
 /// least 1, at most `2^31 − 1`): enough to fill the device, with a grid-stride loop beyond.
 pub fn grid_for(work: u64, threads: u32, sms: u32) -> u32 {
     let needed = work.div_ceil(u64::from(threads.max(1))).max(1);
-    let cap = u64::from(sms.max(1)) * u64::from(BLOCKS_PER_SM);
+    let mut cap = u64::from(sms.max(1)) * u64::from(BLOCKS_PER_SM);
+    let test_cap = GRID_CAP.load(std::sync::atomic::Ordering::Relaxed);
+    if test_cap > 0 {
+        cap = cap.min(u64::from(test_cap));
+    }
     needed.min(cap).min((1u64 << 31) - 1) as u32
+}
+
+static GRID_CAP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Caps every grid at `blocks` (0 removes the cap) so that tests make the kernels' grid-stride
+/// loops run many times on small inputs. Results do not depend on the grid (values are keyed
+/// by logical index), only the work per block does.
+#[doc(hidden)]
+pub fn set_grid_cap_for_tests(blocks: u32) {
+    GRID_CAP.store(blocks, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Checked shape of a `[rows, dim]` matrix with row stride `ld` in a buffer of `len`
@@ -116,7 +130,8 @@ impl RowsPlan {
     /// # Errors
     /// [`Error::ShapeMismatch`] for zero rows or columns or `ld < dim`;
     /// [`Error::BufferTooShort`] when `(rows − 1)·ld + dim > len`;
-    /// [`Error::SizeOverflow`] when sizes overflow or `first + rows·dim > 2^64`.
+    /// [`Error::SizeOverflow`] when sizes overflow or `first + rows·dim > u64::MAX` (the
+    /// CPU's rule).
     pub fn new(
         rows: usize,
         dim: usize,
@@ -150,7 +165,7 @@ impl RowsPlan {
             .checked_mul(dim as u64)
             .ok_or(Error::SizeOverflow { what: "rows * dim" })?;
         first
-            .checked_add(elements - 1)
+            .checked_add(elements)
             .ok_or(Error::SizeOverflow { what: "first element + rows * dim" })?;
         Ok(RowsPlan {
             rows: rows as u64,
@@ -193,12 +208,13 @@ mod tests {
 
     #[test]
     fn fill_plans_at_the_end_of_the_index_space() {
-        let p = FillPlan::new(16, u64::MAX - 15, 16, 1).unwrap();
+        // As on the CPU, first + n must not exceed u64::MAX.
+        let p = FillPlan::new(15, u64::MAX - 15, 16, 1).unwrap();
         assert_eq!((p.first_block, p.skip, p.chacha_blocks), (u64::MAX / 16, 0, 1));
-        assert!(matches!(FillPlan::new(17, u64::MAX - 15, 16, 1), Err(Error::SizeOverflow { .. })));
+        assert!(matches!(FillPlan::new(16, u64::MAX - 15, 16, 1), Err(Error::SizeOverflow { .. })));
         assert!(matches!(FillPlan::new(0, 0, 16, 1), Err(Error::OutOfRange { .. })));
-        // Last element exactly u64::MAX is allowed (first + n = 2^64).
-        assert!(FillPlan::new(1, u64::MAX, 8, 1).is_ok());
+        assert!(FillPlan::new(1, u64::MAX - 1, 8, 1).is_ok());
+        assert!(FillPlan::new(1, u64::MAX, 8, 1).is_err());
     }
 
     #[test]
@@ -243,10 +259,10 @@ mod tests {
             Err(Error::SizeOverflow { .. })
         ));
         assert!(matches!(
-            RowsPlan::new(2, 4, 4, 8, u64::MAX - 6, 1),
+            RowsPlan::new(2, 4, 4, 8, u64::MAX - 7, 1),
             Err(Error::SizeOverflow { .. })
         ));
-        assert!(RowsPlan::new(2, 4, 4, 8, u64::MAX - 7, 1).is_ok());
+        assert!(RowsPlan::new(2, 4, 4, 8, u64::MAX - 8, 1).is_ok());
         assert_eq!(RowsPlan::new(10_000, 4, 4, 40_000, 0, 10).unwrap().grid, 10 * BLOCKS_PER_SM);
     }
 }

@@ -208,9 +208,12 @@ impl GpuKey {
 
 /// Fills `out` (a cudarc buffer or view on `dev`) with elements `first ..` of the draw.
 ///
+/// `out` is trusted to describe its own memory (`len()` and the pointer): cudarc's slices and
+/// views do; a hand-written `DevicePtrMut` that lies about its length is the caller's bug.
+///
 /// # Errors
 /// [`Error::Unsupported`] when `T` cannot hold `dtype`; [`Error::Core`] for an empty buffer
-/// or `first + len > 2^64`; [`Error::Driver`]/[`Error::Compile`] from the launch.
+/// or `first + len > u64::MAX` (the CPU's rule); [`Error::Driver`]/[`Error::Compile`] from the launch.
 #[allow(clippy::too_many_arguments)]
 pub fn fill_noise<T: NoiseElement>(
     dev: &Device,
@@ -228,6 +231,7 @@ pub fn fill_noise<T: NoiseElement>(
         });
     }
     let len = out.len();
+    buffer_on_device("out", out.stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
         // SAFETY: `ptr` addresses `len` elements of `T` (a live cudarc buffer), and `T`
@@ -289,6 +293,7 @@ pub fn fill_stream_words(
     first_word: u128,
 ) -> Result<()> {
     let len = out.len();
+    buffer_on_device("out", out.stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
         // SAFETY: `ptr` addresses the `len` u32 of a live cudarc buffer on this device.
@@ -380,6 +385,16 @@ pub(crate) fn check_device_buffer(
         return Err(E::SizeOverflow { what: "device buffer bytes" }.into());
     }
     Ok(())
+}
+
+/// A cudarc buffer must have been allocated in this device's context: a pointer of another
+/// device would make the kernel fault and poison the shared primary context.
+pub(crate) fn buffer_on_device(arg: &'static str, owner: &CudaStream, dev: &Device) -> Result<()> {
+    if std::sync::Arc::ptr_eq(owner.context(), dev.context()) {
+        Ok(())
+    } else {
+        Err(Error::Unsupported { what: format!("{arg}: a buffer of another device or context") })
+    }
 }
 
 /// The stream must belong to this device's context.

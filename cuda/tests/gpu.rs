@@ -183,9 +183,9 @@ fn moment_z(x: &[f64], var: f64, m4: f64) -> (f64, f64) {
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn gaussian_and_laplace_output_have_the_right_distribution() {
-    // Fixed seeds; each z-test at two-sided α = 1e-6 (|z| < 4.89); n = 2^24 detects a
-    // variance off by 0.2 % (Gaussian) with power ~1. KS on 2^20 values: D < 1.627/√n·...
-    // i.e. the α = 1e-6 critical value √(ln(2/α)/2n).
+    // Fixed seeds; each z-test at two-sided α = 1e-6 (|z| < 4.89); with n = 2^24 a Gaussian
+    // variance off by 0.3 % gives z ≈ 8.7 (caught with power ≈ 1; 0.2 % with power ≈ 0.8).
+    // KS on 2^20 values against the DKW critical value √(ln(2/α)/2m) at α = 1e-6.
     let (dev, s) = gpu();
     let n = 1 << 24;
     let zcrit = 4.89;
@@ -337,8 +337,13 @@ fn clip_rows_then_noise_matches_the_cpu_release() {
         assert_eq!(rep.scaled_rows as usize, scaled);
         let g = host(&s, &d);
         for r in 0..rows {
+            let orig = dense[r * dim..(r + 1) * dim].iter().map(|v| v * v).sum::<f64>().sqrt();
             for j in 0..dim {
                 let (a, b) = (g[r * ld + j], cpu[r * dim + j]);
+                if orig < 0.9 * c {
+                    // Not clipped: nothing but the (bit-identical) noise touched it.
+                    assert_eq!(a.to_bits(), b.to_bits(), "f64 σ {sigma} unclipped ({r},{j})");
+                }
                 assert!(
                     (a - b).abs() <= 1e-13 * (c + b.abs()),
                     "f64 σ {sigma} ({r},{j}): {a:e} vs {b:e}"
@@ -348,7 +353,6 @@ fn clip_rows_then_noise_matches_the_cpu_release() {
             assert!(r + 1 == rows || g[r * ld + dim..(r + 1) * ld].iter().all(|v| v.is_nan()));
             if sigma == 0.0 {
                 let norm = g[r * ld..r * ld + dim].iter().map(|v| v * v).sum::<f64>().sqrt();
-                let orig = dense[r * dim..(r + 1) * dim].iter().map(|v| v * v).sum::<f64>().sqrt();
                 assert!(norm <= c || norm == orig, "row {r}: norm {norm} > C");
             }
         }
@@ -415,8 +419,93 @@ fn bad_arguments_fail_before_any_launch_and_kernels_are_cached() {
         clip_rows_add_gaussian(&dev, &s, &mut x, 3, 4, 4, p, &draw, 0),
         Err(Error::Core(_))
     ));
-    let before = dev.cached_kernels();
-    fill_noise(&dev, &s, &mut o, OutDtype::F32, g, UniformBits::B53, &draw, 0).unwrap();
-    fill_noise(&dev, &s, &mut o, OutDtype::F32, g, UniformBits::B53, &draw, 16).unwrap();
-    assert!(dev.cached_kernels() <= before + 1);
+    // A variant no other test uses: compiled once, then served from the cache.
+    let lap = S::L(2.0).gpu();
+    let mut h = zeros::<u16>(&s, 16);
+    let before = dev.compilations();
+    fill_noise(&dev, &s, &mut h, OutDtype::F16, lap, UniformBits::B24, &draw, 0).unwrap();
+    assert_eq!(dev.compilations(), before + 1);
+    fill_noise(&dev, &s, &mut h, OutDtype::F16, lap, UniformBits::B24, &draw, 16).unwrap();
+    assert_eq!(dev.compilations(), before + 1);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn grid_stride_loops_and_many_rows_per_block_match_the_cpu() {
+    // Two blocks per grid: the fill's stage buffer and the clip's reduction buffers are
+    // reused many times per block (small enough for memcheck and racecheck).
+    let (dev, s) = gpu();
+    dpattn_cuda::launch::set_grid_cap_for_tests(2);
+    let draw = KeyedStream::new(&key(10), 4);
+    let n = 100_003;
+    let want: Vec<f64> = S::G(1.0).cpu(&draw, 9, n);
+    let mut o = zeros::<f32>(&s, n);
+    fill_noise(&dev, &s, &mut o, OutDtype::F32, S::G(1.0).gpu(), UniformBits::B53, &draw, 9)
+        .unwrap();
+    assert!(host(&s, &o).iter().zip(&want).all(|(a, b)| a.to_bits() == (*b as f32).to_bits()));
+    let want: Vec<f32> = S::U.cpu(&draw, 3, n);
+    let mut o = zeros::<u16>(&s, n);
+    fill_noise(&dev, &s, &mut o, OutDtype::Bf16, S::U.gpu(), UniformBits::B24, &draw, 3).unwrap();
+    assert!(host(&s, &o).iter().zip(&want).all(|(a, b)| *a == half::bf16::from_f32(*b).to_bits()));
+
+    // 9 rows of 4100 (each thread's noise loop runs twice), scales 1e-200 .. 1e200 (the
+    // second, scaled reduction), a NaN row in the middle, 4–5 rows per block.
+    let (rows, dim) = (9usize, 4100usize);
+    let scales = [1e-200, 1e-3, 1.0, 1e200, f64::NAN, 0.01, 50.0, 0.0, 1e150];
+    let base = rows_input(rows, dim);
+    let x: Vec<f64> = (0..rows * dim)
+        .map(|i| base[i] / 10f64.powi((i / dim % 9) as i32 - 4) * scales[i / dim])
+        .collect();
+    let mut d = s.clone_htod(&x).unwrap();
+    let params = ClipRowsParams::new(2.0, 0.25).unwrap();
+    let e =
+        clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, 77).unwrap_err();
+    assert_eq!(e, Error::NonFiniteRows { arg: "x", rows: 1 });
+    let g = host(&s, &d);
+    for r in 0..rows {
+        let got = &g[r * dim..(r + 1) * dim];
+        if r == 4 {
+            assert!(got.iter().all(|v| v.is_nan()));
+            continue;
+        }
+        let mut cpu = x[r * dim..(r + 1) * dim].to_vec();
+        cpu_release(&mut cpu, 1, dim, 2.0, 0.25, &draw, 77 + (r * dim) as u64);
+        assert!(
+            got.iter().zip(&cpu).all(|(a, b)| (a - b).abs() <= 1e-13 * (2.0 + b.abs())),
+            "row {r}"
+        );
+    }
+    dpattn_cuda::launch::set_grid_cap_for_tests(0);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn the_end_of_the_index_space_is_noised_and_a_full_grid_pass_repeats() {
+    let (dev, s) = gpu();
+    // The last elements a draw allows (the CPU's rule: first + rows·dim <= u64::MAX).
+    let (rows, dim) = (3usize, 5usize);
+    let first = u64::MAX - (rows * dim) as u64;
+    let draw = KeyedStream::new(&key(11), 6);
+    let x = vec![10.0f64; rows * dim];
+    let mut cpu = x.clone();
+    cpu_release(&mut cpu, rows, dim, 1.0, 0.5, &draw, first);
+    let mut d = s.clone_htod(&x).unwrap();
+    let params = ClipRowsParams::new(1.0, 0.5).unwrap();
+    let rep =
+        clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, first).unwrap();
+    assert_eq!(rep.scaled_rows, 3);
+    let g = host(&s, &d);
+    assert!(
+        g.iter().zip(&cpu).all(|(a, b)| (a - b).abs() <= 1e-13 * (1.0 + b.abs())),
+        "{g:?} vs {cpu:?}"
+    );
+    // 2^23 normals in the 53-bit layout: 2^20 ChaCha blocks, several passes of the largest grid.
+    let n = 1 << 23;
+    let want: Vec<f64> = S::G(3.0).cpu(&draw, 1, n);
+    let mut o = zeros::<f32>(&s, n);
+    fill_noise(&dev, &s, &mut o, OutDtype::F32, S::G(3.0).gpu(), UniformBits::B53, &draw, 1)
+        .unwrap();
+    let bad =
+        host(&s, &o).iter().zip(&want).position(|(a, b)| a.to_bits() != (*b as f32).to_bits());
+    assert_eq!(bad, None);
 }

@@ -38,6 +38,19 @@ fn every_variant_compiles_to_cubin_for_sm80_and_sm90_and_to_ptx() {
                     let text = String::from_utf8_lossy(&code.image);
                     assert!(text.contains(".target sm_80"), "{}", spec.label());
                     assert!(text.contains(&format!(".entry {}", spec.entry)), "{}", spec.label());
+                    // Bit-exactness with the CPU needs every f64 operation rounded on its own:
+                    // no fused multiply-add, and no bare add/sub/mul that ptxas could fuse.
+                    for line in text.lines() {
+                        let op = line.trim_start();
+                        assert!(
+                            !op.starts_with("fma.rn.f64")
+                                && !op.starts_with("add.f64")
+                                && !op.starts_with("sub.f64")
+                                && !op.starts_with("mul.f64"),
+                            "{}: contractible f64 op `{op}`",
+                            spec.label()
+                        );
+                    }
                 }
             }
             assert!(

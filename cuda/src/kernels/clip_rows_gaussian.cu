@@ -90,15 +90,16 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
         }
         const double factor = dp_clip_factor(c, dim, m, root);
         if (factor >= 0.0 && threadIdx.x == 0) atomicAdd(&status[1], 1u);
-        // Elements e_begin .. e_end of the draw; ChaCha20 block q holds elements 8q .. 8q+7.
-        const u64 e_begin = first + row * dim, e_end = e_begin + dim;
-        for (u64 q = e_begin / 8 + threadIdx.x; q * 8 < e_end; q += DP_CLIP_THREADS) {
+        // Elements e_begin ..= e_last of the draw (the host checks first + rows·dim <=
+        // u64::MAX, so nothing here wraps); ChaCha20 block q holds elements 8q .. 8q+7.
+        const u64 e_begin = first + row * dim, e_last = e_begin + (dim - 1);
+        for (u64 q = e_begin / 8 + threadIdx.x; q <= e_last / 8; q += DP_CLIP_THREADS) {
             u32 w[16];
             if (sigma > 0.0) dp_chacha20_block(key, q, stream, w);
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
                 const u64 e = q * 8 + t;
-                if (e < e_begin || e >= e_end) continue;
+                if (e < e_begin || e > e_last) continue;
                 const u64 j = e - e_begin;
                 double v = (double)xr[j];
                 if (factor >= 0.0) v = (double)dp_round_rz((v / m) * factor);

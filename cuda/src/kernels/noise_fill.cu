@@ -45,7 +45,8 @@ DP_FN dp_out_t dp_convert(double v) {
 #endif
 
 // Stage row stride: EPB + 1 (odd) so that the 32 threads of a warp writing their block's
-// t-th value hit 32 different shared-memory banks.
+// t-th value hit 32 different shared-memory banks for 4-byte outputs (2-way conflicts for
+// f64, which spans two banks).
 #define DP_STAGE (DP_EPB + 1)
 
 // out[i] = element (first_block · EPB + skip + i) of the draw, for i < n (n >= 1).
