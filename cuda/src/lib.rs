@@ -5,7 +5,7 @@
 //! no driver and no GPU; every kernel is compiled through NVRTC in CI.
 //!
 //! Layers, bottom up (cudarc/CubeCL style):
-//! * [`probe`]: whether the driver, NVRTC and a device are there, without panicking.
+//! * [`probe`](mod@probe): whether the driver, NVRTC and a device are there, without panicking.
 //! * [`kernels`]: the `.cu` sources (embedded) and their variants; [`compile`]: NVRTC to
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
