@@ -43,7 +43,7 @@ use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::KernelSpec;
 use crate::launch::{CLIP_THREADS, RowsPlan};
-use crate::noise_fill::{GpuKey, check_device_buffer, same_context};
+use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
 
 /// Element type of the rows (read and written in place).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -153,7 +153,7 @@ pub fn clip_rows_add_gaussian<T: ClipElement>(
     first: u64,
 ) -> Result<ClipRowsReport> {
     let len = x.len();
-    crate::noise_fill::buffer_on_device("x", x.stream(), dev)?;
+    crate::noise_fill::in_context("x: a buffer", x.stream(), dev)?;
     guarded(|| {
         let mut status = stream.alloc_zeros::<u32>(2).map_err(driver("allocate status"))?;
         {
@@ -216,7 +216,7 @@ pub unsafe fn clip_rows_add_gaussian_raw(
 ) -> Result<()> {
     check_device_buffer("x", x, len, dtype.size())?;
     check_device_buffer("status", status, 2, 4)?;
-    same_context(dev, stream)?;
+    in_context("a stream", stream, dev)?;
     let plan = RowsPlan::new(rows, dim, ld, len, first, dev.multiprocessors())?;
     let spec = KernelSpec::clip_rows_gaussian(dtype);
     let f = dev.function(&spec)?;

@@ -197,12 +197,7 @@ unsafe impl DeviceRepr for GpuKey {}
 
 impl GpuKey {
     pub(crate) fn of(draw: &KeyedStream) -> Self {
-        let b = draw.key().as_bytes();
-        GpuKey {
-            w: core::array::from_fn(|i| {
-                u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-            }),
-        }
+        GpuKey { w: draw.key_words() }
     }
 }
 
@@ -231,7 +226,7 @@ pub fn fill_noise<T: NoiseElement>(
         });
     }
     let len = out.len();
-    buffer_on_device("out", out.stream(), dev)?;
+    in_context("out: a buffer", out.stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
         // SAFETY: `ptr` addresses `len` elements of `T` (a live cudarc buffer), and `T`
@@ -265,7 +260,7 @@ pub unsafe fn fill_noise_raw(
     first: u64,
 ) -> Result<()> {
     check_device_buffer("out", ptr, len, dtype.size())?;
-    same_context(dev, stream)?;
+    in_context("a stream", stream, dev)?;
     let plan = FillPlan::new(len as u64, first, bits.elements_per_block(), dev.multiprocessors())?;
     let (sampler, p) = noise.sampler_and_param();
     launch_fill(
@@ -293,7 +288,7 @@ pub fn fill_stream_words(
     first_word: u128,
 ) -> Result<()> {
     let len = out.len();
-    buffer_on_device("out", out.stream(), dev)?;
+    in_context("out: a buffer", out.stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
         // SAFETY: `ptr` addresses the `len` u32 of a live cudarc buffer on this device.
@@ -317,7 +312,7 @@ pub unsafe fn fill_stream_words_raw(
     first_word: u128,
 ) -> Result<()> {
     check_device_buffer("out", ptr, len, 4)?;
-    same_context(dev, stream)?;
+    in_context("a stream", stream, dev)?;
     let plan = FillPlan::words(len as u64, first_word, dev.multiprocessors())?;
     launch_fill(dev, stream, &KernelSpec::stream_words(), ptr, len as u64, plan, draw, 0.0)
 }
@@ -387,22 +382,14 @@ pub(crate) fn check_device_buffer(
     Ok(())
 }
 
-/// A cudarc buffer must have been allocated in this device's context: a pointer of another
-/// device would make the kernel fault and poison the shared primary context.
-pub(crate) fn buffer_on_device(arg: &'static str, owner: &CudaStream, dev: &Device) -> Result<()> {
+/// `owner` (a buffer's stream, or the stream to run on) must belong to this device's
+/// context: a pointer of another device would make the kernel fault and poison the shared
+/// primary context.
+pub(crate) fn in_context(what: &str, owner: &CudaStream, dev: &Device) -> Result<()> {
     if std::sync::Arc::ptr_eq(owner.context(), dev.context()) {
         Ok(())
     } else {
-        Err(Error::Unsupported { what: format!("{arg}: a buffer of another device or context") })
-    }
-}
-
-/// The stream must belong to this device's context.
-pub(crate) fn same_context(dev: &Device, stream: &CudaStream) -> Result<()> {
-    if std::sync::Arc::ptr_eq(stream.context(), dev.context()) {
-        Ok(())
-    } else {
-        Err(Error::Unsupported { what: "a stream of another device or context".into() })
+        Err(Error::Unsupported { what: format!("{what} of another device or context") })
     }
 }
 

@@ -143,16 +143,8 @@ fn device_buffer(
 }
 
 fn driver_error(during: &str) -> impl FnOnce(DriverError) -> FfiError {
-    move |e| {
-        let text = |r: Result<&std::ffi::CStr, DriverError>| {
-            r.map(|s| s.to_string_lossy().into_owned()).ok()
-        };
-        FfiError::Cuda(dpattn_cuda::Error::Driver {
-            during: during.to_owned(),
-            name: text(e.error_name()).unwrap_or_else(|| format!("{:?}", e.0)),
-            message: text(e.error_string()).unwrap_or_else(|| "no description".to_owned()),
-        })
-    }
+    let driver = dpattn_cuda::error::driver(during);
+    move |e| FfiError::Cuda(driver(e))
 }
 
 /// Puts the thread's previous current context back when dropped.

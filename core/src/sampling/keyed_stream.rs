@@ -99,6 +99,19 @@ impl KeyedStream {
         Self { key: key.clone(), key_words, stream }
     }
 
+    /// The key as the eight little-endian words of ChaCha20 state words 4–11 (what a GPU
+    /// kernel takes by value).
+    ///
+    /// ```
+    /// use dpattn_core::sampling::{KeyedStream, NoiseKey, chacha20_block};
+    /// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 5);
+    /// assert_eq!(s.key_words()[0], 0x0101_0101);
+    /// assert_eq!(chacha20_block(&s.key_words(), 3, 5), s.block(3));
+    /// ```
+    pub fn key_words(&self) -> [u32; 8] {
+        self.key_words
+    }
+
     /// The stream id.
     pub fn stream_id(&self) -> u64 {
         self.stream

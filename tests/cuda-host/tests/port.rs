@@ -13,10 +13,7 @@ use dpattn_core::sampling::{
 use dpattn_cuda_host_check::*;
 
 fn key_words(k: &NoiseKey) -> [u32; 8] {
-    let b = k.as_bytes();
-    core::array::from_fn(|i| {
-        u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]])
-    })
+    KeyedStream::new(k, 0).key_words()
 }
 
 /// A small xorshift for test inputs (not noise).
