@@ -827,6 +827,55 @@ typedef struct {
 } dpattn_key;
 
 /**
+ * One noise draw: its stream id under the spec's key and `σ` per head (`heads` entries) or
+ * per `(batch, head)` (`batch * heads` entries, row-major). Each `σ` is finite and `>= 0`;
+ * `σ = 0` adds nothing.
+ */
+typedef struct {
+  /**
+   * Stream id of the draw (`docs/RANDOMNESS.md`): one `(key, stream)` pair must serve
+   * one draw only.
+   */
+  uint64_t stream;
+  /**
+   * Standard deviations.
+   */
+  const double *sigma;
+  /**
+   * Entries at `sigma`: `heads` or `batch * heads`.
+   */
+  size_t sigma_len;
+} dpattn_noise_stream;
+
+/**
+ * Where the noise of a noisy attention call comes from.
+ */
+typedef struct {
+  /**
+   * The 256-bit ChaCha20 key (secret: whoever has it can subtract the noise).
+   */
+  dpattn_key key;
+  /**
+   * 1: add `output` noise to the attention outputs; 0: none. Other values are
+   * `DPATTN_STATUS_OUT_OF_RANGE`.
+   */
+  uint32_t output_enabled;
+  /**
+   * The output noise draw (read only when `output_enabled` is 1).
+   */
+  dpattn_noise_stream output;
+  /**
+   * 1: add `logits` noise to the scaled logits before mask and score function; 0: none.
+   */
+  uint32_t logits_enabled;
+  /**
+   * The logit noise draw (read only when `logits_enabled` is 1); its stream id must
+   * differ from the output one.
+   */
+  dpattn_noise_stream logits;
+} dpattn_noise_spec;
+
+/**
  * The parameters of one DP-Forward hook (`DpForwardParams`). Fill with
  * `dpattn_dp_forward_params_default`, then set at least `tokens` and `dim`.
  */
@@ -1168,55 +1217,6 @@ typedef struct {
    */
   double rho;
 } dpattn_grid_info;
-
-/**
- * One noise draw: its stream id under the spec's key and `σ` per head (`heads` entries) or
- * per `(batch, head)` (`batch * heads` entries, row-major). Each `σ` is finite and `>= 0`;
- * `σ = 0` adds nothing.
- */
-typedef struct {
-  /**
-   * Stream id of the draw (`docs/RANDOMNESS.md`): one `(key, stream)` pair must serve
-   * one draw only.
-   */
-  uint64_t stream;
-  /**
-   * Standard deviations.
-   */
-  const double *sigma;
-  /**
-   * Entries at `sigma`: `heads` or `batch * heads`.
-   */
-  size_t sigma_len;
-} dpattn_noise_stream;
-
-/**
- * Where the noise of a noisy attention call comes from.
- */
-typedef struct {
-  /**
-   * The 256-bit ChaCha20 key (secret: whoever has it can subtract the noise).
-   */
-  dpattn_key key;
-  /**
-   * 1: add `output` noise to the attention outputs; 0: none. Other values are
-   * `DPATTN_STATUS_OUT_OF_RANGE`.
-   */
-  uint32_t output_enabled;
-  /**
-   * The output noise draw (read only when `output_enabled` is 1).
-   */
-  dpattn_noise_stream output;
-  /**
-   * 1: add `logits` noise to the scaled logits before mask and score function; 0: none.
-   */
-  uint32_t logits_enabled;
-  /**
-   * The logit noise draw (read only when `logits_enabled` is 1); its stream id must
-   * differ from the output one.
-   */
-  dpattn_noise_stream logits;
-} dpattn_noise_spec;
 
 /**
  * All public inputs of Algorithm 1 (`NoisyHeadParams`, spec §2.2, §5.3). Fill with a
@@ -3048,6 +3048,72 @@ dpattn_status dpattn_cuda_clip_rows_add_gaussian(int32_t device,
                                                  uint64_t stream_id,
                                                  uint64_t first,
                                                  uint32_t *counters);
+
+/**
+ * Fused flash-style attention with keyed Gaussian noise on the GPU, on device tensors and
+ * the caller's stream: `out = D⁻¹ f(scale·Q·Kᵀ + logit noise)·V + output noise`, the GPU
+ * form of `dpattn_noisy_attention`.
+ *
+ * The four tensors' `data` are **device** addresses in the device's primary context (for
+ * PyTorch, `tensor.data_ptr()`), all of one dtype: `DPATTN_DTYPE_BF16` or `_F16` (tensor
+ * cores, `float` accumulation) or `_F32` (CUDA cores); `out` has that dtype too. Shapes
+ * `q [B, H, S_q, D]`, `k` and `v` `[B, H, S_k, D]`, `out [B, H, S_q, D]` with element
+ * strides (PyTorch's `[B, S, H, D]` memory is `[B, H, S, D]` with strides
+ * `{S·H·D, D, H·D, 1}`, no copy needed), `D` 64 or 128, `strides[3] = 1`, every pointer
+ * 16-byte aligned and the other strides multiples of 16 bytes. `options` as for the CPU
+ * (NULL = defaults; `kernel` is ignored; `key_padding` must be NULL here); causal is
+ * bottom-right aligned. `noise` (NULL = none) as for `dpattn_noisy_attention`: output
+ * element `(b, h, i, c)` receives element `((b·H + h)·S_q + i)·D + c` of the `f64`
+ * Gaussian draw `(key, output.stream)` and logit `(b, h, i, j)` element
+ * `((b·H + h)·S_q + i)·S_k + j` of `(key, logits.stream)`, bit-identical to the CPU's
+ * noise values, so the result equals `dpattn_noisy_attention` up to the rounding of the
+ * attention itself. **No privacy claim on its own**: `σ` is the caller's choice.
+ *
+ * Asynchronous: `DPATTN_STATUS_OK` means queued on `cu_stream` (NULL = the legacy default
+ * stream). Nothing is allocated except, when `σ` differs between heads, a stream-ordered
+ * copy of the `σ` array for the launch. NaN or ±∞ in an input is not detected: the rows
+ * it reaches come out NaN.
+ *
+ * ```c
+ * dpattn_tensor4 q = {d_q, B * H * S * 128, DPATTN_DTYPE_BF16, {B, H, S, 128},
+ *                     {S * H * 128, 128, H * 128, 1}};   // PyTorch [B, S, H, D] memory
+ * // ... k, v likewise, out as a dpattn_tensor4_mut ...
+ * double sigma = 0.1;
+ * dpattn_noise_spec noise = {0};
+ * memcpy(noise.key.bytes, secret_key, 32);
+ * noise.output_enabled = 1;
+ * noise.output = (dpattn_noise_stream){.stream = release_id, .sigma = &sigma, .sigma_len = 1};
+ * dpattn_status st = dpattn_cuda_noisy_attention(0, stream, &out, &q, &k, &v, NULL, &noise);
+ * ```
+ *
+ * Returns `DPATTN_STATUS_OK` once queued, or, with nothing queued or written:
+ * * `DPATTN_STATUS_NULL_ARGUMENT`: a NULL tensor, a NULL `data` with `len > 0`, an enabled
+ *   `sigma` NULL;
+ * * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`, an unknown dtype or option value, zero
+ *   sizes, a bad `σ`, scale or flag, equal output and logit stream ids, `out` overlapping
+ *   an input;
+ * * `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_BUFFER_TOO_SHORT`,
+ *   `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_SIZE_OVERFLOW`: as the names say;
+ * * `DPATTN_STATUS_UNSUPPORTED`: `D` not 64 or 128, mixed dtypes, a key-padding mask,
+ *   rows not 16-byte aligned, a device older than sm_80;
+ * * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`: as in
+ *   `dpattn_cuda_fill_noise` (the message carries NVRTC's log).
+ *
+ * # Safety
+ * Each tensor pointer must be NULL or readable for one struct whose `data` addresses `len`
+ * elements of its dtype on the device (inputs readable, `out` writable), valid until the
+ * queued work completes, `out` not accessed concurrently by other streams; `options` and
+ * `noise` NULL or readable as for `dpattn_noisy_attention`; `cu_stream` NULL or a live
+ * stream of the device's primary context that outlives the queued work.
+ */
+dpattn_status dpattn_cuda_noisy_attention(int32_t device,
+                                          void *cu_stream,
+                                          const dpattn_tensor4_mut *out,
+                                          const dpattn_tensor4 *q,
+                                          const dpattn_tensor4 *k,
+                                          const dpattn_tensor4 *v,
+                                          const dpattn_attention_options *options,
+                                          const dpattn_noise_spec *noise);
 
 /**
  * Fills `*out` with the defaults documented on each field of

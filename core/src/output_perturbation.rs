@@ -294,6 +294,86 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
     sigma: &mut [f64],
     scratch: &mut [f32],
 ) -> Result<()> {
+    let total = crate::error::mul_size(q.layout().batch(), q.layout().heads(), "batch * heads")?;
+    let calibrated = output_perturbation_calibrate(q, params, k.layout().seq(), sigma)?;
+    let attn = AttentionParams {
+        mask: Mask { causal: false, key_padding: params.key_padding },
+        scale: params.scale,
+        score: params.score,
+        kernel: params.kernel,
+    };
+    let noise_stream = KeyedStream::new(key, stream);
+    let extras = Extras {
+        logit_noise: None,
+        out_noise: Some(NoiseDraw { stream: &noise_stream, sigma: &sigma[..total] }),
+        clamp: Some(RowClamp { key: params.key_norm, value: params.value_norm }),
+    };
+    let ops = Operands { out, first: None, q, k, v };
+    let (kernel, plan) = prepare_f32(&ops, &attn, extras, scratch.len())?;
+    if let Some(ledger) = ledger {
+        calibrated.charge(ledger)?;
+    }
+    dispatch::run_f32(kernel, ops, &plan, scratch)
+}
+
+/// What one calibrated release costs: its `(ε, δ)` and the exact zCDP `ρ = max_b Δ_b²/2σ_b²`
+/// of its Gaussian noise (0 when no batch element sees any key).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibrated {
+    budget: PrivacyBudget,
+    rho: f64,
+}
+
+impl Calibrated {
+    /// `ρ` of the release (rounded up).
+    pub fn rho(&self) -> f64 {
+        self.rho
+    }
+
+    /// Charges the release to `ledger` as [`output_perturbation_attention`] does: `(ε, δ)` on
+    /// an approximate-DP ledger, `ρ` on zCDP and RDP ledgers (nothing when `ρ = 0`: the
+    /// release is then a constant).
+    ///
+    /// # Errors
+    /// The ledger's error when the charge does not fit (the ledger is then unchanged).
+    pub fn charge<const N: usize>(&self, ledger: &mut Ledger<N>) -> Result<()> {
+        match ledger.total() {
+            Amount::Approx { .. } => ledger.try_charge(Charge::Approx(self.budget)),
+            _ if self.rho == 0.0 => Ok(()),
+            _ => ledger.try_charge(Charge::Zcdp(Rho::new(self.rho)?)),
+        }
+    }
+}
+
+/// The calibration of [`output_perturbation_attention`] alone, for a kernel that runs
+/// elsewhere (the GPU): validates the public inputs, writes `σ_b` to `sigma[b·heads ..
+/// (b+1)·heads]` for every batch element `b` (from the analytic Gaussian mechanism at the
+/// row sensitivities of the public `q` against `s_k` keys), and returns what the release
+/// costs. Adding `N(0, σ_b²)` to every output element of `attention(Q, clamp(K), clamp(V))`
+/// is then the release the module documents.
+///
+/// ```
+/// use dpattn_core::output_perturbation::{OutputPerturbationParams, output_perturbation_calibrate};
+/// use dpattn_core::{BatchedRef, Kernel, PrivacyBudget, Scale, ScoreFn};
+/// let q = vec![0.5f32; 2 * 4];
+/// let params = OutputPerturbationParams { key_norm: 1.0, value_norm: 1.0,
+///     budget: PrivacyBudget::new(1.0, 1e-6)?, scale: Scale::InvSqrtDim, score: ScoreFn::Exp,
+///     key_padding: None, kernel: Kernel::Auto };
+/// let mut sigma = [0.0];
+/// let c = output_perturbation_calibrate(BatchedRef::contiguous(&q, [1, 1, 2, 4])?, &params, 512, &mut sigma)?;
+/// assert!(sigma[0] > 0.05 && sigma[0] < 0.08 && c.rho() > 0.0);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`output_perturbation_sensitivity`]; [`Error::OutOfRange`] for `δ = 0`;
+/// [`Error::ShapeMismatch`] for a `sigma` slice shorter than `batch · heads`.
+pub fn output_perturbation_calibrate<T: Element>(
+    q: BatchedRef<'_, T>,
+    params: &OutputPerturbationParams<'_>,
+    s_k: usize,
+    sigma: &mut [f64],
+) -> Result<Calibrated> {
     let [batch, heads, _, _] = q.layout().shape();
     let (eps, delta) = (params.budget.epsilon().get(), params.budget.delta().get());
     if delta <= 0.0 {
@@ -313,7 +393,6 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
         });
     }
     // Validate the sensitivity inputs, then write σ_b for every head of batch b.
-    let s_k = k.layout().seq();
     let scale = check_inputs(q, params, s_k)?;
     let mut rho = 0.0f64;
     let mut failure = None;
@@ -334,28 +413,5 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
     if let Some(e) = failure {
         return Err(e);
     }
-    let attn = AttentionParams {
-        mask: Mask { causal: false, key_padding: params.key_padding },
-        scale: params.scale,
-        score: params.score,
-        kernel: params.kernel,
-    };
-    let noise_stream = KeyedStream::new(key, stream);
-    let extras = Extras {
-        logit_noise: None,
-        out_noise: Some(NoiseDraw { stream: &noise_stream, sigma: &sigma[..total] }),
-        clamp: Some(RowClamp { key: params.key_norm, value: params.value_norm }),
-    };
-    let ops = Operands { out, first: None, q, k, v };
-    let (kernel, plan) = prepare_f32(&ops, &attn, extras, scratch.len())?;
-    if let Some(ledger) = ledger {
-        match ledger.total() {
-            Amount::Approx { .. } => ledger.try_charge(Charge::Approx(params.budget))?,
-            // ρ = 0 only when no batch element sees any key: the release is a constant and
-            // costs nothing under zCDP / RDP (`Rho` itself must be positive).
-            _ if rho == 0.0 => {}
-            _ => ledger.try_charge(Charge::Zcdp(Rho::new(rho)?))?,
-        }
-    }
-    dispatch::run_f32(kernel, ops, &plan, scratch)
+    Ok(Calibrated { budget: params.budget, rho })
 }

@@ -30,6 +30,18 @@ pub const CLIP: &str = include_str!("kernels/clip.cuh");
 pub const NOISE_FILL: &str = include_str!("kernels/noise_fill.cu");
 /// Clip rows then add Gaussian noise.
 pub const CLIP_ROWS_GAUSSIAN: &str = include_str!("kernels/clip_rows_gaussian.cu");
+/// Shared pieces of the attention kernels: parameters, masks, keyed noise in registers.
+pub const ATTENTION_COMMON: &str = include_str!("kernels/attention_common.cuh");
+/// Tensor-core building blocks: inline PTX `ldmatrix`, `mma.sync`, `cp.async`.
+pub const MMA: &str = include_str!("kernels/mma.cuh");
+/// Fused flash-style noisy attention on tensor cores (bf16/f16 inputs, f32 accumulation).
+pub const FLASH_ATTENTION: &str = include_str!("kernels/flash_attention.cu");
+/// Fused flash-style noisy attention in f32 on the CUDA cores.
+pub const FLASH_ATTENTION_F32: &str = include_str!("kernels/flash_attention_f32.cu");
+/// Row clamping of private keys and values into a contiguous copy (DP cross-attention).
+pub const CLAMP_ROWS: &str = include_str!("kernels/clamp_rows.cu");
+/// Gaussian-sampling DP attention (paper 000), factor-free sampler.
+pub const GAUSSIAN_SAMPLING: &str = include_str!("kernels/gaussian_sampling.cu");
 
 /// A kernel module (one `.cu` body and the headers it needs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,6 +50,14 @@ pub enum KernelModule {
     NoiseFill,
     /// `clip_rows_gaussian.cu`: `dp_clip_rows_gaussian`.
     ClipRowsGaussian,
+    /// `flash_attention.cu`: `dp_flash_attention` (tensor cores).
+    FlashAttention,
+    /// `flash_attention_f32.cu`: `dp_flash_attention_f32`.
+    FlashAttentionF32,
+    /// `clamp_rows.cu`: `dp_clamp_rows`.
+    ClampRows,
+    /// `gaussian_sampling.cu`: the kernels of [`crate::gaussian_sampling`].
+    GaussianSampling,
 }
 
 impl KernelModule {
@@ -46,6 +66,10 @@ impl KernelModule {
         match self {
             KernelModule::NoiseFill => "noise_fill",
             KernelModule::ClipRowsGaussian => "clip_rows_gaussian",
+            KernelModule::FlashAttention => "flash_attention",
+            KernelModule::FlashAttentionF32 => "flash_attention_f32",
+            KernelModule::ClampRows => "clamp_rows",
+            KernelModule::GaussianSampling => "gaussian_sampling",
         }
     }
 
@@ -55,6 +79,22 @@ impl KernelModule {
             KernelModule::NoiseFill => &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, NOISE_FILL],
             KernelModule::ClipRowsGaussian => {
                 &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, CLIP, CLIP_ROWS_GAUSSIAN]
+            }
+            KernelModule::FlashAttention => {
+                &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, ATTENTION_COMMON, MMA, FLASH_ATTENTION]
+            }
+            KernelModule::FlashAttentionF32 => &[
+                PRELUDE,
+                CHACHA20,
+                FAST_MATH,
+                NOISE_VALUE,
+                ATTENTION_COMMON,
+                MMA,
+                FLASH_ATTENTION_F32,
+            ],
+            KernelModule::ClampRows => &[PRELUDE, CLAMP_ROWS],
+            KernelModule::GaussianSampling => {
+                &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, GAUSSIAN_SAMPLING]
             }
         };
         // `#pragma once` is meaningless in one translation unit; NVRTC warns about it.
@@ -143,5 +183,8 @@ pub fn all_variants() -> Vec<KernelSpec> {
     }
     v.push(KernelSpec::clip_rows_gaussian(crate::ClipDtype::F32));
     v.push(KernelSpec::clip_rows_gaussian(crate::ClipDtype::F64));
+    v.extend(crate::attention::variants());
+    v.extend(crate::dp_cross_attention::variants());
+    v.extend(crate::gaussian_sampling::variants());
     v
 }

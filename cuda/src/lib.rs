@@ -23,10 +23,13 @@
 //! }
 //! ```
 
+pub mod attention;
 pub mod clip_rows;
 pub mod compile;
 pub mod device;
+pub mod dp_cross_attention;
 pub mod error;
+pub mod gaussian_sampling;
 pub mod kernels;
 pub mod launch;
 pub mod noise_fill;

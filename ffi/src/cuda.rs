@@ -30,10 +30,18 @@ use dpattn_cuda::{
     Availability, ClipDtype, ClipRowsParams, Device, GpuNoise, GpuSampler, OutDtype, UniformBits,
 };
 
+use dpattn_core::noisy_attention::NoiseSpec;
+use dpattn_cuda::attention::{AttnDtype, GpuTensor, check_noisy_attention, noisy_attention_raw};
+
 use crate::args::{Buffers, Out, read};
+use crate::attention::{decode_options, dpattn_attention_options, read_tensors};
 use crate::boundary::{FfiError, ffi_status, unknown};
+use crate::noisy_attention::{decode_spec, dpattn_noise_spec};
 use crate::status::dpattn_status;
-use crate::tensor::{DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, Dtype, dpattn_dtype, dpattn_key};
+use crate::tensor::{
+    DPATTN_DTYPE_BF16, DPATTN_DTYPE_F16, DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, Dtype, dpattn_dtype,
+    dpattn_key, dpattn_tensor4, dpattn_tensor4_mut,
+};
 
 /// `dpattn_cuda_fill_noise` sampler: uniform variates in `(0, 1]` (`param` is ignored).
 pub const DPATTN_CUDA_SAMPLER_UNIFORM: u32 = 0;
@@ -459,6 +467,146 @@ pub unsafe extern "C" fn dpattn_cuda_clip_rows_add_gaussian(
                 dpattn_cuda::clip_rows_add_gaussian_raw(
                     dev, stream, xp, len, dtype, rows, dim, ld, params, &draw, first, cp,
                 )
+            })
+        }
+    })
+}
+
+/// A C tensor whose `data` is a device address.
+fn gpu_tensor(
+    data: *const c_void,
+    len: usize,
+    dtype: dpattn_dtype,
+    shape: [usize; 4],
+    strides: [usize; 4],
+    name: &'static str,
+) -> Result<(GpuTensor, AttnDtype), FfiError> {
+    let t = match dtype {
+        DPATTN_DTYPE_BF16 => AttnDtype::Bf16,
+        DPATTN_DTYPE_F16 => AttnDtype::F16,
+        DPATTN_DTYPE_F32 => AttnDtype::F32,
+        other => {
+            return Err(CoreError::OutOfRange {
+                name,
+                value: f64::from(other),
+                allowed: "DPATTN_DTYPE_BF16, _F16 or _F32 (the GPU attention kernels)",
+            }
+            .into());
+        }
+    };
+    let ptr = device_buffer(data, len, t.size(), name)?;
+    Ok((GpuTensor { ptr, len, shape, strides }, t))
+}
+
+/// Fused flash-style attention with keyed Gaussian noise on the GPU, on device tensors and
+/// the caller's stream: `out = D⁻¹ f(scale·Q·Kᵀ + logit noise)·V + output noise`, the GPU
+/// form of `dpattn_noisy_attention`.
+///
+/// The four tensors' `data` are **device** addresses in the device's primary context (for
+/// PyTorch, `tensor.data_ptr()`), all of one dtype: `DPATTN_DTYPE_BF16` or `_F16` (tensor
+/// cores, `float` accumulation) or `_F32` (CUDA cores); `out` has that dtype too. Shapes
+/// `q [B, H, S_q, D]`, `k` and `v` `[B, H, S_k, D]`, `out [B, H, S_q, D]` with element
+/// strides (PyTorch's `[B, S, H, D]` memory is `[B, H, S, D]` with strides
+/// `{S·H·D, D, H·D, 1}`, no copy needed), `D` 64 or 128, `strides[3] = 1`, every pointer
+/// 16-byte aligned and the other strides multiples of 16 bytes. `options` as for the CPU
+/// (NULL = defaults; `kernel` is ignored; `key_padding` must be NULL here); causal is
+/// bottom-right aligned. `noise` (NULL = none) as for `dpattn_noisy_attention`: output
+/// element `(b, h, i, c)` receives element `((b·H + h)·S_q + i)·D + c` of the `f64`
+/// Gaussian draw `(key, output.stream)` and logit `(b, h, i, j)` element
+/// `((b·H + h)·S_q + i)·S_k + j` of `(key, logits.stream)`, bit-identical to the CPU's
+/// noise values, so the result equals `dpattn_noisy_attention` up to the rounding of the
+/// attention itself. **No privacy claim on its own**: `σ` is the caller's choice.
+///
+/// Asynchronous: `DPATTN_STATUS_OK` means queued on `cu_stream` (NULL = the legacy default
+/// stream). Nothing is allocated except, when `σ` differs between heads, a stream-ordered
+/// copy of the `σ` array for the launch. NaN or ±∞ in an input is not detected: the rows
+/// it reaches come out NaN.
+///
+/// ```c
+/// dpattn_tensor4 q = {d_q, B * H * S * 128, DPATTN_DTYPE_BF16, {B, H, S, 128},
+///                     {S * H * 128, 128, H * 128, 1}};   // PyTorch [B, S, H, D] memory
+/// // ... k, v likewise, out as a dpattn_tensor4_mut ...
+/// double sigma = 0.1;
+/// dpattn_noise_spec noise = {0};
+/// memcpy(noise.key.bytes, secret_key, 32);
+/// noise.output_enabled = 1;
+/// noise.output = (dpattn_noise_stream){.stream = release_id, .sigma = &sigma, .sigma_len = 1};
+/// dpattn_status st = dpattn_cuda_noisy_attention(0, stream, &out, &q, &k, &v, NULL, &noise);
+/// ```
+///
+/// Returns `DPATTN_STATUS_OK` once queued, or, with nothing queued or written:
+/// * `DPATTN_STATUS_NULL_ARGUMENT`: a NULL tensor, a NULL `data` with `len > 0`, an enabled
+///   `sigma` NULL;
+/// * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`, an unknown dtype or option value, zero
+///   sizes, a bad `σ`, scale or flag, equal output and logit stream ids, `out` overlapping
+///   an input;
+/// * `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_BUFFER_TOO_SHORT`,
+///   `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_SIZE_OVERFLOW`: as the names say;
+/// * `DPATTN_STATUS_UNSUPPORTED`: `D` not 64 or 128, mixed dtypes, a key-padding mask,
+///   rows not 16-byte aligned, a device older than sm_80;
+/// * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`: as in
+///   `dpattn_cuda_fill_noise` (the message carries NVRTC's log).
+///
+/// # Safety
+/// Each tensor pointer must be NULL or readable for one struct whose `data` addresses `len`
+/// elements of its dtype on the device (inputs readable, `out` writable), valid until the
+/// queued work completes, `out` not accessed concurrently by other streams; `options` and
+/// `noise` NULL or readable as for `dpattn_noisy_attention`; `cu_stream` NULL or a live
+/// stream of the device's primary context that outlives the queued work.
+#[allow(clippy::too_many_arguments)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_cuda_noisy_attention(
+    device: i32,
+    cu_stream: *mut c_void,
+    out: *const dpattn_tensor4_mut,
+    q: *const dpattn_tensor4,
+    k: *const dpattn_tensor4,
+    v: *const dpattn_tensor4,
+    options: *const dpattn_attention_options,
+    noise: *const dpattn_noise_spec,
+) -> dpattn_status {
+    ffi_status(|| {
+        let ordinal = ordinal(device)?;
+        // SAFETY: forwarded caller contract.
+        let t = unsafe { read_tensors(out, q, k, v) }?;
+        let (o, dt) = gpu_tensor(
+            t.out.data.cast_const(),
+            t.out.len,
+            t.out.dtype,
+            t.out.shape,
+            t.out.strides,
+            "out",
+        )?;
+        let mut inputs = Vec::with_capacity(3);
+        for (x, name) in [(&t.q, "q"), (&t.k, "k"), (&t.v, "v")] {
+            let (g, d) = gpu_tensor(x.data, x.len, x.dtype, x.shape, x.strides, name)?;
+            if d != dt {
+                return Err(FfiError::Cuda(dpattn_cuda::Error::Unsupported {
+                    what: format!("{name}: a dtype other than out's (all four must agree)"),
+                }));
+            }
+            inputs.push(g);
+        }
+        let mut bufs = Buffers::default();
+        // SAFETY: forwarded caller contract.
+        let params = unsafe { decode_options(options, &mut bufs) }?;
+        let decoded = if noise.is_null() {
+            None
+        } else {
+            // SAFETY: forwarded caller contract.
+            Some(unsafe { decode_spec(noise, &mut bufs) }?)
+        };
+        let spec = decoded.as_ref().map(|(key, output, logits)| NoiseSpec {
+            key,
+            output: *output,
+            logits: *logits,
+        });
+        let (qg, kg, vg) = (inputs[0], inputs[1], inputs[2]);
+        check_noisy_attention(dt, &o, &qg, &kg, &vg, &params, spec.as_ref())?;
+        // SAFETY: forwarded caller contract; the tensors were checked above.
+        unsafe {
+            on_device(ordinal, cu_stream, |dev, stream| {
+                noisy_attention_raw(dev, stream, dt, o, qg, kg, vg, &params, spec.as_ref())
             })
         }
     })

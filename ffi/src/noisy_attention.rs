@@ -72,7 +72,7 @@ type Decoded<'a> = (NoiseKey, Option<NoiseStream<'a>>, Option<NoiseStream<'a>>);
 
 /// # Safety
 /// `ptr` must be NULL or readable for one spec whose enabled `sigma` pointers are valid.
-unsafe fn decode_spec<'a>(
+pub(crate) unsafe fn decode_spec<'a>(
     ptr: *const dpattn_noise_spec,
     bufs: &mut Buffers,
 ) -> Result<Decoded<'a>, FfiError> {

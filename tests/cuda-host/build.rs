@@ -5,7 +5,14 @@
 
 fn main() {
     let kernels = "../../cuda/src/kernels";
-    for f in ["prelude.cuh", "chacha20.cuh", "fast_math.cuh", "noise_value.cuh", "clip.cuh"] {
+    for f in [
+        "prelude.cuh",
+        "chacha20.cuh",
+        "fast_math.cuh",
+        "noise_value.cuh",
+        "clip.cuh",
+        "attention_common.cuh",
+    ] {
         println!("cargo:rerun-if-changed={kernels}/{f}");
     }
     println!("cargo:rerun-if-changed=host_check.cpp");

@@ -6,6 +6,9 @@
 #include "fast_math.cuh"
 #include "noise_value.cuh"
 #include "clip.cuh"
+#include <cstddef>
+#define DP_ATT 2  // DP_ATT_F32: the f32 epilogue
+#include "attention_common.cuh"
 
 static DpKey key_of(const u32* k) {
     DpKey key;
@@ -95,6 +98,50 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
         if (is_f32) x32[j] = (float)v; else x64[j] = v;
     }
     return factor >= 0.0 ? 1 : 0;
+}
+
+// dp_noise2 / dp_noise8 of attention_common.cuh: logit and output noise of the fused
+// attention kernels.
+void dpck_noise2(const u32* key, u64 stream, u64 e, double sigma, float* out) {
+    dp_noise2(key_of(key), stream, e, sigma, &out[0], &out[1]);
+}
+void dpck_noise8(const u32* key, u64 stream, u64 e, double sigma, float* out) {
+    dp_noise8(key_of(key), stream, e, sigma, out);
+}
+
+// sizeof and field offsets of DpAttnParams, mirrored by AttnLaunch in cuda/src/attention.rs.
+void dpck_attn_params_layout(u64* out) {
+    out[0] = sizeof(DpAttnParams);
+    out[1] = offsetof(DpAttnParams, out_stream);
+    out[2] = offsetof(DpAttnParams, key);
+    out[3] = offsetof(DpAttnParams, batch);
+    out[4] = offsetof(DpAttnParams, scale);
+    out[5] = offsetof(DpAttnParams, pad);
+}
+
+// The fused kernels' epilogue for one block, run by one "thread": rows `rows` of the
+// row-major f32 tile `x` ([rows][d], d = 64 or 128) are staged through dp_stage_pair and
+// written by dp_store_rows to the f32 tensor `out` (row stride `ld`) of head (b, h), query
+// rows row0 .., with output noise σ (uniform) of (key, stream). Returns 0, or 1 for a bad d.
+int dpck_store_rows(int d, const float* x, int rows, u32 row0, u32 b, u32 h, u32 heads, u32 s_q,
+                    float* out, u64 ld, const u32* key, u64 stream, double sigma) {
+    static float stage[64 * 128];
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < d; c += 2) dp_stage_pair(stage, d, r, c, x[r * d + c], x[r * d + c + 1]);
+    DpAttnParams p;
+    std::memset(&p, 0, sizeof p);
+    p.out.ptr = (u64)(size_t)out;
+    p.out.ss = ld;
+    p.key = key_of(key);
+    p.out_stream = stream;
+    p.out_sigma = sigma;
+    p.out_sigma_mode = sigma != 0.0 ? DP_SIGMA_UNIFORM : DP_SIGMA_NONE;
+    p.heads = heads;
+    p.s_q = s_q;
+    if (d == 64) dp_store_rows<64>(p, stage, rows, row0, b, h, 0, 1);
+    else if (d == 128) dp_store_rows<128>(p, stage, rows, row0, b, h, 0, 1);
+    else return 1;
+    return 0;
 }
 
 }  // extern "C"

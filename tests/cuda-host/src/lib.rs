@@ -41,4 +41,26 @@ unsafe extern "C" {
         stream: u64,
         e_begin: u64,
     ) -> i32;
+    /// Logit noise elements `e`, `e + 1` of the fused attention (`dp_noise2`).
+    pub fn dpck_noise2(key: *const u32, stream: u64, e: u64, sigma: f64, out: *mut f32);
+    /// Output noise elements `e .. e + 8` (`dp_noise8`, `e` a multiple of 8).
+    pub fn dpck_noise8(key: *const u32, stream: u64, e: u64, sigma: f64, out: *mut f32);
+    /// `[sizeof, out_stream, key, batch, scale, pad]` of `DpAttnParams`.
+    pub fn dpck_attn_params_layout(out: *mut u64);
+    /// The fused attention epilogue for one block (`dp_stage_pair` then `dp_store_rows`).
+    pub fn dpck_store_rows(
+        d: i32,
+        x: *const f32,
+        rows: i32,
+        row0: u32,
+        b: u32,
+        h: u32,
+        heads: u32,
+        s_q: u32,
+        out: *mut f32,
+        ld: u64,
+        key: *const u32,
+        stream: u64,
+        sigma: f64,
+    ) -> i32;
 }

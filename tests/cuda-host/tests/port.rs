@@ -350,3 +350,106 @@ fn clip_rows_then_noise_equals_the_cpu_release() {
     assert_eq!(rc, -1);
     assert!(row.iter().all(|v| v.is_nan()));
 }
+
+/// The CPU's noise element `e` of `Gaussian(σ)` in the f64 layout, rounded once to f32: what
+/// the fused attention kernels add (docs/RANDOMNESS.md §5).
+fn attention_noise(draw: &KeyedStream, sigma: f64, e: u64) -> f32 {
+    Gaussian::new(sigma).unwrap().sample_at::<f64>(draw, e).unwrap() as f32
+}
+
+#[test]
+fn attention_logit_and_output_noise_equal_the_cpu() {
+    let key = NoiseKey::from_bytes([0x5a; 32]);
+    let kw = key_words(&key);
+    let draw = KeyedStream::new(&key, 77);
+    let mut r = Xs(99);
+    // Every parity and position in a block (odd e straddles two Box–Muller pairs, e ≡ 7
+    // mod 8 two ChaCha blocks), near 0 and near the end of the index space.
+    let mut starts: Vec<u64> = (0..64).collect();
+    starts.extend((0..2000).map(|_| r.next() >> 1));
+    starts.extend((0..16).map(|i| u64::MAX - 40 - i));
+    for &e in &starts {
+        let sigma = 0.25 + (e % 7) as f64;
+        let mut two = [0f32; 2];
+        // SAFETY: `kw` holds 8 words and `two` 2 floats.
+        unsafe { dpck_noise2(kw.as_ptr(), 77, e, sigma, two.as_mut_ptr()) };
+        for (t, g) in two.iter().enumerate() {
+            let want = attention_noise(&draw, sigma, e + t as u64);
+            assert_eq!(g.to_bits(), want.to_bits(), "logit noise element {}", e + t as u64);
+        }
+        let e8 = e & !7;
+        let mut eight = [0f32; 8];
+        // SAFETY: `kw` holds 8 words and `eight` 8 floats.
+        unsafe { dpck_noise8(kw.as_ptr(), 77, e8, sigma, eight.as_mut_ptr()) };
+        for (t, g) in eight.iter().enumerate() {
+            let want = attention_noise(&draw, sigma, e8 + t as u64);
+            assert_eq!(g.to_bits(), want.to_bits(), "output noise element {}", e8 + t as u64);
+        }
+    }
+}
+
+#[test]
+fn attention_params_layout_is_what_the_rust_launch_struct_assumes() {
+    let mut l = [0u64; 6];
+    // SAFETY: `l` holds the 6 values written.
+    unsafe { dpck_attn_params_layout(l.as_mut_ptr()) };
+    // The offsets asserted for `AttnLaunch` in cuda/src/attention.rs.
+    assert_eq!(l, [248, 128, 176, 208, 224, 244]);
+}
+
+#[test]
+fn attention_epilogue_stages_noises_and_stores_every_row() {
+    let key = NoiseKey::from_bytes([0x11; 32]);
+    let kw = key_words(&key);
+    let draw = KeyedStream::new(&key, 5);
+    let (heads, s_q) = (3u32, 100u32);
+    for (d, rows, row0, b, h, sigma) in [
+        (64usize, 64i32, 64u32, 1u32, 2u32, 0.7),
+        (128, 64, 0, 0, 1, 0.0),
+        (128, 32, 96, 2, 0, 1.5),
+    ] {
+        let x: Vec<f32> = (0..rows as usize * d).map(|i| (i % 97) as f32 * 0.01 - 0.3).collect();
+        let ld = d as u64 + 8;
+        let mut out = vec![f32::NAN; s_q as usize * ld as usize];
+        // SAFETY: `x` holds rows·d floats, `out` s_q rows of stride ld, `kw` 8 words.
+        let st = unsafe {
+            dpck_store_rows(
+                d as i32,
+                x.as_ptr(),
+                rows,
+                row0,
+                b,
+                h,
+                heads,
+                s_q,
+                out.as_mut_ptr(),
+                ld,
+                kw.as_ptr(),
+                5,
+                sigma,
+            )
+        };
+        assert_eq!(st, 0);
+        for i in 0..s_q as usize {
+            let in_block = i >= row0 as usize && i < row0 as usize + rows as usize;
+            for c in 0..d {
+                let got = out[i * ld as usize + c];
+                if !in_block {
+                    assert!(got.is_nan(), "row {i} outside the block was written");
+                    continue;
+                }
+                let mut want = x[(i - row0 as usize) * d + c];
+                if sigma != 0.0 {
+                    let e = ((b as u64 * heads as u64 + h as u64) * s_q as u64 + i as u64)
+                        * d as u64
+                        + c as u64;
+                    want += attention_noise(&draw, sigma, e);
+                }
+                assert_eq!(got.to_bits(), want.to_bits(), "d={d} row {i} col {c}");
+            }
+            for c in d..ld as usize {
+                assert!(out[i * ld as usize + c].is_nan(), "padding of row {i} was written");
+            }
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! GPU tests of the fused noisy attention against the CPU (dpattn-core).
+//!
+//! Ignored unless asked for (`scripts/gpu-test.sh` runs them with `--ignored` on a CUDA
+//! machine, where a missing GPU is a failure, not a skip). Expected values: the `f64` CPU
+//! oracle `noisy_attention_f64` on the same (16-bit-rounded) inputs, key and streams, and
+//! the CPU Gaussian sampler for the noise alone. Tolerances: the largest error relative to
+//! the largest reference magnitude, ≤ 1e-5 for `f32`, ≤ 1e-2 for bf16/f16 (the issue's).
+
+use std::sync::Arc;
+
+use dpattn_core::attention::{AttentionParams, attention_scratch_len};
+use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream, noisy_attention_f64};
+use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn_core::{BatchedMut, BatchedRef, Mask, Scale, ScoreFn};
+use dpattn_cuda::Device;
+use dpattn_cuda::attention::{AttnDtype, GpuTensor, noisy_attention_raw};
+use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+
+fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+    let dev = Device::get(0)
+        .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
+    let stream = dev.new_stream().unwrap();
+    (dev, stream)
+}
+
+/// Deterministic inputs in [-1, 1) (a small LCG; values are data, not noise).
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// The values as the device holds them (rounded to the dtype) and their bits.
+fn encode(x: &[f32], dtype: AttnDtype) -> (Vec<f32>, Vec<u8>) {
+    match dtype {
+        AttnDtype::F32 => (x.to_vec(), x.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        AttnDtype::Bf16 => {
+            let h: Vec<half::bf16> = x.iter().map(|&v| half::bf16::from_f32(v)).collect();
+            (
+                h.iter().map(|v| v.to_f32()).collect(),
+                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )
+        }
+        AttnDtype::F16 => {
+            let h: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+            (
+                h.iter().map(|v| v.to_f32()).collect(),
+                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )
+        }
+    }
+}
+
+fn decode(bytes: &[u8], dtype: AttnDtype) -> Vec<f64> {
+    match dtype {
+        AttnDtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        AttnDtype::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes(c.try_into().unwrap()).to_f64())
+            .collect(),
+        AttnDtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes(c.try_into().unwrap()).to_f64())
+            .collect(),
+    }
+}
+
+struct Case {
+    dtype: AttnDtype,
+    shape: [usize; 4], // q: [b, h, s_q, d]
+    s_k: usize,
+    causal: bool,
+    score: ScoreFn,
+    out_sigma: Option<Vec<f64>>,
+    logit_sigma: Option<Vec<f64>>,
+}
+
+/// Runs the GPU kernel (contiguous operands, or q/k/v/out in PyTorch's `[B, S, H, D]`
+/// memory when `bshd`) and returns the output as `[b, h, s_q, d]` values.
+fn run_gpu(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bool) -> Vec<f64> {
+    let (dev, s) = gpu();
+    let [b, h, sq, d] = c.shape;
+    let size = c.dtype.size();
+    let up = |x: &[u8]| s.clone_htod(x).unwrap();
+    let (qd, kd, vd): (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<u8>) = (up(q), up(k), up(v));
+    let mut od = s.alloc_zeros::<u8>(b * h * sq * d * size).unwrap();
+    let tensor = |ptr: u64, seq: usize| {
+        let shape = [b, h, seq, d];
+        let strides = if bshd { [seq * h * d, d, h * d, 1] } else { [h * seq * d, seq * d, d, 1] };
+        GpuTensor { ptr, len: b * h * seq * d, shape, strides }
+    };
+    let params = AttentionParams {
+        mask: Mask { causal: c.causal, key_padding: None },
+        scale: Scale::InvSqrtDim,
+        score: c.score,
+        ..AttentionParams::default()
+    };
+    let spec = NoiseSpec {
+        key,
+        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
+        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
+    };
+    {
+        let (qp, _a) = qd.device_ptr(&s);
+        let (kp, _b) = kd.device_ptr(&s);
+        let (vp, _c) = vd.device_ptr(&s);
+        let (op, _d) = od.device_ptr_mut(&s);
+        // SAFETY: each tensor describes a live buffer of b·h·seq·d elements of the dtype.
+        unsafe {
+            noisy_attention_raw(
+                &dev,
+                &s,
+                c.dtype,
+                tensor(op, sq),
+                tensor(qp, sq),
+                tensor(kp, c.s_k),
+                tensor(vp, c.s_k),
+                &params,
+                Some(&spec),
+            )
+        }
+        .unwrap();
+    }
+    let raw = decode(&s.clone_dtoh(&od).unwrap(), c.dtype);
+    if !bshd {
+        return raw;
+    }
+    let mut out = vec![0.0; raw.len()];
+    for bi in 0..b {
+        for hi in 0..h {
+            for i in 0..sq {
+                for x in 0..d {
+                    out[((bi * h + hi) * sq + i) * d + x] = raw[((bi * sq + i) * h + hi) * d + x];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `bshd` memory of a `[b, h, seq, d]` logical tensor.
+fn to_bshd(x: &[f32], [b, h, seq, d]: [usize; 4]) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for bi in 0..b {
+        for hi in 0..h {
+            for i in 0..seq {
+                for c in 0..d {
+                    out[((bi * seq + i) * h + hi) * d + c] = x[((bi * h + hi) * seq + i) * d + c];
+                }
+            }
+        }
+    }
+    out
+}
+
+fn cpu_reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], key: &NoiseKey) -> Vec<f64> {
+    let [b, h, sq, d] = c.shape;
+    let params = AttentionParams {
+        mask: Mask { causal: c.causal, key_padding: None },
+        scale: Scale::InvSqrtDim,
+        score: c.score,
+        ..AttentionParams::default()
+    };
+    let spec = NoiseSpec {
+        key,
+        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
+        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
+    };
+    let mut out = vec![0.0f64; b * h * sq * d];
+    noisy_attention_f64(
+        BatchedMut::contiguous(&mut out, [b, h, sq, d]).unwrap(),
+        BatchedRef::contiguous(q, [b, h, sq, d]).unwrap(),
+        BatchedRef::contiguous(k, [b, h, c.s_k, d]).unwrap(),
+        BatchedRef::contiguous(v, [b, h, c.s_k, d]).unwrap(),
+        &params,
+        &spec,
+        &mut vec![0.0; attention_scratch_len(d, d).unwrap()],
+    )
+    .unwrap();
+    out
+}
+
+fn check_case(c: Case, seed: u64) {
+    let [b, h, sq, d] = c.shape;
+    let key = NoiseKey::from_bytes([seed as u8; 32]);
+    let (q, qb) = encode(&data(b * h * sq * d, seed), c.dtype);
+    let (k, kb) = encode(&data(b * h * c.s_k * d, seed + 1), c.dtype);
+    let (v, vb) = encode(&data(b * h * c.s_k * d, seed + 2), c.dtype);
+    let want = cpu_reference(&c, &q, &k, &v, &key);
+    let got = run_gpu(&c, &qb, &kb, &vb, &key, false);
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
+    let err = got.iter().zip(&want).fold(0.0f64, |m, (g, w)| m.max((g - w).abs())) / scale;
+    let tol = if c.dtype == AttnDtype::F32 { 1e-5 } else { 1e-2 };
+    assert!(
+        err <= tol,
+        "{:?} {:?} s_k={} causal={} {:?}: relative error {err:e} > {tol:e}",
+        c.dtype,
+        c.shape,
+        c.s_k,
+        c.causal,
+        c.score
+    );
+    // Deterministic: the same call gives the same bits, and PyTorch's [B, S, H, D] memory
+    // (strided views) gives the same values as the contiguous layout.
+    assert_eq!(got, run_gpu(&c, &qb, &kb, &vb, &key, false));
+    let sh = |x: &[f32], seq| encode(&to_bshd(x, [b, h, seq, d]), c.dtype).1;
+    let strided = run_gpu(&c, &sh(&q, sq), &sh(&k, c.s_k), &sh(&v, c.s_k), &key, true);
+    assert_eq!(got, strided, "strided layout changed the result");
+}
+
+fn case(dtype: AttnDtype, shape: [usize; 4], s_k: usize, causal: bool) -> Case {
+    Case { dtype, shape, s_k, causal, score: ScoreFn::Exp, out_sigma: None, logit_sigma: None }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn noise_off_matches_the_f64_reference() {
+    for dtype in AttnDtype::ALL {
+        for d in [64, 128] {
+            // Cross-attention with lengths that are not multiples of any tile.
+            check_case(case(dtype, [2, 3, 100, d], 77, false), 1);
+            // Causal self-attention across several key tiles.
+            check_case(case(dtype, [1, 2, 130, d], 130, true), 2);
+            // Causal with s_q < s_k (bottom-right: the last row sees every key)...
+            check_case(case(dtype, [1, 1, 37, d], 300, true), 3);
+            // ... and s_q > s_k: the first 50 rows see no key and are zero.
+            check_case(case(dtype, [1, 2, 70, d], 20, true), 4);
+            // A single query row (decode) against a long context.
+            check_case(case(dtype, [3, 1, 1, d], 1000, false), 5);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn cosh_score_matches_the_f64_reference() {
+    for dtype in AttnDtype::ALL {
+        let mut c = case(dtype, [1, 2, 65, 64], 129, true);
+        c.score = ScoreFn::Cosh;
+        check_case(c, 6);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn noise_on_matches_the_cpu_noisy_attention() {
+    for dtype in AttnDtype::ALL {
+        for d in [64, 128] {
+            // Output noise per head, logit noise per (batch, head); odd s_k so logit noise
+            // elements straddle Box–Muller pairs and ChaCha blocks.
+            let mut c = case(dtype, [2, 2, 67, d], 93, false);
+            c.out_sigma = Some(vec![0.05, 0.2]);
+            c.logit_sigma = Some(vec![0.3, 0.0, 1.0, 0.5]);
+            check_case(c, 7);
+            let mut c = case(dtype, [1, 3, 90, d], 90, true);
+            c.out_sigma = Some(vec![0.1; 3]);
+            c.logit_sigma = Some(vec![0.25; 3]);
+            check_case(c, 8);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn output_noise_is_the_cpu_draw_bit_for_bit() {
+    // V = 0 makes the attention exactly 0, so the output is the noise alone: element
+    // ((b·H + h)·S_q + i)·D + c of Gaussian(σ_h), rounded to f32 (then to the dtype).
+    let (b, h, sq, sk) = (2, 3, 45, 17);
+    let sigma = [0.5, 1.0, 2.0];
+    let key = NoiseKey::from_bytes([42; 32]);
+    for dtype in AttnDtype::ALL {
+        for d in [64, 128] {
+            let n = b * h * sq * d;
+            let (_, qb) = encode(&data(n, 9), dtype);
+            let (_, kb) = encode(&data(b * h * sk * d, 10), dtype);
+            let (_, vb) = encode(&vec![0.0; b * h * sk * d], dtype);
+            let mut c = case(dtype, [b, h, sq, d], sk, false);
+            c.out_sigma = Some(sigma.to_vec());
+            let got = run_gpu(&c, &qb, &kb, &vb, &key, false);
+            let draw = KeyedStream::new(&key, 11);
+            for (e, g) in got.iter().enumerate() {
+                let head = (e / (sq * d)) % h;
+                let z =
+                    Gaussian::new(sigma[head]).unwrap().sample_at::<f64>(&draw, e as u64).unwrap();
+                let z32 = z as f32;
+                let want = match dtype {
+                    AttnDtype::F32 => z32 as f64,
+                    AttnDtype::Bf16 => half::bf16::from_f32(z32).to_f64(),
+                    AttnDtype::F16 => half::f16::from_f32(z32).to_f64(),
+                };
+                assert_eq!(g.to_bits(), want.to_bits(), "{dtype:?} d={d} element {e}");
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn dp_cross_attention_equals_the_cpu_release() {
+    use dpattn_core::output_perturbation::{
+        OutputPerturbationParams, output_perturbation_attention,
+    };
+    use dpattn_core::{Kernel, PrivacyBudget};
+    use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw, workspace_len};
+    let (dev, s) = gpu();
+    let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
+    let key = NoiseKey::from_bytes([0x77; 32]);
+    // Keys and values far outside the bounds, so the clamp matters; one value row is NaN.
+    let q: Vec<f32> = data(b * h * sq * d, 21);
+    let k: Vec<f32> = data(b * h * sk * d, 22).iter().map(|x| x * 3.0).collect();
+    let mut v: Vec<f32> = data(b * h * sk * d, 23).iter().map(|x| x * 5.0).collect();
+    v[7 * d + 3] = f32::NAN;
+    let params = OutputPerturbationParams {
+        key_norm: 1.5,
+        value_norm: 2.0,
+        budget: PrivacyBudget::new(1.0, 1e-6).unwrap(),
+        scale: Scale::InvSqrtDim,
+        score: ScoreFn::Exp,
+        key_padding: None,
+        kernel: Kernel::Auto,
+    };
+    let mut want = vec![0f32; b * h * sq * d];
+    let mut sigma_cpu = vec![0.0; b * h];
+    output_perturbation_attention::<f32, f32, 1>(
+        BatchedMut::contiguous(&mut want, [b, h, sq, d]).unwrap(),
+        BatchedRef::contiguous(&q, [b, h, sq, d]).unwrap(),
+        BatchedRef::contiguous(&k, [b, h, sk, d]).unwrap(),
+        BatchedRef::contiguous(&v, [b, h, sk, d]).unwrap(),
+        &params,
+        &key,
+        3,
+        None,
+        &mut sigma_cpu,
+        &mut vec![0.0; attention_scratch_len(d, d).unwrap()],
+    )
+    .unwrap();
+    let up = |x: &[f32]| s.clone_htod(x).unwrap();
+    let (qd, kd, vd) = (up(&q), up(&k), up(&v));
+    let mut od = s.alloc_zeros::<f32>(want.len()).unwrap();
+    let ws_len = workspace_len(AttnDtype::F32, [b, h, sk, d]).unwrap();
+    let mut ws = s.alloc_zeros::<u8>(ws_len).unwrap();
+    let mut sigma_gpu = vec![0.0; b * h];
+    {
+        let (qp, _a) = qd.device_ptr(&s);
+        let (kp, _b) = kd.device_ptr(&s);
+        let (vp, _c) = vd.device_ptr(&s);
+        let (op, _d) = od.device_ptr_mut(&s);
+        let (wp, _e) = ws.device_ptr_mut(&s);
+        let t = |p, seq| GpuTensor::contiguous(p, [b, h, seq, d]).unwrap();
+        // SAFETY: live buffers of the stated shapes; the workspace has ws_len bytes.
+        unsafe {
+            output_perturbation_attention_raw::<1>(
+                &dev,
+                &s,
+                AttnDtype::F32,
+                t(op, sq),
+                t(qp, sq),
+                t(kp, sk),
+                t(vp, sk),
+                &params,
+                &key,
+                3,
+                None,
+                &mut sigma_gpu,
+                wp,
+                ws_len,
+            )
+        }
+        .unwrap();
+    }
+    assert_eq!(sigma_gpu, sigma_cpu, "the calibration is the CPU's");
+    let got = s.clone_dtoh(&od).unwrap();
+    let scale = want.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let err = got.iter().zip(&want).fold(0.0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
+    assert!(err <= 1e-5, "relative error {err:e}");
+}
