@@ -36,6 +36,37 @@ for line in sys.stdin:
     cp "$exe" "$BUNDLE/$dest"
 }
 
+# bundle_cdylib PACKAGE FILE: builds PACKAGE's release libraries (`cargo build --release`) and
+# copies the cdylib artifact named FILE (e.g. libdpattn_ffi.so) to $BUNDLE/FILE.
+bundle_cdylib() {
+    local pkg=$1 file=$2 lib
+    command -v python3 >/dev/null || die "python3 is needed to read cargo's JSON messages"
+    cargo build --release -p "$pkg" >/dev/null || die "cargo build --release -p $pkg failed"
+    lib=$(cargo build --release -p "$pkg" --message-format=json \
+        | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and "cdylib" in (m.get("target") or {}).get("kind", []):
+        for f in m.get("filenames", []):
+            if os.path.basename(f) == sys.argv[1]:
+                print(f)
+' "$file" | tail -n 1) || die "could not read cargo's messages for $pkg"
+    [ -n "$lib" ] && [ -f "$lib" ] || die "cargo did not produce $file for $pkg"
+    mkdir -p "$BUNDLE"
+    cp "$lib" "$BUNDLE/$file"
+}
+
+# need_torch: fails unless python3 imports torch and torch sees a GPU.
+need_torch() {
+    command -v python3 >/dev/null || die "python3 not found: the PyTorch benchmark and example need python3 with torch"
+    python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)' \
+        || die "python3 cannot import torch, or torch sees no CUDA device (python3 -c 'import torch; print(torch.cuda.is_available())')"
+}
+
 # Puts an NVRTC on the loader path: the one already there, a CUDA toolkit's, or a pip
 # wheel's (nvidia-cuda-nvrtc / -cu12 in any python3 site-packages). cudarc looks for
 # libnvrtc.so first, then libnvrtc.so.12, so a versioned-only library gets a libnvrtc.so link.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU tests of dpattn-cuda: GPU noise bit-identical to the CPU (stream words, every sampler,
 # layout and dtype), chunked fills, Gaussian/Laplace statistics, caller-owned memory on a
-# foreign stream, clip-rows-then-noise against the CPU release, bad input; then the same
+# foreign stream, clip-rows-then-noise against the CPU release, bad input; the C ABI's GPU
+# branches; fused noisy attention called from PyTorch (examples/pytorch_interop.py and
+# scripts/bench_attention_sdpa.py --quick: needs python3 with torch); then the Rust GPU
 # tests under compute-sanitizer memcheck and racecheck.
 #
 #   scripts/gpu-test.sh            build (needs cargo) and run (needs a GPU)
@@ -19,22 +21,31 @@ if [ "$mode" != --run ]; then
     step "building the GPU test binary into $BUNDLE"
     command -v cargo >/dev/null || die "cargo not found: build the bundle elsewhere with --bundle, then use --run"
     bundle_exe test gpu gpu-tests test --release -p dpattn-cuda --test gpu --no-run
+    bundle_exe test gpu_attention gpu-attention-tests test --release -p dpattn-cuda --test gpu_attention --no-run
     # The C ABI's unit tests take their GPU branches (bit-identity with the CPU through the
     # C entry points, the caller's stream, the counters) when a device is present.
     bundle_exe rlib dpattn_ffi ffi-tests test --release -p dpattn-ffi --lib --no-run
+    # The shared library, for the PyTorch smoke tests below (ctypes on torch tensors).
+    bundle_cdylib dpattn-ffi libdpattn_ffi.so
     ls -l "$BUNDLE"
 fi
 [ "$mode" = --bundle ] && exit 0
 
-[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/ffi-tests" ] || die "$BUNDLE/gpu-tests missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/gpu-attention-tests" ] && [ -x "$BUNDLE/ffi-tests" ] && [ -f "$BUNDLE/libdpattn_ffi.so" ] || die "$BUNDLE/gpu-tests, ffi-tests or libdpattn_ffi.so missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+need_torch
 step "device"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
 setup_nvrtc
 
 step "GPU tests"
 "$BUNDLE/gpu-tests" --ignored --test-threads=1
+step "fused attention GPU tests (against the f64 CPU oracle)"
+"$BUNDLE/gpu-attention-tests" --ignored --test-threads=1
 step "C ABI unit tests (GPU branches)"
 "$BUNDLE/ffi-tests" cuda --test-threads=1
+step "PyTorch interop: examples/pytorch_interop.py, then scripts/bench_attention_sdpa.py --quick"
+DPATTN_LIB="$BUNDLE/libdpattn_ffi.so" python3 examples/pytorch_interop.py
+python3 scripts/bench_attention_sdpa.py --quick --lib "$BUNDLE/libdpattn_ffi.so" --json target/gpu-test-attention-quick.json
 
 command -v compute-sanitizer >/dev/null || die "compute-sanitizer not found (CUDA toolkit): memcheck/racecheck are part of this check"
 # The statistics and full-grid tests only repeat the fill kernel on 2^23–2^24 elements; they
@@ -44,5 +55,7 @@ for tool in memcheck racecheck; do
     step "compute-sanitizer --tool $tool"
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BUNDLE/gpu-tests" --ignored --test-threads=1 --skip gaussian_and_laplace_output_have_the_right_distribution --skip the_end_of_the_index_space
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1 cosh_score dp_cross_attention output_noise_is
 done
 step "all GPU checks passed"

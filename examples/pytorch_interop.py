@@ -1,0 +1,112 @@
+"""dpattn's fused noisy attention on PyTorch CUDA tensors, through ctypes (no extension).
+
+    DPATTN_LIB=target/gpu-bundle/libdpattn_ffi.so python3 examples/pytorch_interop.py
+
+`dpattn_cuda_noisy_attention` reads and writes the tensors' device memory in place
+(`tensor.data_ptr()`) and queues its kernel on PyTorch's current stream, so it orders with
+PyTorch's own work like any PyTorch op. Tensors are described as [batch, heads, seq, dim]
+with strides in elements: the [B, S, H, D] layout a QKV projection produces is passed as
+`x.transpose(1, 2)`, without a copy. bf16, f16 or f32; head dim 64 or 128.
+
+What the noise is (docs/RANDOMNESS.md §5): output element (b, h, i, c) receives element
+((b·H + h)·S_q + i)·D + c of the Gaussian draw (key, output stream), N(0, σ_h²) in the f64
+layout, added after the softmax normalisation; with logit noise, logit (b, h, i, j) (already
+scaled) receives element ((b·H + h)·S_q + i)·S_k + j of the draw (key, logit stream) before
+the mask and the softmax. The index is logical — never a memory offset or a thread id — so
+anyone holding the key can recompute every noise value, as the end of this example does on
+the CPU. Keep the key secret, and never reuse a (key, stream) pair for a second release.
+This call adds noise of the σ you give; it does not choose σ or claim a privacy guarantee.
+"""
+
+import ctypes as C
+import os
+import secrets
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = Path(os.environ.get("DPATTN_LIB", ROOT / "target" / "gpu-bundle" / "libdpattn_ffi.so"))
+DTYPE_F64, DTYPE_BF16 = 1, 3  # DPATTN_DTYPE_*
+
+
+class Tensor4(C.Structure):  # dpattn_tensor4 and dpattn_tensor4_mut (same layout)
+    _fields_ = [("data", C.c_void_p), ("len", C.c_size_t), ("dtype", C.c_uint32),
+                ("shape", C.c_size_t * 4), ("strides", C.c_size_t * 4)]
+
+
+class Key(C.Structure):  # dpattn_key
+    _fields_ = [("bytes", C.c_uint8 * 32)]
+
+
+class NoiseStream(C.Structure):  # dpattn_noise_stream
+    _fields_ = [("stream", C.c_uint64), ("sigma", C.POINTER(C.c_double)), ("sigma_len", C.c_size_t)]
+
+
+class NoiseSpec(C.Structure):  # dpattn_noise_spec
+    _fields_ = [("key", Key), ("output_enabled", C.c_uint32), ("output", NoiseStream),
+                ("logits_enabled", C.c_uint32), ("logits", NoiseStream)]
+
+
+def as_tensor4(t):
+    """A [batch, heads, seq, dim] view of a CUDA bf16 tensor: device pointer and strides."""
+    assert t.is_cuda and t.dtype == torch.bfloat16 and t.stride(3) == 1
+    return Tensor4(t.data_ptr(), sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1,
+                   DTYPE_BF16, (C.c_size_t * 4)(*t.shape), (C.c_size_t * 4)(*t.stride()))
+
+
+lib = C.CDLL(str(LIB))
+lib.dpattn_cuda_noisy_attention.restype = C.c_uint32  # dpattn_status
+lib.dpattn_cuda_noisy_attention.argtypes = [C.c_int32, C.c_void_p] + [C.POINTER(Tensor4)] * 4 + [
+    C.c_void_p, C.POINTER(NoiseSpec)]  # options: NULL = defaults (no mask, scale 1/sqrt(D))
+lib.dpattn_fill_gaussian.restype = C.c_uint32
+lib.dpattn_fill_gaussian.argtypes = [C.POINTER(Key), C.c_uint64, C.c_uint64, C.c_double,
+                                     C.c_uint32, C.c_void_p, C.c_size_t]
+lib.dpattn_last_error_message.restype = C.c_size_t
+lib.dpattn_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
+
+
+def check(status):
+    if status != 0:
+        msg = C.create_string_buffer(1024)
+        lib.dpattn_last_error_message(msg, len(msg))
+        raise RuntimeError(f"dpattn status {status}: {msg.value.decode()}")
+
+
+def noisy_attention(out, q, k, v, noise):
+    """out, q, k, v: [B, S, H, D] CUDA tensors. Queued on the current stream; returns at once."""
+    views = [as_tensor4(x.transpose(1, 2)) for x in (out, q, k, v)]  # [B, H, S, D] by strides
+    stream = torch.cuda.current_stream().cuda_stream  # a CUstream; 0 is the legacy default
+    check(lib.dpattn_cuda_noisy_attention(torch.cuda.current_device(), stream,
+                                          *[C.byref(t) for t in views], None,
+                                          C.byref(noise) if noise is not None else None))
+
+
+B, S, H, D = 2, 256, 8, 64
+q, k, v = (torch.randn(B, S, H, D, dtype=torch.bfloat16, device="cuda") for _ in range(3))
+plain, noisy = torch.empty_like(q), torch.empty_like(q)
+
+# Output noise σ = 0.1 on every head, draw (key, stream 1). The key comes from a CSPRNG.
+sigma = (C.c_double * H)(*[0.1] * H)
+spec = NoiseSpec(key=Key.from_buffer_copy(secrets.token_bytes(32)), output_enabled=1,
+                 output=NoiseStream(1, C.cast(sigma, C.POINTER(C.c_double)), H))
+noisy_attention(plain, q, k, v, None)  # noise = NULL: exact attention
+noisy_attention(noisy, q, k, v, spec)
+
+# Noise off matches PyTorch's SDPA (which takes [B, H, S, D]).
+ref = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+rel = ((plain.transpose(1, 2).float() - ref.float()).norm() / ref.float().norm()).item()
+print(f"noise off vs torch SDPA: relative error {rel:.2e}")
+assert rel < 1e-2
+
+# Recompute the output noise on the CPU from the key alone: element ((b·H + h)·S + i)·D + c
+# of the draw, i.e. a plain fill in logical [B, H, S, D] order (the tensors' memory is
+# [B, S, H, D]; the noise does not depend on it).
+expected = torch.empty(B, H, S, D, dtype=torch.float64)
+check(lib.dpattn_fill_gaussian(C.byref(spec.key), 1, 0, 0.1, DTYPE_F64, expected.data_ptr(), expected.numel()))
+got = (noisy.float() - plain.float()).transpose(1, 2).cpu().double()
+# noisy and plain are each rounded to bf16 once (relative error <= 2^-8).
+bound = (noisy.float().abs() + plain.float().abs()).transpose(1, 2).cpu().double() * 2.0**-8 + 1e-6
+assert ((got - expected).abs() <= bound).all(), (got - expected).abs().max()
+print(f"output noise = the keyed draw recomputed on the CPU (std {got.std().item():.4f}, σ = 0.1)")
