@@ -254,8 +254,13 @@ fn sigma_plan(
     Ok((mode, 0.0, Some(s.sigma.to_vec())))
 }
 
+/// The σ tables a launch uploads (output draw, logit draw), for draws whose σ differs
+/// between heads.
+type SigmaTables = [Option<Vec<f64>>; 2];
+
 /// Everything [`noisy_attention_raw`] checks before the device is touched; returns the
-/// launch parameters (without the device σ tables) and the head dimension.
+/// launch parameters (without the device σ table addresses), the head dimension and the σ
+/// tables to upload.
 fn plan(
     dtype: AttnDtype,
     out: &GpuTensor,
@@ -264,7 +269,7 @@ fn plan(
     v: &GpuTensor,
     params: &AttentionParams<'_>,
     noise: Option<&NoiseSpec<'_>>,
-) -> Result<(AttnLaunch, usize)> {
+) -> Result<(AttnLaunch, usize, SigmaTables)> {
     use CoreError as E;
     let [batch, heads, s_q, d] = q.shape;
     let s_k = k.shape[2];
@@ -367,6 +372,7 @@ fn plan(
         },
         ..AttnLaunch::default()
     };
+    let mut tables = [None, None];
     if let Some(n) = noise {
         if let (Some(o), Some(l)) = (n.output, n.logits)
             && o.stream == l.stream
@@ -379,16 +385,18 @@ fn plan(
             .into());
         }
         launch.key = KeyedStream::new(n.key, 0).key_words();
-        let (mode, value, _) = sigma_plan(n.output.as_ref(), batch, heads)?;
+        let (mode, value, table) = sigma_plan(n.output.as_ref(), batch, heads)?;
+        tables[0] = table;
         launch.out_sigma_mode = mode;
         launch.out_sigma = value;
         launch.out_stream = n.output.map_or(0, |o| o.stream);
-        let (mode, value, _) = sigma_plan(n.logits.as_ref(), batch, heads)?;
+        let (mode, value, table) = sigma_plan(n.logits.as_ref(), batch, heads)?;
+        tables[1] = table;
         launch.logit_sigma_mode = mode;
         launch.logit_sigma = value;
         launch.logit_stream = n.logits.map_or(0, |l| l.stream);
     }
-    Ok((launch, d))
+    Ok((launch, d, tables))
 }
 
 /// Checks every argument of [`noisy_attention_raw`] that can be checked without the
@@ -455,7 +463,7 @@ pub unsafe fn noisy_attention_raw(
     params: &AttentionParams<'_>,
     noise: Option<&NoiseSpec<'_>>,
 ) -> Result<()> {
-    let (mut launch, d) = plan(dtype, &out, &q, &k, &v, params, noise)?;
+    let (mut launch, d, tables) = plan(dtype, &out, &q, &k, &v, params, noise)?;
     in_context("a stream", stream, dev)?;
     if dev.arch() < 80 {
         return Err(Error::Unsupported {
@@ -469,23 +477,21 @@ pub unsafe fn noisy_attention_raw(
     guarded(|| {
         // σ tables that differ between heads travel for this launch only; dropping them
         // after the launch frees them in stream order.
-        let mut tables = Vec::new();
-        if let Some(n) = noise {
-            for (s, is_out) in [(n.output, true), (n.logits, false)] {
-                if let (_, _, Some(t)) = sigma_plan(s.as_ref(), batch, heads)? {
-                    let buf = stream.clone_htod(&t).map_err(driver("upload sigma"))?;
-                    let ptr = {
-                        use cudarc::driver::DevicePtr;
-                        let (p, _g) = buf.device_ptr(stream);
-                        p
-                    };
-                    if is_out {
-                        launch.out_sigma_ptr = ptr;
-                    } else {
-                        launch.logit_sigma_ptr = ptr;
-                    }
-                    tables.push(buf);
+        let mut uploaded = Vec::new();
+        for (table, is_out) in tables.iter().zip([true, false]) {
+            if let Some(t) = table {
+                let buf = stream.clone_htod(t).map_err(driver("upload sigma"))?;
+                let ptr = {
+                    use cudarc::driver::DevicePtr;
+                    let (p, _g) = buf.device_ptr(stream);
+                    p
+                };
+                if is_out {
+                    launch.out_sigma_ptr = ptr;
+                } else {
+                    launch.logit_sigma_ptr = ptr;
                 }
+                uploaded.push(buf);
             }
         }
         let cfg = LaunchConfig {
@@ -503,7 +509,7 @@ pub unsafe fn noisy_attention_raw(
         // tables (heads or batch·heads doubles) uploaded just above. The grid is
         // (batch·heads, ⌈s_q / rows per block⌉) with both extents in range.
         unsafe { b.launch(cfg) }.map_err(driver(format!("launch {}", spec.label())))?;
-        drop(tables);
+        drop(uploaded);
         Ok(())
     })?;
     dev.check()
@@ -525,7 +531,7 @@ mod tests {
         s_k: usize,
         params: &AttentionParams<'_>,
         noise: Option<&NoiseSpec<'_>>,
-    ) -> Result<(AttnLaunch, usize)> {
+    ) -> Result<(AttnLaunch, usize, SigmaTables)> {
         let [b, h, s, d] = qs;
         let n = |s: usize| (b * h * s * d * dtype.size()) as u64;
         let q = t(0x1_0000_0000, qs);
@@ -550,7 +556,7 @@ mod tests {
     #[test]
     fn valid_shapes_plan_the_launch() {
         let p = AttentionParams::default();
-        let (l, d) = plan_of(AttnDtype::Bf16, [2, 3, 100, 128], 77, &p, None).unwrap();
+        let (l, d, _) = plan_of(AttnDtype::Bf16, [2, 3, 100, 128], 77, &p, None).unwrap();
         assert_eq!((d, l.batch, l.heads, l.s_q, l.s_k), (128, 2, 3, 100, 77));
         assert_eq!(l.scale, (1.0 / 128f64.sqrt()) as f32);
         assert_eq!((l.out_sigma_mode, l.logit_sigma_mode), (SIGMA_NONE, SIGMA_NONE));
@@ -560,7 +566,7 @@ mod tests {
             score: ScoreFn::Cosh,
             ..AttentionParams::default()
         };
-        let (l, _) = plan_of(AttnDtype::F32, [1, 1, 5, 64], 9, &causal, None).unwrap();
+        let (l, _, _) = plan_of(AttnDtype::F32, [1, 1, 5, 64], 9, &causal, None).unwrap();
         assert_eq!((l.causal, l.score, l.scale), (1, 1, 0.5));
     }
 
@@ -610,11 +616,12 @@ mod tests {
             logits: l.map(|sigma| NoiseStream { stream: ls, sigma }),
         };
         let shape = [2, 3, 8, 64];
-        let (l, _) =
+        let (l, _, tables) =
             plan_of(AttnDtype::Bf16, shape, 8, &p, Some(&spec(&[0.5; 3], None, 2))).unwrap();
         assert_eq!((l.out_sigma_mode, l.out_sigma, l.out_stream), (SIGMA_UNIFORM, 0.5, 1));
+        assert_eq!(tables, [None, None], "a uniform σ needs no table");
         assert_eq!(l.key, KeyedStream::new(&key, 0).key_words());
-        let (l, _) = plan_of(
+        let (l, _, tables) = plan_of(
             AttnDtype::Bf16,
             shape,
             8,
@@ -626,6 +633,7 @@ mod tests {
             (l.out_sigma_mode, l.logit_sigma_mode, l.logit_stream),
             (SIGMA_NONE, SIGMA_HEADS, 4)
         );
+        assert_eq!(tables, [None, Some(vec![0.1, 0.2, 0.3])]);
         for bad in [&[0.5, 0.5][..], &[-1.0, 0.0, 0.0], &[f64::NAN, 0.0, 0.0]] {
             let s = NoiseSpec {
                 key: &key,

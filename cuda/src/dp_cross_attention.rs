@@ -176,25 +176,12 @@ fn read_queries(
         }
         AttnDtype::Bf16 => bytes
             .chunks_exact(2)
-            .map(|c| f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16))
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect(),
         AttnDtype::F16 => {
-            bytes.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect()
+            bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
         }
     })
-}
-
-/// IEEE binary16 bits to `f32` (exact).
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = if h & 0x8000 != 0 { -1.0f32 } else { 1.0 };
-    let exp = i32::from((h >> 10) & 0x1f);
-    let man = f32::from(h & 0x3ff);
-    match exp {
-        0 => sign * man * 2f32.powi(-24),
-        31 if man == 0.0 => sign * f32::INFINITY,
-        31 => f32::NAN,
-        e => sign * (1.0 + man / 1024.0) * 2f32.powi(e - 15),
-    }
 }
 
 /// Queues the clamp of `src` into the contiguous copy at `dst`.
@@ -233,21 +220,6 @@ fn clamp(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn f16_decoding_is_exact() {
-        for (bits, want) in [
-            (0x3c00u16, 1.0f32),
-            (0xc000, -2.0),
-            (0x0001, 2f32.powi(-24)),
-            (0x7bff, 65504.0),
-            (0x3555, 0.333_251_95),
-            (0x7c00, f32::INFINITY),
-        ] {
-            assert_eq!(f16_to_f32(bits), want, "{bits:#x}");
-        }
-        assert!(f16_to_f32(0x7e00).is_nan());
-    }
 
     #[test]
     fn workspace_and_variants() {

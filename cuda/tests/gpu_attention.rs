@@ -129,30 +129,24 @@ fn run_gpu(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bool) -
         .unwrap();
     }
     let raw = decode(&s.clone_dtoh(&od).unwrap(), c.dtype);
-    if !bshd {
-        return raw;
-    }
-    let mut out = vec![0.0; raw.len()];
-    for bi in 0..b {
-        for hi in 0..h {
-            for i in 0..sq {
-                for x in 0..d {
-                    out[((bi * h + hi) * sq + i) * d + x] = raw[((bi * sq + i) * h + hi) * d + x];
-                }
-            }
-        }
-    }
-    out
+    if bshd { permute(&raw, [b, h, sq, d], false) } else { raw }
 }
 
-/// `bshd` memory of a `[b, h, seq, d]` logical tensor.
-fn to_bshd(x: &[f32], [b, h, seq, d]: [usize; 4]) -> Vec<f32> {
-    let mut out = vec![0.0; x.len()];
+/// Between `[b, h, seq, d]` row-major memory and PyTorch's `[b, seq, h, d]` (`to_bshd`) or
+/// back.
+fn permute<T: Copy>(x: &[T], [b, h, seq, d]: [usize; 4], to_bshd: bool) -> Vec<T> {
+    let mut out = x.to_vec();
     for bi in 0..b {
         for hi in 0..h {
             for i in 0..seq {
                 for c in 0..d {
-                    out[((bi * seq + i) * h + hi) * d + c] = x[((bi * h + hi) * seq + i) * d + c];
+                    let bhsd = ((bi * h + hi) * seq + i) * d + c;
+                    let bshd = ((bi * seq + i) * h + hi) * d + c;
+                    if to_bshd {
+                        out[bshd] = x[bhsd];
+                    } else {
+                        out[bhsd] = x[bshd];
+                    }
                 }
             }
         }
@@ -210,7 +204,7 @@ fn check_case(c: Case, seed: u64) {
     // Deterministic: the same call gives the same bits, and PyTorch's [B, S, H, D] memory
     // (strided views) gives the same values as the contiguous layout.
     assert_eq!(got, run_gpu(&c, &qb, &kb, &vb, &key, false));
-    let sh = |x: &[f32], seq| encode(&to_bshd(x, [b, h, seq, d]), c.dtype).1;
+    let sh = |x: &[f32], seq| encode(&permute(x, [b, h, seq, d], true), c.dtype).1;
     let strided = run_gpu(&c, &sh(&q, sq), &sh(&k, c.s_k), &sh(&v, c.s_k), &key, true);
     assert_eq!(got, strided, "strided layout changed the result");
 }

@@ -56,18 +56,6 @@ DP_FN i64 dp_key_end(const DpAttnParams& p, i64 i) {
     return e < (i64)p.s_k ? e : (i64)p.s_k;
 }
 
-// The f64 Box–Muller pair in words w[0..4) (53-bit layout), each times σ: exactly the
-// two values dp_block_value(w, GAUSSIAN, 2, σ, 2m) and (…, 2m + 1) give.
-DP_FN void dp_gauss_pair(const u32* w, double sigma, double* z0, double* z1) {
-    double u1 = dp_open_uniform(w, 2);
-    u64 m2 = dp_uniform_int(w + 2, 2);
-    double r = dp_sqrt(-2.0 * dp_ln_unit(u1));
-    double sn, cs;
-    dp_sincos_2pi(m2, 53u, &sn, &cs);
-    *z0 = (r * cs) * sigma;
-    *z1 = (r * sn) * sigma;
-}
-
 // Words 4m .. 4m + 3 of a block, m in 0..4 chosen at run time, by selects (an indexed read
 // would put the block in local memory).
 DP_FN void dp_pick4(const u32 w[16], u32 m, u32 o[4]) {
@@ -91,7 +79,7 @@ DP_NOINLINE void dp_noise2(const DpKey& key, u64 stream, u64 e, double sigma, fl
     dp_chacha20_block(key, e >> 3, stream, w);
     double a, b;
     dp_pick4(w, (u32)(e >> 1) & 3u, g);
-    dp_gauss_pair(g, sigma, &a, &b);
+    dp_gauss_pair(g, 2, sigma, &a, &b);
     if ((e & 1) == 0) {
         *n0 = dp_f64_to_f32_rn(a);
         *n1 = dp_f64_to_f32_rn(b);
@@ -101,7 +89,7 @@ DP_NOINLINE void dp_noise2(const DpKey& key, u64 stream, u64 e, double sigma, fl
     u64 f = e + 1;
     if ((f & 7) == 0) dp_chacha20_block(key, f >> 3, stream, w);
     dp_pick4(w, (u32)(f >> 1) & 3u, g);
-    dp_gauss_pair(g, sigma, &a, &b);
+    dp_gauss_pair(g, 2, sigma, &a, &b);
     *n1 = dp_f64_to_f32_rn(a);
 }
 
@@ -114,7 +102,7 @@ DP_FN void dp_noise8(const DpKey& key, u64 stream, u64 e, double sigma, float n[
 #endif
     for (int m = 0; m < 4; ++m) {
         double a, b;
-        dp_gauss_pair(w + 4 * m, sigma, &a, &b);
+        dp_gauss_pair(w + 4 * m, 2, sigma, &a, &b);
         n[2 * m] = dp_f64_to_f32_rn(a);
         n[2 * m + 1] = dp_f64_to_f32_rn(b);
     }

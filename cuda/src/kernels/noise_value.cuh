@@ -22,18 +22,26 @@ DP_FN double dp_open_uniform(const u32* w, int uw) {
     return (double)dp_uniform_int(w, uw) * dp_bits_f64((u64)(1023u - dp_uniform_bits(uw)) << 52);
 }
 
+// The Box–Muller pair in words w[0 .. 2·uw): (r·cos θ)·σ and (r·sin θ)·σ with r = √(−2 ln U1),
+// θ = 2π·U2, the CPU's Gaussian pair (elements 2m and 2m + 1 of a draw).
+DP_FN void dp_gauss_pair(const u32* w, int uw, double sigma, double* z0, double* z1) {
+    double u1 = dp_open_uniform(w, uw);
+    u64 m2 = dp_uniform_int(w + uw, uw);
+    double r = dp_sqrt(-2.0 * dp_ln_unit(u1));
+    double sn, cs;
+    dp_sincos_2pi(m2, dp_uniform_bits(uw), &sn, &cs);
+    *z0 = (r * cs) * sigma;
+    *z1 = (r * sn) * sigma;
+}
+
 // Element `t` (0 <= t < 16/uw) of a block, as the f64 value the CPU computes before its
 // final rounding to the output precision. `p` is σ (Gaussian), b (Laplace) or 1/λ
 // (exponential); the uniform ignores it.
 DP_FN double dp_block_value(const u32 w[16], int sampler, int uw, double p, int t) {
     if (sampler == DP_SAMPLER_GAUSSIAN) {
-        const u32* g = w + (t >> 1) * 2 * uw;
-        double u1 = dp_open_uniform(g, uw);
-        u64 m2 = dp_uniform_int(g + uw, uw);
-        double r = dp_sqrt(-2.0 * dp_ln_unit(u1));
-        double sn, cs;
-        dp_sincos_2pi(m2, dp_uniform_bits(uw), &sn, &cs);
-        return (t & 1) ? (r * sn) * p : (r * cs) * p;
+        double z0, z1;
+        dp_gauss_pair(w + (t >> 1) * 2 * uw, uw, p, &z0, &z1);
+        return (t & 1) ? z1 : z0;
     }
     const u32* g = w + t * uw;
     double u = dp_open_uniform(g, uw);
