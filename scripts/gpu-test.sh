@@ -2,7 +2,8 @@
 # GPU tests of dpattn-cuda: GPU noise bit-identical to the CPU (stream words, every sampler,
 # layout and dtype), chunked fills, Gaussian/Laplace statistics, caller-owned memory on a
 # foreign stream, clip-rows-then-noise against the CPU release, bad input; the C ABI's GPU
-# branches; fused noisy attention called from PyTorch (examples/pytorch_interop.py and
+# branches; Gaussian-sampling attention (paper 000) against the CPU release; fused noisy
+# attention called from PyTorch (examples/pytorch_interop.py and
 # scripts/bench_attention_sdpa.py --quick: needs python3 with torch); then the Rust GPU
 # tests under compute-sanitizer memcheck and racecheck.
 #
@@ -22,6 +23,7 @@ if [ "$mode" != --run ]; then
     command -v cargo >/dev/null || die "cargo not found: build the bundle elsewhere with --bundle, then use --run"
     bundle_exe test gpu gpu-tests test --release -p dpattn-cuda --test gpu --no-run
     bundle_exe test gpu_attention gpu-attention-tests test --release -p dpattn-cuda --test gpu_attention --no-run
+    bundle_exe test gpu_gaussian_sampling gpu-gaussian-sampling-tests test --release -p dpattn-cuda --test gpu_gaussian_sampling --no-run
     # The C ABI's unit tests take their GPU branches (bit-identity with the CPU through the
     # C entry points, the caller's stream, the counters) when a device is present.
     bundle_exe rlib dpattn_ffi ffi-tests test --release -p dpattn-ffi --lib --no-run
@@ -31,7 +33,7 @@ if [ "$mode" != --run ]; then
 fi
 [ "$mode" = --bundle ] && exit 0
 
-[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/gpu-attention-tests" ] && [ -x "$BUNDLE/ffi-tests" ] && [ -f "$BUNDLE/libdpattn_ffi.so" ] || die "$BUNDLE/gpu-tests, ffi-tests or libdpattn_ffi.so missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/gpu-attention-tests" ] && [ -x "$BUNDLE/gpu-gaussian-sampling-tests" ] && [ -x "$BUNDLE/ffi-tests" ] && [ -f "$BUNDLE/libdpattn_ffi.so" ] || die "$BUNDLE/gpu-tests, gpu-attention-tests, gpu-gaussian-sampling-tests, ffi-tests or libdpattn_ffi.so missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
 need_torch
 step "device"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
@@ -41,6 +43,8 @@ step "GPU tests"
 "$BUNDLE/gpu-tests" --ignored --test-threads=1
 step "fused attention GPU tests (against the f64 CPU oracle)"
 "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1
+step "Gaussian-sampling attention GPU tests (paper 000, against the CPU release)"
+"$BUNDLE/gpu-gaussian-sampling-tests" --ignored --test-threads=1
 step "C ABI unit tests (GPU branches)"
 "$BUNDLE/ffi-tests" cuda --test-threads=1
 step "PyTorch interop: examples/pytorch_interop.py, then scripts/bench_attention_sdpa.py --quick"
@@ -57,5 +61,7 @@ for tool in memcheck racecheck; do
         "$BUNDLE/gpu-tests" --ignored --test-threads=1 --skip gaussian_and_laplace_output_have_the_right_distribution --skip the_end_of_the_index_space
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1 cosh_score dp_cross_attention output_noise_is
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$BUNDLE/gpu-gaussian-sampling-tests" --ignored --test-threads=1 --skip large_k_release_matches_the_cpu
 done
 step "all GPU checks passed"

@@ -10,8 +10,12 @@
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
 //!   variant), owned and borrowed streams.
-//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's) and [`clip_rows`]
-//!   (clip rows to norm `C`, add Gaussian noise).
+//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`clip_rows`]
+//!   (clip rows to norm `C`, add Gaussian noise), [`attention`] (fused flash-style noisy
+//!   attention, tensor cores for bf16/f16), [`dp_cross_attention`] (output-perturbation DP
+//!   cross-attention through the fused kernel) and [`gaussian_sampling`] (paper 000's
+//!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
+//!   release).
 //!
 //! Every entry point has a raw-pointer form (`*_raw`) that runs on device memory and a
 //! stream owned by the caller (a C++ engine, PyTorch) and frees or destroys nothing.
@@ -41,6 +45,10 @@ pub use clip_rows::{
 };
 pub use device::Device;
 pub use error::{Error, Result};
+pub use gaussian_sampling::{
+    SamplingDtype, SamplingElement, SamplingPlan, gaussian_sampling_attention,
+    gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
+};
 pub use noise_fill::{
     GpuNoise, GpuSampler, NoiseElement, OutDtype, UniformBits, fill_noise, fill_noise_raw,
     fill_stream_words, fill_stream_words_raw,

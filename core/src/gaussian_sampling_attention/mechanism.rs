@@ -255,6 +255,71 @@ fn charge(p: &GaussianSamplingParams, batch: usize, heads: usize) -> Result<Priv
     basic_composition_k(p.budget, problems as u64)
 }
 
+/// The public checks of one release on an input of shape `[batch, heads, n, d]`, exactly
+/// those [`gaussian_sampling_attention`](super::gaussian_sampling_attention()) runs before
+/// it reads any data, in its order: non-zero sizes; `d ≥ n` in reject mode; the domain
+/// `(α, η, β)`; the privacy condition `s < Δ(k)` ([`check_privacy`]); a non-empty declared
+/// domain in reject mode; `k ∈ [1, 2^53]` (and `k ≥ n` for the Bartlett sampler); the
+/// public magnitude guard `d·α² + η ≤ 2^900` (and, for clip-and-ridge with a factorising
+/// sampler, the ridge that guarantees the Cholesky factorisation); that every noise
+/// element index of the release fits the stream. Nothing here reads private data, so the
+/// outcome may be shown to anyone.
+///
+/// Returns the `(ε, δ)` the call is charged: `params.budget` composed (basic composition)
+/// over `batch · heads` problems, or over `heads` when `batch_elements_disjoint`.
+/// Other implementations of the same release (the GPU kernels of `dpattn-cuda`) call it so
+/// that both refuse exactly the same public parameters.
+///
+/// ```
+/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::gaussian_sampling_attention::{
+///     Domain, GaussianSamplingParams, check_release_parameters};
+/// let domain = Domain::new(0.04, 0.05, 1e-6)?;
+/// let params = GaussianSamplingParams::new(PrivacyBudget::new(0.09, 1e-6)?, domain, 100_000);
+/// let total = check_release_parameters(&params, [1, 2, 2, 64])?;
+/// assert!((total.epsilon().get() - 0.18).abs() < 1e-12); // two problems, basic composition
+/// assert!(check_release_parameters(&params, [1, 1, 0, 64]).is_err());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`gaussian_sampling_attention`](super::gaussian_sampling_attention()) for the
+/// conditions above: [`Error::OutOfRange`], [`Error::ShapeMismatch`], [`Error::Infeasible`],
+/// [`Error::SizeOverflow`].
+pub fn check_release_parameters(
+    params: &GaussianSamplingParams,
+    shape: [usize; 4],
+) -> Result<PrivacyBudget> {
+    let [batch, heads, n, d] = shape;
+    for (name, v) in [("batch", batch), ("heads", heads), ("n", n), ("d", d)] {
+        if v == 0 {
+            return Err(Error::OutOfRange { name, value: 0.0, allowed: ">= 1" });
+        }
+    }
+    let reject = params.out_of_domain == OutOfDomain::Reject;
+    if reject && d < n {
+        return Err(Error::ShapeMismatch {
+            arg: "x",
+            axis: "dim d (Theorem 4.1 needs d ≥ n; use OutOfDomain::ClipAndRidge otherwise)",
+            expected: n,
+            got: d,
+        });
+    }
+    params.domain.validate()?;
+    check_privacy(n, params.k, &params.domain, params.budget, &params.calibration())?;
+    if reject {
+        params.domain.check_nonempty(n, d)?;
+    }
+    check_k(params.k, n, params.sampler)?;
+    check_public_scale(n, d, params)?;
+    let problems =
+        batch.checked_mul(heads).ok_or(Error::SizeOverflow { what: "batch · heads" })?;
+    let ridged =
+        if reject { d } else { d.checked_add(n).ok_or(Error::SizeOverflow { what: "d + n" })? };
+    check_stream_capacity(params.sampler, problems as u64, n, ridged, params.k)?;
+    charge(params, batch, heads)
+}
+
 /// DPAttention: `B = DPCovariance(XXᵀ, k)` and `P = D(B)⁻¹ f(B)` for every problem
 /// `x[b, h]` (`n × d`) into `out_b[b, h]` and `out_p[b, h]` (`n × n`). See the
 /// [module documentation](super) for the guarantee, the privacy unit, and what must be
@@ -340,35 +405,13 @@ fn release_all<T: Element, const N: usize>(
     scratch: &mut [f64],
 ) -> Result<PrivateReport> {
     let [batch, heads, n, d] = x.layout().shape();
-    for (name, v) in [("batch", batch), ("heads", heads), ("n", n), ("d", d)] {
-        if v == 0 {
-            return Err(Error::OutOfRange { name, value: 0.0, allowed: ">= 1" });
-        }
-    }
+    let total = check_release_parameters(params, x.layout().shape())?;
     for out in [out_b.layout(), out_p.layout()] {
         for (axis, expected) in [(0, batch), (1, heads), (2, n), (3, n)] {
             out.expect_axis("out", axis, expected)?;
         }
     }
     let reject = params.out_of_domain == OutOfDomain::Reject;
-    if reject && d < n {
-        return Err(Error::ShapeMismatch {
-            arg: "x",
-            axis: "dim d (Theorem 4.1 needs d ≥ n; use OutOfDomain::ClipAndRidge otherwise)",
-            expected: n,
-            got: d,
-        });
-    }
-    params.domain.validate()?;
-    check_privacy(n, params.k, &params.domain, params.budget, &params.calibration())?;
-    if reject {
-        params.domain.check_nonempty(n, d)?;
-    }
-    check_k(params.k, n, params.sampler)?;
-    check_public_scale(n, d, params)?;
-    let ridged = if reject { d } else { d + n };
-    check_stream_capacity(params.sampler, (batch * heads) as u64, n, ridged, params.k)?;
-    let total = charge(params, batch, heads)?;
     let needed =
         gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?;
     x.check_finite("x")?;

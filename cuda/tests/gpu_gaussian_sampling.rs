@@ -1,0 +1,514 @@
+//! GPU tests of the Gaussian-sampling DP attention kernels (paper 000, factor-free sampler
+//! with clip-and-ridge) against the CPU release of dpattn-core.
+//!
+//! Ignored unless asked for (`scripts/gpu-test.sh` runs them with `--ignored` on a CUDA
+//! machine, where a missing GPU is a failure, not a skip). The expected values are the
+//! CPU's `gaussian_sampling_attention` with `Sampler::FactorFree` and
+//! `OutOfDomain::ClipAndRidge` on the same key and stream: the GPU draws the same normals
+//! and computes each sample `gᵢ` with the same operations, so
+//! * with `k ≤ MIN_CHUNK_SAMPLES` (one chunk, the CPU's summation order) `B` and `P` are
+//!   **bit-identical** to the CPU's;
+//! * otherwise only the order in which the `k` outer products are added differs, and each
+//!   of the two sums of `k` terms `g_i g_j` has error at most `(k − 1)·u·Σ|g_i g_j| ≤
+//!   (k − 1)·u·k·√(B_ii·B_jj)` (Cauchy–Schwarz; `u = 2⁻⁵³`), so after the division by `k`
+//!   `|ΔB_ij| ≤ 2k·u·√(B_ii·B_jj)`; `log P_ij` moves by at most twice the largest `|ΔB_il|`
+//!   of its row (the row shift and the normaliser are 1-Lipschitz in `B`), plus the
+//!   rounding of the row's exponentials and sum, `(2n + 16)·u`.
+
+use std::sync::Arc;
+
+use dpattn_core::accounting::ledger::Ledger;
+use dpattn_core::gaussian_sampling_attention::{
+    Domain, GaussianSamplingParams, OutOfDomain, Sampler, check_release_parameters,
+    gaussian_sampling_attention as cpu_attention, gaussian_sampling_attention_scratch_len,
+};
+use dpattn_core::sampling::NoiseKey;
+use dpattn_core::{BatchedMut, BatchedRef, Element, Layout4, PrivacyBudget, ScoreFn};
+use dpattn_cuda::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use dpattn_cuda::gaussian_sampling::{
+    MIN_CHUNK_SAMPLES, STATUS_CLEAN, SamplingDtype, SamplingElement, SamplingPlan,
+    gaussian_sampling_attention, gaussian_sampling_attention_raw,
+    gaussian_sampling_attention_workspace_len,
+};
+use dpattn_cuda::{Device, Error};
+
+const U: f64 = f64::EPSILON / 2.0;
+
+fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+    let dev = Device::get(0)
+        .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
+    let stream = dev.new_stream().unwrap();
+    (dev, stream)
+}
+
+fn key(seed: u8) -> NoiseKey {
+    NoiseKey::from_bytes(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
+}
+
+fn params(k: u64, score: ScoreFn) -> GaussianSamplingParams {
+    let mut p = GaussianSamplingParams::new(
+        PrivacyBudget::new(0.5, 1e-6).unwrap(),
+        Domain::new(0.1, 0.05, 1e-6).unwrap(),
+        k,
+    );
+    p.sampler = Sampler::FactorFree;
+    p.out_of_domain = OutOfDomain::ClipAndRidge;
+    p.score = score;
+    p
+}
+
+fn ledger() -> Ledger {
+    Ledger::new_approx(PrivacyBudget::new(1000.0, 0.5).unwrap())
+}
+
+/// `X` in a `[batch, n, heads, d]` buffer (the usual projection output) viewed as
+/// `[batch, heads, n, d]`, or contiguous; entries of both signs, some columns longer than
+/// `α = 0.1` (clipped), all rounded to `T`.
+fn input<T: Element + From<f32>>(shape: [usize; 4], interleaved: bool) -> (Vec<T>, Layout4) {
+    let [batch, heads, n, d] = shape;
+    let layout = if interleaved {
+        Layout4::new(shape, [n * heads * d, d, heads * d, 1]).unwrap()
+    } else {
+        Layout4::contiguous(shape).unwrap()
+    };
+    let mut x = vec![T::from(0.0); layout.required_len()];
+    for b in 0..batch {
+        for h in 0..heads {
+            for r in 0..n {
+                for c in 0..d {
+                    let i = layout.logical_index(b, h, r, c);
+                    let v = ((i.wrapping_mul(2_654_435_761) % 2001) as f32 / 1000.0 - 1.0) * 0.03;
+                    let v = if c % 5 == 0 { v * 8.0 } else { v };
+                    x[layout.offset(b, h, r, c)] = T::from(v);
+                }
+            }
+        }
+    }
+    (x, layout)
+}
+
+struct Release {
+    b: Vec<f64>,
+    p: Vec<f64>,
+}
+
+fn cpu_release<T: Element>(
+    x: &[T],
+    layout: Layout4,
+    params: &GaussianSamplingParams,
+    key: &NoiseKey,
+    stream_id: u64,
+    ledger: &mut Ledger,
+) -> Release {
+    let [batch, heads, n, d] = layout.shape();
+    let len = batch * heads * n * n;
+    let (mut b, mut p) = (vec![0.0; len], vec![0.0; len]);
+    let mut scratch =
+        vec![
+            0.0;
+            gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)
+                .unwrap()
+        ];
+    cpu_attention(
+        BatchedMut::contiguous(&mut b, [batch, heads, n, n]).unwrap(),
+        BatchedMut::contiguous(&mut p, [batch, heads, n, n]).unwrap(),
+        BatchedRef::new(x, layout).unwrap(),
+        params,
+        key,
+        stream_id,
+        Some(ledger),
+        &mut scratch,
+    )
+    .unwrap();
+    Release { b, p }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gpu_release<T: SamplingElement>(
+    dev: &Device,
+    s: &Arc<CudaStream>,
+    x: &[T],
+    layout: Layout4,
+    params: &GaussianSamplingParams,
+    key: &NoiseKey,
+    stream_id: u64,
+    ledger: &mut Ledger,
+) -> Release {
+    let [batch, heads, n, _] = layout.shape();
+    let len = batch * heads * n * n;
+    let xd = s.clone_htod(x).unwrap();
+    let mut b = s.alloc_zeros::<f64>(len).unwrap();
+    let mut p = s.alloc_zeros::<f64>(len).unwrap();
+    gaussian_sampling_attention(
+        dev,
+        s,
+        &mut b,
+        &mut p,
+        &xd,
+        layout,
+        params,
+        key,
+        stream_id,
+        Some(ledger),
+    )
+    .unwrap();
+    Release { b: s.clone_dtoh(&b).unwrap(), p: s.clone_dtoh(&p).unwrap() }
+}
+
+/// Asserts the GPU release equals the CPU's: bit for bit with one chunk, within the
+/// reassociation bound of the module docs otherwise. Returns the largest
+/// `|ΔB_ij| / √(B_ii·B_jj)` seen.
+fn compare(gpu: &Release, cpu: &Release, shape: [usize; 4], k: u64, what: &str) -> f64 {
+    let [batch, heads, n, _] = shape;
+    let one_chunk = SamplingPlan::new(shape, k).unwrap().chunks == 1;
+    assert_eq!(one_chunk, k <= MIN_CHUNK_SAMPLES);
+    let tol_b = 2.0 * k as f64 * U;
+    let mut worst = 0.0f64;
+    for prob in 0..batch * heads {
+        let at = |i: usize, j: usize| prob * n * n + i * n + j;
+        for i in 0..n {
+            let mut row_db = 0.0f64;
+            for j in 0..n {
+                let (g, c) = (gpu.b[at(i, j)], cpu.b[at(i, j)]);
+                assert!(g.is_finite() && g == gpu.b[at(j, i)], "{what}: B not symmetric/finite");
+                if one_chunk {
+                    assert_eq!(g.to_bits(), c.to_bits(), "{what}: B[{prob}][{i}][{j}] {g} vs {c}");
+                }
+                let scale = (cpu.b[at(i, i)] * cpu.b[at(j, j)]).sqrt();
+                let rel = (g - c).abs() / scale;
+                assert!(
+                    rel <= tol_b,
+                    "{what}: B[{prob}][{i}][{j}] {g} vs {c} ({rel:e} > {tol_b:e})"
+                );
+                worst = worst.max(rel);
+                row_db = row_db.max((g - c).abs());
+            }
+            let tol_p = 2.0 * row_db + (2 * n + 16) as f64 * U;
+            let mut sum = 0.0;
+            for j in 0..n {
+                let (g, c) = (gpu.p[at(i, j)], cpu.p[at(i, j)]);
+                if one_chunk {
+                    assert_eq!(g.to_bits(), c.to_bits(), "{what}: P[{prob}][{i}][{j}] {g} vs {c}");
+                }
+                assert!(
+                    (g - c).abs() <= tol_p * c,
+                    "{what}: P[{prob}][{i}][{j}] {g} vs {c} (tol {tol_p:e})"
+                );
+                sum += g;
+            }
+            assert!((sum - 1.0).abs() < 1e-12, "{what}: row {i} of P sums to {sum}");
+        }
+    }
+    worst
+}
+
+fn check_case<T: SamplingElement + Element + From<f32>>(
+    dev: &Device,
+    s: &Arc<CudaStream>,
+    shape: [usize; 4],
+    k: u64,
+    score: ScoreFn,
+    interleaved: bool,
+) {
+    let (x, layout) = input::<T>(shape, interleaved);
+    let params = params(k, score);
+    let key = key(shape[2] as u8);
+    let (mut lc, mut lg) = (ledger(), ledger());
+    let cpu = cpu_release(&x, layout, &params, &key, 5, &mut lc);
+    let gpu = gpu_release(dev, s, &x, layout, &params, &key, 5, &mut lg);
+    let what = format!(
+        "{shape:?} k={k} {score:?} {} interleaved={interleaved}",
+        std::any::type_name::<T>()
+    );
+    let worst = compare(&gpu, &cpu, shape, k, &what);
+    eprintln!("{what}: largest |ΔB|/√(BiiBjj) = {worst:e}");
+    assert_eq!(lg.charges(), 1, "{what}");
+    assert_eq!(lg.spent(), lc.spent(), "{what}: the GPU charges what the CPU charges");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn one_chunk_releases_are_bit_identical_to_the_cpu() {
+    let (dev, s) = gpu();
+    // n, d, k off every tile size (32 samples, 32 columns), d < n (allowed by the ridge),
+    // n at the limit, f32 and f64, exp and cosh, strided and contiguous X.
+    check_case::<f64>(&dev, &s, [1, 1, 1, 1], 1, ScoreFn::Exp, false);
+    check_case::<f64>(&dev, &s, [2, 3, 5, 40], 300, ScoreFn::Cosh, true);
+    check_case::<f32>(&dev, &s, [1, 2, 33, 70], 512, ScoreFn::Exp, true);
+    check_case::<f64>(&dev, &s, [1, 1, 64, 33], 200, ScoreFn::Cosh, false);
+    check_case::<f32>(&dev, &s, [3, 1, 9, 4], 97, ScoreFn::Exp, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn chunked_releases_match_the_cpu_within_the_reassociation_bound() {
+    let (dev, s) = gpu();
+    check_case::<f64>(&dev, &s, [1, 2, 9, 4], 3000, ScoreFn::Exp, true);
+    check_case::<f32>(&dev, &s, [2, 1, 17, 45], 20_000, ScoreFn::Cosh, false);
+    check_case::<f64>(&dev, &s, [1, 1, 64, 65], 513, ScoreFn::Exp, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn large_k_release_matches_the_cpu() {
+    let (dev, s) = gpu();
+    // k = 10^5: 128 chunks of 782 samples; 40 problems at 32 per launch make two launches.
+    check_case::<f32>(&dev, &s, [1, 1, 64, 100], 100_000, ScoreFn::Exp, false);
+    check_case::<f64>(&dev, &s, [5, 8, 6, 37], 100_000, ScoreFn::Cosh, true);
+    assert_eq!(SamplingPlan::new([5, 8, 6, 37], 100_000).unwrap().group, 32);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn bits_do_not_depend_on_the_grid_and_repeat_exactly() {
+    let (dev, s) = gpu();
+    let shape = [2, 2, 11, 300];
+    let (x, layout) = input::<f64>(shape, false);
+    let params = params(5000, ScoreFn::Exp);
+    let first = gpu_release(&dev, &s, &x, layout, &params, &key(9), 1, &mut ledger());
+    // One block for the grid-stride factor kernel: same bits.
+    dpattn_cuda::launch::set_grid_cap_for_tests(1);
+    let capped = gpu_release(&dev, &s, &x, layout, &params, &key(9), 1, &mut ledger());
+    dpattn_cuda::launch::set_grid_cap_for_tests(0);
+    let again = gpu_release(&dev, &s, &x, layout, &params, &key(9), 1, &mut ledger());
+    for other in [&capped, &again] {
+        assert!(first.b.iter().zip(&other.b).all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(first.p.iter().zip(&other.p).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+    // Another stream id is another release.
+    let other = gpu_release(&dev, &s, &x, layout, &params, &key(9), 2, &mut ledger());
+    assert!(first.b.iter().zip(&other.b).any(|(a, b)| a != b));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn raw_entry_point_runs_on_caller_memory_and_a_borrowed_stream() {
+    let (dev, s) = gpu();
+    let shape = [1, 3, 7, 50];
+    let [batch, heads, n, _] = shape;
+    let (x, layout) = input::<f32>(shape, true);
+    let params = params(2000, ScoreFn::Cosh);
+    let typed = gpu_release(&dev, &s, &x, layout, &params, &key(4), 3, &mut ledger());
+
+    let owner = dev.new_stream().unwrap();
+    // SAFETY: `owner` is a live stream of this device's primary context and outlives `borrowed`.
+    let borrowed = unsafe { dev.borrow_stream(owner.cu_stream()) };
+    let len = batch * heads * n * n;
+    let ws_len = gaussian_sampling_attention_workspace_len(shape, params.k).unwrap();
+    let xd = owner.clone_htod(&x).unwrap();
+    let mut b = owner.alloc_zeros::<f64>(len).unwrap();
+    let mut p = owner.alloc_zeros::<f64>(len).unwrap();
+    let mut ws = owner.alloc_zeros::<f64>(ws_len).unwrap();
+    let mut status = owner.alloc_zeros::<u64>(1).unwrap();
+    let mut lg = ledger();
+    {
+        let (xp, _a) = xd.device_ptr(&owner);
+        let (bp, _b) = b.device_ptr_mut(&owner);
+        let (pp, _c) = p.device_ptr_mut(&owner);
+        let (wp, _d) = ws.device_ptr_mut(&owner);
+        let (sp, _e) = status.device_ptr_mut(&owner);
+        // SAFETY: every pointer addresses a live buffer of the stated length on this device;
+        // the guards keep them alive until the work is recorded on `owner`.
+        unsafe {
+            gaussian_sampling_attention_raw(
+                &dev,
+                &borrowed,
+                bp,
+                len,
+                pp,
+                len,
+                xp,
+                x.len(),
+                SamplingDtype::F32,
+                layout,
+                &params,
+                &key(4),
+                3,
+                Some(&mut lg),
+                wp,
+                ws_len,
+                sp,
+            )
+        }
+        .unwrap();
+    }
+    owner.synchronize().unwrap();
+    assert_eq!(owner.clone_dtoh(&status).unwrap(), vec![STATUS_CLEAN]);
+    let (gb, gp) = (owner.clone_dtoh(&b).unwrap(), owner.clone_dtoh(&p).unwrap());
+    assert!(typed.b.iter().zip(&gb).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(typed.p.iter().zip(&gp).all(|(a, b)| a.to_bits() == b.to_bits()));
+    let expected = check_release_parameters(&params, shape).unwrap();
+    let mut reference = ledger();
+    reference.try_charge(dpattn_core::accounting::ledger::Charge::Approx(expected)).unwrap();
+    assert_eq!(lg.spent(), reference.spent());
+    drop(borrowed);
+    owner.synchronize().unwrap(); // the borrowed wrapper did not destroy the stream
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn non_finite_input_releases_nothing() {
+    let (dev, s) = gpu();
+    let shape = [2, 1, 6, 40];
+    let len = 2 * 36;
+    let (mut x, layout) = input::<f64>(shape, false);
+    x[layout.offset(1, 0, 2, 17)] = f64::NAN;
+    x[layout.offset(1, 0, 4, 3)] = f64::INFINITY;
+    let index = layout.logical_index(1, 0, 2, 17) as usize;
+    let params = params(100, ScoreFn::Exp);
+    let xd = s.clone_htod(&x).unwrap();
+
+    // Typed: the CPU's error and index; nothing charged, outputs untouched.
+    let mut b = s.clone_htod(&vec![7.0f64; len]).unwrap();
+    let mut p = s.clone_htod(&vec![7.0f64; len]).unwrap();
+    let mut lg = ledger();
+    let e = gaussian_sampling_attention(
+        &dev,
+        &s,
+        &mut b,
+        &mut p,
+        &xd,
+        layout,
+        &params,
+        &key(1),
+        0,
+        Some(&mut lg),
+    )
+    .unwrap_err();
+    assert_eq!(e, Error::Core(dpattn_core::Error::NonFinite { arg: "x", index }));
+    let mut scratch =
+        vec![
+            0.0;
+            gaussian_sampling_attention_scratch_len(6, 40, params.sampler, params.out_of_domain)
+                .unwrap()
+        ];
+    let (mut cb, mut cp) = (vec![0.0; len], vec![0.0; len]);
+    let cpu = cpu_attention(
+        BatchedMut::contiguous(&mut cb, [2, 1, 6, 6]).unwrap(),
+        BatchedMut::contiguous(&mut cp, [2, 1, 6, 6]).unwrap(),
+        BatchedRef::new(&x, layout).unwrap(),
+        &params,
+        &key(1),
+        0,
+        None::<&mut Ledger>,
+        &mut scratch,
+    )
+    .unwrap_err();
+    assert_eq!(e, Error::Core(cpu));
+    assert_eq!(lg.charges(), 0);
+    assert!(s.clone_dtoh(&b).unwrap().iter().chain(&s.clone_dtoh(&p).unwrap()).all(|v| *v == 7.0));
+
+    // Raw: status carries the index and every B and P is NaN.
+    let ws_len = gaussian_sampling_attention_workspace_len(shape, params.k).unwrap();
+    let mut ws = s.alloc_zeros::<f64>(ws_len).unwrap();
+    let mut status = s.alloc_zeros::<u64>(1).unwrap();
+    {
+        let (xp, _a) = xd.device_ptr(&s);
+        let (bp, _b) = b.device_ptr_mut(&s);
+        let (pp, _c) = p.device_ptr_mut(&s);
+        let (wp, _d) = ws.device_ptr_mut(&s);
+        let (sp, _e) = status.device_ptr_mut(&s);
+        // SAFETY: live buffers of the stated lengths on this device.
+        unsafe {
+            gaussian_sampling_attention_raw(
+                &dev,
+                &s,
+                bp,
+                len,
+                pp,
+                len,
+                xp,
+                x.len(),
+                SamplingDtype::F64,
+                layout,
+                &params,
+                &key(1),
+                0,
+                None::<&mut Ledger>,
+                wp,
+                ws_len,
+                sp,
+            )
+        }
+        .unwrap();
+    }
+    assert_eq!(s.clone_dtoh(&status).unwrap(), vec![index as u64]);
+    assert!(s.clone_dtoh(&b).unwrap().iter().chain(&s.clone_dtoh(&p).unwrap()).all(|v| v.is_nan()));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn refusals_happen_before_any_launch_and_charge_nothing() {
+    let (dev, s) = gpu();
+    let shape = [1, 2, 4, 64];
+    let (x, layout) = input::<f32>(shape, false);
+    let xd = s.clone_htod(&x).unwrap();
+    let mut b = s.clone_htod(&vec![7.0f64; 32]).unwrap();
+    let mut p = s.clone_htod(&vec![7.0f64; 32]).unwrap();
+    let mut short = s.alloc_zeros::<f64>(31).unwrap();
+    let mut lg = ledger();
+    let mut bartlett = params(1000, ScoreFn::Exp);
+    bartlett.sampler = Sampler::Bartlett;
+    let mut reject = params(1000, ScoreFn::Exp);
+    reject.out_of_domain = OutOfDomain::Reject;
+    let infeasible = params(1 << 50, ScoreFn::Exp);
+    for (prm, what) in [(&bartlett, "bartlett"), (&reject, "reject"), (&infeasible, "k too large")]
+    {
+        let e = gaussian_sampling_attention(
+            &dev,
+            &s,
+            &mut b,
+            &mut p,
+            &xd,
+            layout,
+            prm,
+            &key(1),
+            0,
+            Some(&mut lg),
+        )
+        .unwrap_err();
+        match what {
+            "k too large" => assert_eq!(
+                e,
+                Error::Core(check_release_parameters(prm, shape).unwrap_err()),
+                "{what}"
+            ),
+            _ => assert!(matches!(e, Error::Unsupported { .. }), "{what}: {e}"),
+        }
+    }
+    let e = gaussian_sampling_attention(
+        &dev,
+        &s,
+        &mut short,
+        &mut p,
+        &xd,
+        layout,
+        &params(1000, ScoreFn::Exp),
+        &key(1),
+        0,
+        Some(&mut lg),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::Core(dpattn_core::Error::BufferTooShort { arg: "out_b", .. })),
+        "{e}"
+    );
+    let big = Layout4::contiguous([1, 1, 65, 64]).unwrap();
+    let xbig = s.alloc_zeros::<f32>(65 * 64).unwrap();
+    let e = gaussian_sampling_attention(
+        &dev,
+        &s,
+        &mut b,
+        &mut p,
+        &xbig,
+        big,
+        &params(1000, ScoreFn::Exp),
+        &key(1),
+        0,
+        Some(&mut lg),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert_eq!(lg.charges(), 0);
+    assert!(s.clone_dtoh(&b).unwrap().iter().chain(&s.clone_dtoh(&p).unwrap()).all(|v| *v == 7.0));
+}
