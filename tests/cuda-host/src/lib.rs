@@ -63,4 +63,32 @@ unsafe extern "C" {
         stream: u64,
         sigma: f64,
     ) -> i32;
+    /// The whole Gaussian-sampling release of `gaussian_sampling.cu` (clip factors, partial
+    /// sums, `B` and `P`) run on the host by `block_emulation.cpp`, one thread per CUDA
+    /// thread: `is_f32` selects the type of `x`; `chunk_len`, `chunks`, `group` are the
+    /// plan's; `factor_blocks` is the grid of the clip-factor kernel.
+    pub fn dpck_gs_release(
+        is_f32: i32,
+        x: *const core::ffi::c_void,
+        batch: u64,
+        heads: u64,
+        n: u64,
+        d: u64,
+        sb: u64,
+        sh: u64,
+        sr: u64,
+        alpha: f64,
+        eta: f64,
+        key: *const u32,
+        stream: u64,
+        k: u64,
+        chunk_len: u64,
+        chunks: u64,
+        group: u64,
+        cosh_score: i32,
+        factor_blocks: u32,
+        out_b: *mut f64,
+        out_p: *mut f64,
+        status: *mut u64,
+    );
 }
