@@ -3078,11 +3078,12 @@ dpattn_status dpattn_cuda_clip_rows_add_gaussian(int32_t device,
  * dpattn_tensor4 q = {d_q, B * H * S * 128, DPATTN_DTYPE_BF16, {B, H, S, 128},
  *                     {S * H * 128, 128, H * 128, 1}};   // PyTorch [B, S, H, D] memory
  * // ... k, v likewise, out as a dpattn_tensor4_mut ...
- * double sigma = 0.1;
+ * double sigma[H];                      // one σ per head (or B * H, one per batch and head)
+ * for (size_t h = 0; h < H; h++) sigma[h] = 0.1;
  * dpattn_noise_spec noise = {0};
  * memcpy(noise.key.bytes, secret_key, 32);
  * noise.output_enabled = 1;
- * noise.output = (dpattn_noise_stream){.stream = release_id, .sigma = &sigma, .sigma_len = 1};
+ * noise.output = (dpattn_noise_stream){.stream = release_id, .sigma = sigma, .sigma_len = H};
  * dpattn_status st = dpattn_cuda_noisy_attention(0, stream, &out, &q, &k, &v, NULL, &noise);
  * ```
  *

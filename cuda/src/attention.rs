@@ -167,13 +167,30 @@ impl GpuTensor {
         Ok(GpuTensor { ptr, len: l.numel(), shape, strides: l.strides() })
     }
 
-    fn layout(&self) -> Result<Layout4> {
-        Ok(Layout4::new(self.shape, self.strides)?)
+    /// The layout, with errors that name the tensor (`arg`: `q`, `k`, `v` or `out`).
+    fn layout(&self, arg: &'static str) -> Result<Layout4> {
+        use CoreError as E;
+        let (stride, count) = match arg {
+            "q" => ("q.strides[3] (the feature stride)", "q: element count"),
+            "k" => ("k.strides[3] (the feature stride)", "k: element count"),
+            "v" => ("v.strides[3] (the feature stride)", "v: element count"),
+            _ => ("out.strides[3] (the feature stride)", "out: element count"),
+        };
+        Layout4::new(self.shape, self.strides).map_err(|e| {
+            match e {
+                E::OutOfRange { value, allowed, .. } => {
+                    E::OutOfRange { name: stride, value, allowed }
+                }
+                E::SizeOverflow { .. } => E::SizeOverflow { what: count },
+                other => other,
+            }
+            .into()
+        })
     }
 
     /// Bytes from `ptr` to one past the last addressed element.
-    fn span_bytes(&self, size: usize) -> Result<u64> {
-        Ok((self.layout()?.required_len() as u64) * size as u64)
+    fn span_bytes(&self, arg: &'static str, size: usize) -> Result<u64> {
+        Ok((self.layout(arg)?.required_len() as u64) * size as u64)
     }
 }
 
@@ -284,7 +301,7 @@ fn plan(
         });
     }
     let expect = |arg: &'static str, t: &GpuTensor, want: [usize; 4]| -> Result<()> {
-        let l = t.layout()?;
+        let l = t.layout(arg)?;
         for (axis, &w) in want.iter().enumerate() {
             l.expect_axis(arg, axis, w)?;
         }
@@ -296,7 +313,7 @@ fn plan(
     let size = dtype.size();
     for (arg, t) in [("q", q), ("k", k), ("v", v), ("out", out)] {
         check_device_buffer(arg, t.ptr, t.len, size)?;
-        let l = t.layout()?;
+        let l = t.layout(arg)?;
         if l.required_len() > t.len {
             return Err(E::BufferTooShort { arg, needed: l.required_len(), got: t.len }.into());
         }
@@ -310,7 +327,7 @@ fn plan(
             });
         }
     }
-    if !out.layout()?.is_non_overlapping() {
+    if !out.layout("out")?.is_non_overlapping() {
         return Err(E::OutOfRange {
             name: "out strides",
             value: 0.0,
@@ -318,9 +335,9 @@ fn plan(
         }
         .into());
     }
-    let out_span = (out.ptr, out.ptr.saturating_add(out.span_bytes(size)?));
+    let out_span = (out.ptr, out.ptr.saturating_add(out.span_bytes("out", size)?));
     for (arg, t) in [("q", q), ("k", k), ("v", v)] {
-        let span = (t.ptr, t.ptr.saturating_add(t.span_bytes(size)?));
+        let span = (t.ptr, t.ptr.saturating_add(t.span_bytes(arg, size)?));
         if span.0 < out_span.1 && out_span.0 < span.1 {
             return Err(E::OutOfRange {
                 name: arg,
