@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use dpattn_core::attention::{AttentionParams, attention_scratch_len};
-use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream, noisy_attention_f64};
+use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream};
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn_core::{BatchedMut, BatchedRef, Mask, Scale, ScoreFn};
 use dpattn_cuda::Device;
@@ -23,64 +23,9 @@ fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
     (dev, stream)
 }
 
-/// Deterministic inputs in [-1, 1) (a small LCG; values are data, not noise).
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
-
-/// The values as the device holds them (rounded to the dtype) and their bits.
-fn encode(x: &[f32], dtype: AttnDtype) -> (Vec<f32>, Vec<u8>) {
-    match dtype {
-        AttnDtype::F32 => (x.to_vec(), x.iter().flat_map(|v| v.to_le_bytes()).collect()),
-        AttnDtype::Bf16 => {
-            let h: Vec<half::bf16> = x.iter().map(|&v| half::bf16::from_f32(v)).collect();
-            (
-                h.iter().map(|v| v.to_f32()).collect(),
-                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
-        }
-        AttnDtype::F16 => {
-            let h: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-            (
-                h.iter().map(|v| v.to_f32()).collect(),
-                h.iter().flat_map(|v| v.to_le_bytes()).collect(),
-            )
-        }
-    }
-}
-
-fn decode(bytes: &[u8], dtype: AttnDtype) -> Vec<f64> {
-    match dtype {
-        AttnDtype::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        AttnDtype::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes(c.try_into().unwrap()).to_f64())
-            .collect(),
-        AttnDtype::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes(c.try_into().unwrap()).to_f64())
-            .collect(),
-    }
-}
-
-struct Case {
-    dtype: AttnDtype,
-    shape: [usize; 4], // q: [b, h, s_q, d]
-    s_k: usize,
-    causal: bool,
-    score: ScoreFn,
-    out_sigma: Option<Vec<f64>>,
-    logit_sigma: Option<Vec<f64>>,
-}
+#[path = "support/attention.rs"]
+mod support;
+use support::{Case, case, check_case, data, decode, encode, permute};
 
 /// Runs the GPU kernel (contiguous operands, or q/k/v/out in PyTorch's `[B, S, H, D]`
 /// memory when `bshd`) and returns the output as `[b, h, s_q, d]` values.
@@ -132,85 +77,8 @@ fn run_gpu(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bool) -
     if bshd { permute(&raw, [b, h, sq, d], false) } else { raw }
 }
 
-/// Between `[b, h, seq, d]` row-major memory and PyTorch's `[b, seq, h, d]` (`to_bshd`) or
-/// back.
-fn permute<T: Copy>(x: &[T], [b, h, seq, d]: [usize; 4], to_bshd: bool) -> Vec<T> {
-    let mut out = x.to_vec();
-    for bi in 0..b {
-        for hi in 0..h {
-            for i in 0..seq {
-                for c in 0..d {
-                    let bhsd = ((bi * h + hi) * seq + i) * d + c;
-                    let bshd = ((bi * seq + i) * h + hi) * d + c;
-                    if to_bshd {
-                        out[bshd] = x[bhsd];
-                    } else {
-                        out[bhsd] = x[bshd];
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-fn cpu_reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], key: &NoiseKey) -> Vec<f64> {
-    let [b, h, sq, d] = c.shape;
-    let params = AttentionParams {
-        mask: Mask { causal: c.causal, key_padding: None },
-        scale: Scale::InvSqrtDim,
-        score: c.score,
-        ..AttentionParams::default()
-    };
-    let spec = NoiseSpec {
-        key,
-        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
-        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
-    };
-    let mut out = vec![0.0f64; b * h * sq * d];
-    noisy_attention_f64(
-        BatchedMut::contiguous(&mut out, [b, h, sq, d]).unwrap(),
-        BatchedRef::contiguous(q, [b, h, sq, d]).unwrap(),
-        BatchedRef::contiguous(k, [b, h, c.s_k, d]).unwrap(),
-        BatchedRef::contiguous(v, [b, h, c.s_k, d]).unwrap(),
-        &params,
-        &spec,
-        &mut vec![0.0; attention_scratch_len(d, d).unwrap()],
-    )
-    .unwrap();
-    out
-}
-
-fn check_case(c: Case, seed: u64) {
-    let [b, h, sq, d] = c.shape;
-    let key = NoiseKey::from_bytes([seed as u8; 32]);
-    let (q, qb) = encode(&data(b * h * sq * d, seed), c.dtype);
-    let (k, kb) = encode(&data(b * h * c.s_k * d, seed + 1), c.dtype);
-    let (v, vb) = encode(&data(b * h * c.s_k * d, seed + 2), c.dtype);
-    let want = cpu_reference(&c, &q, &k, &v, &key);
-    let got = run_gpu(&c, &qb, &kb, &vb, &key, false);
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
-    let err = got.iter().zip(&want).fold(0.0f64, |m, (g, w)| m.max((g - w).abs())) / scale;
-    let tol = if c.dtype == AttnDtype::F32 { 1e-5 } else { 1e-2 };
-    assert!(
-        err <= tol,
-        "{:?} {:?} s_k={} causal={} {:?}: relative error {err:e} > {tol:e}",
-        c.dtype,
-        c.shape,
-        c.s_k,
-        c.causal,
-        c.score
-    );
-    // Deterministic: the same call gives the same bits, and PyTorch's [B, S, H, D] memory
-    // (strided views) gives the same values as the contiguous layout.
-    assert_eq!(got, run_gpu(&c, &qb, &kb, &vb, &key, false));
-    let sh = |x: &[f32], seq| encode(&permute(x, [b, h, seq, d], true), c.dtype).1;
-    let strided = run_gpu(&c, &sh(&q, sq), &sh(&k, c.s_k), &sh(&v, c.s_k), &key, true);
-    assert_eq!(got, strided, "strided layout changed the result");
-}
-
-fn case(dtype: AttnDtype, shape: [usize; 4], s_k: usize, causal: bool) -> Case {
-    Case { dtype, shape, s_k, causal, score: ScoreFn::Exp, out_sigma: None, logit_sigma: None }
+fn check(c: Case, seed: u64) {
+    check_case(c, seed, &run_gpu, true);
 }
 
 #[test]
@@ -219,15 +87,15 @@ fn noise_off_matches_the_f64_reference() {
     for dtype in AttnDtype::ALL {
         for d in [64, 128] {
             // Cross-attention with lengths that are not multiples of any tile.
-            check_case(case(dtype, [2, 3, 100, d], 77, false), 1);
+            check(case(dtype, [2, 3, 100, d], 77, false), 1);
             // Causal self-attention across several key tiles.
-            check_case(case(dtype, [1, 2, 130, d], 130, true), 2);
+            check(case(dtype, [1, 2, 130, d], 130, true), 2);
             // Causal with s_q < s_k (bottom-right: the last row sees every key)...
-            check_case(case(dtype, [1, 1, 37, d], 300, true), 3);
+            check(case(dtype, [1, 1, 37, d], 300, true), 3);
             // ... and s_q > s_k: the first 50 rows see no key and are zero.
-            check_case(case(dtype, [1, 2, 70, d], 20, true), 4);
+            check(case(dtype, [1, 2, 70, d], 20, true), 4);
             // A single query row (decode) against a long context.
-            check_case(case(dtype, [3, 1, 1, d], 1000, false), 5);
+            check(case(dtype, [3, 1, 1, d], 1000, false), 5);
         }
     }
 }
@@ -238,7 +106,7 @@ fn cosh_score_matches_the_f64_reference() {
     for dtype in AttnDtype::ALL {
         let mut c = case(dtype, [1, 2, 65, 64], 129, true);
         c.score = ScoreFn::Cosh;
-        check_case(c, 6);
+        check(c, 6);
     }
 }
 
@@ -252,11 +120,11 @@ fn noise_on_matches_the_cpu_noisy_attention() {
             let mut c = case(dtype, [2, 2, 67, d], 93, false);
             c.out_sigma = Some(vec![0.05, 0.2]);
             c.logit_sigma = Some(vec![0.3, 0.0, 1.0, 0.5]);
-            check_case(c, 7);
+            check(c, 7);
             let mut c = case(dtype, [1, 3, 90, d], 90, true);
             c.out_sigma = Some(vec![0.1; 3]);
             c.logit_sigma = Some(vec![0.25; 3]);
-            check_case(c, 8);
+            check(c, 8);
         }
     }
 }

@@ -14,11 +14,15 @@ fn main() {
         "clip.cuh",
         "attention_common.cuh",
         "gaussian_sampling.cu",
+        "flash_attention.cu",
+        "flash_attention_f32.cu",
     ] {
         println!("cargo:rerun-if-changed={kernels}/{f}");
     }
     println!("cargo:rerun-if-changed=host_check.cpp");
     println!("cargo:rerun-if-changed=block_emulation.cpp");
+    println!("cargo:rerun-if-changed=attention_emulation.cpp");
+    println!("cargo:rerun-if-changed=warp_emulation.h");
     cc::Build::new()
         .cpp(true)
         .std("c++17")
@@ -43,4 +47,31 @@ fn main() {
         .extra_warnings(true)
         .compile("dpattn_cuda_block_emulation");
     println!("cargo:rustc-link-lib=pthread");
+    // The fused attention kernels, one translation unit per variant (DP_ATT and DP_D select
+    // types and tile sizes at preprocessing time): dpck_attention_<dtype>_<d>.
+    for (att, name) in [(0, "bf16"), (1, "f16"), (2, "f32")] {
+        for d in [64, 128] {
+            let entry = format!("dpck_attention_{name}_{d}");
+            cc::Build::new()
+                .cpp(true)
+                .std("c++20")
+                .file("attention_emulation.cpp")
+                .opt_level(2)
+                .include(kernels)
+                .include(".")
+                .define("DP_ATT", att.to_string().as_str())
+                .define("DP_D", d.to_string().as_str())
+                .define("DP_KERNEL_F32", if att == 2 { "1" } else { "0" })
+                .define("DPCK_KERNEL", format!("{entry}_kernel").as_str())
+                .define("DPCK_ENTRY", entry.as_str())
+                .flag_if_supported("-ffp-contract=off")
+                .flag_if_supported("-fno-fast-math")
+                .flag("-pthread")
+                .flag_if_supported("-Wno-unknown-pragmas")
+                .flag_if_supported("-Wno-unused-function") // the f32 kernel uses no mma
+                .warnings(true)
+                .extra_warnings(true)
+                .compile(&format!("dpattn_cuda_attention_emulation_{name}_{d}"));
+        }
+    }
 }

@@ -13,11 +13,15 @@
 #define DP_G (DP_D / 16)  // float4 groups per thread
 #define DP_LOG2E 1.4426950408889634f
 
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 DP_FN void dp_lds4(float r[4], const float* src) {
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(r[0]), "=f"(r[1]), "=f"(r[2]), "=f"(r[3])
                  : "r"(dp_smem_u32(src)));
 }
+#else  // the host emulation (tests/cuda-host)
+DP_FN void dp_lds4(float r[4], const float* src) { std::memcpy(r, src, 16); }
+#endif
 
 // Queues rows row0 .. row0 + 31 of `op` at (b, h) into the [32][D] f32 tile (unswizzled);
 // rows at or past `seq` are zero-filled.

@@ -91,4 +91,18 @@ unsafe extern "C" {
         out_p: *mut f64,
         status: *mut u64,
     );
+    /// The fused attention kernel `flash_attention.cu` (bf16, D = 64) run on the host by
+    /// `attention_emulation.cpp` over a `(gx, gy)` grid, on the parameter block `params`
+    /// (`LaunchImage::params_bytes`, host addresses); likewise the five other variants.
+    pub fn dpck_attention_bf16_64(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention.cu`, bf16, D = 128.
+    pub fn dpck_attention_bf16_128(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention.cu`, f16, D = 64.
+    pub fn dpck_attention_f16_64(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention.cu`, f16, D = 128.
+    pub fn dpck_attention_f16_128(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu`, D = 64.
+    pub fn dpck_attention_f32_64(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu`, D = 128.
+    pub fn dpck_attention_f32_128(params: *const u8, gx: u32, gy: u32);
 }

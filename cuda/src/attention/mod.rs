@@ -65,6 +65,9 @@ use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::{KernelModule, KernelSpec};
 use crate::noise_fill::{check_device_buffer, in_context};
 
+mod image;
+pub use image::{LaunchImage, launch_image};
+
 /// Threads per block of both kernels.
 const THREADS: u32 = 128;
 
@@ -480,41 +483,36 @@ pub unsafe fn noisy_attention_raw(
     params: &AttentionParams<'_>,
     noise: Option<&NoiseSpec<'_>>,
 ) -> Result<()> {
-    let (mut launch, d, tables) = plan(dtype, &out, &q, &k, &v, params, noise)?;
+    let image = launch_image(dtype, &out, &q, &k, &v, params, noise)?;
     in_context("a stream", stream, dev)?;
     if dev.arch() < 80 {
         return Err(Error::Unsupported {
             what: format!("fused attention on sm_{} (needs sm_80 or newer)", dev.arch()),
         });
     }
-    let spec = KernelSpec::flash_attention(dtype, d);
-    let f = dev.function(&spec)?;
-    let (batch, heads) = (q.shape[0], q.shape[1]);
+    let f = dev.function(&image.spec)?;
     dev.bind()?;
     guarded(|| {
         // σ tables that differ between heads travel for this launch only; dropping them
         // after the launch frees them in stream order.
         let mut uploaded = Vec::new();
-        for (table, is_out) in tables.iter().zip([true, false]) {
+        let mut sigma_ptrs = [0u64; 2];
+        for (table, ptr) in image.sigma_tables.iter().zip(&mut sigma_ptrs) {
             if let Some(t) = table {
                 let buf = stream.clone_htod(t).map_err(driver("upload sigma"))?;
-                let ptr = {
+                *ptr = {
                     use cudarc::driver::DevicePtr;
                     let (p, _g) = buf.device_ptr(stream);
                     p
                 };
-                if is_out {
-                    launch.out_sigma_ptr = ptr;
-                } else {
-                    launch.logit_sigma_ptr = ptr;
-                }
                 uploaded.push(buf);
             }
         }
+        let launch = image.with_sigma_ptrs(sigma_ptrs);
         let cfg = LaunchConfig {
-            grid_dim: ((batch * heads) as u32, q.shape[2].div_ceil(dtype.block_rows()) as u32, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: dtype.shared_bytes(d),
+            grid_dim: image.grid,
+            block_dim: (image.threads, 1, 1),
+            shared_mem_bytes: image.shared_bytes,
         };
         let mut b = stream.launch_builder(&f);
         b.arg(&launch);
@@ -525,7 +523,7 @@ pub unsafe fn noisy_attention_raw(
         // rows below s_q / s_k only, writes out rows below s_q only, and reads the σ
         // tables (heads or batch·heads doubles) uploaded just above. The grid is
         // (batch·heads, ⌈s_q / rows per block⌉) with both extents in range.
-        unsafe { b.launch(cfg) }.map_err(driver(format!("launch {}", spec.label())))?;
+        unsafe { b.launch(cfg) }.map_err(driver(format!("launch {}", image.spec.label())))?;
         drop(uploaded);
         Ok(())
     })?;
