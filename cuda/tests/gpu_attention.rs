@@ -8,10 +8,9 @@
 
 use std::sync::Arc;
 
-use dpattn_core::attention::{AttentionParams, attention_scratch_len};
-use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream};
+use dpattn_core::attention::attention_scratch_len;
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn_core::{BatchedMut, BatchedRef, Mask, Scale, ScoreFn};
+use dpattn_core::{BatchedMut, BatchedRef, Scale, ScoreFn};
 use dpattn_cuda::Device;
 use dpattn_cuda::attention::{AttnDtype, GpuTensor, noisy_attention_raw};
 use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
@@ -36,22 +35,8 @@ fn run_gpu(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bool) -
     let up = |x: &[u8]| s.clone_htod(x).unwrap();
     let (qd, kd, vd): (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<u8>) = (up(q), up(k), up(v));
     let mut od = s.alloc_zeros::<u8>(b * h * sq * d * size).unwrap();
-    let tensor = |ptr: u64, seq: usize| {
-        let shape = [b, h, seq, d];
-        let strides = if bshd { [seq * h * d, d, h * d, 1] } else { [h * seq * d, seq * d, d, 1] };
-        GpuTensor { ptr, len: b * h * seq * d, shape, strides }
-    };
-    let params = AttentionParams {
-        mask: Mask { causal: c.causal, key_padding: None },
-        scale: Scale::InvSqrtDim,
-        score: c.score,
-        ..AttentionParams::default()
-    };
-    let spec = NoiseSpec {
-        key,
-        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
-        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
-    };
+    let tensor = |ptr: u64, seq: usize| support::tensor(c, ptr, seq, bshd);
+    let (params, spec) = (support::params_of(c), support::spec_of(c, key));
     {
         let (qp, _a) = qd.device_ptr(&s);
         let (kp, _b) = kd.device_ptr(&s);
@@ -84,48 +69,24 @@ fn check(c: Case, seed: u64) {
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn noise_off_matches_the_f64_reference() {
-    for dtype in AttnDtype::ALL {
-        for d in [64, 128] {
-            // Cross-attention with lengths that are not multiples of any tile.
-            check(case(dtype, [2, 3, 100, d], 77, false), 1);
-            // Causal self-attention across several key tiles.
-            check(case(dtype, [1, 2, 130, d], 130, true), 2);
-            // Causal with s_q < s_k (bottom-right: the last row sees every key)...
-            check(case(dtype, [1, 1, 37, d], 300, true), 3);
-            // ... and s_q > s_k: the first 50 rows see no key and are zero.
-            check(case(dtype, [1, 2, 70, d], 20, true), 4);
-            // A single query row (decode) against a long context.
-            check(case(dtype, [3, 1, 1, d], 1000, false), 5);
-        }
+    for (c, seed) in support::noise_off_cases() {
+        check(c, seed);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn cosh_score_matches_the_f64_reference() {
-    for dtype in AttnDtype::ALL {
-        let mut c = case(dtype, [1, 2, 65, 64], 129, true);
-        c.score = ScoreFn::Cosh;
-        check(c, 6);
+    for (c, seed) in support::cosh_cases() {
+        check(c, seed);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn noise_on_matches_the_cpu_noisy_attention() {
-    for dtype in AttnDtype::ALL {
-        for d in [64, 128] {
-            // Output noise per head, logit noise per (batch, head); odd s_k so logit noise
-            // elements straddle Box–Muller pairs and ChaCha blocks.
-            let mut c = case(dtype, [2, 2, 67, d], 93, false);
-            c.out_sigma = Some(vec![0.05, 0.2]);
-            c.logit_sigma = Some(vec![0.3, 0.0, 1.0, 0.5]);
-            check(c, 7);
-            let mut c = case(dtype, [1, 3, 90, d], 90, true);
-            c.out_sigma = Some(vec![0.1; 3]);
-            c.logit_sigma = Some(vec![0.25; 3]);
-            check(c, 8);
-        }
+    for (c, seed) in support::noise_on_cases() {
+        check(c, seed);
     }
 }
 

@@ -7,7 +7,7 @@ use dpattn_core::attention::{AttentionParams, attention_scratch_len};
 use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream, noisy_attention_f64};
 use dpattn_core::sampling::NoiseKey;
 use dpattn_core::{BatchedMut, BatchedRef, Mask, Scale, ScoreFn};
-use dpattn_cuda::attention::AttnDtype;
+use dpattn_cuda::attention::{AttnDtype, GpuTensor};
 
 /// Runs a case on q, k, v bytes with a key (`bshd`: operands in `[B, S, H, D]` memory) and
 /// returns the output as `[b, h, s_q, d]` values.
@@ -96,17 +96,7 @@ pub(crate) fn permute<T: Copy>(x: &[T], [b, h, seq, d]: [usize; 4], to_bshd: boo
 
 pub(crate) fn cpu_reference(c: &Case, q: &[f32], k: &[f32], v: &[f32], key: &NoiseKey) -> Vec<f64> {
     let [b, h, sq, d] = c.shape;
-    let params = AttentionParams {
-        mask: Mask { causal: c.causal, key_padding: None },
-        scale: Scale::InvSqrtDim,
-        score: c.score,
-        ..AttentionParams::default()
-    };
-    let spec = NoiseSpec {
-        key,
-        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
-        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
-    };
+    let (params, spec) = (params_of(c), spec_of(c, key));
     let mut out = vec![0.0f64; b * h * sq * d];
     noisy_attention_f64(
         BatchedMut::contiguous(&mut out, [b, h, sq, d]).unwrap(),
@@ -157,4 +147,84 @@ pub(crate) fn check_case(c: Case, seed: u64, run: Runner<'_>, repeat: bool) {
 
 pub(crate) fn case(dtype: AttnDtype, shape: [usize; 4], s_k: usize, causal: bool) -> Case {
     Case { dtype, shape, s_k, causal, score: ScoreFn::Exp, out_sigma: None, logit_sigma: None }
+}
+
+/// The attention parameters of a case (scale `1/√D`).
+pub(crate) fn params_of(c: &Case) -> AttentionParams<'static> {
+    AttentionParams {
+        mask: Mask { causal: c.causal, key_padding: None },
+        scale: Scale::InvSqrtDim,
+        score: c.score,
+        ..AttentionParams::default()
+    }
+}
+
+/// The noise of a case: output draw (key, 11), logit draw (key, 12).
+pub(crate) fn spec_of<'a>(c: &'a Case, key: &'a NoiseKey) -> NoiseSpec<'a> {
+    NoiseSpec {
+        key,
+        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
+        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
+    }
+}
+
+/// A `[b, h, seq, d]` operand of a case at `ptr`: contiguous, or in PyTorch's
+/// `[B, S, H, D]` memory (`bshd`).
+pub(crate) fn tensor(c: &Case, ptr: u64, seq: usize, bshd: bool) -> GpuTensor {
+    let [b, h, _, d] = c.shape;
+    let shape = [b, h, seq, d];
+    let strides = if bshd { [seq * h * d, d, h * d, 1] } else { [h * seq * d, seq * d, d, 1] };
+    GpuTensor { ptr, len: b * h * seq * d, shape, strides }
+}
+
+/// Noise off, every dtype and head dimension, with a seed each.
+pub(crate) fn noise_off_cases() -> Vec<(Case, u64)> {
+    let mut v = Vec::new();
+    for dtype in AttnDtype::ALL {
+        for d in [64, 128] {
+            // Cross-attention with lengths that are not multiples of any tile.
+            v.push((case(dtype, [2, 3, 100, d], 77, false), 1));
+            // Causal self-attention across several key tiles.
+            v.push((case(dtype, [1, 2, 130, d], 130, true), 2));
+            // Causal with s_q < s_k (bottom-right: the last row sees every key)...
+            v.push((case(dtype, [1, 1, 37, d], 300, true), 3));
+            // ... and s_q > s_k: the first 50 rows see no key and are zero.
+            v.push((case(dtype, [1, 2, 70, d], 20, true), 4));
+            // A single query row (decode) against a long context.
+            v.push((case(dtype, [3, 1, 1, d], 1000, false), 5));
+        }
+    }
+    v
+}
+
+/// The cosh score, every dtype.
+pub(crate) fn cosh_cases() -> Vec<(Case, u64)> {
+    AttnDtype::ALL
+        .iter()
+        .map(|&dtype| {
+            let mut c = case(dtype, [1, 2, 65, 64], 129, true);
+            c.score = ScoreFn::Cosh;
+            (c, 6)
+        })
+        .collect()
+}
+
+/// Output and logit noise on, every dtype and head dimension.
+pub(crate) fn noise_on_cases() -> Vec<(Case, u64)> {
+    let mut v = Vec::new();
+    for dtype in AttnDtype::ALL {
+        for d in [64, 128] {
+            // Output noise per head, logit noise per (batch, head); odd s_k so logit noise
+            // elements straddle Box–Muller pairs and ChaCha blocks.
+            let mut c = case(dtype, [2, 2, 67, d], 93, false);
+            c.out_sigma = Some(vec![0.05, 0.2]);
+            c.logit_sigma = Some(vec![0.3, 0.0, 1.0, 0.5]);
+            v.push((c, 7));
+            let mut c = case(dtype, [1, 3, 90, d], 90, true);
+            c.out_sigma = Some(vec![0.1; 3]);
+            c.logit_sigma = Some(vec![0.25; 3]);
+            v.push((c, 8));
+        }
+    }
+    v
 }

@@ -14,13 +14,10 @@
 #[path = "../../../cuda/tests/support/attention.rs"]
 mod support;
 
-use dpattn_core::attention::AttentionParams;
-use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream};
 use dpattn_core::sampling::NoiseKey;
-use dpattn_core::{Mask, Scale, ScoreFn};
-use dpattn_cuda::attention::{AttnDtype, GpuTensor, launch_image};
+use dpattn_cuda::attention::{AttnDtype, launch_image};
 use dpattn_cuda_host_check as host;
-use support::{Case, case, check_case, decode};
+use support::{Case, check_case, decode};
 
 /// Bytes at a 16-byte aligned address (the kernels copy rows in 16-byte chunks).
 struct Aligned(Vec<u128>);
@@ -52,22 +49,8 @@ fn run_emulated(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bo
     let (qa, ka, va) = (Aligned::from(q), Aligned::from(k), Aligned::from(v));
     let out_len = b * h * sq * d * size;
     let out = Aligned::from(&vec![0xa5u8; out_len]); // poison: every element must be written
-    let tensor = |ptr: u64, seq: usize| {
-        let shape = [b, h, seq, d];
-        let strides = if bshd { [seq * h * d, d, h * d, 1] } else { [h * seq * d, seq * d, d, 1] };
-        GpuTensor { ptr, len: b * h * seq * d, shape, strides }
-    };
-    let params = AttentionParams {
-        mask: Mask { causal: c.causal, key_padding: None },
-        scale: Scale::InvSqrtDim,
-        score: c.score,
-        ..AttentionParams::default()
-    };
-    let spec = NoiseSpec {
-        key,
-        output: c.out_sigma.as_deref().map(|sigma| NoiseStream { stream: 11, sigma }),
-        logits: c.logit_sigma.as_deref().map(|sigma| NoiseStream { stream: 12, sigma }),
-    };
+    let tensor = |ptr: u64, seq: usize| support::tensor(c, ptr, seq, bshd);
+    let (params, spec) = (support::params_of(c), support::spec_of(c, key));
     let image = launch_image(
         c.dtype,
         &tensor(out.ptr(), sq),
@@ -106,45 +89,21 @@ fn check(c: Case, seed: u64) {
 
 #[test]
 fn noise_off_matches_the_f64_reference() {
-    for dtype in AttnDtype::ALL {
-        for d in [64, 128] {
-            // Cross-attention with lengths that are not multiples of any tile.
-            check(case(dtype, [2, 3, 100, d], 77, false), 1);
-            // Causal self-attention across several key tiles.
-            check(case(dtype, [1, 2, 130, d], 130, true), 2);
-            // Causal with s_q < s_k (bottom-right: the last row sees every key)...
-            check(case(dtype, [1, 1, 37, d], 300, true), 3);
-            // ... and s_q > s_k: the first 50 rows see no key and are zero.
-            check(case(dtype, [1, 2, 70, d], 20, true), 4);
-            // A single query row (decode) against a long context.
-            check(case(dtype, [3, 1, 1, d], 1000, false), 5);
-        }
+    for (c, seed) in support::noise_off_cases() {
+        check(c, seed);
     }
 }
 
 #[test]
 fn cosh_score_matches_the_f64_reference() {
-    for dtype in AttnDtype::ALL {
-        let mut c = case(dtype, [1, 2, 65, 64], 129, true);
-        c.score = ScoreFn::Cosh;
-        check(c, 6);
+    for (c, seed) in support::cosh_cases() {
+        check(c, seed);
     }
 }
 
 #[test]
 fn noise_on_matches_the_cpu_noisy_attention() {
-    for dtype in AttnDtype::ALL {
-        for d in [64, 128] {
-            // Output noise per head, logit noise per (batch, head); odd s_k so logit noise
-            // elements straddle Box–Muller pairs and ChaCha blocks.
-            let mut c = case(dtype, [2, 2, 67, d], 93, false);
-            c.out_sigma = Some(vec![0.05, 0.2]);
-            c.logit_sigma = Some(vec![0.3, 0.0, 1.0, 0.5]);
-            check(c, 7);
-            let mut c = case(dtype, [1, 3, 90, d], 90, true);
-            c.out_sigma = Some(vec![0.1; 3]);
-            c.logit_sigma = Some(vec![0.25; 3]);
-            check(c, 8);
-        }
+    for (c, seed) in support::noise_on_cases() {
+        check(c, seed);
     }
 }
