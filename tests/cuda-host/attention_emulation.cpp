@@ -10,8 +10,6 @@
 #include "attention_common.cuh"
 #include "warp_emulation.h"
 
-#include <mutex>
-
 using std::fabs;
 
 #define __global__
@@ -25,10 +23,6 @@ using std::fabs;
 #include "flash_attention.cu"
 #endif
 
-namespace {
-std::mutex emu_mutex;
-}
-
 // Runs the kernel on the parameter block `params` (the bytes of `struct DpAttnParams`,
 // from dpattn_cuda::attention::LaunchImage::params_bytes) over a (gx, gy) grid. Every
 // pointer in it is a host address.
@@ -36,5 +30,5 @@ extern "C" void DPCK_ENTRY(const void* params, u32 gx, u32 gy) {
     const std::lock_guard<std::mutex> one_at_a_time(emu_mutex);
     DpAttnParams p;
     std::memcpy(&p, params, sizeof p);
-    emu_launch(gx, gy, [&] { DPCK_KERNEL(p); });
+    emu_launch<EMU_THREADS>(gx, gy, [&] { DPCK_KERNEL(p); });
 }

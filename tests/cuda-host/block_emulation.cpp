@@ -18,27 +18,13 @@
 #include "fast_math.cuh"
 #include "noise_value.cuh"
 
+#include "block_launch.h"
+
 #include <atomic>
-#include <barrier>
 #include <cmath>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 namespace {
-
-struct EmuDim3 {
-    unsigned x, y, z;
-};
-thread_local EmuDim3 threadIdx;
-thread_local EmuDim3 blockIdx;
-EmuDim3 gridDim;
-std::barrier<>* emu_barrier = nullptr;
-// One emulated release at a time: the grid, the barrier and the kernels' shared arrays are
-// process-wide (the Rust test harness calls in from several threads).
-std::mutex emu_mutex;
-
-void __syncthreads() { emu_barrier->arrive_and_wait(); }
 
 unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
     std::atomic_ref<unsigned long long> r(*a);
@@ -83,32 +69,6 @@ namespace gs_f64 {
 
 namespace {
 
-// One launch of grid (gx, gy) with DP_GS_THREADS threads per block: the threads are
-// created once and run the blocks in order, with a barrier between blocks so that no
-// thread starts the next block while another still uses the shared arrays.
-template <class F>
-void emu_launch(unsigned gx, unsigned gy, F kernel) {
-    gridDim = {gx, gy, 1};
-    std::barrier<> bar(DP_GS_THREADS);
-    emu_barrier = &bar;
-    std::vector<std::thread> threads;
-    threads.reserve(DP_GS_THREADS);
-    for (unsigned t = 0; t < DP_GS_THREADS; ++t) {
-        threads.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (unsigned by = 0; by < gy; ++by) {
-                for (unsigned bx = 0; bx < gx; ++bx) {
-                    blockIdx = {bx, by, 0};
-                    kernel();
-                    bar.arrive_and_wait();
-                }
-            }
-        });
-    }
-    for (auto& t : threads) t.join();
-    emu_barrier = nullptr;
-}
-
 template <class T, class Factors, class Partial, class Finish>
 void emu_release(const T* x, u64 batch, u64 heads, u64 n, u64 d, u64 sb, u64 sh, u64 sr,
                  double alpha, double eta, const u32* key_words, u64 stream, u64 k, u64 chunk_len,
@@ -124,17 +84,17 @@ void emu_release(const T* x, u64 batch, u64 heads, u64 n, u64 d, u64 sb, u64 sh,
     double* factors = workspace.data();
     double* partial = factors + problems * d;
     unsigned long long st = ~0ull;
-    emu_launch(factor_blocks, 1, [&] {
+    emu_launch<DP_GS_THREADS>(factor_blocks, 1, [&] {
         factors_kernel(x, problems, heads, n, d, sb, sh, sr, alpha, factors, &st);
     });
     const double root_ridge = std::sqrt(eta);
     for (u64 p0 = 0; p0 < problems; p0 += group) {
         const u64 g = group < problems - p0 ? group : problems - p0;
-        emu_launch((unsigned)chunks, (unsigned)g, [&] {
+        emu_launch<DP_GS_THREADS>((unsigned)chunks, (unsigned)g, [&] {
             partial_kernel(x, heads, n, d, sb, sh, sr, factors, p0, k, chunk_len, root_ridge, key,
                            stream, partial, &st);
         });
-        emu_launch((unsigned)g, 1, [&] {
+        emu_launch<DP_GS_THREADS>((unsigned)g, 1, [&] {
             finish_kernel(partial, p0, n, chunks, (double)k, cosh_score, out_b, out_p, &st);
         });
     }

@@ -23,6 +23,7 @@ fn main() {
     println!("cargo:rerun-if-changed=block_emulation.cpp");
     println!("cargo:rerun-if-changed=attention_emulation.cpp");
     println!("cargo:rerun-if-changed=warp_emulation.h");
+    println!("cargo:rerun-if-changed=block_launch.h");
     cc::Build::new()
         .cpp(true)
         .std("c++17")

@@ -21,11 +21,11 @@
 // at a time (the caller holds a lock).
 #pragma once
 
+#include "block_launch.h"
+
 #include <barrier>
 #include <cmath>
 #include <cstring>
-#include <thread>
-#include <vector>
 
 // The block's dynamic shared memory, at global scope with internal linkage so that the
 // kernels' `extern __shared__ unsigned char dp_smem[]` names it.
@@ -35,30 +35,23 @@ namespace {
 
 constexpr int EMU_THREADS = 128;
 constexpr int EMU_WARPS = EMU_THREADS / 32;
-static_assert(EMU_WARPS == 4, "emu_launch creates four warp barriers");
-
-struct EmuDim3 {
-    unsigned x, y, z;
-};
-thread_local EmuDim3 threadIdx;
-thread_local EmuDim3 blockIdx;
-EmuDim3 gridDim;
+static_assert(EMU_WARPS == 4, "one barrier per warp below");
 
 struct EmuWarp {
-    std::barrier<>* bar;
     u32 addr[32];
     u32 a[32][4];
     u32 b[32][2];
     float f[32];
 };
 EmuWarp emu_warps[EMU_WARPS];
-std::barrier<>* emu_block_barrier = nullptr;
-
-void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+// Every lane of a warp takes part in every collective, so each barrier's phases complete
+// within a launch and the barriers serve launch after launch.
+std::barrier<> emu_warp_barriers[EMU_WARPS] = {std::barrier<>(32), std::barrier<>(32),
+                                               std::barrier<>(32), std::barrier<>(32)};
 
 EmuWarp& emu_warp() { return emu_warps[threadIdx.x / 32]; }
 int emu_lane() { return (int)(threadIdx.x % 32); }
-void emu_warp_sync() { emu_warp().bar->arrive_and_wait(); }
+void emu_warp_sync() { emu_warp_barriers[threadIdx.x / 32].arrive_and_wait(); }
 
 [[maybe_unused]] float __shfl_xor_sync(unsigned, float v, int mask) {
     EmuWarp& w = emu_warp();
@@ -167,33 +160,5 @@ void dp_cp_async_commit() {}
 void dp_cp_async_wait_all() {}
 
 float dp_exp2(float x) { return std::exp2(x); }
-
-// Runs `kernel` on a (gx, gy) grid of EMU_THREADS-thread blocks: the threads are created
-// once and run the blocks in order, with a barrier between blocks.
-template <class F>
-void emu_launch(unsigned gx, unsigned gy, F kernel) {
-    gridDim = {gx, gy, 1};
-    std::barrier<> block(EMU_THREADS);
-    emu_block_barrier = &block;
-    std::barrier<> w0(32), w1(32), w2(32), w3(32);
-    std::barrier<>* wb[EMU_WARPS] = {&w0, &w1, &w2, &w3};
-    for (int i = 0; i < EMU_WARPS; ++i) emu_warps[i].bar = wb[i];
-    std::vector<std::thread> threads;
-    threads.reserve(EMU_THREADS);
-    for (unsigned t = 0; t < EMU_THREADS; ++t) {
-        threads.emplace_back([&, t] {
-            threadIdx = {t, 0, 0};
-            for (unsigned by = 0; by < gy; ++by) {
-                for (unsigned bx = 0; bx < gx; ++bx) {
-                    blockIdx = {bx, by, 0};
-                    kernel();
-                    block.arrive_and_wait();
-                }
-            }
-        });
-    }
-    for (auto& t : threads) t.join();
-    emu_block_barrier = nullptr;
-}
 
 }  // namespace

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use dpattn_core::gaussian_sampling_attention::GaussianSamplingParams;
 use dpattn_core::sampling::{KeyedStream, NoiseKey};
-use dpattn_core::{Layout4, PrivacyBudget, ScoreFn};
+use dpattn_core::{Layout4, ScoreFn};
 
-use super::{SamplingDtype, SamplingPlan, THREADS, finish_spec, spec, validate};
+use super::{SamplingDtype, SamplingPlan, THREADS, finish_spec, spec};
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::launch::grid_for;
@@ -113,12 +113,12 @@ impl<'a> Job<'a> {
         dev: &'a Device,
         stream: &'a Arc<CudaStream>,
         x_layout: &Layout4,
+        plan: SamplingPlan,
         bufs: Buffers,
         params: &GaussianSamplingParams,
         key: &NoiseKey,
         stream_id: u64,
-    ) -> Result<(Self, PrivacyBudget)> {
-        let (plan, total) = validate(params, x_layout)?;
+    ) -> Result<Self> {
         check_buffers(&plan, x_layout, &bufs)?;
         in_context("a stream", stream, dev)?;
         let kernels = Kernels::load(dev, bufs.dtype)?;
@@ -135,7 +135,7 @@ impl<'a> Job<'a> {
             key: GpuKey::of(&KeyedStream::new(key, stream_id)),
             stream_id,
         };
-        Ok((job, total))
+        Ok(job)
     }
 
     /// Sets the status word to [`STATUS_CLEAN`] and queues the clip factors (which lower
@@ -231,6 +231,7 @@ impl<'a> Job<'a> {
 mod tests {
     use super::*;
     use crate::gaussian_sampling::tests::{layout, params};
+    use crate::gaussian_sampling::validate;
 
     fn buffers(plan: &SamplingPlan, x: &Layout4) -> Buffers {
         let out = plan.output_len() as usize;

@@ -259,7 +259,7 @@ pub fn gaussian_sampling_attention<T: SamplingElement, const N: usize>(
     stream_id: u64,
     ledger: Option<&mut Ledger<N>>,
 ) -> Result<()> {
-    let (plan, _) = validate(params, &x_layout)?;
+    let (plan, total) = validate(params, &x_layout)?;
     in_context("x: a buffer", x.stream(), dev)?;
     in_context("out_b: a buffer", out_b.stream(), dev)?;
     in_context("out_p: a buffer", out_p.stream(), dev)?;
@@ -284,7 +284,7 @@ pub fn gaussian_sampling_attention<T: SamplingElement, const N: usize>(
             workspace: (wp, ws_len),
             status: sp,
         };
-        let (job, total) = Job::new(dev, stream, &x_layout, bufs, params, key, stream_id)?;
+        let job = Job::new(dev, stream, &x_layout, plan, bufs, params, key, stream_id)?;
         // SAFETY: every pointer comes from a live cudarc buffer of this device (checked by
         // `in_context`), alive and guarded until the queued work is recorded.
         unsafe { job.queue_factors() }?;
@@ -350,7 +350,8 @@ pub unsafe fn gaussian_sampling_attention_raw<const N: usize>(
         workspace: (workspace, workspace_len),
         status,
     };
-    let (job, total) = Job::new(dev, stream, &x_layout, bufs, params, key, stream_id)?;
+    let (plan, total) = validate(params, &x_layout)?;
+    let job = Job::new(dev, stream, &x_layout, plan, bufs, params, key, stream_id)?;
     charge(ledger, total)?;
     // SAFETY: the caller guarantees the pointers (contract above); `Job::new` checked them
     // non-null, aligned, long enough and disjoint.
