@@ -388,10 +388,16 @@ fn non_finite_rows_are_poisoned_and_reported() {
     assert_eq!(e, Error::NonFiniteRows { arg: "x", rows: 2 });
     let g = host(&s, &d);
     assert!(g[dim..2 * dim].iter().all(|v| v.is_nan()) && g[3 * dim..].iter().all(|v| v.is_nan()));
-    // Rows 0 and 2 were released as usual.
-    let mut cpu = x[..dim].to_vec();
-    cpu_release(&mut cpu, 1, dim, 1.0, 0.3, &draw, 0);
-    assert!(g[..dim].iter().zip(&cpu).all(|(a, b)| (a - b).abs() <= 1e-13 * (1.0 + b.abs())));
+    // Rows 0 and 2 were released as usual (row r draws elements r·dim ..).
+    for r in [0, 2] {
+        let mut cpu = x[r * dim..(r + 1) * dim].to_vec();
+        cpu_release(&mut cpu, 1, dim, 1.0, 0.3, &draw, (r * dim) as u64);
+        let got = &g[r * dim..(r + 1) * dim];
+        assert!(
+            got.iter().zip(&cpu).all(|(a, b)| (a - b).abs() <= 1e-13 * (1.0 + b.abs())),
+            "row {r}"
+        );
+    }
 }
 
 #[test]

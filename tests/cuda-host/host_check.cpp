@@ -85,15 +85,20 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
     }
     const double factor = dp_clip_factor(c, dim, m, root);
     u32 w[16];
+    double z[8];
     u64 cached = ~0ull;
     for (u64 j = 0; j < dim; ++j) {
         const u64 e = e_begin + j, q = e / 8;
         double v = is_f32 ? (double)x32[j] : x64[j];
         if (factor >= 0.0) v = is_f32 ? (double)dp_f64_to_f32_rz((v / m) * factor) : (v / m) * factor;
         if (sigma > 0.0) {
-            if (q != cached) { dp_chacha20_block(k, q, stream, w); cached = q; }
-            const double z = dp_block_value(w, DP_SAMPLER_GAUSSIAN, 2, 1.0, (int)(e % 8));
-            v = is_f32 ? (double)dp_f64_to_f32_rn(v + sigma * z) : v + sigma * z;
+            if (q != cached) {
+                dp_chacha20_block(k, q, stream, w);
+                dp_gauss8(w, 1.0, z);
+                cached = q;
+            }
+            const double n = z[e % 8];
+            v = is_f32 ? (double)dp_f64_to_f32_rn(v + sigma * n) : v + sigma * n;
         }
         if (is_f32) x32[j] = (float)v; else x64[j] = v;
     }

@@ -434,7 +434,7 @@ pub(crate) mod tests {
             assert!(!s.fmad, "{}", s.label());
             assert!(source.contains(&format!("{}(", s.entry)), "{}", s.entry);
         }
-        assert!(source.contains("dp_block_value") && source.contains("dp_chacha20_block"));
+        assert!(source.contains("dp_gauss8") && source.contains("dp_chacha20_block"));
         let entries: std::collections::BTreeSet<_> = v.iter().map(|s| s.entry).collect();
         assert_eq!(entries.len(), 3);
     }

@@ -96,16 +96,10 @@ DP_NOINLINE void dp_noise2(const DpKey& key, u64 stream, u64 e, double sigma, fl
 // The 8 output noise values of elements e .. e + 7, e a multiple of 8: one block.
 DP_FN void dp_noise8(const DpKey& key, u64 stream, u64 e, double sigma, float n[8]) {
     u32 w[16];
+    double z[8];
     dp_chacha20_block(key, e >> 3, stream, w);
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
-#pragma unroll
-#endif
-    for (int m = 0; m < 4; ++m) {
-        double a, b;
-        dp_gauss_pair(w + 4 * m, 2, sigma, &a, &b);
-        n[2 * m] = dp_f64_to_f32_rn(a);
-        n[2 * m + 1] = dp_f64_to_f32_rn(b);
-    }
+    dp_gauss8(w, sigma, z);
+    for (int t = 0; t < 8; ++t) n[t] = dp_f64_to_f32_rn(z[t]);
 }
 
 // Output element type of the variant.

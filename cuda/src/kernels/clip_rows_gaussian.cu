@@ -94,8 +94,12 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
         // u64::MAX, so nothing here wraps); ChaCha20 block q holds elements 8q .. 8q+7.
         const u64 e_begin = first + row * dim, e_last = e_begin + (dim - 1);
         for (u64 q = e_begin / 8 + threadIdx.x; q <= e_last / 8; q += DP_CLIP_THREADS) {
-            u32 w[16];
-            if (sigma > 0.0) dp_chacha20_block(key, q, stream, w);
+            double z[8];
+            if (sigma > 0.0) {
+                u32 w[16];
+                dp_chacha20_block(key, q, stream, w);
+                dp_gauss8(w, 1.0, z);  // each Box–Muller pair once
+            }
 #pragma unroll
             for (int t = 0; t < 8; ++t) {
                 const u64 e = q * 8 + t;
@@ -103,7 +107,7 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
                 const u64 j = e - e_begin;
                 double v = (double)xr[j];
                 if (factor >= 0.0) v = (double)dp_round_rz((v / m) * factor);
-                if (sigma > 0.0) v = (double)dp_round_rn(v + sigma * dp_block_value(w, DP_SAMPLER_GAUSSIAN, 2, 1.0, t));
+                if (sigma > 0.0) v = (double)dp_round_rn(v + sigma * z[t]);
                 xr[j] = (dp_t)v;
             }
         }

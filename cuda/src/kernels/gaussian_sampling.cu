@@ -156,12 +156,14 @@ DP_FN void dp_gs_noise_tile(double* zs, u64 first, u64 q, u32 ns, u32 w, const D
         const u64 blk = e0 / 8 + job % DP_GS_RUN_BLOCKS;
         if (blk > e1 / 8) continue;
         u32 words[16];
+        double z[8];
         dp_chacha20_block(key, blk, stream, words);
+        dp_gauss8(words, 1.0, z);  // each Box–Muller pair once
 #pragma unroll
         for (int t = 0; t < 8; ++t) {
             const u64 e = blk * 8 + t;
             if (e < e0 || e > e1) continue;
-            zs[s * DP_GS_TC + (u32)(e - e0)] = dp_block_value(words, DP_SAMPLER_GAUSSIAN, 2, 1.0, t);
+            zs[s * DP_GS_TC + (u32)(e - e0)] = z[t];
         }
     }
 }

@@ -34,6 +34,12 @@ DP_FN void dp_gauss_pair(const u32* w, int uw, double sigma, double* z0, double*
     *z1 = (r * sn) * sigma;
 }
 
+// The 8 Gaussian values of a block in the f64 layout (uw = 2): its four Box–Muller pairs,
+// each computed once (elements 8q .. 8q + 7 of a draw for block q).
+DP_FN void dp_gauss8(const u32 w[16], double sigma, double z[8]) {
+    for (int m = 0; m < 4; ++m) dp_gauss_pair(w + 4 * m, 2, sigma, &z[2 * m], &z[2 * m + 1]);
+}
+
 // Element `t` (0 <= t < 16/uw) of a block, as the f64 value the CPU computes before its
 // final rounding to the output precision. `p` is σ (Gaussian), b (Laplace) or 1/λ
 // (exponential); the uniform ignores it.

@@ -123,6 +123,10 @@ pub(crate) fn check_case(c: Case, seed: u64, run: Runner<'_>, repeat: bool) {
     let (v, vb) = encode(&data(b * h * c.s_k * d, seed + 2), c.dtype);
     let want = cpu_reference(&c, &q, &k, &v, &key);
     let got = run(&c, &qb, &kb, &vb, &key, false);
+    assert_eq!(got.len(), want.len());
+    if let Some(i) = got.iter().position(|x| !x.is_finite()) {
+        panic!("{:?} {:?}: output element {i} is {} (never written?)", c.dtype, c.shape, got[i]);
+    }
     let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
     let err = got.iter().zip(&want).fold(0.0f64, |m, (g, w)| m.max((g - w).abs())) / scale;
     let tol = if c.dtype == AttnDtype::F32 { 1e-5 } else { 1e-2 };
