@@ -344,48 +344,48 @@
 /**
  * `τ = 1/d`, the paper's Definition 1.1 (default).
  */
-#define DPATTN_TEMPERATURE_ONE_OVER_DIM 0
+#define DPATTN_TEMPERATURE_ONE_OVER_DIM DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM
 
 /**
  * `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
  */
-#define DPATTN_TEMPERATURE_CUSTOM 1
+#define DPATTN_TEMPERATURE_CUSTOM DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM
 
 /**
  * Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
  */
-#define DPATTN_ACCOUNTING_PAPER 0
+#define DPATTN_ACCOUNTING_PAPER DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER
 
 /**
  * `[EXT]` E2: the feature structures share the budget exactly (less noise).
  */
-#define DPATTN_ACCOUNTING_TIGHT 1
+#define DPATTN_ACCOUNTING_TIGHT DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT
 
 /**
  * Public query coordinates outside `[0, R]` are refused (default).
  */
-#define DPATTN_QUERY_REJECT 0
+#define DPATTN_QUERY_REJECT DPATTN_SOFTMAX_TREE_QUERY_REJECT
 
 /**
  * Public query coordinates are clamped into `[0, R]` (NaN still refused).
  */
-#define DPATTN_QUERY_CLAMP 1
+#define DPATTN_QUERY_CLAMP DPATTN_SOFTMAX_TREE_QUERY_CLAMP
 
 /**
  * `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
  * multiple `k > √2` (default, `k = 10`).
  */
-#define DPATTN_COPIES_NET_HOEFFDING 0
+#define DPATTN_COPIES_NET_HOEFFDING DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING
 
 /**
  * The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
  */
-#define DPATTN_COPIES_PAPER 1
+#define DPATTN_COPIES_PAPER DPATTN_SOFTMAX_TREE_COPIES_PAPER
 
 /**
  * A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
  */
-#define DPATTN_COPIES_FIXED 2
+#define DPATTN_COPIES_FIXED DPATTN_SOFTMAX_TREE_COPIES_FIXED
 
 /**
  * Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).

@@ -66,7 +66,7 @@ impl dpattn_moment_sketch_params {
             PrivacyBudget::new(self.epsilon, self.delta)?,
         );
         p.eps_s = self.eps_s;
-        p.temperature = temperature_of(self.temperature, self.tau)?;
+        p.temperature = temperature_of("temperature", self.temperature, self.tau)?;
         p.noise = match self.noise {
             DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN => SketchNoise::Gaussian,
             DPATTN_MOMENT_SKETCH_NOISE_LAPLACE => SketchNoise::Laplace,
@@ -78,7 +78,7 @@ impl dpattn_moment_sketch_params {
                 });
             }
         };
-        p.query_policy = query_policy_of(self.query_policy)?;
+        p.query_policy = query_policy_of("query_policy", self.query_policy)?;
         p.clamp_outputs = flag("clamp_outputs", self.clamp_outputs)?;
         Ok(p)
     }

@@ -12,9 +12,7 @@ use dpattn_core::dp_cross_attention::{
 };
 use dpattn_core::output_perturbation::{self as op, OutputPerturbationParams};
 use dpattn_core::sampling::KeyedStream;
-use dpattn_core::softmax_tree::{
-    Accounting, AdaptiveParams, Copies, QueryPolicy, SoftmaxTreeParams, Temperature,
-};
+use dpattn_core::softmax_tree::{AdaptiveParams, SoftmaxTreeParams};
 use dpattn_core::{MatRef, PrivacyBudget};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
@@ -25,6 +23,14 @@ use crate::attention::{
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
 use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::softmax_tree::{
+    DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER, DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT,
+    DPATTN_SOFTMAX_TREE_COPIES_FIXED, DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING,
+    DPATTN_SOFTMAX_TREE_COPIES_PAPER, DPATTN_SOFTMAX_TREE_QUERY_CLAMP,
+    DPATTN_SOFTMAX_TREE_QUERY_REJECT, DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM,
+    DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, accounting_of, copies_of, query_policy_of,
+    temperature_of,
+};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 
@@ -326,25 +332,28 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
 // DPCrossAttention (paper 001)
 // ---------------------------------------------------------------------------------------
 
+// The structure-level choices are the softmax tree's (`DPATTN_SOFTMAX_TREE_*`), under
+// shorter names and with the same values, decoded by the same functions.
+
 /// `τ = 1/d`, the paper's Definition 1.1 (default).
-pub const DPATTN_TEMPERATURE_ONE_OVER_DIM: u32 = 0;
+pub const DPATTN_TEMPERATURE_ONE_OVER_DIM: u32 = DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM;
 /// `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
-pub const DPATTN_TEMPERATURE_CUSTOM: u32 = 1;
+pub const DPATTN_TEMPERATURE_CUSTOM: u32 = DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM;
 /// Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
-pub const DPATTN_ACCOUNTING_PAPER: u32 = 0;
+pub const DPATTN_ACCOUNTING_PAPER: u32 = DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER;
 /// `[EXT]` E2: the feature structures share the budget exactly (less noise).
-pub const DPATTN_ACCOUNTING_TIGHT: u32 = 1;
+pub const DPATTN_ACCOUNTING_TIGHT: u32 = DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT;
 /// Public query coordinates outside `[0, R]` are refused (default).
-pub const DPATTN_QUERY_REJECT: u32 = 0;
+pub const DPATTN_QUERY_REJECT: u32 = DPATTN_SOFTMAX_TREE_QUERY_REJECT;
 /// Public query coordinates are clamped into `[0, R]` (NaN still refused).
-pub const DPATTN_QUERY_CLAMP: u32 = 1;
+pub const DPATTN_QUERY_CLAMP: u32 = DPATTN_SOFTMAX_TREE_QUERY_CLAMP;
 /// `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
 /// multiple `k > √2` (default, `k = 10`).
-pub const DPATTN_COPIES_NET_HOEFFDING: u32 = 0;
+pub const DPATTN_COPIES_NET_HOEFFDING: u32 = DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING;
 /// The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
-pub const DPATTN_COPIES_PAPER: u32 = 1;
+pub const DPATTN_COPIES_PAPER: u32 = DPATTN_SOFTMAX_TREE_COPIES_PAPER;
 /// A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
-pub const DPATTN_COPIES_FIXED: u32 = 2;
+pub const DPATTN_COPIES_FIXED: u32 = DPATTN_SOFTMAX_TREE_COPIES_FIXED;
 /// Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).
 pub const DPATTN_SPLIT_PER_VECTOR: u32 = 0;
 /// Algorithm 1 as printed: `ε/2` per structure; protects each output coordinate only.
@@ -443,27 +452,10 @@ unsafe fn decode_cross(
 ) -> Result<CrossAttentionParams, FfiError> {
     // SAFETY: forwarded caller contract.
     let p = unsafe { read(ptr, "params") }?;
-    let temperature = match p.temperature_kind {
-        DPATTN_TEMPERATURE_ONE_OVER_DIM => Temperature::OneOverDim,
-        DPATTN_TEMPERATURE_CUSTOM => Temperature::Custom(p.temperature),
-        v => return Err(unknown("params.temperature_kind", v, "0 (1/d), 1 (custom)")),
-    };
-    let accounting = match p.accounting {
-        DPATTN_ACCOUNTING_PAPER => Accounting::Paper,
-        DPATTN_ACCOUNTING_TIGHT => Accounting::Tight,
-        v => return Err(unknown("params.accounting", v, "0 (paper), 1 (tight)")),
-    };
-    let query_policy = match p.query_policy {
-        DPATTN_QUERY_REJECT => QueryPolicy::Reject,
-        DPATTN_QUERY_CLAMP => QueryPolicy::Clamp,
-        v => return Err(unknown("params.query_policy", v, "0 (reject), 1 (clamp)")),
-    };
-    let copies = match p.copies_kind {
-        DPATTN_COPIES_NET_HOEFFDING => Copies::NetHoeffding { k: p.copies_param },
-        DPATTN_COPIES_PAPER => Copies::Paper { c: p.copies_param },
-        DPATTN_COPIES_FIXED => Copies::Fixed(p.copies_fixed),
-        v => return Err(unknown("params.copies_kind", v, "0 (net Hoeffding), 1 (paper), 2")),
-    };
+    let temperature = temperature_of("params.temperature_kind", p.temperature_kind, p.temperature)?;
+    let accounting = accounting_of("params.accounting", p.accounting)?;
+    let query_policy = query_policy_of("params.query_policy", p.query_policy)?;
+    let copies = copies_of("params.copies_kind", p.copies_kind, p.copies_param, p.copies_fixed)?;
     let split = match p.split {
         DPATTN_SPLIT_PER_VECTOR => BudgetSplit::PerVector,
         DPATTN_SPLIT_PER_ENTRY => BudgetSplit::PerEntry,
@@ -900,6 +892,32 @@ pub unsafe extern "C" fn dpattn_cross_attention_estimate_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dpattn_core::softmax_tree::Copies;
+
+    #[test]
+    fn cross_attention_choices_decode_as_the_softmax_tree_constants_say() {
+        // The cross-attention names are the softmax tree's values: a C caller may use
+        // either set and gets the same rule.
+        let mut p = dpattn_cross_attention_params {
+            epsilon: 1.0,
+            delta: 1e-6,
+            delta_prime: 1e-6,
+            ..Default::default()
+        };
+        for (kind, want) in [
+            (DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING, Copies::NetHoeffding { k: 10.0 }),
+            (DPATTN_SOFTMAX_TREE_COPIES_PAPER, Copies::Paper { c: 10.0 }),
+            (DPATTN_COPIES_FIXED, Copies::Fixed(1)),
+        ] {
+            p.copies_kind = kind;
+            // SAFETY: a live local struct.
+            assert_eq!(unsafe { decode_cross(&p) }.unwrap().adaptive.copies, want);
+        }
+        p.copies_kind = 3;
+        // SAFETY: a live local struct.
+        let e = unsafe { decode_cross(&p) }.unwrap_err();
+        assert!(e.to_string().contains("params.copies_kind"), "{e}");
+    }
     use crate::attention::tests::{data, t, tm};
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;

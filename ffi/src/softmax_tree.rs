@@ -113,31 +113,55 @@ fn with_private<H: Handle, R>(
     H::lookup(h, name)?.require_private()?.with(f)
 }
 
-fn accounting_of(v: u32) -> Result<Accounting, FfiError> {
+// The decoders below serve every structure built on the softmax tree (this module and
+// DPCrossAttention); `arg` names the field in errors.
+
+pub(crate) fn accounting_of(arg: &'static str, v: u32) -> Result<Accounting, FfiError> {
     match v {
         DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER => Ok(Accounting::Paper),
         DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT => Ok(Accounting::Tight),
-        _ => Err(unknown("accounting", v, "DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER (0), _TIGHT (1)")),
+        _ => Err(unknown(arg, v, "DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER (0), _TIGHT (1)")),
     }
 }
 
-pub(crate) fn temperature_of(kind: u32, tau: f64) -> Result<Temperature, FfiError> {
+pub(crate) fn temperature_of(
+    arg: &'static str,
+    kind: u32,
+    tau: f64,
+) -> Result<Temperature, FfiError> {
     match kind {
         DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM => Ok(Temperature::OneOverDim),
         DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM => Ok(Temperature::Custom(tau)),
-        _ => Err(unknown(
-            "temperature",
-            kind,
-            "DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM (0), _CUSTOM (1)",
-        )),
+        _ => {
+            Err(unknown(arg, kind, "DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM (0), _CUSTOM (1)"))
+        }
     }
 }
 
-pub(crate) fn query_policy_of(v: u32) -> Result<QueryPolicy, FfiError> {
+pub(crate) fn query_policy_of(arg: &'static str, v: u32) -> Result<QueryPolicy, FfiError> {
     match v {
         DPATTN_SOFTMAX_TREE_QUERY_REJECT => Ok(QueryPolicy::Reject),
         DPATTN_SOFTMAX_TREE_QUERY_CLAMP => Ok(QueryPolicy::Clamp),
-        _ => Err(unknown("query_policy", v, "DPATTN_SOFTMAX_TREE_QUERY_REJECT (0), _CLAMP (1)")),
+        _ => Err(unknown(arg, v, "DPATTN_SOFTMAX_TREE_QUERY_REJECT (0), _CLAMP (1)")),
+    }
+}
+
+/// The copy-count rule `kind` with its parameter (`value`: `C` or `k`; `fixed`: `l`).
+pub(crate) fn copies_of(
+    arg: &'static str,
+    kind: u32,
+    value: f64,
+    fixed: u64,
+) -> Result<Copies, FfiError> {
+    match kind {
+        DPATTN_SOFTMAX_TREE_COPIES_PAPER => Ok(Copies::Paper { c: value }),
+        DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING => Ok(Copies::NetHoeffding { k: value }),
+        DPATTN_SOFTMAX_TREE_COPIES_FIXED => Ok(Copies::Fixed(fixed)),
+        v => Err(unknown(
+            arg,
+            v,
+            "DPATTN_SOFTMAX_TREE_COPIES_PAPER (0), _NET_HOEFFDING (1), _FIXED (2)",
+        )),
     }
 }
 
@@ -264,7 +288,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_budget(
             c,
             features,
             depth,
-            accounting_of(accounting)?,
+            accounting_of("accounting", accounting)?,
         )?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_softmax_budget::from_core(&b)) };
@@ -309,16 +333,7 @@ pub struct dpattn_softmax_tree_copies {
 
 impl dpattn_softmax_tree_copies {
     fn to_core(self) -> Result<Copies, FfiError> {
-        match self.kind {
-            DPATTN_SOFTMAX_TREE_COPIES_PAPER => Ok(Copies::Paper { c: self.value }),
-            DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING => Ok(Copies::NetHoeffding { k: self.value }),
-            DPATTN_SOFTMAX_TREE_COPIES_FIXED => Ok(Copies::Fixed(self.fixed)),
-            v => Err(unknown(
-                "copies.kind",
-                v,
-                "DPATTN_SOFTMAX_TREE_COPIES_PAPER (0), _NET_HOEFFDING (1), _FIXED (2)",
-            )),
-        }
+        copies_of("copies.kind", self.kind, self.value, self.fixed)
     }
 }
 
@@ -1349,10 +1364,10 @@ impl dpattn_softmax_tree_params {
         );
         p.c = self.c;
         p.eps_s = self.eps_s;
-        p.temperature = temperature_of(self.temperature, self.tau)?;
-        p.accounting = accounting_of(self.accounting)?;
+        p.temperature = temperature_of("temperature", self.temperature, self.tau)?;
+        p.accounting = accounting_of("accounting", self.accounting)?;
         p.strict = flag("strict", self.strict)?;
-        p.query_policy = query_policy_of(self.query_policy)?;
+        p.query_policy = query_policy_of("query_policy", self.query_policy)?;
         p.memory_limit_bytes = self.memory_limit_bytes;
         Ok(p)
     }
