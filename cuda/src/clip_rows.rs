@@ -36,56 +36,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 use dpattn_core::sampling::KeyedStream;
 
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
+use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::kernels::KernelSpec;
 use crate::launch::{CLIP_THREADS, RowsPlan};
 use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
-
-/// Element type of the rows (read and written in place).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ClipDtype {
-    /// IEEE binary32.
-    F32,
-    /// IEEE binary64.
-    F64,
-}
-
-impl ClipDtype {
-    /// `DP_T` in `clip_rows_gaussian.cu`.
-    pub(crate) fn code(self) -> i32 {
-        self as i32
-    }
-
-    fn size(self) -> usize {
-        match self {
-            ClipDtype::F32 => 4,
-            ClipDtype::F64 => 8,
-        }
-    }
-}
-
-/// `f32` or `f64`: the row types of [`clip_rows_add_gaussian`].
-pub trait ClipElement: DeviceRepr + clip_sealed::Sealed {
-    /// The matching [`ClipDtype`].
-    const DTYPE: ClipDtype;
-}
-
-mod clip_sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-}
-
-impl ClipElement for f32 {
-    const DTYPE: ClipDtype = ClipDtype::F32;
-}
-impl ClipElement for f64 {
-    const DTYPE: ClipDtype = ClipDtype::F64;
-}
 
 /// The clip norm `C` and the noise scale `σ` of one release.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -141,7 +100,7 @@ pub struct ClipRowsReport {
 /// Shape, buffer and index-range errors before any launch ([`Error::Core`]);
 /// [`Error::NonFiniteRows`] after it (those rows are NaN); driver and compile errors.
 #[allow(clippy::too_many_arguments)]
-pub fn clip_rows_add_gaussian<T: ClipElement>(
+pub fn clip_rows_add_gaussian<T: FloatElement>(
     dev: &Device,
     stream: &Arc<CudaStream>,
     x: &mut impl DevicePtrMut<T>,
@@ -205,7 +164,7 @@ pub unsafe fn clip_rows_add_gaussian_raw(
     stream: &Arc<CudaStream>,
     x: u64,
     len: usize,
-    dtype: ClipDtype,
+    dtype: FloatDtype,
     rows: usize,
     dim: usize,
     ld: usize,

@@ -38,7 +38,11 @@ use crate::attention::{AttnDtype, GpuTensor, check_noisy_attention, noisy_attent
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::{KernelModule, KernelSpec};
+use crate::launch::grid_for;
 use crate::noise_fill::check_device_buffer;
+
+/// Threads per block of `dp_clamp_rows` (one warp per row).
+const CLAMP_THREADS: u32 = 256;
 
 impl KernelSpec {
     /// The row clamp for one input type.
@@ -199,11 +203,16 @@ fn clamp(
     let rows = (b * h * s) as u64;
     let (sb, sh, ss) = (src.strides[0] as u64, src.strides[1] as u64, src.strides[2] as u64);
     let (heads, seq, dim) = (h as u32, s as u32, d as u32);
-    let blocks = rows.div_ceil(8).min(u64::from(dev.multiprocessors()) * 32) as u32;
+    // One warp per row, 8 rows per 256-thread block; the shared cap (and the tests' grid cap)
+    // make the warps stride over the rest.
+    let blocks = grid_for(rows, CLAMP_THREADS / 32, dev.multiprocessors());
     dev.bind()?;
     guarded(|| {
-        let cfg =
-            LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (CLAMP_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
         let mut l = stream.launch_builder(&f);
         l.arg(&src.ptr).arg(&sb).arg(&sh).arg(&ss).arg(&dst).arg(&heads).arg(&seq).arg(&dim);
         l.arg(&rows).arg(&bound);

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use dpattn_cuda::kernels::{KernelSpec, all_variants};
-//! let spec = KernelSpec::clip_rows_gaussian(dpattn_cuda::ClipDtype::F32);
+//! let spec = KernelSpec::clip_rows_gaussian(dpattn_cuda::FloatDtype::F32);
 //! assert_eq!(spec.entry, "dp_clip_rows_gaussian");
 //! assert!(spec.source().contains("dp_chacha20_block"));
 //! assert!(all_variants().len() >= 35);
@@ -142,7 +142,7 @@ impl KernelSpec {
     }
 
     /// Clip rows then add Gaussian noise, for `f32` or `f64` rows.
-    pub fn clip_rows_gaussian(dtype: crate::ClipDtype) -> Self {
+    pub fn clip_rows_gaussian(dtype: crate::FloatDtype) -> Self {
         KernelSpec {
             module: KernelModule::ClipRowsGaussian,
             defines: vec![("DP_T", dtype.code())],
@@ -181,8 +181,8 @@ pub fn all_variants() -> Vec<KernelSpec> {
             }
         }
     }
-    v.push(KernelSpec::clip_rows_gaussian(crate::ClipDtype::F32));
-    v.push(KernelSpec::clip_rows_gaussian(crate::ClipDtype::F64));
+    v.push(KernelSpec::clip_rows_gaussian(crate::FloatDtype::F32));
+    v.push(KernelSpec::clip_rows_gaussian(crate::FloatDtype::F64));
     v.extend(crate::attention::variants());
     v.extend(crate::dp_cross_attention::variants());
     v.extend(crate::gaussian_sampling::variants());

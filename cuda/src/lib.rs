@@ -33,6 +33,7 @@ pub mod compile;
 pub mod device;
 pub mod dp_cross_attention;
 pub mod error;
+pub mod float_dtype;
 pub mod gaussian_sampling;
 pub mod kernels;
 pub mod launch;
@@ -40,14 +41,14 @@ pub mod noise_fill;
 pub mod probe;
 
 pub use clip_rows::{
-    ClipDtype, ClipElement, ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian,
-    clip_rows_add_gaussian_raw,
+    ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian, clip_rows_add_gaussian_raw,
 };
 pub use device::Device;
 pub use error::{Error, Result};
+pub use float_dtype::{FloatDtype, FloatElement};
 pub use gaussian_sampling::{
-    SamplingDtype, SamplingElement, SamplingPlan, gaussian_sampling_attention,
-    gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
+    SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_raw,
+    gaussian_sampling_attention_workspace_len,
 };
 pub use noise_fill::{
     GpuNoise, GpuSampler, NoiseElement, OutDtype, UniformBits, fill_noise, fill_noise_raw,

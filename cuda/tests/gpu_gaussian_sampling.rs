@@ -22,10 +22,10 @@ use dpattn_core::sampling::NoiseKey;
 use dpattn_core::{BatchedMut, BatchedRef, Element, Layout4, ScoreFn};
 use dpattn_cuda::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use dpattn_cuda::gaussian_sampling::{
-    STATUS_CLEAN, SamplingDtype, SamplingElement, SamplingPlan, gaussian_sampling_attention,
-    gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
+    STATUS_CLEAN, SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_raw,
+    gaussian_sampling_attention_workspace_len,
 };
-use dpattn_cuda::{Device, Error};
+use dpattn_cuda::{Device, Error, FloatDtype, FloatElement};
 
 fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
     let dev = Device::get(0)
@@ -35,7 +35,7 @@ fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn gpu_release<T: SamplingElement>(
+fn gpu_release<T: FloatElement>(
     dev: &Device,
     s: &Arc<CudaStream>,
     x: &[T],
@@ -66,7 +66,7 @@ fn gpu_release<T: SamplingElement>(
     Release { b: s.clone_dtoh(&b).unwrap(), p: s.clone_dtoh(&p).unwrap() }
 }
 
-fn check_case<T: SamplingElement + Element + From<f32>>(
+fn check_case<T: FloatElement + Element + From<f32>>(
     dev: &Device,
     s: &Arc<CudaStream>,
     shape: [usize; 4],
@@ -183,7 +183,7 @@ fn raw_entry_point_runs_on_caller_memory_and_a_borrowed_stream() {
                 len,
                 xp,
                 x.len(),
-                SamplingDtype::F32,
+                FloatDtype::F32,
                 layout,
                 &params,
                 &key(4),
@@ -283,7 +283,7 @@ fn non_finite_input_releases_nothing() {
                 len,
                 xp,
                 x.len(),
-                SamplingDtype::F64,
+                FloatDtype::F64,
                 layout,
                 &params,
                 &key(1),

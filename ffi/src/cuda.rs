@@ -27,7 +27,7 @@ use dpattn_cuda::cudarc::driver::result::{DriverError, ctx};
 use dpattn_cuda::cudarc::driver::{CudaStream, sys};
 use dpattn_cuda::launch::{FillPlan, RowsPlan};
 use dpattn_cuda::{
-    Availability, ClipDtype, ClipRowsParams, Device, GpuNoise, GpuSampler, OutDtype, UniformBits,
+    Availability, ClipRowsParams, Device, FloatDtype, GpuNoise, GpuSampler, OutDtype, UniformBits,
 };
 
 use dpattn_core::noisy_attention::NoiseSpec;
@@ -95,10 +95,10 @@ fn decode_out_dtype(code: dpattn_dtype) -> Result<OutDtype, FfiError> {
     })
 }
 
-fn decode_clip_dtype(code: dpattn_dtype) -> Result<ClipDtype, FfiError> {
+fn decode_clip_dtype(code: dpattn_dtype) -> Result<FloatDtype, FfiError> {
     match code {
-        DPATTN_DTYPE_F32 => Ok(ClipDtype::F32),
-        DPATTN_DTYPE_F64 => Ok(ClipDtype::F64),
+        DPATTN_DTYPE_F32 => Ok(FloatDtype::F32),
+        DPATTN_DTYPE_F64 => Ok(FloatDtype::F64),
         value => Err(unknown("dtype", value, CLIP_DTYPES)),
     }
 }
@@ -435,11 +435,7 @@ pub unsafe extern "C" fn dpattn_cuda_clip_rows_add_gaussian(
         let dtype = decode_clip_dtype(dtype)?;
         // SAFETY: forwarded caller contract.
         let key = unsafe { read(key, "key") }?;
-        let size = match dtype {
-            ClipDtype::F32 => 4,
-            ClipDtype::F64 => 8,
-        };
-        let xp = device_buffer(x.cast_const(), len, size, "x")?;
+        let xp = device_buffer(x.cast_const(), len, dtype.size(), "x")?;
         let cp = device_buffer(counters.cast_const().cast(), 2, 4, "counters")?;
         let params = ClipRowsParams::new(clip_norm, sigma)?;
         if dim > 0 && ld < dim {
@@ -456,7 +452,7 @@ pub unsafe extern "C" fn dpattn_cuda_clip_rows_add_gaussian(
         // not overlap the counters: both are device addresses of one unified address space.
         let extent = (rows - 1) * ld + dim;
         let mut bufs = Buffers::default();
-        bufs.output("x", xp as usize as *mut u8, extent * size);
+        bufs.output("x", xp as usize as *mut u8, extent * dtype.size());
         bufs.output("counters", cp as usize as *mut u32, 2);
         bufs.disjoint()?;
         let draw = KeyedStream::new(&key.to_core(), stream_id);

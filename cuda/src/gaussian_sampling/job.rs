@@ -8,9 +8,10 @@ use dpattn_core::gaussian_sampling_attention::GaussianSamplingParams;
 use dpattn_core::sampling::{KeyedStream, NoiseKey};
 use dpattn_core::{Layout4, ScoreFn};
 
-use super::{SamplingDtype, SamplingPlan, THREADS, finish_spec, spec};
+use super::{SamplingPlan, THREADS, finish_spec, spec};
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
+use crate::float_dtype::FloatDtype;
 use crate::launch::grid_for;
 use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
 
@@ -18,7 +19,7 @@ use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Buffers {
     pub(super) x: (u64, usize),
-    pub(super) dtype: SamplingDtype,
+    pub(super) dtype: FloatDtype,
     pub(super) out_b: (u64, usize),
     pub(super) out_p: (u64, usize),
     pub(super) workspace: (u64, usize),
@@ -83,7 +84,7 @@ struct Kernels {
 }
 
 impl Kernels {
-    fn load(dev: &Device, dtype: SamplingDtype) -> Result<Self> {
+    fn load(dev: &Device, dtype: FloatDtype) -> Result<Self> {
         Ok(Kernels {
             factors: dev.function(&spec(dtype, "dp_gs_factors"))?,
             partial: dev.function(&spec(dtype, "dp_gs_partial"))?,
@@ -237,7 +238,7 @@ mod tests {
         let out = plan.output_len() as usize;
         Buffers {
             x: (1 << 20, x.required_len()),
-            dtype: SamplingDtype::F32,
+            dtype: FloatDtype::F32,
             out_b: (1 << 30, out),
             out_p: (2 << 30, out),
             workspace: (3 << 30, plan.workspace_len().unwrap()),

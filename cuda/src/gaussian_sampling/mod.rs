@@ -81,7 +81,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use dpattn_core::accounting::ledger::{Charge, Ledger};
 use dpattn_core::gaussian_sampling_attention::{
     GaussianSamplingParams, OutOfDomain, Sampler, check_release_parameters,
@@ -91,6 +91,7 @@ use dpattn_core::{Layout4, PrivacyBudget};
 
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
+use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::kernels::{KernelModule, KernelSpec};
 use crate::noise_fill::in_context;
 
@@ -108,56 +109,10 @@ const THREADS: u32 = 256;
 /// The status word of a release whose `X` is finite.
 pub const STATUS_CLEAN: u64 = u64::MAX;
 
-/// Element type of `X`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SamplingDtype {
-    /// IEEE binary32 (widened to `f64` exactly).
-    F32,
-    /// IEEE binary64.
-    F64,
-}
-
-impl SamplingDtype {
-    /// `DP_GS_T` in `gaussian_sampling.cu`.
-    fn code(self) -> i32 {
-        match self {
-            SamplingDtype::F32 => 0,
-            SamplingDtype::F64 => 1,
-        }
-    }
-
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            SamplingDtype::F32 => 4,
-            SamplingDtype::F64 => 8,
-        }
-    }
-}
-
-/// `f32` or `f64`: the element types of `X` for [`gaussian_sampling_attention`].
-pub trait SamplingElement: DeviceRepr + sealed::Sealed {
-    /// The matching [`SamplingDtype`].
-    const DTYPE: SamplingDtype;
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-}
-
-impl SamplingElement for f32 {
-    const DTYPE: SamplingDtype = SamplingDtype::F32;
-}
-impl SamplingElement for f64 {
-    const DTYPE: SamplingDtype = SamplingDtype::F64;
-}
-
 /// Every kernel variant of this module (what the NVRTC compile test builds).
 pub(crate) fn variants() -> Vec<KernelSpec> {
     let mut v = Vec::new();
-    for dtype in [SamplingDtype::F32, SamplingDtype::F64] {
+    for dtype in [FloatDtype::F32, FloatDtype::F64] {
         v.push(spec(dtype, "dp_gs_factors"));
         v.push(spec(dtype, "dp_gs_partial"));
     }
@@ -165,7 +120,7 @@ pub(crate) fn variants() -> Vec<KernelSpec> {
     v
 }
 
-fn spec(dtype: SamplingDtype, entry: &'static str) -> KernelSpec {
+fn spec(dtype: FloatDtype, entry: &'static str) -> KernelSpec {
     KernelSpec {
         module: KernelModule::GaussianSampling,
         defines: vec![("DP_GS_T", dtype.code())],
@@ -176,7 +131,7 @@ fn spec(dtype: SamplingDtype, entry: &'static str) -> KernelSpec {
 
 /// `dp_gs_finish` reads no `X`: one variant (compiled with the `f64` define).
 fn finish_spec() -> KernelSpec {
-    spec(SamplingDtype::F64, "dp_gs_finish")
+    spec(FloatDtype::F64, "dp_gs_finish")
 }
 
 mod job;
@@ -247,7 +202,7 @@ fn charge<const N: usize>(ledger: Option<&mut Ledger<N>>, total: PrivacyBudget) 
 /// (`BufferTooShort`), a non-finite `X` (`NonFinite` with the CPU's logical index), or a
 /// ledger that cannot take the charge; [`Error::Driver`], [`Error::Compile`].
 #[allow(clippy::too_many_arguments)]
-pub fn gaussian_sampling_attention<T: SamplingElement, const N: usize>(
+pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
     dev: &Device,
     stream: &Arc<CudaStream>,
     out_b: &mut impl DevicePtrMut<f64>,
@@ -332,7 +287,7 @@ pub unsafe fn gaussian_sampling_attention_raw<const N: usize>(
     out_p_len: usize,
     x: u64,
     x_len: usize,
-    x_dtype: SamplingDtype,
+    x_dtype: FloatDtype,
     x_layout: Layout4,
     params: &GaussianSamplingParams,
     key: &NoiseKey,
