@@ -66,7 +66,7 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
     }
     if (bad) {
         for (u64 j = 0; j < dim; ++j) {
-            if (is_f32) x32[j] = dp_bits_f32(0x7fc00000u); else x64[j] = dp_bits_f64(0x7ff8000000000000ull);
+            if (is_f32) x32[j] = dp_nan_f32(); else x64[j] = dp_nan_f64();
         }
         return -1;
     }

@@ -51,7 +51,6 @@ extern "C" __global__ void dp_clamp_rows(u64 src, u64 sb, u64 sh, u64 ss, u64 ds
     const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const u64 nwarps = ((u64)gridDim.x * blockDim.x) >> 5;
     const double target = __dmul_rn(bound, 1.0 - 1.0 / 2097152.0);
-    const double FINITE_MAX = 1.7976931348623157e308;
     for (u64 r = warp; r < rows; r += nwarps) {
         const u64 bh = r / seq, s = r % seq, b = bh / heads, h = bh % heads;
         const unsigned char* in =
@@ -61,7 +60,7 @@ extern "C" __global__ void dp_clamp_rows(u64 src, u64 sb, u64 sh, u64 ss, u64 ds
         int bad = 0;
         for (u32 c = lane; c < dim; c += 32) {
             double x = dp_load_el(in, c);
-            if (!(fabs(x) <= FINITE_MAX)) bad = 1;
+            if (!dp_is_finite(x)) bad = 1;
             else big = fmax(big, fabs(x));
         }
         for (int o = 16; o > 0; o >>= 1) {

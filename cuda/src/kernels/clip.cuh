@@ -21,6 +21,3 @@ DP_FN double dp_clip_factor(double c, u64 len, double m, double root) {
 // [1e-140, 1e140]; otherwise the norm is recomputed on x / max.
 DP_FN bool dp_norm_raw_ok(double m) { return m >= 1e-140 && m <= 1e140; }
 
-DP_FN bool dp_is_finite(double x) {
-    return (dp_f64_bits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
-}

@@ -12,12 +12,12 @@
 typedef float dp_t;
 DP_FN dp_t dp_round_rn(double v) { return dp_f64_to_f32_rn(v); }
 DP_FN dp_t dp_round_rz(double v) { return dp_f64_to_f32_rz(v); }
-DP_FN dp_t dp_nan() { return dp_bits_f32(0x7fc00000u); }
+DP_FN dp_t dp_nan() { return dp_nan_f32(); }
 #else
 typedef double dp_t;
 DP_FN dp_t dp_round_rn(double v) { return v; }
 DP_FN dp_t dp_round_rz(double v) { return v; }
-DP_FN dp_t dp_nan() { return dp_bits_f64(0x7ff8000000000000ull); }
+DP_FN dp_t dp_nan() { return dp_nan_f64(); }
 #endif
 
 #define DP_CLIP_THREADS 256

@@ -37,12 +37,6 @@ typedef double dp_gs_t;
 #define DP_GS_RUN_BLOCKS (DP_GS_TC / 8 + 1)                    // ChaCha blocks of one run
 #define DP_GS_CLEAN 0xffffffffffffffffull                      // status: every entry finite
 
-DP_FN bool dp_gs_finite(double v) {
-    return (dp_f64_bits(v) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
-}
-
-DP_FN double dp_gs_nan() { return dp_bits_f64(0x7ff8000000000000ull); }
-
 // ---------------------------------------------------------------------------------------
 // exp(x): the port of libm's exp (FreeBSD e_exp.c), the function the CPU's
 // normalise_scores calls. Same constants (decimal literals, parsed to the same doubles),
@@ -105,7 +99,7 @@ DP_FN double dp_gs_exp(double x) {
 DP_FN double dp_gs_scaled_norm(const dp_gs_t* col, u64 n, u64 sr) {
     double m = 0.0;
     for (u64 r = 0; r < n; ++r) m = fmax(m, fabs((double)col[r * sr]));
-    if (m == 0.0 || !dp_gs_finite(m)) return m;
+    if (m == 0.0 || !dp_is_finite(m)) return m;
     double s = -0.0;
     for (u64 r = 0; r < n; ++r) {
         const double v = (double)col[r * sr] / m;
@@ -130,14 +124,14 @@ dp_gs_factors(const dp_gs_t* __restrict__ x, u64 problems, u64 heads, u64 n, u64
         bool finite = true;
         for (u64 r = 0; r < n && finite; ++r) {
             const double v = (double)col[r * sr];
-            if (!dp_gs_finite(v)) {
+            if (!dp_is_finite(v)) {
                 atomicMin(status, (unsigned long long)((p * n + r) * d + c));
                 finite = false;
             }
             s = s + v * v;
         }
         if (!finite) continue;
-        const double norm = dp_gs_finite(s) ? dp_sqrt(s) : dp_gs_scaled_norm(col, n, sr);
+        const double norm = dp_is_finite(s) ? dp_sqrt(s) : dp_gs_scaled_norm(col, n, sr);
         factors[t] = norm > alpha ? alpha / norm : 1.0;
     }
 }
@@ -307,8 +301,8 @@ dp_gs_finish(const double* __restrict__ partial, u64 p0, u64 n64, u64 chunks, do
     double* op = out_p + p * n64 * n64;
     if (*status != DP_GS_CLEAN) {
         for (u32 i = threadIdx.x; i < n * n; i += DP_GS_THREADS) {
-            ob[i] = dp_gs_nan();
-            op[i] = dp_gs_nan();
+            ob[i] = dp_nan_f64();
+            op[i] = dp_nan_f64();
         }
         return;
     }

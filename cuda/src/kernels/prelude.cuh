@@ -65,6 +65,15 @@ DP_FN u16 dp_f32_to_f16_bits(float x) {
 }
 #endif
 
+// Neither NaN nor ±∞ (by the exponent bits, so fast-math settings cannot change it).
+DP_FN bool dp_is_finite(double x) {
+    return (dp_f64_bits(x) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
+
+// The canonical quiet NaN of each width.
+DP_FN double dp_nan_f64() { return dp_bits_f64(0x7ff8000000000000ull); }
+DP_FN float dp_nan_f32() { return dp_bits_f32(0x7fc00000u); }
+
 // f32 -> bfloat16, round to nearest even; NaN stays NaN (quiet bit set), as the `half` crate.
 DP_FN u16 dp_f32_to_bf16_bits(float x) {
     u32 b = dp_f32_bits(x);
