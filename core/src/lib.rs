@@ -55,6 +55,7 @@ pub mod dp_forward;
 pub mod element;
 pub mod error;
 pub mod gaussian_sampling_attention;
+pub mod grid_release;
 mod linalg;
 pub mod matrix_view;
 #[cfg(feature = "alloc")]
@@ -75,6 +76,7 @@ pub use attention_options::{Kernel, Mask, Scale, ScoreFn};
 pub use batched::{BatchedMut, BatchedRef, Layout4};
 pub use element::Element;
 pub use error::{Error, Result};
+pub use grid_release::NoiseMode;
 pub use matrix_view::{MatMut, MatRef};
 pub use privacy_params::{Delta, Epsilon, PrivacyBudget, Sensitivity};
 pub use reference_attention::reference_attention;

@@ -63,6 +63,7 @@ use crate::accounting::composition::Rho;
 use crate::accounting::rdp::{DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, RdpCurve};
 use crate::directed_rounding::{add_down, add_up, mul_up};
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
 
 /// One mechanism's privacy cost, as charged to a [`Ledger`]. `N` is the number of orders
@@ -165,6 +166,7 @@ enum Books<const N: usize> {
 pub struct Ledger<const N: usize = DEFAULT_ORDER_COUNT> {
     books: Books<N>,
     charges: u64,
+    unsafe_float_charges: u64,
 }
 
 /// `spent ≤ total`, false for NaN (which the ledger never produces).
@@ -217,7 +219,11 @@ impl Ledger {
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn new_approx(total: PrivacyBudget) -> Self {
-        Self { books: Books::Approx { total, epsilon: 0.0, delta: 0.0 }, charges: 0 }
+        Self {
+            books: Books::Approx { total, epsilon: 0.0, delta: 0.0 },
+            charges: 0,
+            unsafe_float_charges: 0,
+        }
     }
 
     /// A zCDP ledger with total ρ; charges compose by adding ρ, a valid filter for
@@ -234,7 +240,7 @@ impl Ledger {
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn new_zcdp(total: Rho) -> Self {
-        Self { books: Books::Zcdp { total, rho: 0.0 }, charges: 0 }
+        Self { books: Books::Zcdp { total, rho: 0.0 }, charges: 0, unsafe_float_charges: 0 }
     }
 
     /// An RDP ledger on the [`DEFAULT_ORDERS`]: charges are composed as RDP curves, and a
@@ -288,7 +294,11 @@ impl<const N: usize> Ledger<N> {
         }
         let curve = RdpCurve::new(orders)?;
         let target = PrivacyBudget::from_parts(target_epsilon, target_delta);
-        Ok(Self { books: Books::Rdp { target, curve, epsilon: 0.0 }, charges: 0 })
+        Ok(Self {
+            books: Books::Rdp { target, curve, epsilon: 0.0 },
+            charges: 0,
+            unsafe_float_charges: 0,
+        })
     }
 
     /// Charges one mechanism: accepted (the spent budget grows and the charge count goes
@@ -320,9 +330,38 @@ impl<const N: usize> Ledger<N> {
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn try_charge(&mut self, charge: Charge<N>) -> Result<()> {
+        self.try_charge_in(charge, NoiseMode::Exact)
+    }
+
+    /// [`try_charge`](Self::try_charge) for a release made in `mode`; a charge for a
+    /// [`NoiseMode::UnsafeFloat`] release is counted in
+    /// [`unsafe_float_charges`](Self::unsafe_float_charges), so the ledger says that some of
+    /// what it accounts for is not DP as shipped.
+    ///
+    /// ```
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// use dpattn_core::accounting::ledger::{Charge, Ledger};
+    /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6)?);
+    /// ledger.try_charge_in(Charge::Approx(PrivacyBudget::new(0.5, 0.0)?), NoiseMode::UnsafeFloat)?;
+    /// assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 1));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_charge`](Self::try_charge).
+    pub fn try_charge_in(&mut self, charge: Charge<N>, mode: NoiseMode) -> Result<()> {
         self.books = self.books.charged(&charge)?;
         self.charges = self.charges.saturating_add(1);
+        if mode == NoiseMode::UnsafeFloat {
+            self.unsafe_float_charges = self.unsafe_float_charges.saturating_add(1);
+        }
         Ok(())
+    }
+
+    /// How many accepted charges were for [`NoiseMode::UnsafeFloat`] releases, whose
+    /// floating-point outputs are not covered by the accounted guarantee.
+    pub fn unsafe_float_charges(&self) -> u64 {
+        self.unsafe_float_charges
     }
 
     /// The budget spent by the accepted charges, rounded up: `(Σεᵢ, Σδᵢ)`, `Σρᵢ`, or the ε

@@ -18,7 +18,7 @@
 //!
 //! Every sampler is usable without `alloc`.
 
-mod bit_source;
+pub(crate) mod bit_source;
 mod covariance_factor;
 mod discrete_gaussian;
 mod discrete_laplace;
@@ -38,6 +38,7 @@ mod matrix_gaussian;
 mod noise_float;
 mod permutation;
 mod poisson_subsampling;
+mod truncated_discrete_laplace;
 mod truncated_laplace;
 mod uniform;
 
@@ -50,6 +51,7 @@ pub use keyed_stream::{
 };
 pub use laplace::Laplace;
 pub use noise_float::NoiseFloat;
+pub use truncated_discrete_laplace::TruncatedDiscreteLaplace;
 pub use truncated_laplace::TruncatedLaplace;
 pub use uniform::{Exponential, Uniform};
 
