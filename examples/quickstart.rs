@@ -15,11 +15,12 @@ use std::time::Instant;
 use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention, output_perturbation_sensitivity,
+    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
+    output_perturbation_sensitivity,
 };
 use dpattn::reference_attention::reference_attention_vec;
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn::{BatchedMut, BatchedRef, Kernel, Mask, PrivacyBudget, Scale, ScoreFn};
+use dpattn::{BatchedMut, BatchedRef, Kernel, Mask, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 
 const HEADS: usize = 4;
 const TOKENS: usize = 1024;
@@ -111,6 +112,7 @@ fn main() -> Result<(), dpattn::Error> {
     )?;
     let delta = 1e-6;
     let mut ledger = Ledger::new_approx(PrivacyBudget::new(20.0, 1e-4)?);
+    let mut op_scratch = vec![0f32; output_perturbation_scratch_len(DIM, DIM)?];
     for (i, epsilon) in [0.5, 1.0, 2.0, 4.0, 8.0].into_iter().enumerate() {
         let params = OutputPerturbationParams {
             key_norm: KEY_NORM,
@@ -120,6 +122,7 @@ fn main() -> Result<(), dpattn::Error> {
             score: ScoreFn::Exp,
             key_padding: None,
             kernel: Kernel::Auto,
+            noise_mode: NoiseMode::Exact,
         };
         let mut sens = [0.0];
         output_perturbation_sensitivity(pq, &params, TOKENS, &mut sens)?;
@@ -136,7 +139,7 @@ fn main() -> Result<(), dpattn::Error> {
             i as u64, // one stream id per release
             Some(&mut ledger),
             &mut sigma,
-            &mut scratch,
+            &mut op_scratch,
         )?;
         rows.push(Row {
             mechanism: format!(

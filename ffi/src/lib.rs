@@ -85,7 +85,8 @@ pub use output_perturbation::{
     dpattn_cross_attention_query_scratch_len, dpattn_domain_report,
     dpattn_output_perturbation_attention, dpattn_output_perturbation_params,
     dpattn_output_perturbation_params_default, dpattn_output_perturbation_row_sensitivity,
-    dpattn_output_perturbation_sensitivity, dpattn_output_perturbation_worst_case_sensitivity,
+    dpattn_output_perturbation_scratch_len, dpattn_output_perturbation_sensitivity,
+    dpattn_output_perturbation_worst_case_sensitivity,
 };
 pub use privacy::dpattn_check_privacy_params;
 pub use softmax_tree::*;
