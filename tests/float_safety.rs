@@ -19,3 +19,5 @@ mod support;
 
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
+#[path = "float_safety/output_perturbation.rs"]
+mod output_perturbation;

@@ -485,10 +485,8 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
     }
     let model = AttentionErrorModel::CPU_F64;
     let format = GridFormat::of::<O>();
-    let calibrated =
-        output_perturbation_calibrate_exact(q, params, s_k, d_v, &model, format, sigma)?;
+    let (calibrated, consts) = calibrate_exact(q, params, s_k, d_v, &model, format, sigma)?;
     check_scratch(scratch.len(), output_perturbation_scratch_len(q.layout().dim(), d_v)?)?;
-    let consts = (params.scale.value(q.layout().dim())?, multiplier(params)?);
     let grid_of = |b| grid_of_batch(q, params, s_k, d_v, &model, format, consts, b);
     let out_grid = Some(GridDraw { stream: &noise_stream, grid_of: &grid_of });
     let extras = Extras { logit_noise: None, out_noise: None, out_grid, clamp };
@@ -683,6 +681,19 @@ pub fn output_perturbation_calibrate_exact<T: Element>(
     format: GridFormat,
     sigma: &mut [f64],
 ) -> Result<Calibrated> {
+    calibrate_exact(q, params, s_k, d_v, model, format, sigma).map(|(c, _)| c)
+}
+
+/// [`output_perturbation_calibrate_exact`], also returning `(scale, multiplier)`.
+fn calibrate_exact<T: Element>(
+    q: BatchedRef<'_, T>,
+    params: &OutputPerturbationParams<'_>,
+    s_k: usize,
+    d_v: usize,
+    model: &AttentionErrorModel,
+    format: GridFormat,
+    sigma: &mut [f64],
+) -> Result<(Calibrated, (f64, f64))> {
     let [batch, heads, s_q, _] = q.layout().shape();
     let total = crate::error::mul_size(batch, heads, "batch * heads")?;
     check_gaussian(params, total, sigma.len())?;
@@ -708,7 +719,7 @@ pub fn output_perturbation_calibrate_exact<T: Element>(
         }
         sigma[b * heads..(b + 1) * heads].fill(s);
     }
-    Ok(Calibrated { budget: params.budget, rho, noise_mode: NoiseMode::Exact })
+    Ok((Calibrated { budget: params.budget, rho, noise_mode: NoiseMode::Exact }, consts))
 }
 
 /// Batch element `b`'s grid in the exact mode (`None` when it sees no key: its output is the
