@@ -222,7 +222,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?
         ];
     for (i, k) in [*range.start(), *range.end()].into_iter().enumerate() {
-        let params = GaussianSamplingParams::new(budget, domain, k);
+        let params = GaussianSamplingParams::new(budget, domain, k).unsafe_float();
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
         gaussian_sampling_attention(

@@ -300,6 +300,17 @@
 #define DPATTN_GRID_DEFAULT_RESOLUTION INT32_MAX
 
 /**
+ * Exact integer noise on a public power-of-two grid: DP in the floats returned (default).
+ */
+#define DPATTN_NOISE_MODE_EXACT 0
+
+/**
+ * **Not DP as shipped**: textbook floating-point noise whose low-order bits leak the
+ * noise-free value (docs/PRIVACY.md §8.4).
+ */
+#define DPATTN_NOISE_MODE_UNSAFE_FLOAT 1
+
+/**
  * `accounting`: Algorithm 1 as printed: `T` classical Gaussian steps at `(ε/T, δ/T)`,
  * basic composition (Theorem 3.2); requires `ε/T < 1`. Every paper number uses this.
  */
@@ -1083,6 +1094,12 @@ typedef struct {
    * `heads` releases (parallel composition) instead of `batch·heads`; 0 otherwise.
    */
   uint32_t batch_elements_disjoint;
+  /**
+   * `DPATTN_NOISE_MODE_UNSAFE_FLOAT` (1) to run the mechanism: it has no
+   * floating-point-safe form (docs/PRIVACY.md §3.5), so the default
+   * `DPATTN_NOISE_MODE_EXACT` (0) refuses every release with `DPATTN_STATUS_UNSUPPORTED`.
+   */
+  uint32_t noise_mode;
 } dpattn_gaussian_sampling_params;
 
 /**
@@ -3585,6 +3602,7 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * dpattn_gaussian_sampling_params p;
  * dpattn_gaussian_sampling_params_default(&p);
  * p.epsilon = 0.09; p.delta = 1e-6; p.k = 100000;
+ * p.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT; // no exact form (docs/PRIVACY.md §3.5)
  * p.domain.alpha = 0.04; p.domain.eta = 0.05; p.domain.beta = 1e-6;
  * size_t len;
  * dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
