@@ -19,3 +19,6 @@ mod support;
 
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
+
+#[path = "float_safety/dp_forward.rs"]
+mod dp_forward;
