@@ -17,7 +17,7 @@
 //! only while `f` is frozen or updated without the raw inputs; the paper's experiments
 //! update `f` on the server, which needs central trust (E5).
 //!
-//! **Neighbour relation** ([`Neighbours`], [`sensitivity`]): any two sequences with the same
+//! **Neighbour relation** ([`Neighbours`], [`sensitivity()`]): any two sequences with the same
 //! label (SeqLDP, sensitivity `2C`), or hidden matrices that differ in `c` rows
 //! (token-level, `2C√c` for row clipping, only at the row-local embedding position).
 //!

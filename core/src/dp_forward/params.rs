@@ -9,17 +9,17 @@
 //! mechanism whose privacy-loss variable is `N(η, 2η)` with `√(2η) ≤ S/σ_floor` (Lemma 4
 //! and Theorem 6); the losses of `k` adaptive releases add, so their sum is `N(kη, 2kη)`,
 //! the loss of one release with sensitivity `S√k`, which Algorithm 1 calibrates
-//! (§4.5 [derived], reference values §5-C). Basic composition `(kε, kδ)` would need more
+//! (§4.5 \[derived\], reference values §5-C). Basic composition `(kε, kδ)` would need more
 //! noise.
 //!
-//! **[FIX] E1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
+//! **\[FIX\] E1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
 //! sensitivity (`2C` for Frobenius clipping). [`SensitivityRule::ReleasedCode`] reproduces
 //! the authors' code, which calibrates with half of it (`C`); the noise is then that of the
 //! paper's experiments, and [`guarantee`](DpForwardParams::guarantee) reports — and a
 //! ledger is charged — the *effective* ε of the real sensitivity (nominal ε = 8 at
 //! δ = 1e-5 is really ε = 19.12, §5-G).
 //!
-//! **[FIX] E6.** The paper's tables calibrate each release and never compose the `k = 3`
+//! **\[FIX\] E6.** The paper's tables calibrate each release and never compose the `k = 3`
 //! epochs. Here `releases` is part of the calibration; for a frozen `f`, release once and
 //! reuse the noisy matrix instead (post-processing is free).
 

@@ -84,7 +84,7 @@ pub struct DpForwardReport {
 /// ```
 ///
 /// # Errors
-/// Those of [`DpForwardParams::validate`] and [`check_factors`](super::check_factors);
+/// Those of [`DpForwardParams::validate`] and [`check_factors`];
 /// in exact mode those of [`DpForwardParams::exact_grid`] (a clip norm no grid of the
 /// format holds), [`Error::OutOfRange`] for diagonal noise beyond the exact sampler's
 /// range or an element index reaching `2^40`;
