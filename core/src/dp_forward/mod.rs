@@ -54,8 +54,8 @@
 //! **Floating point.** By default ([`NoiseMode::Exact`](crate::NoiseMode::Exact)) the clipped
 //! matrix is released on a public power-of-two grid with exact discrete Gaussian noise
 //! (the `exact` module, [`DpForwardParams::exact_grid`]): the floats returned are DP,
-//! low-order bits included, at the same charge, with noise at most 0.4% larger
-//! (`docs/PRIVACY.md` §6.5). [`NoiseMode::UnsafeFloat`](crate::NoiseMode::UnsafeFloat)
+//! low-order bits included, at the same charge, with noise typically 0.4% larger (the
+//! exact figures: [`DpForwardParams::exact_grid`]; `docs/PRIVACY.md` §6.5). [`NoiseMode::UnsafeFloat`](crate::NoiseMode::UnsafeFloat)
 //! keeps the paper's float path — noise drawn in `f64` from a ChaCha20 keyed stream and
 //! added in `f64` — whose low-order bits are not covered by the proof (E18); there the
 //! sampler's bounded support (`|z| ≤ 8.57`) is also visible when `S₂/σ` is large, so such
