@@ -437,6 +437,7 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             tokens: 1,
             dim: D,
             rule,
+            noise_mode: dpattn::NoiseMode::Exact,
         };
         let mut user_ledger = Ledger::new_approx(PrivacyBudget::new(50.0, 1e-4)?);
         let mut x = feature.clone();

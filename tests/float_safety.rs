@@ -17,6 +17,8 @@
 #[path = "support/mod.rs"]
 mod support;
 
+#[path = "float_safety/dp_forward.rs"]
+mod dp_forward;
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
 #[path = "float_safety/output_perturbation.rs"]
