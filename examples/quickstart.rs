@@ -236,7 +236,35 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             &mut scratch,
         )?;
         rows.push(Row {
-            mechanism: format!("Gaussian-sampling DP attention (paper 000, n=4, d=4096, k={k})"),
+            mechanism: format!(
+                "Gaussian-sampling DP attention (paper 000, n=4, d=4096, k={k}; UNSAFE float: no exact form)"
+            ),
+            epsilon: "0.09".into(),
+            delta: "1e-6".into(),
+            error: rel(&p),
+            millis: t.elapsed().as_secs_f64() * 1e3,
+        });
+    }
+    // The exact route for the same privacy unit: the Gram matrix on a grid (PRIVACY.md §3.6).
+    {
+        use dpattn::gram_attention::{
+            GramAttentionParams, gram_attention, gram_attention_scratch_len,
+        };
+        let params = GramAttentionParams::new(budget, domain.alpha, domain.beta);
+        let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
+        let t = Instant::now();
+        gram_attention(
+            BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
+            BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
+            BatchedRef::contiguous(&x, [1, 1, n, d])?,
+            &params,
+            &NoiseKey::from_bytes([9; 32]),
+            2,
+            Some(&mut *ledger),
+            &mut vec![0.0; gram_attention_scratch_len(d)],
+        )?;
+        rows.push(Row {
+            mechanism: "Gram-matrix DP attention [EXT] (same unit, exact; n=4, d=4096)".into(),
             epsilon: "0.09".into(),
             delta: "1e-6".into(),
             error: rel(&p),

@@ -19,6 +19,8 @@ mod support;
 
 #[path = "float_safety/dp_forward.rs"]
 mod dp_forward;
+#[path = "float_safety/gram_attention.rs"]
+mod gram_attention;
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
 #[path = "float_safety/output_perturbation.rs"]
