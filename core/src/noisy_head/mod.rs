@@ -41,6 +41,7 @@
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 
+mod exact;
 mod features;
 mod linear_head;
 mod params;
@@ -54,7 +55,7 @@ mod train;
 
 pub use features::{Features, Prompts, private_features, prompt_from_embedding, raw_features};
 pub use linear_head::{export_attention, linear_attention_head, linear_attention_head_scratch_len};
-pub use params::{Accounting, Diagnostics, GForm, NoisyHeadParams, Radii};
+pub use params::{Accounting, Calibration, Diagnostics, GForm, NoisyHeadParams, Radii};
 pub use release::{noisy_head, noisy_head_scratch_len};
 #[cfg(feature = "alloc")]
 pub use ridge::{RidgeSolver, ridge};
