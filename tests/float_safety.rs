@@ -19,3 +19,9 @@ mod support;
 
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
+
+#[path = "float_safety/noisy_head.rs"]
+mod noisy_head;
+
+#[path = "float_safety/dp_sgd.rs"]
+mod dp_sgd;
