@@ -18,8 +18,8 @@
 //!
 //! **The computation error `E`** (a public bound on `‖next − f(Γ)‖_F`, `f` the exact real
 //! step on the same stored `Γ` and features). The exact mode uses *balanced* features
-//! (`|u_i| ≤ 2`, `|v_j| ≤ 2G`, `‖u vᵀ‖_F ≤ G` exactly; [`private_features`](super::private_features)
-//! module docs), `‖Γ‖_F ≤ R`, `|t| ≤ C`. Model: every `f64` operation returns
+//! (`|u_i| ≤ 2`, `|v_j| ≤ 2G`, `‖u vᵀ‖_F ≤ G` exactly: `balanced_private_features` in module
+//! `features`), `‖Γ‖_F ≤ R`, `|t| ≤ C`. Model: every `f64` operation returns
 //! `(x∘y)(1 + δ) + η` with `|δ| ≤ u = 2⁻⁵³` and an underflow term `|η| ≤ 2⁻¹⁰⁷⁵` (zero for
 //! sums); `γ_n = nu/(1 − nu)`.
 //! * Streaming: `p̂ = Σ_i u_i Σ_j Γ_ij v_j` errs by `γ_{2D}·RG` (`Σ|u_iΓ_ij v_j| ≤ ‖Γ‖‖uvᵀ‖`),
