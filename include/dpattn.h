@@ -3004,8 +3004,9 @@ dpattn_status dpattn_cuda_fill_stream_words(int32_t device,
  * (the `dpattn_dp_forward_*` functions) as for a float Gaussian. The grid is calibrated
  * from `sigma`, `clip_norm` and `dim` so that the release keeps that guarantee: its
  * effective continuous `σ` is `sigma·(1 + √dim·Λ/(2·clip_norm))`, at most 0.4% larger
- * (see `ClipRowsParams::exact_grid` in `dpattn-cuda` and `docs/C_API.md`). `sigma = 0`
- * clips only (no release).
+ * unless `sigma/clip_norm` is so large that the format's range sets `Λ` (see
+ * `ClipRowsParams::exact_grid` in `dpattn-cuda` and `docs/C_API.md`). `sigma = 0` clips
+ * only (no release).
  *
  * * `x`: device pointer to `len` elements of `dtype`, `DPATTN_DTYPE_F32` or `_F64` only;
  *   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.

@@ -443,4 +443,30 @@ mod tests {
         let p = ClipRowsParams::new(2.0, 0.5).unwrap();
         assert_eq!((p.clip_norm(), p.sigma()), (2.0, 0.5));
     }
+
+    #[test]
+    fn the_exact_grid_keeps_the_float_guarantee_for_any_number_of_rows() {
+        for (c, sigma, dim) in
+            [(1.0, 0.8, 64usize), (0.5, 0.1, 768), (3.0, 50.0, 1), (1e-3, 2e-3, 300)]
+        {
+            for dtype in [FloatDtype::F32, FloatDtype::F64] {
+                let g = ClipRowsParams::new(c, sigma).unwrap().exact_grid(dim, dtype).unwrap();
+                let lambda = g.resolution();
+                assert!(GridGroup::gaussian(&g).check_format(dtype).is_ok());
+                // c rows changed, σ calibrated for Δ_t = 2C·√c: the noise on the rounded data
+                // (sensitivity Δ_t + √(c·dim)·Λ) has at least the multiplier σ/Δ_t.
+                for rows in 1..=8u32 {
+                    let delta_t = 2.0 * c * f64::from(rows).sqrt();
+                    let rounded = delta_t + (f64::from(rows) * dim as f64).sqrt() * lambda;
+                    let need = sigma / delta_t * rounded;
+                    assert!(g.continuous_sigma() >= need * (1.0 - 1e-14), "{c} {sigma} {dim}");
+                }
+                // And no more noise than the accuracy rule allows, while it decides Λ.
+                if g.inflation() <= 1.0 / 256.0 {
+                    assert!(g.continuous_sigma() <= sigma * (1.0 + 1.0 / 256.0) * (1.0 + 1e-14));
+                }
+                assert!(g.sigma() >= g.continuous_sigma());
+            }
+        }
+    }
 }
