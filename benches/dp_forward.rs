@@ -20,7 +20,7 @@ use dpattn::dp_forward::{
     SensitivityRule, dp_forward,
 };
 use dpattn::sampling::NoiseKey;
-use dpattn::{MatMut, PrivacyBudget};
+use dpattn::{MatMut, NoiseMode, PrivacyBudget};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
@@ -41,6 +41,7 @@ fn params(region: ClipRegion) -> DpForwardParams {
         tokens: TOKENS,
         dim: DIM,
         rule: SensitivityRule::Derived,
+        noise_mode: NoiseMode::UnsafeFloat,
     }
 }
 

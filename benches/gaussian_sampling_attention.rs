@@ -64,7 +64,7 @@ fn release(c: &mut Criterion) {
             .unwrap()
         };
         for k in [1_000u64, 100_000, 1_000_000_000] {
-            let params = GaussianSamplingParams::new(budget, domain, k);
+            let params = GaussianSamplingParams::new(budget, domain, k).unsafe_float();
             g.bench_function(BenchmarkId::new(format!("bartlett n={n} d={d}"), k), |bch| {
                 bch.iter(|| black_box(run(&params, &mut scratch)))
             });

@@ -1,6 +1,9 @@
 //! NoisyHead of paper 004 (`noisy_head`): iterations per second of one release at the
 //! paper's sizes, single thread, `f64`.
 //!
+//! The releases timed are the unsafe float path (`NoiseMode::UnsafeFloat`, the rows without a
+//! suffix) and the exact grid release (the default, "exact").
+//!
 //! Peer in the same run: a naive implementation of Algorithm 1 as the paper writes it,
 //! materialising every `Z̃_k` as a dense `D × D` matrix and computing `⟨Γ, Z̃_k⟩` and the
 //! gradient with full `D²` loops (same noise stream, so the same output up to rounding).
@@ -13,6 +16,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use dpattn::NoiseMode;
 use dpattn::accounting::ledger::Ledger;
 use dpattn::noisy_head::{
     Features, Form, NoisyHeadParams, Prompts, generate_prompts, noisy_head, noisy_head_scratch_len,
@@ -82,10 +86,13 @@ fn release(c: &mut Criterion) {
     let mut g = c.benchmark_group("noisy head (one release; throughput = iterations)");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(3));
+    // The unsafe float path, whose output the naive peer reproduces; the exact release (the
+    // default) is timed next to it.
+    let float = |p: NoisyHeadParams| NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
     let configs = [
-        ("low-dim N=4000 D=5", presets::low_dim(4000, 1.0).unwrap()),
-        ("early-stop N=1000 D=31 T=141", presets::early_stopping(1000, 141, 0.8).unwrap()),
-        ("robustness N=5000 L=500 D=5", presets::robustness(5000, 500, 0.5).unwrap()),
+        ("low-dim N=4000 D=5", float(presets::low_dim(4000, 1.0).unwrap())),
+        ("early-stop N=1000 D=31 T=141", float(presets::early_stopping(1000, 141, 0.8).unwrap())),
+        ("robustness N=5000 L=500 D=5", float(presets::robustness(5000, 500, 0.5).unwrap())),
     ];
     let key = NoiseKey::from_bytes([1; 32]);
     for (name, p) in configs {
@@ -93,17 +100,23 @@ fn release(c: &mut Criterion) {
         let prompts = Prompts::new(p.n, p.l, p.d, &dt.x, &dt.y, &dt.q, &dt.t).unwrap();
         let d2 = p.d * p.d;
         g.throughput(Throughput::Elements(u64::from(p.iters)));
-        for form in [Form::Streaming, Form::Gram] {
-            let mut scratch = vec![0.0; noisy_head_scratch_len(&p, form).unwrap()];
+        let exact = NoisyHeadParams { noise_mode: NoiseMode::Exact, ..p };
+        for (form, mode, p) in [
+            (Form::Streaming, "", &p),
+            (Form::Gram, "", &p),
+            (Form::Streaming, " exact", &exact),
+            (Form::Gram, " exact", &exact),
+        ] {
+            let mut scratch = vec![0.0; noisy_head_scratch_len(p, form).unwrap()];
             let mut out = vec![0.0; d2];
             let gamma0 = vec![0.0; d2];
-            g.bench_function(BenchmarkId::new(format!("{form:?}"), name), |b| {
+            g.bench_function(BenchmarkId::new(format!("{form:?}{mode}"), name), |b| {
                 b.iter(|| {
                     noisy_head::<16>(
                         &mut out,
                         &gamma0,
                         &prompts,
-                        &p,
+                        p,
                         form,
                         &key,
                         0,

@@ -9,7 +9,8 @@
 //! 2. **One shuffled DP-SGD step** on a small MLP (256 → 1024 → 256, 525 k parameters, 64
 //!    records, q = 0.25, the closure writes a fixed gradient), next to a naive DP-SGD step
 //!    without shuffling (clip, sum, `rand_distr` ziggurat noise from a `ChaCha20Rng`,
-//!    update): the cost of keyed exact selection, addressable noise and the permutation.
+//!    update): the cost of keyed exact selection, addressable noise and the permutation,
+//!    with the unsafe `f64` noise and with the exact grid release (the default).
 //!
 //! Run: `cargo bench --bench weight_shuffle` (numbers in docs/BENCHMARKS.md).
 
@@ -17,6 +18,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpattn::NoiseMode;
 use dpattn::accounting::ledger::Ledger;
 use dpattn::sampling::{KeyedStream, NoiseKey};
 use dpattn::weight_shuffle::{
@@ -137,7 +139,8 @@ fn bench_step(c: &mut Criterion) {
     })];
     let len = 2 * HIDDEN * D_IN + HIDDEN;
     let plan = ShufflePlan::new(&blocks, len).unwrap();
-    let params = ShuffledDpSgdParams::new(Q, 1.0, 1.0, 0.05, 1000);
+    let exact = ShuffledDpSgdParams::new(Q, 1.0, 1.0, 0.05, 1000);
+    let float = ShuffledDpSgdParams { noise_mode: NoiseMode::UnsafeFloat, ..exact };
     let grad: Vec<f64> = (0..len).map(|i| ((i * 7919 % 2003) as f64 / 1001.0) - 1.0).collect();
     let mut g =
         c.benchmark_group("shuffled DP-SGD step, MLP 256-1024-256 f32, 64 records, q = 0.25");
@@ -148,28 +151,33 @@ fn bench_step(c: &mut Criterion) {
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
     let key = NoiseKey::from_bytes([2; 32]);
     let mut step = 0u64;
-    g.bench_function("shuffled_dp_sgd_step (parameters/s)", |b| {
-        b.iter(|| {
-            step += 1;
-            shuffled_dp_sgd_step(
-                &mut w,
-                &mut [],
-                &plan,
-                &params,
-                RECORDS,
-                |_, _, out: &mut [f64]| {
-                    out.copy_from_slice(&grad);
-                    Ok(())
-                },
-                &key,
-                StepStreams::for_step(0, step).unwrap(),
-                None::<&mut Ledger>,
-                &mut perms,
-                &mut scratch,
-            )
-            .unwrap();
+    for (name, params) in [
+        ("shuffled_dp_sgd_step, unsafe float (parameters/s)", float),
+        ("shuffled_dp_sgd_step, exact (parameters/s)", exact),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                step += 1;
+                shuffled_dp_sgd_step(
+                    &mut w,
+                    &mut [],
+                    &plan,
+                    &params,
+                    RECORDS,
+                    |_, _, out: &mut [f64]| {
+                        out.copy_from_slice(&grad);
+                        Ok(())
+                    },
+                    &key,
+                    StepStreams::for_step(0, step).unwrap(),
+                    None::<&mut Ledger>,
+                    &mut perms,
+                    &mut scratch,
+                )
+                .unwrap();
+            });
         });
-    });
+    }
     g.bench_function(
         "naive peer: DP-SGD without shuffling, rand_distr noise (parameters/s)",
         |b| {

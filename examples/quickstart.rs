@@ -15,11 +15,12 @@ use std::time::Instant;
 use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention, output_perturbation_sensitivity,
+    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
+    output_perturbation_sensitivity,
 };
 use dpattn::reference_attention::reference_attention_vec;
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn::{BatchedMut, BatchedRef, Kernel, Mask, PrivacyBudget, Scale, ScoreFn};
+use dpattn::{BatchedMut, BatchedRef, Kernel, Mask, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 
 const HEADS: usize = 4;
 const TOKENS: usize = 1024;
@@ -111,6 +112,7 @@ fn main() -> Result<(), dpattn::Error> {
     )?;
     let delta = 1e-6;
     let mut ledger = Ledger::new_approx(PrivacyBudget::new(20.0, 1e-4)?);
+    let mut op_scratch = vec![0f32; output_perturbation_scratch_len(DIM, DIM)?];
     for (i, epsilon) in [0.5, 1.0, 2.0, 4.0, 8.0].into_iter().enumerate() {
         let params = OutputPerturbationParams {
             key_norm: KEY_NORM,
@@ -120,6 +122,7 @@ fn main() -> Result<(), dpattn::Error> {
             score: ScoreFn::Exp,
             key_padding: None,
             kernel: Kernel::Auto,
+            noise_mode: NoiseMode::Exact,
         };
         let mut sens = [0.0];
         output_perturbation_sensitivity(pq, &params, TOKENS, &mut sens)?;
@@ -136,7 +139,7 @@ fn main() -> Result<(), dpattn::Error> {
             i as u64, // one stream id per release
             Some(&mut ledger),
             &mut sigma,
-            &mut scratch,
+            &mut op_scratch,
         )?;
         rows.push(Row {
             mechanism: format!(
@@ -219,7 +222,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?
         ];
     for (i, k) in [*range.start(), *range.end()].into_iter().enumerate() {
-        let params = GaussianSamplingParams::new(budget, domain, k);
+        let params = GaussianSamplingParams::new(budget, domain, k).unsafe_float();
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
         gaussian_sampling_attention(
@@ -233,7 +236,35 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             &mut scratch,
         )?;
         rows.push(Row {
-            mechanism: format!("Gaussian-sampling DP attention (paper 000, n=4, d=4096, k={k})"),
+            mechanism: format!(
+                "Gaussian-sampling DP attention (paper 000, n=4, d=4096, k={k}; UNSAFE float: no exact form)"
+            ),
+            epsilon: "0.09".into(),
+            delta: "1e-6".into(),
+            error: rel(&p),
+            millis: t.elapsed().as_secs_f64() * 1e3,
+        });
+    }
+    // The exact route for the same privacy unit: the Gram matrix on a grid (PRIVACY.md §3.6).
+    {
+        use dpattn::gram_attention::{
+            GramAttentionParams, gram_attention, gram_attention_scratch_len,
+        };
+        let params = GramAttentionParams::new(budget, domain.alpha, domain.beta);
+        let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
+        let t = Instant::now();
+        gram_attention(
+            BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
+            BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
+            BatchedRef::contiguous(&x, [1, 1, n, d])?,
+            &params,
+            &NoiseKey::from_bytes([9; 32]),
+            2,
+            Some(&mut *ledger),
+            &mut vec![0.0; gram_attention_scratch_len(d)],
+        )?;
+        rows.push(Row {
+            mechanism: "Gram-matrix DP attention [EXT] (same unit, exact; n=4, d=4096)".into(),
             epsilon: "0.09".into(),
             delta: "1e-6".into(),
             error: rel(&p),
@@ -434,6 +465,7 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             tokens: 1,
             dim: D,
             rule,
+            noise_mode: dpattn::NoiseMode::Exact,
         };
         let mut user_ledger = Ledger::new_approx(PrivacyBudget::new(50.0, 1e-4)?);
         let mut x = feature.clone();

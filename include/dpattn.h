@@ -300,6 +300,17 @@
 #define DPATTN_GRID_DEFAULT_RESOLUTION INT32_MAX
 
 /**
+ * Exact integer noise on a public power-of-two grid: DP in the floats returned (default).
+ */
+#define DPATTN_NOISE_MODE_EXACT 0
+
+/**
+ * **Not DP as shipped**: textbook floating-point noise whose low-order bits leak the
+ * noise-free value (docs/PRIVACY.md §8.4).
+ */
+#define DPATTN_NOISE_MODE_UNSAFE_FLOAT 1
+
+/**
  * `accounting`: Algorithm 1 as printed: `T` classical Gaussian steps at `(ε/T, δ/T)`,
  * basic composition (Theorem 3.2); requires `ε/T < 1`. Every paper number uses this.
  */
@@ -1083,6 +1094,12 @@ typedef struct {
    * `heads` releases (parallel composition) instead of `batch·heads`; 0 otherwise.
    */
   uint32_t batch_elements_disjoint;
+  /**
+   * `DPATTN_NOISE_MODE_UNSAFE_FLOAT` (1) to run the mechanism: it has no
+   * floating-point-safe form (docs/PRIVACY.md §3.5), so the default
+   * `DPATTN_NOISE_MODE_EXACT` (0) refuses every release with `DPATTN_STATUS_UNSUPPORTED`.
+   */
+  uint32_t noise_mode;
 } dpattn_gaussian_sampling_params;
 
 /**
@@ -3594,6 +3611,7 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * dpattn_gaussian_sampling_params p;
  * dpattn_gaussian_sampling_params_default(&p);
  * p.epsilon = 0.09; p.delta = 1e-6; p.k = 100000;
+ * p.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT; // no exact form (docs/PRIVACY.md §3.5)
  * p.domain.alpha = 0.04; p.domain.eta = 0.05; p.domain.beta = 1e-6;
  * size_t len;
  * dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
@@ -5375,6 +5393,17 @@ dpattn_status dpattn_noisy_head_risks(const double *gamma_hat,
                                       double *out_test_mse);
 
 /**
+ * Writes the scratch length (`float` elements) of `dpattn_output_perturbation_attention`
+ * for key dimension `d` and value dimension `d_v`: room for its `double` kernel,
+ * `2 * dpattn_attention_scratch_len(d, d_v) + 1`. `DPATTN_STATUS_NULL_ARGUMENT` for a NULL
+ * `out_len`, `DPATTN_STATUS_SIZE_OVERFLOW` when it does not fit. Thread-safe.
+ *
+ * # Safety
+ * `out_len` must be NULL or valid for one write of `size_t`.
+ */
+dpattn_status dpattn_output_perturbation_scratch_len(size_t d, size_t d_v, size_t *out_len);
+
+/**
  * Fills `*out` with the defaults: softmax, scale `1/√d`, the fastest kernel, no key
  * padding, and **NaN** for `key_norm`, `value_norm`, `epsilon`, `delta`, which the caller
  * must choose (a call with any of them unset fails with `DPATTN_STATUS_OUT_OF_RANGE`).
@@ -5460,25 +5489,29 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  *   batch element (all heads; replace-one, `s_k` and the mask fixed).
  * * **Guarantee:** each query row moves by at most `Δ_i = 2 R_v T_i`
  *   (`dpattn_output_perturbation_row_sensitivity`), batch element `b`'s whole output by
- *   `Δ_b = √(Σ Δ_i²)`; `σ_b` is the analytic Gaussian mechanism's (Balle & Wang 2018) for
- *   `(ε, δ, Δ_b)`. The proof is for exact arithmetic (docs/PRIVACY.md §2.5: `float`
- *   attention, floating-point Gaussian noise, and non-constant timing are not covered).
- * * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
- *   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
- *   reuse a `(key, stream)` pair for two releases; keep the key secret.
+ *   `Δ_b = √(Σ Δ_i²)`. The release is DP in the floats it returns (docs/PRIVACY.md §2.5):
+ *   the attention is computed in `double`, each output is rounded to a public power-of-two
+ *   grid `Λ_b` and noised with exact discrete Gaussian noise calibrated by the analytic
+ *   Gaussian mechanism (Balle & Wang 2018) at `Δ_b` plus the rounding and a bound on the
+ *   computation error, so `out` holds exact multiples of `Λ_b` (`float`/`double` outputs;
+ *   16-bit outputs are their rounding). Timing is not constant.
+ * * **Noise:** element `(b, h, i, c)` draws from the exact-sampler window of element
+ *   `((b * heads + h) * s_q + i) * d_v + c` of `(key, stream)`. Never reuse a
+ *   `(key, stream)` pair for two releases; keep the key secret.
  * * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
  *   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
  *   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
  *   once, after every check and σ computation and before `out` is written: an
  *   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
- *   of the Gaussian release, `ρ = max_b Δ_b²/(2σ_b²)` (rounded up; nothing when no batch
+ *   of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded up; nothing when no batch
  *   element sees any key, the output then being constant). A refused charge returns the
  *   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
  *   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
  *
- * `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
- * the key and stream id for audit. Shapes, dtypes, scratch (`float`,
- * `dpattn_attention_scratch_len(d, d_v)`) as `dpattn_attention`; nothing is allocated.
+ * `sigma` (`sigma_len >= batch * heads`) receives the noise scale of each `(b, h)` (the
+ * discrete Gaussian's `s_b · Λ_b`): keep it with the key and stream id for audit. Shapes and
+ * dtypes as `dpattn_attention`; `scratch` holds at least
+ * `dpattn_output_perturbation_scratch_len(d, d_v)` floats; nothing is allocated.
  *
  * ```c
  * dpattn_output_perturbation_params p;

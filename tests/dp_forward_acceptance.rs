@@ -33,7 +33,7 @@ use dpattn::dp_forward::{
     randomize_label_in, sensitivity, spectral_norm_upper_bound,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
-use dpattn::{Epsilon, Error, MatMut, MatRef, PrivacyBudget};
+use dpattn::{Epsilon, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::DMatrix;
 use support::problem::Rng;
 use support::stats::{binomial_z, chi_square_gof, mean_z, moments, var_z, z_accepts};
@@ -93,6 +93,7 @@ fn params(epsilon: f64, delta: f64, c: f64, tokens: usize, dim: usize) -> DpForw
         tokens,
         dim,
         rule: SensitivityRule::Derived,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -1119,7 +1120,12 @@ fn classical_gm_crosses_amgm_at_8_42() -> Res<()> {
 #[test]
 fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
     let (tokens, dim, batch) = (3usize, 5usize, 4usize);
-    let p = DpForwardParams { mode: ClipMode::Normalize, ..params(2.0, 1e-5, 1.0, tokens, dim) };
+    // The float noise's layout (the exact release's: tests/dp_forward_exact.rs).
+    let p = DpForwardParams {
+        mode: ClipMode::Normalize,
+        noise_mode: NoiseMode::UnsafeFloat,
+        ..params(2.0, 1e-5, 1.0, tokens, dim)
+    };
     let floor = p.noise_floor()?;
     let k = key(21);
     let (stream, first) = (7u64, 1000u64);
@@ -1784,20 +1790,40 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     );
     assert!(matches!(got, Err(Error::ScratchTooSmall { .. })), "{got:?}");
     untouched(&x, &ledger, &zledger);
-    // The last admissible offset still works, and then the ledger is charged once.
+    // Exact mode: element indices must stay below 2^40 (per-element windows,
+    // docs/RANDOMNESS.md §4); one past the last admissible offset is refused untouched.
+    let n = (rows * dim) as u64;
     let mut x = x0.clone();
-    dp_forward(
+    let got = dp_forward(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
         &k,
         0,
-        u64::MAX - (rows * dim) as u64,
+        (1 << 40) - n + 1,
         Some(&mut zledger),
         &mut [],
-    )?;
-    assert_eq!(zledger.charges(), 1);
-    assert!(x.iter().all(|v| v.is_finite()));
+    );
+    assert!(matches!(got, Err(Error::OutOfRange { name: "first", .. })), "{got:?}");
+    untouched(&x, &ledger, &zledger);
+    // The last admissible offsets still work (2^40 − n exact, u64::MAX − n for the float
+    // noise), each charging the ledger once.
+    for (mode, first) in [(NoiseMode::Exact, (1 << 40) - n), (NoiseMode::UnsafeFloat, u64::MAX - n)]
+    {
+        let mut x = x0.clone();
+        dp_forward(
+            MatMut::from_row_major(&mut x, rows, dim)?,
+            &DpForwardParams { noise_mode: mode, ..p },
+            &NoiseFactors::Iid,
+            &k,
+            0,
+            first,
+            Some(&mut zledger),
+            &mut [],
+        )?;
+        assert!(x.iter().all(|v| v.is_finite()));
+    }
+    assert_eq!((zledger.charges(), zledger.unsafe_float_charges()), (2, 1));
     Ok(())
 }
 

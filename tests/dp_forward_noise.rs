@@ -30,14 +30,14 @@ mod support;
 
 use dpattn::accounting::ledger::Ledger;
 use dpattn::dp_forward::{
-    CertifiedMatrixGaussian, ClipMode, ClipRegion, ClipReport, DpForwardParams, Neighbours,
-    NoiseFactors, NoisePosition, SensitivityRule, check_factors, clip_hidden, dp_forward,
-    dp_forward_scratch_len,
+    CertifiedMatrixGaussian, ClipMode, ClipRegion, ClipReport, DpForwardParams, DpForwardReport,
+    Neighbours, NoiseFactors, NoisePosition, SensitivityRule, check_factors, clip_hidden,
+    dp_forward, dp_forward_scratch_len,
 };
 use dpattn::sampling::{
     FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseFloat, NoiseKey,
 };
-use dpattn::{Error, MatMut, MatRef, PrivacyBudget};
+use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, SymmetricEigen};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
@@ -49,6 +49,7 @@ const C_UNIT: f64 = 0.5;
 
 const MODES: [ClipMode; 3] = [ClipMode::Clip, ClipMode::Normalize, ClipMode::ReleasedCode];
 const REGIONS: [ClipRegion; 2] = [ClipRegion::Frobenius, ClipRegion::Rows];
+const NOISE_MODES: [NoiseMode; 2] = [NoiseMode::Exact, NoiseMode::UnsafeFloat];
 
 fn rel(a: f64, b: f64) -> f64 {
     ((a - b) / b).abs()
@@ -76,12 +77,20 @@ fn params(
         tokens,
         dim,
         rule: SensitivityRule::Derived,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
 /// Frobenius clipping, sequence neighbours: `S = 1`, noise floor `SIGMA_SPEC`.
 fn seq_params(tokens: usize, dim: usize) -> DpForwardParams {
     params(tokens, dim, ClipRegion::Frobenius, ClipMode::Clip, Neighbours::Sequence)
+}
+
+/// `p` on the float path: the tests of the float noise's law and addressing pin
+/// [`NoiseMode::UnsafeFloat`], whose behaviour is unchanged by the exact mode (the exact
+/// release's counterparts are in `tests/dp_forward_exact.rs`).
+fn unsafe_float(p: DpForwardParams) -> DpForwardParams {
+    DpForwardParams { noise_mode: NoiseMode::UnsafeFloat, ..p }
 }
 
 /// One `dp_forward` call on `x` (`rows × p.dim`, row stride `stride`), no ledger.
@@ -95,7 +104,7 @@ fn release<T: NoiseFloat>(
     key: &NoiseKey,
     stream: u64,
     first: u64,
-) -> ClipReport {
+) -> DpForwardReport {
     let mut scratch = vec![0.0f64; dp_forward_scratch_len(factors, p.tokens, p.dim)];
     let x = MatMut::new(x, rows, p.dim, stride).unwrap();
     dp_forward(x, p, factors, key, stream, first, None::<&mut Ledger>, &mut scratch).unwrap()
@@ -148,7 +157,7 @@ fn normal_law(xs: &[f64], sigma: f64) -> Law {
 #[test]
 fn iid_noise_on_a_zero_input_is_normal_with_the_spec_sigma() {
     let (tokens, dim, batch) = (4usize, 96usize, 512usize);
-    let p = seq_params(tokens, dim);
+    let p = unsafe_float(seq_params(tokens, dim));
     let floor = p.noise_floor().unwrap();
     assert!(rel(floor, SIGMA_SPEC) < 1e-12, "noise floor {floor} vs spec {SIGMA_SPEC}");
     // Never below the true S/B, which lies within half a unit of the spec's 16th digit.
@@ -184,7 +193,7 @@ fn iid_noise_on_a_zero_input_is_normal_with_the_spec_sigma() {
     Gaussian::STANDARD.fill_keyed::<f64>(&s, 10, &mut n).unwrap();
     for region in REGIONS {
         for mode in MODES {
-            let p = params(tokens, dim, region, mode, Neighbours::Sequence);
+            let p = unsafe_float(params(tokens, dim, region, mode, Neighbours::Sequence));
             let floor = p.noise_floor().unwrap();
             let want = match region {
                 ClipRegion::Frobenius => SIGMA_SPEC,
@@ -217,7 +226,7 @@ fn noise_element_r_j_is_element_first_plus_r_dim_plus_j_of_the_stream() {
     const PAD: f64 = -1234.5;
     let k = key(21);
     for (tokens, dim, stride) in [(2usize, 5usize, 7usize), (3, 131, 140)] {
-        let p = seq_params(tokens, dim);
+        let p = unsafe_float(seq_params(tokens, dim));
         let sigma = p.noise_floor().unwrap();
         let rows = 3 * tokens;
         for stream in [0u64, 9] {
@@ -287,7 +296,7 @@ fn noise_element_r_j_is_element_first_plus_r_dim_plus_j_of_the_stream() {
 #[test]
 fn diagonal_factors_scale_rows_and_columns() {
     let (tokens, dim, batch) = (4usize, 6usize, 8000usize);
-    let p = seq_params(tokens, dim);
+    let p = unsafe_float(seq_params(tokens, dim));
     let floor = p.noise_floor().unwrap();
     let row_std = [floor, 1.5 * floor, 2.0 * floor, 3.0 * floor];
     let col_std = [1.0, 1.25, 2.0, 1.5, 3.0, 4.0];
@@ -502,7 +511,7 @@ fn a_n_bt(a: MatRef<'_, f64>, nm: &[f64], b: MatRef<'_, f64>, n: usize, d: usize
 #[test]
 fn matrix_normal_noise_has_the_kronecker_covariance() {
     let (n, d) = (3usize, 3usize);
-    let p = seq_params(n, d);
+    let p = unsafe_float(seq_params(n, d));
     let floor = p.noise_floor().unwrap();
     let sigma0 = [2.0, 0.8, -0.4, 0.8, 1.5, 0.3, -0.4, 0.3, 1.0];
     let psi = [1.0, 0.5, 0.25, 0.5, 2.0, -0.6, 0.25, -0.6, 1.2];
@@ -1130,8 +1139,8 @@ fn clipping_bounds_every_block_in_every_mode() {
 
 /// The outputs of block-disjoint inputs do not interact: with the same key, changing one
 /// sequence of a batch changes exactly that sequence's output (Frobenius clipping, i.i.d.
-/// and matrix noise, every mode, f64 and f32); with row clipping, changing one row changes
-/// exactly that row's output.
+/// and matrix noise, every clip mode, exact and float noise, f64 and f32); with row clipping,
+/// changing one row changes exactly that row's output.
 #[test]
 fn changing_one_sequence_or_row_changes_only_its_output() {
     let (tokens, dim, batch) = (3usize, 8usize, 4usize);
@@ -1169,11 +1178,12 @@ fn changing_one_sequence_or_row_changes_only_its_output() {
         (0..rows).map(|r| a[r * p.dim..(r + 1) * p.dim] != b[r * p.dim..(r + 1) * p.dim]).collect()
     }
 
-    for mode in MODES {
+    for (mode, noise) in MODES.into_iter().flat_map(|m| NOISE_MODES.map(|n| (m, n))) {
+        let with = |p: DpForwardParams| DpForwardParams { noise_mode: noise, ..p };
         for (fname, f) in [("iid", NoiseFactors::Iid), ("matrix", NoiseFactors::Matrix(&cert))] {
             // Frobenius: change sequence 2 (every entry) and, separately, one entry of
             // sequence 1.
-            let p = params(tokens, dim, ClipRegion::Frobenius, mode, Neighbours::Sequence);
+            let p = with(params(tokens, dim, ClipRegion::Frobenius, mode, Neighbours::Sequence));
             let mut whole = base.clone();
             for v in &mut whole[2 * tokens * dim..3 * tokens * dim] {
                 *v = *v * 0.5 + rng.uniform();
@@ -1192,18 +1202,18 @@ fn changing_one_sequence_or_row_changes_only_its_output() {
                         if !in_seq {
                             assert!(
                                 !diff,
-                                "{mode:?} {fname} {precision}: seq {seq} changed, row {r} moved"
+                                "{mode:?} {noise:?} {fname} {precision}: seq {seq} changed, row {r} moved"
                             );
                         }
                     }
                     assert!(
                         (0..tokens).any(|i| d[seq * tokens + i]),
-                        "{mode:?} {fname} {precision}: the changed sequence {seq} did not change"
+                        "{mode:?} {noise:?} {fname} {precision}: sequence {seq} did not change"
                     );
                 }
             }
             // Rows: change row 7 only.
-            let p = params(tokens, dim, ClipRegion::Rows, mode, Neighbours::Tokens(1));
+            let p = with(params(tokens, dim, ClipRegion::Rows, mode, Neighbours::Tokens(1)));
             let mut row = base.clone();
             for v in &mut row[7 * dim..8 * dim] {
                 *v = -*v * 2.0 + 0.5;
@@ -1215,7 +1225,7 @@ fn changing_one_sequence_or_row_changes_only_its_output() {
                     differing::<f64>(&base, &row, &p, &f, &k, |v| v)
                 };
                 let want: Vec<bool> = (0..rows).map(|r| r == 7).collect();
-                assert_eq!(d, want, "{mode:?} {fname} {precision}: rows region");
+                assert_eq!(d, want, "{mode:?} {noise:?} {fname} {precision}: rows region");
             }
         }
     }

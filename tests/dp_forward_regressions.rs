@@ -1,7 +1,7 @@
 //! Regression tests for the DP-Forward review findings (each test names its finding).
 //!
 //! * The `f64` Gaussian's bounded support (`|z| ≤ √(106 ln 2)`) is visible when `S₂/σ` is
-//!   large; calibrations where it would add more than δ/100 are refused.
+//!   large; calibrations where it would add more than δ/100 are refused (float noise only).
 //! * Randomized response must never share stream words with hidden-state noise drawn from
 //!   the same `(key, stream)`.
 //! * The certified `σ_min` must survive factors whose Gram entries underflow.
@@ -12,7 +12,7 @@ use dpattn::dp_forward::{
     NoiseFactors, NoisePosition, RandomizedResponse, SensitivityRule, check_factors,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
-use dpattn::{Epsilon, MatRef, PrivacyBudget};
+use dpattn::{Epsilon, MatRef, NoiseMode, PrivacyBudget};
 
 fn params(epsilon: f64, releases: u32, rule: SensitivityRule) -> DpForwardParams {
     DpForwardParams {
@@ -26,6 +26,7 @@ fn params(epsilon: f64, releases: u32, rule: SensitivityRule) -> DpForwardParams
         tokens: 1,
         dim: 8,
         rule,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -38,8 +39,13 @@ fn support_constant_is_the_box_muller_bound() {
 
 #[test]
 fn large_epsilon_is_refused_because_the_support_is_visible() {
+    // The float sampler's support is bounded: checked in UnsafeFloat mode only.
+    let float = |epsilon, releases, rule| DpForwardParams {
+        noise_mode: NoiseMode::UnsafeFloat,
+        ..params(epsilon, releases, rule)
+    };
     // ε = 32 at δ = 1e-5: μ = 2/0.40987 = 4.88, Q(8.57 − 4.88) = 1.1e-4 > δ/100.
-    let p = params(32.0, 1, SensitivityRule::Derived);
+    let p = float(32.0, 1, SensitivityRule::Derived);
     match check_factors(&p, &NoiseFactors::Iid) {
         Err(Error::Infeasible { lhs, rhs, .. }) => {
             assert!(lhs > 1e-4 && lhs < 1.3e-4, "slack {lhs}");
@@ -48,16 +54,19 @@ fn large_epsilon_is_refused_because_the_support_is_visible() {
         other => panic!("expected Infeasible, got {other:?}"),
     }
     // ε = 16: μ = 2.905, Q(5.67) = 7e-9 ≤ 1e-7: accepted.
-    assert!(check_factors(&params(16.0, 1, SensitivityRule::Derived), &NoiseFactors::Iid).is_ok());
+    assert!(check_factors(&float(16.0, 1, SensitivityRule::Derived), &NoiseFactors::Iid).is_ok());
     // The same ε = 32 spread over k = 16 releases has μ = A/4 per release: accepted.
-    assert!(check_factors(&params(32.0, 16, SensitivityRule::Derived), &NoiseFactors::Iid).is_ok());
+    assert!(check_factors(&float(32.0, 16, SensitivityRule::Derived), &NoiseFactors::Iid).is_ok());
     // The released code's nominal ε = 16 (effective 40.9) is refused; nominal 8 passes.
     assert!(
-        check_factors(&params(16.0, 1, SensitivityRule::ReleasedCode), &NoiseFactors::Iid).is_err()
+        check_factors(&float(16.0, 1, SensitivityRule::ReleasedCode), &NoiseFactors::Iid).is_err()
     );
     assert!(
-        check_factors(&params(8.0, 1, SensitivityRule::ReleasedCode), &NoiseFactors::Iid).is_ok()
+        check_factors(&float(8.0, 1, SensitivityRule::ReleasedCode), &NoiseFactors::Iid).is_ok()
     );
+    // The exact discrete Gaussian has unbounded support: ε = 32 is accepted at its floor.
+    let exact = params(32.0, 1, SensitivityRule::Derived);
+    assert_eq!(check_factors(&exact, &NoiseFactors::Iid).unwrap(), exact.noise_floor().unwrap());
 }
 
 #[test]

@@ -318,7 +318,7 @@ fn end_to_end_example_beats_the_uniform_baseline_and_meets_both_bounds() {
         // The uniform baseline's error for this A (spec AC-9) from the reference attention.
         let uniform = vec![0.25; n * n];
         assert!((row_l1(&pa, &uniform, n) / uniform_err - 1.0).abs() < 1e-3);
-        let mut params = GaussianSamplingParams::new(budget, domain, 500_000);
+        let mut params = GaussianSamplingParams::new(budget, domain, 500_000).unsafe_float();
         params.score = score;
         let runs = 200;
         let (mut within_tight, mut within_b, mut beats_uniform) = (0, 0, 0);
@@ -366,7 +366,8 @@ fn single_token_gives_the_trivial_attention() {
         PrivacyBudget::new(0.5, 1e-6).unwrap(),
         Domain::new(0.25, 0.05, 1e-6).unwrap(),
         1000,
-    );
+    )
+    .unsafe_float();
     let (b, p, _) = release(&x, 1, 3, &params, 0).unwrap();
     assert_eq!(p, [1.0]);
     assert!(b[0] > 0.0);
@@ -374,6 +375,7 @@ fn single_token_gives_the_trivial_attention() {
 
 fn default_params(domain: Domain) -> GaussianSamplingParams {
     GaussianSamplingParams::new(PrivacyBudget::new(0.5, 1e-6).unwrap(), domain, 10_000)
+        .unsafe_float()
 }
 
 #[test]

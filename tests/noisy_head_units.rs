@@ -15,7 +15,9 @@
 //!   rank-one summaries, and against an independent nalgebra solve.
 //!
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (two-sided z bound 4.89) with
-//! fixed keys, so they are deterministic.
+//! fixed keys, so they are deterministic. Tests that pin the `f64` noise bit for bit run on
+//! `NoiseMode::UnsafeFloat`; the exact release (the default) is tested in
+//! `noisy_head_exact.rs`.
 
 mod support;
 
@@ -31,7 +33,7 @@ use dpattn::noisy_head::{
     private_features, prompt_from_embedding, random_start, raw_features, ridge, train_nonprivate,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn::{Error, MatMut, MatRef, PrivacyBudget};
+use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
@@ -481,6 +483,7 @@ fn near_identity_step() -> (Data, NoisyHeadParams) {
         epsilon: 0.5,
         delta: 1e-5,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     };
     (data, p)
 }
@@ -708,6 +711,7 @@ fn params_for_noise(
         epsilon,
         delta,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -1001,6 +1005,7 @@ fn sensitivity_trial(
         epsilon: 0.5,
         delta: 1e-5,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     };
     assert!(p.sensitivity() >= bound && p.sensitivity() <= bound * (1.0 + 1e-14));
     ratio
@@ -1206,6 +1211,7 @@ fn base_params() -> NoisyHeadParams {
         epsilon: 1.0,
         delta: 1e-5,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -1502,6 +1508,7 @@ fn zero_query_params(iters: u32) -> NoisyHeadParams {
         epsilon: 0.5,
         delta: 1e-5,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -1514,43 +1521,52 @@ fn release_noise_is_gaussian_with_the_calibrated_variance() {
     let s = noise_std_formula(p.eta0, 5.0, p.sigma, p.epsilon, p.delta, p.n as f64);
     assert!(rel(p.noise_std().unwrap(), s) < 1e-14);
     let a: f64 = 1.0 - 2.0 * p.lambda * p.eta0;
-    let var = s * s * (1.0 - a.powi(10)) / (1.0 - a * a);
     let key = NoiseKey::from_bytes([32; 32]);
-    let streams = 1250;
-    let mut samples = Vec::with_capacity(streams * 16);
-    let mut largest = 0.0f64;
-    for stream in 0..streams as u64 {
-        let mut out = vec![0.0; 16];
-        let form = if stream % 2 == 0 { Form::Streaming } else { Form::Gram };
-        release(&mut out, &[0.0; 16], &data.prompts(), &p, form, &key, stream).unwrap();
-        largest = largest.max(norm(&out));
-        samples.extend_from_slice(&out);
+    // The float noise has std s; the exact release's integer noise std s_ℤ·Λ (its rounding
+    // to the grid adds at most Λ/2 ≈ 1e-5·s per step, far below the test's resolution).
+    let float = NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
+    let exact_sd = p.calibrate().unwrap().grid().unwrap().sigma();
+    assert!(exact_sd >= s && exact_sd < 1.004 * s);
+    for (p, sd1) in [(float, s), (p, exact_sd)] {
+        let var = sd1 * sd1 * (1.0 - a.powi(10)) / (1.0 - a * a);
+        let streams = 1250;
+        let mut samples = Vec::with_capacity(streams * 16);
+        let mut largest = 0.0f64;
+        for stream in 0..streams as u64 {
+            let mut out = vec![0.0; 16];
+            let form = if stream % 2 == 0 { Form::Streaming } else { Form::Gram };
+            release(&mut out, &[0.0; 16], &data.prompts(), &p, form, &key, stream).unwrap();
+            largest = largest.max(norm(&out));
+            samples.extend_from_slice(&out);
+        }
+        // Π_R never acted, so every entry is N(0, s²(1 − a^{2T})/(1 − a²)).
+        let mode = p.noise_mode;
+        assert!(largest < 0.5 * p.proj_r, "{mode:?}: ‖Γ^T‖ reached {largest}");
+        let sd = var.sqrt();
+        let ks = ks_test(&samples, |x| normal_cdf(x / sd));
+        assert!(
+            ks.accepts(),
+            "{mode:?}: KS against N(0, {var:e}): D = {}, p = {:e} < {ALPHA:e}",
+            ks.statistic,
+            ks.p_value
+        );
+        let m = moments(&samples);
+        let zm = mean_z(&m, 0.0, var);
+        let zv = var_z(&m, var, 3.0 * var * var);
+        assert!(z_accepts(zm), "{mode:?}: mean z = {zm}");
+        assert!(z_accepts(zv), "{mode:?}: variance z = {zv} (sample {:e} vs {var:e})", m.var);
+        // Power: with 20 000 samples a variance 10 % off would be rejected.
+        let zv_wrong = var_z(&m, 1.1 * var, 3.0 * 1.21 * var * var);
+        assert!(!z_accepts(zv_wrong), "the variance test cannot tell a 10 % error ({zv_wrong})");
     }
-    // Π_R never acted, so every entry is exactly N(0, s²(1 − a^{2T})/(1 − a²)).
-    assert!(largest < 0.5 * p.proj_r, "‖Γ^T‖ reached {largest}");
-    let sd = var.sqrt();
-    let ks = ks_test(&samples, |x| normal_cdf(x / sd));
-    assert!(
-        ks.accepts(),
-        "KS against N(0, {var:e}): D = {}, p = {:e} < {ALPHA:e}",
-        ks.statistic,
-        ks.p_value
-    );
-    let m = moments(&samples);
-    let zm = mean_z(&m, 0.0, var);
-    let zv = var_z(&m, var, 3.0 * var * var);
-    assert!(z_accepts(zm), "mean z = {zm}");
-    assert!(z_accepts(zv), "variance z = {zv} (sample {:e} vs {var:e})", m.var);
-    // Power: with 20 000 samples a variance 10 % off would be rejected.
-    let zv_wrong = var_z(&m, 1.1 * var, 3.0 * 1.21 * var * var);
-    assert!(!z_accepts(zv_wrong), "the variance test cannot tell a 10 % error ({zv_wrong})");
 }
 
 #[test]
 fn release_noise_entry_t_i_j_is_element_t_d2_plus_i_d_plus_j_of_the_keyed_stream() {
     let key = NoiseKey::from_bytes([33; 32]);
+    // The float path's noise (the exact release's: `noisy_head_exact.rs`).
     for iters in [1u32, 3] {
-        let p = zero_query_params(iters);
+        let p = NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..zero_query_params(iters) };
         let data = zero_query_data(p.n, p.l, p.d);
         let s = p.noise_std().unwrap();
         let a = 1.0 - 2.0 * p.lambda * p.eta0;

@@ -99,8 +99,8 @@ fn the_papers_sigma_costs_epsilon_in_the_hundreds() {
 
 #[test]
 fn bounded_support_refuses_the_papers_operating_point() {
-    // ViT setting: q = 0.02, T = 500, δ = 5e-6, d = 85.8M; the step needs the support
-    // estimate ≤ δ/100. Dominant term at these σ: one Box–Muller pair,
+    // ViT setting: q = 0.02, T = 500, δ = 5e-6, d = 85.8M; the unsafe float step needs the
+    // support estimate ≤ δ/100 (the exact step has no bounded support). Dominant term at these σ: one Box–Muller pair,
     // T·q·2·e^{−(8.57 − 1/σ)²/2}.
     let support =
         |sigma| ShuffledDpSgdParams::new(0.02, 1.0, sigma, 0.1, 500).support_delta(85_800_000);
@@ -120,8 +120,9 @@ fn bounded_support_refuses_the_papers_operating_point() {
 /// so an optimizer with state updates from `g̃` in the new frame.
 #[test]
 fn the_privatised_gradient_is_returned_in_the_new_frame() {
+    use dpattn::NoiseMode;
     use dpattn::accounting::ledger::Ledger;
-    use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+    use dpattn::sampling::{ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
     use dpattn::weight_shuffle::{
         Block, LinearLayout, MlpBlock, ShufflePlan, StepStreams, WeightLayout,
         shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
@@ -134,41 +135,55 @@ fn the_privatised_gradient_is_returned_in_the_new_frame() {
     })];
     let plan = ShufflePlan::new(&blocks, 25).unwrap();
     let (sigma, c) = (0.8, 1.5);
-    let params = ShuffledDpSgdParams::new(1.0, c, sigma, 0.0, 1);
-    let w0: Vec<f64> = (0..25).map(|i| i as f64).collect();
-    let mut w = w0.clone();
-    let mut perms = vec![0u32; plan.permutation_len()];
-    let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
-    let key = NoiseKey::from_bytes([21; 32]);
-    let streams = StepStreams::for_step(0, 0).unwrap();
-    shuffled_dp_sgd_step(
-        &mut w,
-        &mut [],
-        &plan,
-        &params,
-        1,
-        |_, _, g: &mut [f64]| {
-            g.fill(0.0);
-            Ok(())
-        },
-        &key,
-        streams,
-        None::<&mut Ledger>,
-        &mut perms,
-        &mut scratch,
-    )
-    .unwrap();
-    let mut z = vec![0.0; 25];
-    Gaussian::STANDARD
-        .fill_keyed::<f64>(&KeyedStream::new(&key, streams.noise), 0, &mut z)
+    let exact = ShuffledDpSgdParams::new(1.0, c, sigma, 0.0, 1);
+    let float = ShuffledDpSgdParams { noise_mode: NoiseMode::UnsafeFloat, ..exact };
+    for params in [float, exact] {
+        let w0: Vec<f64> = (0..25).map(|i| i as f64).collect();
+        let mut w = w0.clone();
+        let mut perms = vec![0u32; plan.permutation_len()];
+        let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
+        let key = NoiseKey::from_bytes([21; 32]);
+        let streams = StepStreams::for_step(0, 0).unwrap();
+        shuffled_dp_sgd_step(
+            &mut w,
+            &mut [],
+            &plan,
+            &params,
+            1,
+            |_, _, g: &mut [f64]| {
+                g.fill(0.0);
+                Ok(())
+            },
+            &key,
+            streams,
+            None::<&mut Ledger>,
+            &mut perms,
+            &mut scratch,
+        )
         .unwrap();
-    let mut want: Vec<f64> = z.iter().map(|&zj| 0.0 + sigma * c * zj).collect();
-    let mut moved = w0.clone();
-    let mut idx = perms.clone();
-    let p = plan.check(&mut idx).unwrap();
-    let mut apply_scratch = vec![0.0; plan.apply_scratch_len()];
-    plan.apply(&p, &mut want, &mut apply_scratch).unwrap();
-    plan.apply(&p, &mut moved, &mut apply_scratch).unwrap();
-    assert_eq!(&scratch[..25], &want[..], "g̃ = P[(ĝ + z)/B]");
-    assert_eq!(w, moved, "η = 0 only permutes the weights");
+        // The noise of coordinate j: f64 normal z_j times σ·c, or the exact release's
+        // integer z_j times Λ (the zero sum rounds to index 0).
+        let noise = KeyedStream::new(&key, streams.noise);
+        let mut want: Vec<f64> = match params.noise_mode {
+            NoiseMode::UnsafeFloat => {
+                let mut z = vec![0.0; 25];
+                Gaussian::STANDARD.fill_keyed::<f64>(&noise, 0, &mut z).unwrap();
+                z.iter().map(|&zj| 0.0 + sigma * c * zj).collect()
+            }
+            NoiseMode::Exact => {
+                let grid = params.exact_grid(&plan, 1).unwrap();
+                let mut z = vec![0i64; 25];
+                grid.integer_noise().fill_keyed(&noise, 0, &mut z).unwrap();
+                z.iter().map(|&zj| zj as f64 * grid.resolution()).collect()
+            }
+        };
+        let mut moved = w0.clone();
+        let mut idx = perms.clone();
+        let p = plan.check(&mut idx).unwrap();
+        let mut apply_scratch = vec![0.0; plan.apply_scratch_len()];
+        plan.apply(&p, &mut want, &mut apply_scratch).unwrap();
+        plan.apply(&p, &mut moved, &mut apply_scratch).unwrap();
+        assert_eq!(&scratch[..25], &want[..], "g̃ = P[(ĝ + z)/B], {:?}", params.noise_mode);
+        assert_eq!(w, moved, "η = 0 only permutes the weights");
+    }
 }

@@ -34,7 +34,9 @@
 //!   the documented error and leave weights, state and ledger untouched.
 //!
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` per test (two-sided z bound 4.89),
-//! with fixed keys, so they are deterministic.
+//! with fixed keys, so they are deterministic. Tests that pin the `f64` noise or the float sum
+//! bit for bit run on `NoiseMode::UnsafeFloat` ([`float_params`]); the exact release (the
+//! default) is tested in `weight_shuffle_exact.rs`.
 
 mod support;
 
@@ -48,7 +50,7 @@ use dpattn::weight_shuffle::{
     BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams,
     StepReport, StepStreams, WeightLayout, shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
 };
-use dpattn::{Delta, Element, Epsilon, Error, PrivacyBudget, Result};
+use dpattn::{Delta, Element, Epsilon, Error, NoiseMode, PrivacyBudget, Result};
 use support::problem::Rng;
 use support::stats::{
     ALPHA, binomial_z, ks_test, mean_z, moments, normal_cdf, normal_sf, var_z, z_accepts,
@@ -210,6 +212,14 @@ fn modelled_update(
     w0.iter().zip(&sum).map(|(w, s)| w - scale * s).collect()
 }
 
+/// [`ShuffledDpSgdParams::new`] on the unsafe float path ([`NoiseMode::UnsafeFloat`]), for
+/// the tests that pin the `f64` noise and the float sum bit for bit (their exact-mode
+/// counterparts are in `weight_shuffle_exact.rs`).
+fn float_params(q: f64, c: f64, sigma: f64, lr: f64, steps: u64) -> ShuffledDpSgdParams {
+    let p = ShuffledDpSgdParams::new(q, c, sigma, lr, steps);
+    ShuffledDpSgdParams { noise_mode: NoiseMode::UnsafeFloat, ..p }
+}
+
 // Double-double arithmetic for exact-norm checks.
 
 fn two_sum(a: f64, b: f64) -> (f64, f64) {
@@ -338,7 +348,7 @@ fn noise_is_keyed_element_j_times_sigma_c_on_moved_and_sigma0_c_elsewhere() -> R
     let w0: Vec<f64> = (0..d).map(|_| rng.uniform()).collect();
     let w0_f32: Vec<f32> = w0.iter().map(|&x| x as f32).collect();
 
-    let mut base = ShuffledDpSgdParams::new(1.0, 0.6, 0.9, 1.0, 10);
+    let mut base = float_params(1.0, 0.6, 0.9, 1.0, 10);
     base.fixed_noise_multiplier = Some(1.7);
     // The sum is zero, so the projection does nothing; the noise stays σ·c, not σ·c′.
     base.batch_clip = Some(BatchClip { norm: 0.01, scope: BatchClipScope::AllMoved });
@@ -428,7 +438,7 @@ fn recovered_noise_is_standard_normal_and_a_ten_percent_std_error_is_detected() 
     assert_eq!(d, 20_100);
     assert_eq!(mask.iter().filter(|&&m| m).count(), 10_100);
     let (sigma, sigma0, c) = (1.3, 2.1, 0.8);
-    let mut params = ShuffledDpSgdParams::new(1.0, c, sigma, 1.0, 10);
+    let mut params = float_params(1.0, c, sigma, 1.0, 10);
     params.fixed_noise_multiplier = Some(sigma0);
     let key = key(3);
     let mut w = vec![0.0f64; d];
@@ -496,7 +506,7 @@ fn clipped_single(g: &[f64], c: f64, key_seed: u8) -> Result<(Vec<f64>, StepRepo
     let (blocks, d) = small_blocks();
     assert_eq!(g.len(), d);
     let plan = ShufflePlan::new(&blocks, d)?;
-    let params = ShuffledDpSgdParams::new(1.0, c, 1e-200, 1.0, 1);
+    let params = float_params(1.0, c, 1e-200, 1.0, 1);
     let mut w = vec![0.0f64; d];
     let (report, perms) = run_step(
         &plan,
@@ -583,7 +593,7 @@ fn gradients_below_c_pass_unchanged_bit_exactly() -> Result<()> {
     for (i, norm) in [0.3 * c, c * (1.0 - 1e-12), 1e-3].into_iter().enumerate() {
         let g: Vec<f64> = rng.direction(d).iter().map(|x| x * norm).collect();
         let w0: Vec<f64> = (0..d).map(|_| rng.uniform()).collect();
-        let params = ShuffledDpSgdParams::new(1.0, c, 1e-200, 0.37, 1);
+        let params = float_params(1.0, c, 1e-200, 0.37, 1);
         let mut w = w0.clone();
         let (report, perms) = run_step(
             &plan,
@@ -616,7 +626,7 @@ fn whole_step_is_reproduced_bit_exactly_for_unclipped_gradients_with_real_noise(
     let plan = ShufflePlan::new(&blocks, d)?;
     let mask = moved_mask(&blocks, d);
     let (q, n, c) = (0.4, 30u64, 1.0);
-    let mut params = ShuffledDpSgdParams::new(q, c, 1.1, 0.25, 100);
+    let mut params = float_params(q, c, 1.1, 0.25, 100);
     params.fixed_noise_multiplier = Some(0.8);
     let mut rng = Rng(6);
     let grads: Vec<Vec<f64>> = (0..n).map(|_| rng.vector(d, 0.9 * c)).collect();
@@ -644,7 +654,7 @@ fn clipped_count_and_clipped_sum_over_a_mixed_batch() -> Result<()> {
     let (blocks, d) = small_blocks();
     let plan = ShufflePlan::new(&blocks, d)?;
     let (q, n, c, eta) = (0.5, 40u64, 0.7, 0.5);
-    let params = ShuffledDpSgdParams::new(q, c, 1e-200, eta, 10);
+    let params = float_params(q, c, 1e-200, eta, 10);
     let mut rng = Rng(7);
     let grads: Vec<Vec<f64>> = (0..n)
         .map(|r| {
@@ -731,7 +741,7 @@ fn batch_clip_projects_each_block_or_all_moved_coordinates() -> Result<()> {
     ];
     let mut worst_excess = f64::NEG_INFINITY;
     for (i, (scope, cp, projected, count)) in cases.iter().enumerate() {
-        let mut params = ShuffledDpSgdParams::new(1.0, 100.0, 1e-200, 4.0, 1);
+        let mut params = float_params(1.0, 100.0, 1e-200, 4.0, 1);
         params.batch_clip = Some(BatchClip { norm: *cp, scope: *scope });
         let mut w = vec![0.0f64; d];
         let (report, perms) = run_step(
@@ -806,7 +816,7 @@ fn optimizer_state_is_permuted_exactly_like_the_weights() -> Result<()> {
     let mut rng = Rng(9);
     let w0: Vec<f32> = rng.vec_f32(d, 1.0);
     let (q, n) = (0.6, 10u64);
-    let params = ShuffledDpSgdParams::new(q, 1.0, 0.8, 0.1, 100);
+    let params = float_params(q, 1.0, 0.8, 0.1, 100);
     let grad = |r: u64, j: usize| ((r as usize * 31 + j * 17) % 13) as f64 * 1e-3 - 6e-3;
     let key = key(9);
     let streams = StepStreams::for_step(5, 0)?;
@@ -972,7 +982,7 @@ fn shuffled_training_unshuffled_equals_plain_sgd() -> Result<()> {
         .collect();
     norms.sort_by(f64::total_cmp);
     let (c, eta, steps) = (norms[n / 2], 0.5, 3u64);
-    let params = ShuffledDpSgdParams::new(1.0, c, 1e-200, eta, steps);
+    let params = float_params(1.0, c, 1e-200, eta, steps);
     let key = key(10);
     let mut w = w0.clone();
     let mut all_perms = Vec::new();
@@ -1257,7 +1267,7 @@ fn bounded_support_refuses_small_sigma() -> Result<()> {
         || Ledger::new_rdp(Epsilon::new(1e6).unwrap(), Delta::new(delta).unwrap()).unwrap();
     // σ = 0.27: 1/σ ≈ 3.7, T·q·2·e^{−(4.87)²/2} ≈ 1.4e-4 ≫ δ/100 = 1e-7.
     let refused = |sigma: f64, sigma0: Option<f64>, t: u64, q: f64| {
-        let mut params = ShuffledDpSgdParams::new(q, 1.0, sigma, 0.1, t);
+        let mut params = float_params(q, 1.0, sigma, 0.1, t);
         params.fixed_noise_multiplier = sigma0;
         let mut ledger = new_ledger();
         let (r, calls) = refusal_case(&params, 100, &mut ledger);
@@ -1282,18 +1292,18 @@ fn bounded_support_refuses_small_sigma() -> Result<()> {
     let t_star = (delta / 100.0 / support_tail(1, 0.01, 0.5)) as u64;
     assert!(t_star > 10_000 && t_star < 15_000, "T* = {t_star}");
     refused(0.5, None, 2 * t_star, 0.01);
-    let params = ShuffledDpSgdParams::new(0.01, 1.0, 0.5, 0.1, t_star / 2);
+    let params = float_params(0.01, 1.0, 0.5, 0.1, t_star / 2);
     assert!(refusal_case(&params, 100, &mut new_ledger()).0.is_ok());
 
     // σ = 1, T = 1000, q = 0.01 (tail ≈ 7e-12): accepted and charged.
-    let params = ShuffledDpSgdParams::new(0.01, 1.0, 1.0, 0.1, 1000);
+    let params = float_params(0.01, 1.0, 1.0, 0.1, 1000);
     let mut ledger = new_ledger();
     assert!(refusal_case(&params, 100, &mut ledger).0.is_ok());
     assert_eq!(ledger.charges(), 1);
     // Without a ledger there is no δ to protect: σ = 0.27 runs.
     let (blocks, d) = small_blocks();
     let plan = ShufflePlan::new(&blocks, d)?;
-    let params = ShuffledDpSgdParams::new(0.01, 1.0, 0.27, 0.1, 1000);
+    let params = float_params(0.01, 1.0, 0.27, 0.1, 1000);
     run_step(
         &plan,
         &mut vec![0.0f64; d],

@@ -137,6 +137,17 @@ pub(crate) fn count_up(k: u64) -> f64 {
     if (f as u128) < u128::from(k) { f.next_up() } else { f }
 }
 
+/// `γ_n = n·u/(1 − n·u)` with `u = 2⁻⁵³`, rounded up: the standard bound on the relative
+/// error of `n` chained `f64` roundings (Higham, *Accuracy and Stability*, Lemma 3.1);
+/// `+∞` when `n·u ≥ 1/2`, where the bound is not used.
+pub(crate) fn gamma_up(n: f64) -> f64 {
+    let nu = mul_up(n, f64::EPSILON / 2.0);
+    if nu.is_nan() || nu >= 0.5 {
+        return f64::INFINITY;
+    }
+    div_up(nu, add_down(1.0, -nu))
+}
+
 /// Largest `x ≥ 0` (as a double) with `feasible(x)`, by bisection on the bit patterns of
 /// non-negative doubles, whose order is the order of the values. `0` is assumed feasible and
 /// `+∞` infeasible; neither is evaluated. The result is feasible (or `0`) whatever `feasible`
@@ -233,6 +244,17 @@ mod tests {
         let k = (1u64 << 53) + 1;
         assert!(count_up(k) as u128 >= u128::from(k));
         assert!(count_up(u64::MAX) >= 2f64.powi(64));
+    }
+
+    #[test]
+    fn gamma_bounds_chained_roundings() {
+        let u = 2f64.powi(-53);
+        // γ_1 = u/(1 − u) lies strictly between u and u + 2u².
+        let g1 = gamma_up(1.0);
+        assert!(g1 > u && g1 <= u + 2.0 * u * u);
+        assert!(gamma_up(1e6) >= 1e6 * u / (1.0 - 1e6 * u));
+        assert_eq!(gamma_up(2f64.powi(52)), f64::INFINITY);
+        assert!(gamma_up(2f64.powi(51)).is_finite());
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub mod dp_forward;
 pub mod element;
 pub mod error;
 pub mod gaussian_sampling_attention;
+pub mod gram_attention;
 pub mod grid_release;
 mod linalg;
 pub mod matrix_view;

@@ -190,7 +190,12 @@ fn with_noise(noise: &NoiseSpec<'_>, run: impl FnOnce(Extras<'_>) -> Result<()>)
     }
     let output = noise.output.map(|n| (KeyedStream::new(noise.key, n.stream), n.sigma));
     let logits = noise.logits.map(|n| (KeyedStream::new(noise.key, n.stream), n.sigma));
-    run(Extras { logit_noise: draw(&logits), out_noise: draw(&output), clamp: None })
+    run(Extras {
+        logit_noise: draw(&logits),
+        out_noise: draw(&output),
+        out_grid: None,
+        clamp: None,
+    })
 }
 
 fn draw<'a>(d: &'a Option<(KeyedStream, &'a [f64])>) -> Option<NoiseDraw<'a>> {

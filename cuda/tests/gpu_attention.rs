@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use dpattn_core::attention::attention_scratch_len;
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn_core::{BatchedMut, BatchedRef, Scale, ScoreFn};
+use dpattn_core::{BatchedMut, BatchedRef, NoiseMode, Scale, ScoreFn};
 use dpattn_cuda::Device;
 use dpattn_cuda::attention::{AttnDtype, GpuTensor, noisy_attention_raw};
 use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
@@ -149,6 +149,8 @@ fn dp_cross_attention_equals_the_cpu_release() {
         score: ScoreFn::Exp,
         key_padding: None,
         kernel: Kernel::Auto,
+        // The GPU kernel adds float noise: compare with the CPU's float path.
+        noise_mode: NoiseMode::UnsafeFloat,
     };
     let mut want = vec![0f32; b * h * sq * d];
     let mut sigma_cpu = vec![0.0; b * h];

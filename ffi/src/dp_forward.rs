@@ -20,7 +20,7 @@ use dpattn_core::dp_forward::{
 };
 use dpattn_core::matrix_view::required_len;
 use dpattn_core::sampling::KeyedStream;
-use dpattn_core::{Epsilon, Error, MatMut, MatRef, PrivacyBudget};
+use dpattn_core::{Epsilon, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, unknown};
@@ -216,6 +216,7 @@ impl dpattn_dp_forward_params {
                     ));
                 }
             },
+            noise_mode: NoiseMode::Exact,
         })
     }
 }

@@ -121,6 +121,10 @@ pub struct dpattn_gaussian_sampling_params {
     /// 1: neighbouring inputs differ only inside one batch element, so the call is charged
     /// `heads` releases (parallel composition) instead of `batch·heads`; 0 otherwise.
     pub batch_elements_disjoint: u32,
+    /// `DPATTN_NOISE_MODE_UNSAFE_FLOAT` (1) to run the mechanism: it has no
+    /// floating-point-safe form (docs/PRIVACY.md §3.5), so the default
+    /// `DPATTN_NOISE_MODE_EXACT` (0) refuses every release with `DPATTN_STATUS_UNSUPPORTED`.
+    pub noise_mode: u32,
 }
 
 /// Private diagnostics of a release, **for the data holder only; never publish them**
@@ -245,6 +249,7 @@ impl dpattn_gaussian_sampling_params {
         p.sensitivity = sensitivity_of(self.sensitivity)?;
         p.out_of_domain = out_of_domain_of(self.out_of_domain)?;
         p.batch_elements_disjoint = flag("batch_elements_disjoint", self.batch_elements_disjoint)?;
+        p.noise_mode = crate::noise_mode::decode(self.noise_mode, "params.noise_mode")?;
         Ok(p)
     }
 }
@@ -327,6 +332,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_params_default(
                 sensitivity: DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_PAPER_SQRT_N,
                 out_of_domain: DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_REJECT,
                 batch_elements_disjoint: 0,
+                noise_mode: crate::noise_mode::DPATTN_NOISE_MODE_EXACT,
             })
         };
         Ok(())
@@ -408,6 +414,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// dpattn_gaussian_sampling_params p;
 /// dpattn_gaussian_sampling_params_default(&p);
 /// p.epsilon = 0.09; p.delta = 1e-6; p.k = 100000;
+/// p.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT; // no exact form (docs/PRIVACY.md §3.5)
 /// p.domain.alpha = 0.04; p.domain.eta = 0.05; p.domain.beta = 1e-6;
 /// size_t len;
 /// dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
@@ -1207,6 +1214,7 @@ mod tests {
         p.delta = 1e-6;
         p.domain = dom;
         p.k = 100_000;
+        p.noise_mode = crate::noise_mode::DPATTN_NOISE_MODE_UNSAFE_FLOAT;
         let mut len = 0;
         // SAFETY: valid pointer.
         unsafe { dpattn_gaussian_sampling_attention_scratch_len(n, d, 0, 0, &mut len) };
@@ -1309,6 +1317,14 @@ mod tests {
         q = p;
         q.batch_elements_disjoint = 2;
         assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::OutOfRange);
+        q = p;
+        q.noise_mode = 2;
+        assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::OutOfRange);
+        assert!(last_error_string().contains("noise_mode"));
+        q = p;
+        q.noise_mode = crate::noise_mode::DPATTN_NOISE_MODE_EXACT; // no exact form: refused
+        assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::Unsupported);
+        assert!(last_error_string().contains("floating-point-safe"));
         q = p;
         q.domain.eta = 0.055; // private λ_min = 0.05 < η
         assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::DomainViolation);

@@ -42,6 +42,7 @@ mod layout;
 mod ledger;
 mod moment_sketch;
 mod noise;
+mod noise_mode;
 mod noisy_attention;
 mod noisy_head;
 mod output_perturbation;
@@ -85,7 +86,8 @@ pub use output_perturbation::{
     dpattn_cross_attention_query_scratch_len, dpattn_domain_report,
     dpattn_output_perturbation_attention, dpattn_output_perturbation_params,
     dpattn_output_perturbation_params_default, dpattn_output_perturbation_row_sensitivity,
-    dpattn_output_perturbation_sensitivity, dpattn_output_perturbation_worst_case_sensitivity,
+    dpattn_output_perturbation_scratch_len, dpattn_output_perturbation_sensitivity,
+    dpattn_output_perturbation_worst_case_sensitivity,
 };
 pub use privacy::dpattn_check_privacy_params;
 pub use softmax_tree::*;
@@ -101,4 +103,5 @@ pub use calibration::*;
 pub use cuda::*;
 pub use ledger::*;
 pub use noise::*;
+pub use noise_mode::{DPATTN_NOISE_MODE_EXACT, DPATTN_NOISE_MODE_UNSAFE_FLOAT};
 pub use weight_shuffle::*;

@@ -15,7 +15,7 @@ use dpattn_core::noisy_head::{
     self as nh, Accounting, Features, Form, GForm, NoisyHeadParams, Prompts, Radii, RidgeSolver,
     presets, schedule,
 };
-use dpattn_core::{Error, MatMut, MatRef};
+use dpattn_core::{Error, MatMut, MatRef, NoiseMode};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, unknown};
@@ -196,6 +196,7 @@ impl dpattn_noisy_head_params {
             epsilon: self.epsilon,
             delta: self.delta,
             accounting,
+            noise_mode: NoiseMode::Exact,
         })
     }
 

@@ -13,7 +13,7 @@ use dpattn_core::dp_cross_attention::{
 use dpattn_core::output_perturbation::{self as op, OutputPerturbationParams};
 use dpattn_core::sampling::KeyedStream;
 use dpattn_core::softmax_tree::{AdaptiveParams, SoftmaxTreeParams};
-use dpattn_core::{MatRef, PrivacyBudget};
+use dpattn_core::{MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::attention::{
@@ -107,6 +107,30 @@ unsafe fn decode_op<'a>(
         score,
         key_padding,
         kernel,
+        // The C ABI offers only the floating-point-safe release.
+        noise_mode: NoiseMode::Exact,
+    })
+}
+
+/// Writes the scratch length (`float` elements) of `dpattn_output_perturbation_attention`
+/// for key dimension `d` and value dimension `d_v`: room for its `double` kernel,
+/// `2 * dpattn_attention_scratch_len(d, d_v) + 1`. `DPATTN_STATUS_NULL_ARGUMENT` for a NULL
+/// `out_len`, `DPATTN_STATUS_SIZE_OVERFLOW` when it does not fit. Thread-safe.
+///
+/// # Safety
+/// `out_len` must be NULL or valid for one write of `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_output_perturbation_scratch_len(
+    d: usize,
+    d_v: usize,
+    out_len: *mut usize,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_len, "out_len")?;
+        let n = op::output_perturbation_scratch_len(d, d_v)?;
+        // SAFETY: checked non-NULL; writable per the caller's contract.
+        unsafe { out.write(n) };
+        Ok(())
     })
 }
 
@@ -248,25 +272,29 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 ///   batch element (all heads; replace-one, `s_k` and the mask fixed).
 /// * **Guarantee:** each query row moves by at most `Δ_i = 2 R_v T_i`
 ///   (`dpattn_output_perturbation_row_sensitivity`), batch element `b`'s whole output by
-///   `Δ_b = √(Σ Δ_i²)`; `σ_b` is the analytic Gaussian mechanism's (Balle & Wang 2018) for
-///   `(ε, δ, Δ_b)`. The proof is for exact arithmetic (docs/PRIVACY.md §2.5: `float`
-///   attention, floating-point Gaussian noise, and non-constant timing are not covered).
-/// * **Noise:** element `(b, h, i, c)` gets element `((b * heads + h) * s_q + i) * d_v + c` of
-///   the Gaussian draw `(key, stream)`, exactly as `dpattn_noisy_attention` adds it. Never
-///   reuse a `(key, stream)` pair for two releases; keep the key secret.
+///   `Δ_b = √(Σ Δ_i²)`. The release is DP in the floats it returns (docs/PRIVACY.md §2.5):
+///   the attention is computed in `double`, each output is rounded to a public power-of-two
+///   grid `Λ_b` and noised with exact discrete Gaussian noise calibrated by the analytic
+///   Gaussian mechanism (Balle & Wang 2018) at `Δ_b` plus the rounding and a bound on the
+///   computation error, so `out` holds exact multiples of `Λ_b` (`float`/`double` outputs;
+///   16-bit outputs are their rounding). Timing is not constant.
+/// * **Noise:** element `(b, h, i, c)` draws from the exact-sampler window of element
+///   `((b * heads + h) * s_q + i) * d_v + c` of `(key, stream)`. Never reuse a
+///   `(key, stream)` pair for two releases; keep the key secret.
 /// * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
 ///   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
 ///   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
 ///   once, after every check and σ computation and before `out` is written: an
 ///   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
-///   of the Gaussian release, `ρ = max_b Δ_b²/(2σ_b²)` (rounded up; nothing when no batch
+///   of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded up; nothing when no batch
 ///   element sees any key, the output then being constant). A refused charge returns the
 ///   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
 ///   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
 ///
-/// `sigma` (`sigma_len >= batch * heads`) receives the `σ` used for each `(b, h)`: keep it with
-/// the key and stream id for audit. Shapes, dtypes, scratch (`float`,
-/// `dpattn_attention_scratch_len(d, d_v)`) as `dpattn_attention`; nothing is allocated.
+/// `sigma` (`sigma_len >= batch * heads`) receives the noise scale of each `(b, h)` (the
+/// discrete Gaussian's `s_b · Λ_b`): keep it with the key and stream id for audit. Shapes and
+/// dtypes as `dpattn_attention`; `scratch` holds at least
+/// `dpattn_output_perturbation_scratch_len(d, d_v)` floats; nothing is allocated.
 ///
 /// ```c
 /// dpattn_output_perturbation_params p;
@@ -320,9 +348,10 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
             // SAFETY: as above; `sigma` was proven disjoint by `views`.
             let sigma = unsafe { slice_mut(sigma, sigma_len, "sigma") }?;
             with_ledger(ledger, |l| {
-                Ok(op::output_perturbation_attention(
+                op::output_perturbation_attention(
                     w.out, w.q, w.k, w.v, &p, &key, stream, l, sigma, w.scratch,
-                )?)
+                )?;
+                Ok(())
             })
         }))
     })
@@ -923,7 +952,6 @@ mod tests {
     use crate::last_error::last_error_string;
     use crate::tensor::DPATTN_DTYPE_F32;
     use dpattn_core::accounting::ledger::Ledger;
-    use dpattn_core::attention::attention_scratch_len;
     use dpattn_core::sampling::NoiseKey;
     use dpattn_core::{BatchedMut, BatchedRef, Kernel, Scale, ScoreFn};
 
@@ -959,7 +987,7 @@ mod tests {
         let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
         let mut out = vec![7f32; 120];
         let mut sigma = vec![-1f64; sigma_len];
-        let mut s = vec![0f32; attention_scratch_len(4, 4).unwrap()];
+        let mut s = vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()];
         // SAFETY: live locals of the stated lengths.
         let st = unsafe {
             dpattn_output_perturbation_attention(
@@ -993,6 +1021,7 @@ mod tests {
             score: ScoreFn::Exp,
             key_padding: Some(&padb),
             kernel: Kernel::Auto,
+            noise_mode: NoiseMode::Exact,
         };
         let (mut want, mut wsig) = (vec![0f32; 120], vec![0f64; 6]);
         op::output_perturbation_attention(
@@ -1005,7 +1034,7 @@ mod tests {
             5,
             None::<&mut Ledger>,
             &mut wsig,
-            &mut vec![0f32; attention_scratch_len(4, 4).unwrap()],
+            &mut vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()],
         )
         .unwrap();
         let key = dpattn_key { bytes: [4; 32] };
@@ -1063,6 +1092,7 @@ mod tests {
             score: ScoreFn::Exp,
             key_padding: None,
             kernel: Kernel::Auto,
+            noise_mode: NoiseMode::Exact,
         };
         let key = dpattn_key { bytes: [4; 32] };
         for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
@@ -1080,7 +1110,7 @@ mod tests {
                 5,
                 Some(&mut cl),
                 &mut wsig,
-                &mut vec![0f32; attention_scratch_len(4, 4).unwrap()],
+                &mut vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()],
             )
             .unwrap();
             assert!(lt::nonzero(cl.spent()));
@@ -1273,7 +1303,7 @@ mod tests {
         k[3] = f32::NAN;
         let mut out = vec![7f32; 120];
         let mut sig = [0f64; 6];
-        let mut s = vec![0f32; attention_scratch_len(4, 4).unwrap()];
+        let mut s = vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()];
         // SAFETY: live locals.
         let st = unsafe {
             dpattn_output_perturbation_attention(

@@ -161,6 +161,12 @@ static int mechanism(void) {
     xt.shape[0] = 2; xt.shape[1] = 1; xt.shape[2] = N; xt.shape[3] = D;
     xt.strides[0] = N * D; xt.strides[1] = N * D; xt.strides[2] = D; xt.strides[3] = 1;
     bt = out4(b, 2, N); pt = out4(p, 2, N);
+    /* The mechanism has no floating-point-safe form: the default exact mode refuses it, and
+     * it runs only when the caller names the unsafe float mode. */
+    CHECK(prm.noise_mode == DPATTN_NOISE_MODE_EXACT);
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) ==
+          DPATTN_STATUS_UNSUPPORTED && msg_has("floating-point-safe"));
+    prm.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT;
     CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
     /* Report (private): column norm sqrt(n * 0.05/d), r = 0.05, nothing clipped. */
     CHECK(rel(rep.alpha_hat, sqrt(N * 0.05 / D), 1e-12) && rel(rep.r_hat, 0.05, 1e-12));

@@ -141,10 +141,11 @@ impl Separation {
 pub fn separation_p(a: &LowBits, b: &LowBits) -> Separation {
     let mut tests = Vec::new();
     for (e, &(na, ka)) in &a.binades {
-        if let Some(&(nb, kb)) = b.binades.get(e) {
-            if na >= MIN_PER_BINADE && nb >= MIN_PER_BINADE {
-                tests.push((*e, two_proportion_p(ka, na, kb, nb)));
-            }
+        if let Some(&(nb, kb)) = b.binades.get(e)
+            && na >= MIN_PER_BINADE
+            && nb >= MIN_PER_BINADE
+        {
+            tests.push((*e, two_proportion_p(ka, na, kb, nb)));
         }
     }
     let m = tests.len().max(1) as f64;

@@ -30,9 +30,14 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
         mut f: impl FnMut(HeadJob<'_, '_, T, O>) -> Result<()>,
     ) -> Result<()> {
         let [ob, oh, _, _] = self.out.layout().shape();
+        let (mut grid, mut grid_b) = (None, usize::MAX);
         for idx in 0..ob * oh {
             let flat = self.first.unwrap_or(0) + idx;
             let (b, h) = (flat / plan.heads, flat % plan.heads);
+            if b != grid_b {
+                grid = plan.out_grid.map(|g| (g.grid_of)(b)).transpose()?.flatten();
+                grid_b = b;
+            }
             f(HeadJob {
                 out: self.out.head_mut(idx / oh, idx % oh),
                 q: self.q.head(b, h),
@@ -40,6 +45,7 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
                 v: self.v.head(b, h),
                 b,
                 h,
+                grid,
             })?;
         }
         Ok(())
@@ -67,13 +73,43 @@ pub(crate) fn run_f32<T: Element, O: Element>(
     ops.for_each_head(plan, |job| tiled::head(Portable::<f32>::new(), job, plan, scratch))
 }
 
-/// The `f64` test path (portable kernel).
-pub(crate) fn run_f64<T: Element>(
-    mut ops: Operands<'_, '_, T, f64>,
+/// The `f64` kernel (portable code; compiled with AVX2 and FMA enabled where the CPU has
+/// them, which changes speed only: Rust never contracts `a * b + c`, so the results are the
+/// same bits on every CPU). The exact DP releases and the `f64` test path run it.
+pub(crate) fn run_f64<T: Element, O: Element>(
+    mut ops: Operands<'_, '_, T, O>,
     plan: &Plan<'_>,
     scratch: &mut [f64],
 ) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(token) = super::simd_avx2::Avx2Fma::detect() {
+        return ops.for_each_head(plan, |job| {
+            // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
+            // `head_f64_avx2` is compiled with.
+            unsafe { head_f64_avx2(token, job, plan, scratch) }
+        });
+    }
     ops.for_each_head(plan, |job| tiled::head(Portable::<f64>::new(), job, plan, scratch))
+}
+
+/// The longest `f64` slice inside an `f32` scratch (its 8-byte aligned middle part): the exact
+/// DP release computes in `f64` on the `f32` scratch callers already size.
+pub(crate) fn f64_scratch(scratch: &mut [f32]) -> &mut [f64] {
+    // SAFETY: every 8-byte pattern is a valid `f64`, and `align_to_mut` returns only the
+    // correctly aligned middle part of the slice, within its bounds.
+    let (_, mid, _) = unsafe { scratch.align_to_mut::<f64>() };
+    mid
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn head_f64_avx2<T: Element, O: Element>(
+    _token: super::simd_avx2::Avx2Fma,
+    job: HeadJob<'_, '_, T, O>,
+    plan: &Plan<'_>,
+    scratch: &mut [f64],
+) -> Result<()> {
+    tiled::head(Portable::<f64>::new(), job, plan, scratch)
 }
 
 #[cfg(target_arch = "x86_64")]

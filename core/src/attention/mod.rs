@@ -44,7 +44,7 @@ use crate::element::Element;
 use crate::error::{Error, Result};
 use crate::scratch::check_scratch;
 use dispatch::Operands;
-use tiled::{NoiseDraw, Plan, RowClamp};
+use tiled::{GridDraw, NoiseDraw, Plan, RowClamp};
 
 /// Options of an attention call. `Default` is no mask, scale `1/√d`, softmax, the fastest
 /// kernel.
@@ -202,12 +202,13 @@ pub fn attention_f64<T: Element>(
 pub(crate) struct Extras<'a> {
     pub(crate) logit_noise: Option<NoiseDraw<'a>>,
     pub(crate) out_noise: Option<NoiseDraw<'a>>,
+    pub(crate) out_grid: Option<GridDraw<'a>>,
     pub(crate) clamp: Option<RowClamp>,
 }
 
 impl Extras<'_> {
     pub(crate) const NONE: Extras<'static> =
-        Extras { logit_noise: None, out_noise: None, clamp: None };
+        Extras { logit_noise: None, out_noise: None, out_grid: None, clamp: None };
 }
 
 pub(crate) fn execute_f32<T: Element, O: Element>(
@@ -232,8 +233,18 @@ pub(crate) fn prepare_f32<'a, T: Element, O: Element>(
     Ok((kernel, validate(ops, params, extras, f64::from(f32::MAX), scratch_len)?))
 }
 
-pub(crate) fn execute_f64<T: Element>(
-    ops: Operands<'_, '_, T, f64>,
+/// [`prepare_f32`] for the `f64` kernel ([`dispatch::run_f64`]).
+pub(crate) fn prepare_f64<'a, T: Element, O: Element>(
+    ops: &Operands<'_, '_, T, O>,
+    params: &AttentionParams<'a>,
+    extras: Extras<'a>,
+    scratch_len: usize,
+) -> Result<Plan<'a>> {
+    validate(ops, params, extras, f64::MAX, scratch_len)
+}
+
+pub(crate) fn execute_f64<T: Element, O: Element>(
+    ops: Operands<'_, '_, T, O>,
     params: &AttentionParams<'_>,
     extras: Extras<'_>,
     scratch: &mut [f64],
@@ -352,6 +363,7 @@ fn validate<'a, T: Element, O: Element>(
         mask: params.mask,
         logit_noise: extras.logit_noise,
         out_noise: extras.out_noise,
+        out_grid: extras.out_grid,
         clamp: extras.clamp,
     })
 }

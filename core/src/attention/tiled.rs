@@ -15,6 +15,7 @@ use super::simd::{LANES, Real, Simd};
 use crate::attention_options::{Mask, ScoreFn};
 use crate::element::Element;
 use crate::error::{Result, add_size, mul_size};
+use crate::grid_release::GaussianGrid;
 use crate::matrix_view::{MatMut, MatRef};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
 use crate::scratch::take_scratch;
@@ -59,6 +60,23 @@ impl NoiseDraw<'_> {
     }
 }
 
+/// The exact release of the normalised outputs (the DP mechanism's default mode): each
+/// output row is rounded to its batch element's grid and noised with exact integer noise
+/// from the window of its logical element index (`grid_release`).
+#[derive(Clone, Copy)]
+pub(crate) struct GridDraw<'a> {
+    pub(crate) stream: &'a KeyedStream,
+    /// The grid of batch element `b`; `None` when the element sees no key (its output is the
+    /// constant zero, released as is).
+    pub(crate) grid_of: &'a dyn Fn(usize) -> Result<Option<GaussianGrid>>,
+}
+
+impl core::fmt::Debug for GridDraw<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GridDraw").field("stream", &self.stream).finish_non_exhaustive()
+    }
+}
+
 /// Private rows are scaled to these L2 norms if longer (the DP mechanism's clamp).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RowClamp {
@@ -79,6 +97,7 @@ pub(crate) struct Plan<'a> {
     pub(crate) mask: Mask<'a>,
     pub(crate) logit_noise: Option<NoiseDraw<'a>>,
     pub(crate) out_noise: Option<NoiseDraw<'a>>,
+    pub(crate) out_grid: Option<GridDraw<'a>>,
     pub(crate) clamp: Option<RowClamp>,
 }
 
@@ -90,6 +109,8 @@ pub(crate) struct HeadJob<'o, 'i, T, O> {
     pub(crate) v: MatRef<'i, T>,
     pub(crate) b: usize,
     pub(crate) h: usize,
+    /// Batch element `b`'s grid when the plan has an output grid.
+    pub(crate) grid: Option<GaussianGrid>,
 }
 
 /// The factor that clamps `row` into the L2 ball of radius `bound`, in `f64` and applied
@@ -186,9 +207,12 @@ pub(crate) fn head<S: Simd, T: Element, O: Element>(
             for x in a.iter_mut() {
                 *x = if li > S::E::ZERO { x.div(li) } else { S::E::ZERO };
             }
+            let first = (head_index * plan.s_q as u64 + (i0 + i) as u64) * dv as u64;
             if let Some((stream, g)) = &out_noise {
-                let first = (head_index * plan.s_q as u64 + (i0 + i) as u64) * dv as u64;
                 add_noise(a, stream, g, first, dv)?;
+            }
+            if let (Some(draw), Some(grid)) = (&plan.out_grid, &job.grid) {
+                release_row(a, draw.stream, grid, first)?;
             }
             for (o, &x) in job.out.row_mut(i0 + i).iter_mut().zip(a.iter()) {
                 *o = O::from_f64(x.to_f64());
@@ -289,6 +313,28 @@ fn add_noise<E: Real>(
         g.fill_keyed::<f64>(stream, first + c0 as u64, &mut buf[..len])?;
         for (x, &z) in row[c0..c0 + len].iter_mut().zip(&buf[..len]) {
             *x = *x + E::from_f64(z);
+        }
+    }
+    Ok(())
+}
+
+/// Releases `row` on `grid` as elements `first, first + 1, …` of `stream` (the row is rounded
+/// to `f64` exactly when the compute precision is `f64`, the exact mode's).
+fn release_row<E: Real>(
+    row: &mut [E],
+    stream: &KeyedStream,
+    grid: &GaussianGrid,
+    first: u64,
+) -> Result<()> {
+    let mut buf = [0f64; BC];
+    for (c, chunk) in row.chunks_mut(BC).enumerate() {
+        let buf = &mut buf[..chunk.len()];
+        for (b, x) in buf.iter_mut().zip(chunk.iter()) {
+            *b = x.to_f64();
+        }
+        grid.release_keyed(stream, first + (c * BC) as u64, buf)?;
+        for (x, &b) in chunk.iter_mut().zip(buf.iter()) {
+            *x = E::from_f64(b);
         }
     }
     Ok(())

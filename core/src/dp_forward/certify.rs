@@ -19,8 +19,11 @@
 //!    which then fails Theorem 6's check: a numerically singular factor is refused).
 //!
 //! For an i.i.d. sampler (`MatrixGaussian::iid`, or scalar identities) the bound is exact:
-//! `s_U·s_V = σ`. Cost `O(m³)` per factor, once per noise source.
+//! `s_U·s_V = σ`. Cost `O(m³)` per factor, once per noise source. The eigendecompositions
+//! of step 1 are kept (`O(m²)` memory): the exact release builds its extra noise from them
+//! (module docs of `exact`).
 
+use alloc::vec::Vec;
 use nalgebra::{DMatrix, SymmetricEigen};
 
 use crate::directed_rounding::{add_down, add_up, mul_down, mul_up, sqrt_up};
@@ -53,6 +56,18 @@ pub struct CertifiedMatrixGaussian {
     inner: MatrixGaussian,
     sigma_min_row: f64,
     sigma_min_col: f64,
+    /// The eigendecompositions of `A·Aᵀ` and `B·Bᵀ` computed by the certification (dense
+    /// factors only), kept for the extra noise of the exact release.
+    spectra: Option<(Spectrum, Spectrum)>,
+}
+
+/// An approximate eigendecomposition `G ≈ P·diag(λ)·Pᵀ` of a factor's Gram matrix
+/// `G = A·Aᵀ` (`m × m`): `vectors` row-major (`vectors[i·m + k] = P_ik`), `values[k] = λ_k`.
+/// Its accuracy affects only the law of the exact release's extra noise, never a guarantee.
+#[derive(Debug, Clone)]
+pub(crate) struct Spectrum {
+    pub(crate) vectors: Vec<f64>,
+    pub(crate) values: Vec<f64>,
 }
 
 impl CertifiedMatrixGaussian {
@@ -63,18 +78,20 @@ impl CertifiedMatrixGaussian {
     /// converge; [`Error::AllocationFailed`] if a work buffer cannot be allocated (nalgebra's
     /// own matrices abort on allocation failure, like any `Vec`).
     pub fn new(inner: MatrixGaussian) -> Result<Self> {
-        let (sigma_min_row, sigma_min_col) = match inner.iid_sigma() {
-            Some(s) => (s, 1.0),
+        let (sigma_min_row, sigma_min_col, spectra) = match inner.iid_sigma() {
+            Some(s) => (s, 1.0, None),
             None => {
                 let a =
                     inner.row_factor().ok_or(Error::Unsupported { what: "row factor missing" })?;
                 let b = inner
                     .col_factor()
                     .ok_or(Error::Unsupported { what: "column factor missing" })?;
-                (certified_sigma_min(a)?, certified_sigma_min(b)?)
+                let (su, pa) = certify(a)?;
+                let (sv, pb) = certify(b)?;
+                (su, sv, pa.zip(pb))
             }
         };
-        Ok(Self { inner, sigma_min_row, sigma_min_col })
+        Ok(Self { inner, sigma_min_row, sigma_min_col, spectra })
     }
 
     /// `(s_U, s_V)`: certified lower bounds on `σ_min` of the row and column factors.
@@ -102,6 +119,11 @@ impl CertifiedMatrixGaussian {
         self.inner.scratch_len()
     }
 
+    /// The spectra of `A·Aᵀ` and `B·Bᵀ` (dense factors with a positive certified bound).
+    pub(crate) fn spectra(&self) -> Option<&(Spectrum, Spectrum)> {
+        self.spectra.as_ref()
+    }
+
     pub(crate) fn sample_keyed(
         &self,
         out: MatMut<'_, f64>,
@@ -116,11 +138,18 @@ impl CertifiedMatrixGaussian {
 /// A certified lower bound on `σ_min(A)` for square `A` (module docs, steps 1–4). `A` is
 /// first scaled by an exact power of two so that its largest entry lies in `[1, 2)`; every
 /// error term also carries an absolute `2⁻¹⁰⁶⁰` for products that underflow.
+#[cfg(test)]
 pub(crate) fn certified_sigma_min(a: MatRef<'_, f64>) -> Result<f64> {
+    Ok(certify(a)?.0)
+}
+
+/// The certified bound on `σ_min(A)` and, when the eigendecomposition ran, the spectrum of
+/// `A·Aᵀ` (unscaled).
+fn certify(a: MatRef<'_, f64>) -> Result<(f64, Option<Spectrum>)> {
     let m = a.rows();
     let max = (0..m).flat_map(|i| a.row(i).iter()).fold(0.0f64, |acc, v| acc.max(v.abs()));
     if m == 0 || max == 0.0 || !max.is_finite() {
-        return Ok(0.0);
+        return Ok((0.0, None));
     }
     // 2^-e with e the exponent of max: exact scaling (no entry overflows or leaves the range
     // of normal numbers unless it was already tiny next to max).
@@ -132,14 +161,35 @@ pub(crate) fn certified_sigma_min(a: MatRef<'_, f64>) -> Result<f64> {
             *d = v * scale;
         }
     }
-    let bound = certified_sigma_min_scaled(&scaled, m)?;
+    let (bound, eig) = certified_sigma_min_scaled(&scaled, m)?;
+    // The eigenvalues of the scaled Gram matrix are 4^−e times those of A·Aᵀ.
+    let spectrum = match eig {
+        Some(eig) => {
+            let mut vectors = try_filled(m * m, 0.0, "factor eigenvectors")?;
+            for i in 0..m {
+                for k in 0..m {
+                    vectors[i * m + k] = eig.eigenvectors[(i, k)];
+                }
+            }
+            let mut values = try_filled(m, 0.0, "factor eigenvalues")?;
+            for (v, &d) in values.iter_mut().zip(eig.eigenvalues.iter()) {
+                *v = libm::ldexp(d, 2 * e).min(f64::MAX);
+            }
+            Some(Spectrum { vectors, values })
+        }
+        None => None,
+    };
     // σ_min(A) = σ_min(scaled)·2^e; multiplying by a power of two is exact unless it underflows,
     // and an underflowing product only gets smaller.
-    Ok((bound * unscale).min(f64::MAX))
+    Ok(((bound * unscale).min(f64::MAX), spectrum))
 }
 
-/// Steps 1–4 on a row-major `m × m` factor whose largest entry is in `[1, 2)`.
-fn certified_sigma_min_scaled(a: &[f64], m: usize) -> Result<f64> {
+/// Steps 1–4 on a row-major `m × m` factor whose largest entry is in `[1, 2)`; also returns
+/// the eigendecomposition of step 1 when it ran.
+fn certified_sigma_min_scaled(
+    a: &[f64],
+    m: usize,
+) -> Result<(f64, Option<SymmetricEigen<f64, nalgebra::Dyn>>)> {
     let tiny = libm::ldexp(1.0, -1060);
     let gamma = 2.0 * (m as f64 + 4.0) * (f64::EPSILON / 2.0);
     // G = A·Aᵀ and |A|·|A|ᵀ.
@@ -168,7 +218,7 @@ fn certified_sigma_min_scaled(a: &[f64], m: usize) -> Result<f64> {
     let (x, d) = (&eig.eigenvectors, &eig.eigenvalues);
     let d_min = d.iter().copied().fold(f64::INFINITY, f64::min);
     if d_min.is_nan() || d_min <= 0.0 {
-        return Ok(0.0);
+        return Ok((0.0, None));
     }
     // ‖E‖_F and ‖O‖_F, each entry bounded by |computed|·(1 + 2⁻⁵²) + γ·(absolute sums).
     let (mut e_sq, mut o_sq) = (0.0f64, 0.0f64);
@@ -199,13 +249,13 @@ fn certified_sigma_min_scaled(a: &[f64], m: usize) -> Result<f64> {
     }
     let (e_norm, o_norm) = (sqrt_up(e_sq), sqrt_up(o_sq));
     if o_norm.is_nan() || o_norm >= 1.0 {
-        return Ok(0.0);
+        return Ok((0.0, None));
     }
     let lambda = add_down(mul_down(d_min, add_down(1.0, -o_norm)), -e_norm);
     if lambda.is_nan() || lambda <= 0.0 {
-        return Ok(0.0);
+        return Ok((0.0, None));
     }
-    Ok(libm::sqrt(lambda).next_down())
+    Ok((libm::sqrt(lambda).next_down(), Some(eig)))
 }
 
 #[cfg(test)]

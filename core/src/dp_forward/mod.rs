@@ -17,7 +17,7 @@
 //! only while `f` is frozen or updated without the raw inputs; the paper's experiments
 //! update `f` on the server, which needs central trust (E5).
 //!
-//! **Neighbour relation** ([`Neighbours`], [`sensitivity`]): any two sequences with the same
+//! **Neighbour relation** ([`Neighbours`], [`sensitivity()`]): any two sequences with the same
 //! label (SeqLDP, sensitivity `2C`), or hidden matrices that differ in `c` rows
 //! (token-level, `2C√c` for row clipping, only at the row-local embedding position).
 //!
@@ -51,25 +51,27 @@
 //! * E8: the paper's central-DP "translation" via shuffling (Poisson subsampling at
 //!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
 //!
-//! **Floating point.** Noise is drawn in `f64` from a ChaCha20 keyed stream and added in
-//! `f64`, then rounded to the caller's `f32`/`f64`; as for every floating-point Gaussian
-//! mechanism, the low-order bits of a release are not covered by the proof (E18,
-//! `docs/PRIVACY.md` §6.5). The sampler's support is bounded (`|z| ≤ 8.57`), which an
-//! observer can see when `S₂/σ` is large: calibrations whose per-release `S₂/σ` would make
-//! that visible beyond 1% of δ are refused ([`GAUSSIAN_SUPPORT`]; about ε > 20 at
-//! δ = 1e-5).
+//! **Floating point.** By default ([`NoiseMode::Exact`](crate::NoiseMode::Exact)) the clipped
+//! matrix is released on a public power-of-two grid with exact discrete Gaussian noise
+//! (the `exact` module, [`DpForwardParams::exact_grid`]): the floats returned are DP,
+//! low-order bits included, at the same charge, with noise typically 0.4% larger (the
+//! exact figures: [`DpForwardParams::exact_grid`]; `docs/PRIVACY.md` §6.5). [`NoiseMode::UnsafeFloat`](crate::NoiseMode::UnsafeFloat)
+//! keeps the paper's float path — noise drawn in `f64` from a ChaCha20 keyed stream and
+//! added in `f64` — whose low-order bits are not covered by the proof (E18); there the
+//! sampler's bounded support (`|z| ≤ 8.57`) is also visible when `S₂/σ` is large, so such
+//! calibrations are refused ([`GAUSSIAN_SUPPORT`]; about ε > 20 at δ = 1e-5).
 //!
 //! ```
 //! use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
 //!     NoisePosition, SensitivityRule};
-//! use dpattn_core::PrivacyBudget;
+//! use dpattn_core::{NoiseMode, PrivacyBudget};
 //! // Three epochs at a total (ε, δ) = (1, 1e-5), unit sensitivity: seed-003 §5-C gives
 //! // σ = 6.461643536 per release (3.730631635 for a single release).
 //! let p = DpForwardParams {
 //!     budget: PrivacyBudget::new(1.0, 1e-5)?, releases: 3, clip_norm: 0.5,
 //!     region: ClipRegion::Frobenius, mode: ClipMode::Clip, neighbours: Neighbours::Sequence,
 //!     position: NoisePosition::Embedding, tokens: 128, dim: 768,
-//!     rule: SensitivityRule::Derived,
+//!     rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 //! };
 //! assert!((p.noise_floor()? / 6.461643536 - 1.0).abs() < 1e-9);
 //! # Ok::<(), dpattn_core::Error>(())
@@ -79,6 +81,7 @@ pub mod baselines;
 #[cfg(feature = "alloc")]
 mod certify;
 mod clip;
+mod exact;
 mod labels;
 mod noise;
 mod params;
@@ -93,7 +96,7 @@ pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
 pub use labels::{MAX_CLASSES, RandomizedResponse, full_ldp_budget, randomize_label_in};
 pub use noise::{GAUSSIAN_SUPPORT, NoiseFactors, check_factors, dp_forward_scratch_len};
 pub use params::{DpForwardParams, SensitivityRule};
-pub use release::dp_forward;
+pub use release::{DpForwardReport, dp_forward};
 pub use sensitivity::{
     Neighbours, NoisePosition, SubLayer, check_neighbours, sensitivity, spectral_norm_upper_bound,
 };

@@ -12,15 +12,18 @@
 //! necessary only against the worst-case difference, aligned with the weakest noise
 //! directions (E9).
 //!
-//! **Randomness.** Element `(r, j)` of the stacked `(batch·tokens) × dim` matrix takes
-//! element `first + r·dim + j` of the standard normal draw of the [`KeyedStream`]
-//! ([`Gaussian::STANDARD`], `docs/RANDOMNESS.md` §5.4): the same stream a GPU kernel
-//! draws for the same logical element. For [`NoiseFactors::Matrix`], sequence `b`'s `N` is
-//! the block starting at `first + b·tokens·dim` and `Z = U·N·Vᵀ` is formed per sequence.
+//! **Randomness** (the float noise of [`NoiseMode::UnsafeFloat`]; the default exact release
+//! is described in the `exact` module and [`dp_forward`](super::dp_forward)). Element
+//! `(r, j)` of the stacked `(batch·tokens) × dim` matrix takes element `first + r·dim + j`
+//! of the standard normal draw of the [`KeyedStream`] ([`Gaussian::STANDARD`],
+//! `docs/RANDOMNESS.md` §5.4): the same stream a GPU kernel draws for the same logical
+//! element. For [`NoiseFactors::Matrix`], sequence `b`'s `N` is the block starting at
+//! `first + b·tokens·dim` and `Z = U·N·Vᵀ` is formed per sequence.
 
 use crate::calibration::normal::normal_sf;
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatMut;
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseFloat};
 
@@ -74,12 +77,15 @@ fn min_std(name: &'static str, v: &[f64], len: usize) -> Result<f64> {
 /// [`Error::ShapeMismatch`] for factors of the wrong size; [`Error::NonFinite`] /
 /// [`Error::OutOfRange`] for a standard deviation that is not finite and positive;
 /// [`Error::Infeasible`] (`lhs` the product of the smallest singular values, `rhs` the
-/// floor) when Theorem 6 fails, and when the sampler's bounded support would be visible at
-/// this ε (see [`GAUSSIAN_SUPPORT`]); the errors of
+/// floor) when Theorem 6 fails, and, in [`NoiseMode::UnsafeFloat`] only, when the float
+/// sampler's bounded support would be visible at this ε (see [`GAUSSIAN_SUPPORT`]; the
+/// exact discrete Gaussian has unbounded support); the errors of
 /// [`noise_floor`](DpForwardParams::noise_floor).
 pub fn check_factors(params: &DpForwardParams, factors: &NoiseFactors<'_>) -> Result<f64> {
     let floor = params.noise_floor()?;
-    check_support(params, floor)?;
+    if params.noise_mode == NoiseMode::UnsafeFloat {
+        check_support(params, floor)?;
+    }
     let (su, sv) = match factors {
         NoiseFactors::Iid => return Ok(floor),
         NoiseFactors::Diagonal { row_std, col_std } => {
@@ -111,7 +117,7 @@ pub fn check_factors(params: &DpForwardParams, factors: &NoiseFactors<'_>) -> Re
 }
 
 /// `√(106·ln 2)`: the largest `|z|` the `f64` Box–Muller sampler can return (its uniform is
-/// never below `2⁻⁵³`).
+/// never below `2⁻⁵³`). Checked in [`NoiseMode::UnsafeFloat`] only.
 pub const GAUSSIAN_SUPPORT: f64 = 8.571_674_348_7; // √(106 ln 2) = 8.5716743486529…, rounded up
 
 /// Refuses a calibration whose per-release `μ = S₂/σ` is so large that the sampler's bounded
@@ -190,8 +196,9 @@ pub(crate) fn add_noise<T: NoiseFloat>(
     }
 }
 
-/// `x[r][j] += scale(r, j)·N[r][j]`, drawing `N` row by row in chunks.
-fn add_scaled<T: NoiseFloat>(
+/// `x[r][j] += scale(r, j)·N[r][j]`, drawing `N` row by row in chunks (`N[r][j]` is element
+/// `first + r·dim + j` of the standard normal draw).
+pub(crate) fn add_scaled<T: NoiseFloat>(
     x: &mut MatMut<'_, T>,
     stream: &KeyedStream,
     first: u64,

@@ -9,17 +9,17 @@
 //! mechanism whose privacy-loss variable is `N(η, 2η)` with `√(2η) ≤ S/σ_floor` (Lemma 4
 //! and Theorem 6); the losses of `k` adaptive releases add, so their sum is `N(kη, 2kη)`,
 //! the loss of one release with sensitivity `S√k`, which Algorithm 1 calibrates
-//! (§4.5 [derived], reference values §5-C). Basic composition `(kε, kδ)` would need more
+//! (§4.5 \[derived\], reference values §5-C). Basic composition `(kε, kδ)` would need more
 //! noise.
 //!
-//! **[FIX] E1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
+//! **\[FIX\] E1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
 //! sensitivity (`2C` for Frobenius clipping). [`SensitivityRule::ReleasedCode`] reproduces
 //! the authors' code, which calibrates with half of it (`C`); the noise is then that of the
 //! paper's experiments, and [`guarantee`](DpForwardParams::guarantee) reports — and a
 //! ledger is charged — the *effective* ε of the real sensitivity (nominal ε = 8 at
 //! δ = 1e-5 is really ε = 19.12, §5-G).
 //!
-//! **[FIX] E6.** The paper's tables calibrate each release and never compose the `k = 3`
+//! **\[FIX\] E6.** The paper's tables calibrate each release and never compose the `k = 3`
 //! epochs. Here `releases` is part of the calibration; for a frozen `f`, release once and
 //! reuse the noisy matrix instead (post-processing is free).
 
@@ -28,10 +28,11 @@ use crate::accounting::ledger::Charge;
 use crate::accounting::zcdp::zcdp_gaussian;
 use crate::calibration::amgm::amgm_sigma;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_epsilon;
-use crate::directed_rounding::{mul_up, sqrt_up};
+use crate::directed_rounding::{div_up, mul_up, sqrt_up};
 use crate::dp_forward::clip::{ClipMode, ClipRegion};
 use crate::dp_forward::sensitivity::{Neighbours, NoisePosition, check_neighbours, sensitivity};
 use crate::error::{Error, Result, check_radius, mul_size};
+use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::privacy_params::{PrivacyBudget, Sensitivity};
 
 /// Which sensitivity the noise is calibrated with.
@@ -50,12 +51,12 @@ pub enum SensitivityRule {
 /// ```
 /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
 ///     NoisePosition, SensitivityRule};
-/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
 /// let p = DpForwardParams {
 ///     budget: PrivacyBudget::new(8.0, 1e-5)?, releases: 1, clip_norm: 1.0,
 ///     region: ClipRegion::Frobenius, mode: ClipMode::Normalize,
 ///     neighbours: Neighbours::Sequence, position: NoisePosition::Pooled,
-///     tokens: 1, dim: 768, rule: SensitivityRule::Derived,
+///     tokens: 1, dim: 768, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 /// };
 /// p.validate()?;
 /// // seed-003 §5-A, ε = 8, S₂ = 2C = 2: σ = 1.2004581444.
@@ -89,6 +90,8 @@ pub struct DpForwardParams {
     pub dim: usize,
     /// The sensitivity used for calibration.
     pub rule: SensitivityRule,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 impl DpForwardParams {
@@ -221,5 +224,74 @@ impl DpForwardParams {
     /// [`release_rho`](Self::release_rho) for an already computed floor.
     pub(crate) fn release_rho_at(&self, floor: f64) -> Result<Rho> {
         zcdp_gaussian(Sensitivity::new(self.sensitivity()?)?, floor)
+    }
+
+    /// The number of released coordinates one neighbour can change: `c·dim` for `c` changed
+    /// rows under row clipping, `tokens·dim` otherwise (a Frobenius clip rescales the whole
+    /// sequence). After [`validate`](Self::validate), which bounds `tokens·dim`.
+    fn changed_coordinates(&self) -> u64 {
+        let rows = match (self.region, self.neighbours) {
+            (ClipRegion::Rows, Neighbours::Tokens(c)) => c.min(self.tokens),
+            _ => self.tokens,
+        };
+        rows as u64 * self.dim as u64 // ≤ tokens·dim < 2^64
+    }
+
+    /// The exact grid release of one i.i.d. release in `format` (module docs of
+    /// [`dp_forward`](super); `docs/PRIVACY.md` §6.5): a [`GaussianGrid`] for the true
+    /// sensitivity `S` ([`sensitivity`](Self::sensitivity)), over the coordinates one
+    /// neighbour can change (`tokens·dim`, or `c·dim` for `c` changed rows under row
+    /// clipping), computation error 0 (the clip's *computed* blocks have exact norm `≤ C`),
+    /// values bounded by `C`, and noise multiplier `floor/S`, so that its continuous noise
+    /// is `floor·S′/S` for the rounded sensitivity `S′` and every guarantee of the float
+    /// calibration (and the charge) carries over. The GPU token-level kernel uses it too.
+    ///
+    /// ```
+    /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
+    ///     NoisePosition, SensitivityRule};
+    /// use dpattn_core::grid_release::GridFormat;
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// let p = DpForwardParams {
+    ///     budget: PrivacyBudget::new(8.0, 1e-5)?, releases: 1, clip_norm: 1.0,
+    ///     region: ClipRegion::Frobenius, mode: ClipMode::Normalize,
+    ///     neighbours: Neighbours::Sequence, position: NoisePosition::Pooled,
+    ///     tokens: 1, dim: 768, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
+    /// };
+    /// let g = p.exact_grid(GridFormat::F32)?;
+    /// // Λ: the largest power of two with √768·Λ ≤ S/256 = 2/256, i.e. 2^-12.
+    /// assert_eq!(g.resolution(), 2f64.powi(-12));
+    /// let s_rounded = 2.0 + 768f64.sqrt() * 2f64.powi(-12);
+    /// assert!((g.rounded_sensitivity() / s_rounded - 1.0).abs() < 1e-15);
+    /// // The continuous noise is the float calibration's floor, scaled by S′/S.
+    /// let floor = p.noise_floor()?;
+    /// assert!(g.continuous_sigma() >= floor * s_rounded / 2.0);
+    /// assert!(g.continuous_sigma() < floor * s_rounded / 2.0 * (1.0 + 1e-14));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`noise_floor`](Self::noise_floor), and those of [`GaussianGrid::calibrate`] (a
+    /// clip norm or noise that no grid of `format` can hold, e.g. `C = 1e100` in `f32`).
+    pub fn exact_grid(&self, format: GridFormat) -> Result<GaussianGrid> {
+        self.exact_grid_at(self.noise_floor()?, format, self.clip_norm)
+    }
+
+    /// [`exact_grid`](Self::exact_grid) for an already computed floor, with value bound
+    /// `value_bound ≥ C` (the diagonal noise raises it so that its larger noise fits).
+    pub(crate) fn exact_grid_at(
+        &self,
+        floor: f64,
+        format: GridFormat,
+        value_bound: f64,
+    ) -> Result<GaussianGrid> {
+        let s = self.sensitivity()?;
+        let spec = GaussianGridSpec {
+            l2_sensitivity: s,
+            dimension: self.changed_coordinates(),
+            computation_error: 0.0,
+            value_bound,
+            format,
+        };
+        GaussianGrid::calibrate(&spec, div_up(floor, s))
     }
 }

@@ -2,13 +2,31 @@
 //! matrices in place (seed-003 §3.10, §4.2, §4.4, §4.8).
 
 use crate::accounting::ledger::{Amount, Charge, Ledger};
-use crate::dp_forward::clip::{ClipReport, check_finite_hidden, clip_checked};
+use crate::dp_forward::clip::{check_finite_hidden, clip_checked};
+use crate::dp_forward::exact::{plan_exact, release_exact};
 use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatMut;
 use crate::sampling::{KeyedStream, NoiseFloat, NoiseKey};
 use crate::scratch::check_scratch;
+
+/// What one call of [`dp_forward`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DpForwardReport {
+    /// Blocks whose entries the clip multiplied by a factor other than 1. Private data:
+    /// keep it on the data owner's side.
+    pub scaled: usize,
+    /// The largest block norm before clipping. Private data, like `scaled`.
+    pub max_norm: f64,
+    /// The noise that ran (public).
+    pub noise_mode: NoiseMode,
+    /// `Λ`, the resolution of the exact release's grid (public, for audit): every output of
+    /// i.i.d. and diagonal noise is a multiple of it (matrix factors add float noise to the
+    /// grid release afterwards). `None` in [`NoiseMode::UnsafeFloat`].
+    pub resolution: Option<f64>,
+}
 
 /// Releases `x ← clip(x) + Z` for every sequence of a batch, in place: `x` is
 /// `(batch·tokens) × dim` (sequences stacked along rows, any row stride), `f32` or `f64`.
@@ -16,11 +34,20 @@ use crate::scratch::check_scratch;
 /// the guarantee is that of [`DpForwardParams`] for each sequence (sequences of a batch
 /// are different inputs: parallel composition, so one batch is one release per sequence).
 ///
-/// Noise element `(r, j)` is element `first + r·dim + j` of the standard normal draw of
-/// `(key, stream)` (`docs/RANDOMNESS.md` §5.4). **Never reuse** `(key, stream, first)`
+/// **Noise** ([`DpForwardParams::noise_mode`]). In [`NoiseMode::Exact`] (the default) the
+/// clipped matrix is released on the public grid of
+/// [`exact_grid`](DpForwardParams::exact_grid) with exact discrete Gaussian noise, so the
+/// returned floats are DP, low-order bits included (`docs/PRIVACY.md` §6.5): entry `(r, j)`
+/// is a multiple of `Λ` ([`DpForwardReport::resolution`]) whose integer noise comes from
+/// the exact-sampler window of element `first + r·dim + j`; matrix factors then add
+/// data-independent float noise drawn from the next `⌈rows·dim/8⌉` elements'
+/// blocks. In [`NoiseMode::UnsafeFloat`] float noise element `(r, j)` is element
+/// `first + r·dim + j` of the standard normal draw, added in `f64` (not DP in its low-order
+/// bits). Both layouts: `docs/RANDOMNESS.md` §5.4. **Never reuse** `(key, stream)` element
 /// ranges across releases: equal noise on two different matrices reveals their difference.
 ///
-/// If `ledger` is given it is charged after every check and before `x` is touched:
+/// If `ledger` is given it is charged (in the params' mode) after every check and before
+/// `x` is touched:
 /// * an approximate-DP ledger, `Charge::Approx(params.guarantee())`, only for a plan of one
 ///   release (`releases = 1`); a plan of `k > 1` composes exactly only as a whole: charge
 ///   [`DpForwardParams::plan_charge`] once per input yourself and pass no ledger;
@@ -32,32 +59,42 @@ use crate::scratch::check_scratch;
 /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
 ///     NoiseFactors, NoisePosition, SensitivityRule, dp_forward};
 /// use dpattn_core::sampling::NoiseKey;
-/// use dpattn_core::{MatMut, PrivacyBudget};
+/// use dpattn_core::{MatMut, NoiseMode, PrivacyBudget};
 /// let p = DpForwardParams {
 ///     budget: PrivacyBudget::new(4.0, 1e-5)?, releases: 1, clip_norm: 1.0,
 ///     region: ClipRegion::Frobenius, mode: ClipMode::Normalize,
 ///     neighbours: Neighbours::Sequence, position: NoisePosition::Embedding,
-///     tokens: 4, dim: 8, rule: SensitivityRule::Derived,
+///     tokens: 4, dim: 8, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 /// };
 /// let mut x: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect(); // batch 2
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
 /// let report = dp_forward(MatMut::from_row_major(&mut x, 8, 8)?, &p, &NoiseFactors::Iid,
 ///     &NoiseKey::from_bytes([7; 32]), 0, 0, Some(&mut ledger), &mut [])?;
 /// assert_eq!(report.scaled, 2);
-/// assert_eq!(ledger.charges(), 1);
+/// assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
 /// // σ = 2C/A(4, 1e-5) = 2.16232369904 (seed-003 §5-A) per entry, against a signal of
 /// // norm 1 spread over 32 entries.
 /// assert!((p.noise_floor()? / 2.16232369904 - 1.0).abs() < 1e-10);
+/// // Every output is an exact multiple of the public resolution Λ = 2^-10
+/// // (the largest power of two with √32·Λ ≤ 2/256).
+/// let lambda = report.resolution.unwrap();
+/// assert_eq!(lambda, 2f64.powi(-10));
+/// assert!(x.iter().all(|&v| (f64::from(v) / lambda).fract() == 0.0));
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
 /// # Errors
-/// Those of [`DpForwardParams::validate`] and [`check_factors`](super::check_factors);
+/// Those of [`DpForwardParams::validate`] and [`check_factors`];
+/// in exact mode those of [`DpForwardParams::exact_grid`] (a clip norm no grid of the
+/// format holds), [`Error::OutOfRange`] for diagonal noise beyond the exact sampler's
+/// range or an element index reaching `2^40`;
 /// [`Error::ShapeMismatch`] when `x` has not `dim` columns or its row count is not a
 /// positive multiple of `tokens`; [`Error::NonFinite`] for NaN or ±∞ in `x`;
 /// [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when `first + rows·dim` overflows;
 /// [`Error::Unsupported`] for an approximate-DP ledger with `releases > 1`; the ledger's
-/// error when the charge does not fit. On every error `x` and the ledger are untouched.
+/// error when the charge does not fit. On every error `x` and the ledger are untouched
+/// (but for an exhausted randomness window, probability below `2^−1000`, after which `x`
+/// is all NaN).
 #[allow(clippy::too_many_arguments)]
 pub fn dp_forward<T: NoiseFloat, const N: usize>(
     mut x: MatMut<'_, T>,
@@ -68,7 +105,7 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
     first: u64,
     ledger: Option<&mut Ledger<N>>,
     scratch: &mut [f64],
-) -> Result<ClipReport> {
+) -> Result<DpForwardReport> {
     let floor = check_factors(params, factors)?;
     let (tokens, dim) = (params.tokens, params.dim);
     if x.cols() != dim {
@@ -85,6 +122,10 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
     check_scratch(scratch.len(), dp_forward_scratch_len(factors, tokens, dim))?;
     let total = mul_size(x.rows(), dim, "rows * dim")? as u64;
     first.checked_add(total).ok_or(Error::SizeOverflow { what: "first + rows * dim" })?;
+    let grid = match params.noise_mode {
+        NoiseMode::Exact => Some(plan_exact::<T>(params, factors, floor, first, total)?),
+        NoiseMode::UnsafeFloat => None,
+    };
     check_finite_hidden(&x)?;
     if let Some(ledger) = ledger {
         let charge = match ledger.total() {
@@ -98,11 +139,19 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
             }
             _ => Charge::Zcdp(params.release_rho_at(floor)?),
         };
-        ledger.try_charge(charge)?;
+        ledger.try_charge_in(charge, params.noise_mode)?;
     }
     // Every check of clip_hidden ran above (C by validate, shape, finiteness).
-    let report = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);
+    let clip = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);
     let noise_stream = KeyedStream::new(key, stream);
-    add_noise(x, tokens, factors, floor, &noise_stream, first, scratch)?;
-    Ok(report)
+    match &grid {
+        Some(g) => release_exact(x, tokens, factors, g, floor, &noise_stream, first, scratch)?,
+        None => add_noise(x, tokens, factors, floor, &noise_stream, first, scratch)?,
+    }
+    Ok(DpForwardReport {
+        scaled: clip.scaled,
+        max_norm: clip.max_norm,
+        noise_mode: params.noise_mode,
+        resolution: grid.map(|g| g.resolution()),
+    })
 }

@@ -12,7 +12,7 @@
 //!
 //! Every clipped block lies in a ball of radius `C`, two points of which are at most `2C`
 //! apart: the paper's `S₂ = 2C` (§4.2). The paper's token-level values `C` and
-//! `C·σ_max(W)` are half of the truth (E2, [FIX]); `c` changed rows give `2C√c`, not `c·2C`
+//! `C·σ_max(W)` are half of the truth (E2, \[FIX\]); `c` changed rows give `2C√c`, not `c·2C`
 //! (E15). The released code's `S₂ = C` (E1) is available only through
 //! [`SensitivityRule::ReleasedCode`](super::SensitivityRule::ReleasedCode), which charges
 //! the *effective* ε of the real sensitivity.

@@ -14,6 +14,7 @@ use crate::attention_options::ScoreFn;
 use crate::batched::{BatchedMut, BatchedRef};
 use crate::element::Element;
 use crate::error::{Error, Result, mul_size};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::{KeyedStream, NoiseKey};
@@ -73,6 +74,11 @@ pub struct GaussianSamplingParams {
     /// data subjects per batch element): the call is then charged `heads` releases (parallel
     /// composition) instead of `batch · heads`.
     pub batch_elements_disjoint: bool,
+    /// Must be [`NoiseMode::UnsafeFloat`] ([`unsafe_float`](Self::unsafe_float)): the
+    /// mechanism has no floating-point-safe form (`docs/PRIVACY.md` §3.5), so in the
+    /// default [`NoiseMode::Exact`] every release is refused with [`Error::Unsupported`].
+    /// The exact route for the same privacy unit is [`crate::gram_attention`].
+    pub noise_mode: NoiseMode,
 }
 
 impl GaussianSamplingParams {
@@ -89,7 +95,25 @@ impl GaussianSamplingParams {
             sensitivity: SensitivityBound::PaperSqrtN,
             out_of_domain: OutOfDomain::Reject,
             batch_elements_disjoint: false,
+            noise_mode: NoiseMode::Exact,
         }
+    }
+
+    /// These parameters in [`NoiseMode::UnsafeFloat`], the only mode the mechanism runs in:
+    /// its `(ε, δ)` holds for the idealised mechanism on real numbers, **not** for the
+    /// floating-point samples it releases (`docs/PRIVACY.md` §3.5).
+    ///
+    /// ```
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// use dpattn_core::gaussian_sampling_attention::{Domain, GaussianSamplingParams};
+    /// let domain = Domain { alpha: 1.0, eta: 0.5, beta: 5e-6 };
+    /// let p = GaussianSamplingParams::new(PrivacyBudget::new(0.09, 1e-6)?, domain, 300_000);
+    /// assert_eq!(p.noise_mode, NoiseMode::Exact); // refused when released
+    /// assert_eq!(p.unsafe_float().noise_mode, NoiseMode::UnsafeFloat);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn unsafe_float(self) -> Self {
+        Self { noise_mode: NoiseMode::UnsafeFloat, ..self }
     }
 
     fn calibration(&self) -> Calibration {
@@ -276,6 +300,8 @@ fn charge(p: &GaussianSamplingParams, batch: usize, heads: usize) -> Result<Priv
 ///     Domain, GaussianSamplingParams, check_release_parameters};
 /// let domain = Domain::new(0.04, 0.05, 1e-6)?;
 /// let params = GaussianSamplingParams::new(PrivacyBudget::new(0.09, 1e-6)?, domain, 100_000);
+/// assert!(check_release_parameters(&params, [1, 2, 2, 64]).is_err()); // exact mode: refused
+/// let params = params.unsafe_float();
 /// let total = check_release_parameters(&params, [1, 2, 2, 64])?;
 /// assert!((total.epsilon().get() - 0.18).abs() < 1e-12); // two problems, basic composition
 /// assert!(check_release_parameters(&params, [1, 1, 0, 64]).is_err());
@@ -290,6 +316,13 @@ pub fn check_release_parameters(
     params: &GaussianSamplingParams,
     shape: [usize; 4],
 ) -> Result<PrivacyBudget> {
+    if params.noise_mode == NoiseMode::Exact {
+        return Err(Error::Unsupported {
+            what: "paper 000's Gaussian sampling in NoiseMode::Exact: it has no floating-point-safe form \
+                   (docs/PRIVACY.md §3.5); use gram_attention for an exact release with the same privacy \
+                   unit, or set noise_mode to NoiseMode::UnsafeFloat to run it anyway",
+        });
+    }
     let [batch, heads, n, d] = shape;
     for (name, v) in [("batch", batch), ("heads", heads), ("n", n), ("d", d)] {
         if v == 0 {
@@ -349,7 +382,8 @@ pub fn check_release_parameters(
 ///     0.028 * if row == 1 && col % 2 == 1 { -1.0 } else { 1.0 }
 /// }).collect();
 /// let domain = Domain::new(0.04, 0.05, 1e-6)?;
-/// let params = GaussianSamplingParams::new(PrivacyBudget::new(0.09, 1e-6)?, domain, 100_000);
+/// let params = GaussianSamplingParams::new(PrivacyBudget::new(0.09, 1e-6)?, domain, 100_000)
+///     .unsafe_float(); // no floating-point-safe form (module docs)
 /// let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
 /// let mut scratch = vec![0.0; gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?];
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-5)?);
@@ -363,6 +397,8 @@ pub fn check_release_parameters(
 /// ```
 ///
 /// # Errors
+/// [`Error::Unsupported`] in [`NoiseMode::Exact`] (the default: the mechanism has no
+/// floating-point-safe form, `docs/PRIVACY.md` §3.5);
 /// [`Error::ShapeMismatch`] (any axis; `d < n` in reject mode), [`Error::OutOfRange`]
 /// (`ε ∉ (0, 1)`, `δ ∉ (0, 0.1)`, `k ∉ [1, 2^53]`, Bartlett with `k < n`, a bad domain,
 /// problem indices past the stream's window range), [`Error::Infeasible`] (the privacy
@@ -431,7 +467,7 @@ fn release_all<T: Element, const N: usize>(
         }
     }
     if let Some(ledger) = ledger {
-        ledger.try_charge(Charge::Approx(total))?;
+        ledger.try_charge_in(Charge::Approx(total), params.noise_mode)?;
     }
 
     // Pass 2: the releases (the same deterministic Gram and Cholesky as pass 1). With one

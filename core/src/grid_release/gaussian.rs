@@ -42,7 +42,7 @@ pub struct GaussianGridSpec {
 /// let spec = GaussianGridSpec { l2_sensitivity: 1.0, dimension: 64, computation_error: 0.0,
 ///     value_bound: 4.0, format: GridFormat::F32 };
 /// let g = GaussianGrid::calibrate(&spec, 3.0)?;
-/// assert_eq!(g.resolution(), 2f64.powi(-12)); // √64·Λ ≤ 1/256
+/// assert_eq!(g.resolution(), 2f64.powi(-11)); // √64·Λ ≤ 1/256
 /// assert!(g.inflation() <= 1.0 / 256.0);
 /// assert!(g.sigma() >= 3.0 * g.rounded_sensitivity());
 /// let mut x = [0.1f64; 64];

@@ -51,7 +51,7 @@ impl TruncatedLaplaceGrid {
         let k = floor_log2(s / 256.0).clamp(lo, hi);
         let grid = Grid::new(k, format)?;
         let units = libm::floor(libm::scalbn(add_up(s, mul_up(2.0, e)), -k));
-        if !(units < 9.0e15) {
+        if units.is_nan() || units >= 9.0e15 {
             return Err(Error::OutOfRange {
                 name: "integer sensitivity (computation error too large)",
                 value: units,

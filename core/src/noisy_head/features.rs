@@ -301,6 +301,38 @@ pub fn private_features(
     v: &mut [f64],
     t: &mut [f64],
 ) -> Result<()> {
+    summaries(p, clip_c, proj_g, false, u, v, t)
+}
+
+/// [`private_features`] with *balanced* factors, for the exact release: a summary left
+/// unprojected is stored as `û = u/‖u‖`, `ṽ = ‖u‖·v` (the same matrix up to rounding), so
+/// that `|û_i| ≤ 2` and `|ṽ_j| ≤ 2G` for every prompt, and every product of the step is
+/// bounded by public constants (the unbalanced factors of [`private_features`] can be
+/// `1e300` and `1e-300`, whose products overflow or underflow). The exact norm still obeys
+/// `‖û ṽᵀ‖_F ≤ G`: with `ν_u, ν_v` the computed norms (relative error `≤ (D + 2)u`,
+/// `u = 2⁻⁵³`), the branch is taken when `ν_v ≤ fl(fl(G·m)/ν_u)`, and
+/// `‖û‖‖ṽ‖ ≤ G·m·(1 + u)⁴/(1 − (D + 2)u)² + O(√D·2⁻¹⁰⁷⁵) < G` since the margin
+/// `m = 1 − (4D + 16)u` leaves more than `(2D + 7)u·G ≥ 10⁻¹¹⁶`.
+pub(crate) fn balanced_private_features(
+    p: &Prompts<'_>,
+    clip_c: f64,
+    proj_g: f64,
+    u: &mut [f64],
+    v: &mut [f64],
+    t: &mut [f64],
+) -> Result<()> {
+    summaries(p, clip_c, proj_g, true, u, v, t)
+}
+
+fn summaries(
+    p: &Prompts<'_>,
+    clip_c: f64,
+    proj_g: f64,
+    balance: bool,
+    u: &mut [f64],
+    v: &mut [f64],
+    t: &mut [f64],
+) -> Result<()> {
     crate::error::check_radius("clip_c", clip_c)?;
     crate::error::check_radius("proj_g", proj_g)?;
     check_out(p, u, v, t)?;
@@ -325,6 +357,9 @@ pub fn private_features(
             let gm = proj_g * m;
             uk.iter_mut().for_each(|x| *x /= nu);
             vk.iter_mut().for_each(|x| *x = *x / nv * gm);
+        } else if balance {
+            uk.iter_mut().for_each(|x| *x /= nu);
+            vk.iter_mut().for_each(|x| *x *= nu);
         }
     }
     Ok(())

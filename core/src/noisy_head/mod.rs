@@ -14,7 +14,10 @@
 //! `(ε/T, δ/T)` and basic composition adds them up. The classical mechanism is proven only
 //! for `ε/T < 1`; the paper does not say so, the library enforces it
 //! ([`NoisyHeadParams::validate`]). `Γ⁰`, `C, G, R, λ, η0, T` and `σ` must not depend on the
-//! private prompts; `T` is fixed before the run ([`schedule`]).
+//! private prompts; `T` is fixed before the run ([`schedule`]). The guarantee holds in the
+//! floats returned under the default [`NoiseMode::Exact`](crate::NoiseMode::Exact): each
+//! step's iterate is released on a public grid with exact discrete Gaussian noise
+//! ([`Calibration`], `docs/PRIVACY.md` §5.5).
 //!
 //! **Neighbour relation and unit: one whole prompt**, replaced (all `L + 1` tokens, the
 //! labels and the query target); `N` is public (Def. 3.1, erratum 30). Test prompts are not
@@ -41,6 +44,7 @@
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 
+mod exact;
 mod features;
 mod linear_head;
 mod params;
@@ -54,7 +58,7 @@ mod train;
 
 pub use features::{Features, Prompts, private_features, prompt_from_embedding, raw_features};
 pub use linear_head::{export_attention, linear_attention_head, linear_attention_head_scratch_len};
-pub use params::{Accounting, Diagnostics, GForm, NoisyHeadParams, Radii};
+pub use params::{Accounting, Calibration, Diagnostics, GForm, NoisyHeadParams, Radii};
 pub use release::{noisy_head, noisy_head_scratch_len};
 #[cfg(feature = "alloc")]
 pub use ridge::{RidgeSolver, ridge};

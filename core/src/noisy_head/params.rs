@@ -14,6 +14,7 @@ use crate::calibration::gaussian_mechanism::classical_gaussian_sigma;
 use crate::directed_rounding::{add_up, mul_up};
 use crate::error::check_radius;
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
+use crate::grid_release::{GaussianGrid, NoiseMode};
 
 /// How the per-entry noise standard deviation `s` is calibrated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -72,6 +73,60 @@ pub struct NoisyHeadParams {
     pub delta: f64,
     /// How `s` is calibrated (default [`Accounting::Paper`]).
     pub accounting: Accounting,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
+}
+
+/// The calibration of one release, computed once per release by
+/// [`NoisyHeadParams::calibrate`] (the zCDP `ρ` is a bisection: issue 28).
+///
+/// ```
+/// use dpattn_core::NoiseMode;
+/// use dpattn_core::noisy_head::presets;
+/// let p = presets::low_dim(4000, 1.0)?;
+/// let cal = p.calibrate()?;
+/// assert_eq!(cal.noise_std(), p.noise_std()?);
+/// // The exact release's grid: Λ = 2⁻²⁰ here, and its noise is within 0.4 % of s.
+/// let grid = cal.grid().unwrap();
+/// assert_eq!(grid.resolution(), 2f64.powi(-20));
+/// assert!(grid.sigma() >= cal.noise_std() && grid.sigma() < 1.004 * cal.noise_std());
+/// let float = dpattn_core::noisy_head::NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
+/// assert!(float.calibrate()?.grid().is_none());
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    noise_std: f64,
+    budget: PrivacyBudget,
+    rho: Option<Rho>,
+    grid: Option<GaussianGrid>,
+    mode: NoiseMode,
+}
+
+impl Calibration {
+    /// `s`, the continuous noise std of one step ([`NoisyHeadParams::noise_std`]).
+    pub fn noise_std(&self) -> f64 {
+        self.noise_std
+    }
+
+    /// The exact release's grid and integer noise ([`NoiseMode::Exact`]; `None` for
+    /// [`NoiseMode::UnsafeFloat`]): `Λ`, the inflated sensitivity, the noise.
+    pub fn grid(&self) -> Option<&GaussianGrid> {
+        self.grid.as_ref()
+    }
+
+    /// Which noise the release draws.
+    pub fn noise_mode(&self) -> NoiseMode {
+        self.mode
+    }
+
+    /// What a ledger is charged ([`NoisyHeadParams::charge`]).
+    pub fn charge<const K: usize>(&self) -> Charge<K> {
+        match self.rho {
+            Some(rho) => Charge::Zcdp(rho),
+            None => Charge::Approx(self.budget),
+        }
+    }
 }
 
 /// Data-independent flags about a parameter set that are allowed but worth knowing
@@ -100,6 +155,12 @@ impl NoisyHeadParams {
         mul_up(self.eta0, self.sigma_min()) / self.n as f64 * (1.0 + 2.0 * f64::EPSILON)
     }
 
+    /// `η0σ/N·(1 + 2⁻⁵¹)`: the step sensitivity the noise is calibrated to. The factor
+    /// covers the three roundings, so it is at least the exact `η0σ/N` for `N < 2⁵³`.
+    pub(crate) fn noise_sensitivity(&self) -> f64 {
+        self.eta0 * self.sigma / self.n as f64 * (1.0 + 2.0 * f64::EPSILON)
+    }
+
     /// The per-entry standard deviation `s` of the noise `z_t`.
     ///
     /// [`Accounting::Paper`]: `s = η0·T·σ·√(2 ln(1.25T/δ)) / (ε N)`, i.e. the classical
@@ -109,18 +170,23 @@ impl NoisyHeadParams {
     /// # Errors
     /// Those of [`validate`](Self::validate) that concern `ε, δ, η0, σ, N, T`.
     pub fn noise_std(&self) -> Result<f64> {
+        self.noise_std_and_rho().map(|(s, _)| s)
+    }
+
+    /// `s` and, under [`Accounting::Zcdp`], the `ρ` it was calibrated for (one bisection).
+    fn noise_std_and_rho(&self) -> Result<(f64, Option<Rho>)> {
         self.check_privacy_inputs()?;
         let t = f64::from(self.iters);
-        let step_sens = self.eta0 * self.sigma / self.n as f64 * (1.0 + 2.0 * f64::EPSILON);
+        let step_sens = self.noise_sensitivity();
         match self.accounting {
             Accounting::Paper => {
-                classical_gaussian_sigma(self.epsilon / t, self.delta / t, step_sens)
+                Ok((classical_gaussian_sigma(self.epsilon / t, self.delta / t, step_sens)?, None))
             }
             Accounting::Zcdp => {
-                let rho = self.zcdp_rho()?.get();
-                let s = step_sens * libm::sqrt(t / (2.0 * rho)) * (1.0 + 4.0 * f64::EPSILON);
+                let rho = self.zcdp_rho()?;
+                let s = step_sens * libm::sqrt(t / (2.0 * rho.get())) * (1.0 + 4.0 * f64::EPSILON);
                 positive_finite("noise std", s)?;
-                Ok(s)
+                Ok((s, Some(rho)))
             }
         }
     }
@@ -157,7 +223,32 @@ impl NoisyHeadParams {
     ///   more iterations, a smaller ε, or [`Accounting::Zcdp`]); `η0 ≥ 2/(2λ + G²)` (the
     ///   descent diverges and `Π_R` would hide it).
     /// * [`Error::SizeOverflow`]: `D²`, `N·L·D` or `T·D²` overflow.
+    /// * [`NoiseMode::Exact`] only, [`Error::OutOfRange`]: `T·D² > 2⁴⁰` (noise elements),
+    ///   sizes or radii beyond the exact release's error bound, or no grid that holds the
+    ///   release (module `exact` of `noisy_head`, `docs/PRIVACY.md` §5.5).
     pub fn validate(&self) -> Result<()> {
+        self.calibrate().map(|_| ())
+    }
+
+    /// Checks the parameters ([`validate`](Self::validate)) and computes everything one
+    /// release needs: `s`, the charge, and the exact release's grid. One call per
+    /// release: under [`Accounting::Zcdp`] it solves for `ρ` once.
+    ///
+    /// # Errors
+    /// Those of [`validate`](Self::validate).
+    pub fn calibrate(&self) -> Result<Calibration> {
+        self.check()?;
+        let (noise_std, rho) = self.noise_std_and_rho()?;
+        let grid = match self.noise_mode {
+            NoiseMode::Exact => Some(super::exact::exact_grid(self, noise_std)?),
+            NoiseMode::UnsafeFloat => None,
+        };
+        let budget = PrivacyBudget::new(self.epsilon, self.delta)?;
+        Ok(Calibration { noise_std, budget, rho, grid, mode: self.noise_mode })
+    }
+
+    /// The checks of [`validate`](Self::validate) that need no calibration.
+    fn check(&self) -> Result<()> {
         for (name, v) in [("d", self.d), ("l", self.l), ("n", self.n)] {
             if v == 0 {
                 return Err(Error::OutOfRange { name, value: 0.0, allowed: "[1, inf)" });
@@ -187,7 +278,7 @@ impl NoisyHeadParams {
                 rhs: limit,
             });
         }
-        self.noise_std().map(|_| ())
+        Ok(())
     }
 
     fn check_privacy_inputs(&self) -> Result<()> {

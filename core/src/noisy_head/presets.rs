@@ -1,7 +1,8 @@
 //! The paper's experiment configurations (spec seed-004 §4.1, §5.3), with the constants its
 //! released code used where the text is garbled (errata 6, 7, 10, 18). All are functions of
 //! public sizes and `(ε, δ)` only, with `κ = 1`, `τ² = 0`, [`GForm::Proof`] and
-//! `σ = σ_min` exactly (the paper's "sigma_multiplier = 1").
+//! `σ = σ_min` exactly (the paper's "sigma_multiplier = 1"), and the exact release
+//! ([`NoiseMode::Exact`]).
 //!
 //! Step sizes are `η0 = k·(2/3)·λ/(λ + G²)²` with `k` = 0.95 (low-dim), 0.1 (high-dim),
 //! 0.01 (early stopping), 1 (robustness).
@@ -9,6 +10,7 @@
 use super::params::{Accounting, GForm, NoisyHeadParams, Radii};
 use super::schedule::t_low_dim_code;
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 
 fn isqrt(n: usize) -> usize {
     let mut r = libm::sqrt(n as f64) as usize;
@@ -52,6 +54,7 @@ fn assemble(
         epsilon,
         delta,
         accounting: Accounting::Paper,
+        noise_mode: NoiseMode::Exact,
     };
     p.sigma = p.sigma_min();
     p.validate()?;

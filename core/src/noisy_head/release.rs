@@ -3,14 +3,19 @@
 //!
 //! **Guarantee.** `(ε, δ)`-DP for the released `Γ^T` under replace-one-prompt neighbours
 //! (Theorem 3.2, with the per-step condition `ε/T < 1` enforced), given that `Γ⁰` and every
-//! parameter are data-independent. Noise entry `(t, i, j)` is element `t·D² + i·D + j` of
-//! the keyed stream `(key, stream)` (`docs/RANDOMNESS.md` §5.3).
+//! parameter are data-independent — in the floats returned under the default
+//! [`NoiseMode::Exact`] (each step's iterate is released on a public grid with exact
+//! integer noise, module `exact`); for the ideal real mechanism only under
+//! [`NoiseMode::UnsafeFloat`]. Noise entry `(t, i, j)` is element `t·D² + i·D + j` of the
+//! keyed stream `(key, stream)` (`docs/RANDOMNESS.md` §5.3): a discrete Gaussian from that
+//! element's window (exact), or the `f64` Gaussian layout (unsafe float).
 
-use super::features::{Prompts, check_len, private_features};
-use super::params::NoisyHeadParams;
+use super::features::{Prompts, balanced_private_features, check_len, private_features};
+use super::params::{Calibration, NoisyHeadParams};
 use super::train::{Form, Stepper, project_ball};
 use crate::accounting::ledger::Ledger;
 use crate::error::{Error, Result, add_size, mul_size};
+use crate::grid_release::NoiseMode;
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use crate::scratch::check_scratch;
 
@@ -28,11 +33,15 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 
 /// Runs NoisyHead (Algorithm 1) and writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`.
 ///
-/// Order: every check on public inputs (parameters, shapes, `Γ⁰` finite, scratch); then
-/// the ledger is charged [`NoisyHeadParams::charge`]; then the private summaries are built
-/// ([`private_features`]: labels clipped to `±C`, each `Z_k` projected on the `G`-ball,
-/// non-finite content sanitised), `Γ ← Π_R(Γ⁰)`, and `T` times
-/// `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)`, `z_t ~ N(0, s²I)`.
+/// Order: every check on public inputs (parameters, shapes, `Γ⁰` finite, scratch) and the
+/// calibration ([`NoisyHeadParams::calibrate`], once); then the ledger is charged
+/// [`NoisyHeadParams::charge`] (in `params.noise_mode`); then the private summaries are
+/// built ([`private_features`]: labels clipped to `±C`, each `Z_k` projected on the
+/// `G`-ball, non-finite content sanitised; balanced factors in exact mode),
+/// `Γ ← Π_R(Γ⁰)`, and `T` times `Γ ← Π_R(release(next))` with
+/// `next = (1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k`: in exact mode
+/// `release(next) = grid.release(next, z_t)` with `z_t` exact discrete Gaussian integers
+/// ([`Calibration::grid`]), in unsafe-float mode `next + z_t`, `z_t ~ N(0, s²I)`.
 /// Any error leaves `out` and the ledger untouched. The part of `scratch` this call used
 /// is zeroed before it returns (it held summaries of private prompts).
 ///
@@ -78,7 +87,7 @@ pub fn noisy_head<const K: usize>(
     ledger: Option<&mut Ledger<K>>,
     scratch: &mut [f64],
 ) -> Result<()> {
-    params.validate()?;
+    let cal = params.calibrate()?;
     for (axis, expected, got) in
         [("n", params.n, prompts.n()), ("l", params.l, prompts.l()), ("d", params.d, prompts.d())]
     {
@@ -94,13 +103,13 @@ pub fn noisy_head<const K: usize>(
     }
     let need = noisy_head_scratch_len(params, form)?;
     check_scratch(scratch.len(), need)?;
-    let s = params.noise_std()?;
     if let Some(ledger) = ledger {
-        ledger.try_charge(params.charge()?)?;
+        ledger.try_charge_in(cal.charge(), cal.noise_mode())?;
     }
 
     let used = &mut scratch[..need];
-    let result = run(out, gamma0, prompts, params, form, s, &KeyedStream::new(key, stream), used);
+    let result =
+        run(out, gamma0, prompts, params, form, &cal, &KeyedStream::new(key, stream), used);
     used.fill(0.0);
     result
 }
@@ -112,7 +121,7 @@ fn run(
     prompts: &Prompts<'_>,
     params: &NoisyHeadParams,
     form: Form,
-    s: f64,
+    cal: &Calibration,
     ks: &KeyedStream,
     scratch: &mut [f64],
 ) -> Result<()> {
@@ -122,17 +131,31 @@ fn run(
     let (v, rest) = rest.split_at_mut(n * d);
     let (t, rest) = rest.split_at_mut(n);
     let (gamma, rest) = rest.split_at_mut(d2);
-    private_features(prompts, params.clip_c, params.proj_g, u, v, t)?;
+    let (c, g) = (params.clip_c, params.proj_g);
+    match cal.noise_mode() {
+        NoiseMode::Exact => balanced_private_features(prompts, c, g, u, v, t)?,
+        NoiseMode::UnsafeFloat => private_features(prompts, c, g, u, v, t)?,
+    }
     let f = super::Features::new(n, d, u, v, t)?;
     let (stepper, grad, next) = Stepper::new(f, params.lambda, params.eta0, form, rest)?;
     gamma.copy_from_slice(gamma0);
     project_ball(gamma, params.proj_r);
-    // After the step, `grad` is free and holds the standard normals of step t.
     for step in 0..u64::from(params.iters) {
         stepper.step(gamma, grad, next);
-        Gaussian::STANDARD.fill_keyed(ks, step * d2 as u64, grad)?;
-        for (g, (nx, z)) in gamma.iter_mut().zip(next.iter().zip(grad.iter())) {
-            *g = nx + s * z;
+        let first = step * d2 as u64;
+        match cal.grid() {
+            Some(grid) => {
+                grid.release_keyed(ks, first, next)?;
+                gamma.copy_from_slice(next);
+            }
+            None => {
+                // `grad` is free after the step: it holds the standard normals of step t.
+                Gaussian::STANDARD.fill_keyed(ks, first, grad)?;
+                let s = cal.noise_std();
+                for (g, (nx, z)) in gamma.iter_mut().zip(next.iter().zip(grad.iter())) {
+                    *g = nx + s * z;
+                }
+            }
         }
         project_ball(gamma, params.proj_r);
     }

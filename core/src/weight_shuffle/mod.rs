@@ -16,7 +16,10 @@
 //! mechanism*. The step is `(q, σ_eff)` Poisson-subsampled Gaussian DP-SGD with
 //! add/remove-one neighbours (one training record), charged on an RDP ledger with
 //! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp) — exactly what the
-//! same step without shuffling costs. The permutation is post-processing, so this is a valid
+//! same step without shuffling costs, and it holds in the floats returned under the default
+//! [`NoiseMode::Exact`](crate::NoiseMode::Exact) (the noisy sum is released on a public grid
+//! with exact integer noise: [`ShuffledDpSgdParams::exact_grid`], `docs/PRIVACY.md` §7.4).
+//! The permutation is post-processing, so this is a valid
 //! upper bound (Theorem 5, read as post-processing, spec §3.2), and no smaller bound is
 //! claimed: the permutation can be recovered from the previous weights (spec Q6).
 //!

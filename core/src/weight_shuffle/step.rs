@@ -35,15 +35,36 @@
 //! weights (spec Q6), so the paper's Theorem 6 accounting does not apply (see
 //! [`paper_estimate`](super::paper_estimate)).
 //!
-//! **Floating point.** Per-example clipping is DP-Forward's exact clip (`dp_forward::clip_hidden`
-//! on one block of `D` entries: it aims inside `c·(1 − (D + 16)·2⁻⁵²)`), so the exact
-//! norm of every clipped gradient is `≤ c` despite rounding. The sum, the noise (the `f64`
-//! Box–Muller of `docs/RANDOMNESS.md` §3, support `|z| ≤ 8.57`) and the update are
-//! floating point; as for every floating-point Gaussian mechanism, the low-order bits are
-//! not covered by the proof (`docs/PRIVACY.md` §2.5). The sampler's bounded support is one
-//! such effect; with a ledger, steps where it would be visible beyond 1% of the ledger's δ
-//! over the planned `T` steps are refused ([`ShuffledDpSgdParams::support_delta`]). Without
-//! a ledger the caller accounts and should run the same check.
+//! **Exact release** (the default, [`NoiseMode::Exact`]; `docs/PRIVACY.md` §7.4). Per-example
+//! clipping is DP-Forward's exact clip (`dp_forward::clip_hidden` on one block of `D`
+//! entries: it aims inside `c·(1 − (D + 16)·2⁻⁵²)`), so every stored gradient has exact
+//! norm `≤ c` and is a function of its own record. Each is then rounded to the public
+//! accumulation grid `Λ_g = 2^k`, the smallest power of two with `N·c ≤ 2⁵²·Λ_g`
+//! (round to nearest: norm `≤ c + √D·Λ_g/2`, again a per-record map), so every partial sum
+//! is an integer multiple of `Λ_g` below `2⁵³·Λ_g` and **the sum is computed exactly**, in
+//! any order. The batch projection is 1-Lipschitz; each computed projection lies within
+//! `c′·γ_{D+9} + √D·2⁻¹⁰⁷⁵` of the exact projection of its input (`γ_n = nu/(1 − nu)`,
+//! `u = 2⁻⁵³`: the computed norm is within `γ_{D+5}` of the true one, the factor and the
+//! rescaling add three roundings, and when the decision is wrong the true norm is within the
+//! same error of `c′`). The noisy sum is released on the grid of
+//! [`ShuffledDpSgdParams::exact_grid`]: `Λ·(round(ŝ/Λ) + Z)`, `Z` exact discrete Gaussian
+//! integers (moved coordinates `scaled_noise(σ/σ_eff)`, fixed ones `scaled_noise(σ₀/σ_eff)`),
+//! calibrated to `Δ = c + √D·Λ_g/2` (add/remove one record), `d = D`, multiplier `σ_eff`, the
+//! projection error as `E`, and the value bound `N·(c + Λ_g/2) + E`. The `grid_release`
+//! lemma gives the released integers the guarantee of the continuous subsampled Gaussian at
+//! `σ_eff` and sensitivity `Δ + 2E + √D·Λ`, for which `σ_eff` times that sensitivity is
+//! calibrated, so the RDP charge is unchanged. Everything the step hands back is
+//! post-processing of those integers and public values: `g̃ = Λ·k/B` and `w − η·g̃`
+//! (`B = qN`, `η`, `w` public), the permutations (independent of the data), and the
+//! optimizer state permuted. Noise coordinate `j` is element `j` of the noise stream in the
+//! window layout (`D < 2⁴⁰`).
+//!
+//! **Unsafe float** ([`NoiseMode::UnsafeFloat`]): the sum plus `f64` Box–Muller noise (the
+//! layout of `docs/RANDOMNESS.md` §3, support `|z| ≤ 8.57`); the low-order bits are not
+//! covered by the proof (`docs/PRIVACY.md` §2.5). The sampler's bounded support is one such
+//! effect; with a ledger, steps where it would be visible beyond 1% of the ledger's δ over
+//! the planned `T` steps are refused ([`ShuffledDpSgdParams::support_delta`]). Without a
+//! ledger the caller accounts and should run the same check.
 //!
 //! **Data-dependent failures.** A per-example gradient with NaN/∞ is replaced by zero (a
 //! point of the `c`-ball, so the sensitivity is unchanged) and counted in
@@ -53,18 +74,23 @@
 //! sums erased from `scratch`.
 //!
 //! **Randomness** (`docs/RANDOMNESS.md` §5.5): three draws per step under one key — the
-//! selection (record `i`'s window), the noise (coordinate `j` is element `j` of the `f64`
-//! Gaussian layout) and the permutations (read sequentially from word 0) — on the stream ids
-//! of [`StepStreams`].
+//! selection (record `i`'s window), the noise (coordinate `j` is element `j`: its window in
+//! exact mode, the `f64` Gaussian layout in unsafe-float mode) and the permutations (read
+//! sequentially from word 0) — on the stream ids of [`StepStreams`].
 
 use crate::accounting::ledger::{Amount, Charge, Ledger};
 use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
+use crate::directed_rounding::{add_up, count_up, gamma_up, mul_up, sqrt_up};
 use crate::dp_forward::GAUSSIAN_SUPPORT;
 use crate::dp_forward::{ClipMode, ClipRegion, clip_checked};
 use crate::element::Element;
 use crate::error::{Error, Result, check_radius, positive_finite, rate};
+use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::matrix_view::MatMut;
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey, PoissonSubsampling};
+use crate::sampling::{
+    DiscreteGaussian, ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey,
+    PoissonSubsampling,
+};
 use crate::scratch::check_scratch;
 
 use super::plan::ShufflePlan;
@@ -120,16 +146,22 @@ pub struct ShuffledDpSgdParams {
     pub fixed_noise_multiplier: Option<f64>,
     /// Learning rate `η` (finite; `0` only noises nothing in effect but still charges).
     pub learning_rate: f64,
-    /// The number of steps `T` the run plans; the bounded-support check uses it.
+    /// The number of steps `T` the run plans; the bounded-support check of the unsafe float
+    /// path uses it.
     pub planned_steps: u64,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 impl ShuffledDpSgdParams {
-    /// Parameters without batch clipping and with one noise multiplier for every coordinate.
+    /// Parameters without batch clipping, with one noise multiplier for every coordinate,
+    /// and the exact release ([`NoiseMode::Exact`]).
     ///
     /// ```
+    /// use dpattn_core::NoiseMode;
     /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
-    /// assert_eq!(ShuffledDpSgdParams::new(0.5, 2.0, 1.0, 0.1, 10).clip_norm, 2.0);
+    /// let p = ShuffledDpSgdParams::new(0.5, 2.0, 1.0, 0.1, 10);
+    /// assert_eq!((p.clip_norm, p.noise_mode), (2.0, NoiseMode::Exact));
     /// ```
     pub fn new(
         sampling_rate: f64,
@@ -146,6 +178,7 @@ impl ShuffledDpSgdParams {
             fixed_noise_multiplier: None,
             learning_rate,
             planned_steps,
+            noise_mode: NoiseMode::Exact,
         }
     }
 
@@ -193,7 +226,8 @@ impl ShuffledDpSgdParams {
     /// the difference `μ = 1/σ_eff` spread evenly over `k` pairs, `sup_k k·g(μ/√k)`, bounded
     /// by twice its maximum over `k = 1, 2, 4, …` (doubling `k` at most doubles `k·g`).
     /// Uneven spreads are not covered by a proof: this is a safeguard against a
-    /// floating-point effect, like the rest of `docs/PRIVACY.md` §2.5, not part of the
+    /// floating-point effect of [`NoiseMode::UnsafeFloat`] (the exact release has no
+    /// bounded support and is not checked), like the rest of `docs/PRIVACY.md` §2.5, not part of the
     /// guarantee.
     ///
     /// ```
@@ -218,6 +252,91 @@ impl ShuffledDpSgdParams {
         }
         let tau = if pairs > 1.0 { (2.0 * worst).min(1.0) } else { worst };
         self.planned_steps as f64 * self.sampling_rate * tau
+    }
+}
+
+impl ShuffledDpSgdParams {
+    /// `k` of the accumulation grid `Λ_g = 2^k` of the exact release: the smallest power of
+    /// two with `N·c ≤ 2⁵²·Λ_g`, so that every partial sum of `≤ N` gradients rounded to
+    /// `Λ_g` (each coordinate `≤ c + Λ_g/2`) is an integer multiple of `Λ_g` below `2⁵³·Λ_g`:
+    /// the sum is computed exactly (module docs, "Exact release").
+    fn accumulation_exponent(&self, capacity: u64) -> i32 {
+        let span = mul_up(count_up(capacity), self.clip_norm); // ≤ 2^40·1e100: finite
+        let k = crate::grid_release::floor_log2(span) - 52;
+        if libm::scalbn(1.0, k + 52) < span { k + 1 } else { k }
+    }
+
+    /// The public bound `E` on the distance between the computed batch projection of the
+    /// (exact) sum and the exact projection, for a model of `D = param_len` coordinates in
+    /// `P` projected blocks: `P·(c′·γ_{D+9} + √D·2⁻¹⁰⁷⁵)` (`0` without batch clipping).
+    fn projection_error(&self, param_len: usize, blocks: usize) -> f64 {
+        let Some(bc) = self.batch_clip else { return 0.0 };
+        let d = count_up(param_len as u64);
+        let projections = match bc.scope {
+            BatchClipScope::PerBlock => count_up(blocks as u64),
+            BatchClipScope::AllMoved => 1.0,
+        };
+        // 2⁻¹⁰⁷⁵·√D: the underflows of the rescaling, one per coordinate.
+        let underflow = mul_up(sqrt_up(d), f64::from_bits(1) / 2.0);
+        mul_up(projections, add_up(mul_up(bc.norm, gamma_up(add_up(d, 9.0))), underflow))
+    }
+
+    /// The grid and integer noise of the exact release of a step on `plan` with `capacity`
+    /// slots ([`NoiseMode::Exact`], module docs): sensitivity `Δ = c + √D·Λ_g/2` (one
+    /// record's gradient rounded to the accumulation grid `Λ_g ≈ N·c·2⁻⁵²`), `d = D`, noise
+    /// multiplier `σ_eff`, computation error `E` = the batch projection's
+    /// `P·(c′·γ_{D+9} + √D·2⁻¹⁰⁷⁵)` (the sum itself is exact), value bound
+    /// `M = N·(c + Λ_g/2) + E`, `f64` values. Its [`resolution`](GaussianGrid::resolution)
+    /// is the `Λ` the released sum is a multiple of; moved (fixed) coordinates draw
+    /// [`GaussianGrid::scaled_noise`]`(σ/σ_eff)` (`σ₀/σ_eff`).
+    ///
+    /// ```
+    /// use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan,
+    ///     ShuffledDpSgdParams, WeightLayout};
+    /// let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
+    ///     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
+    /// let plan = ShufflePlan::new(&blocks, 12)?;
+    /// let grid = ShuffledDpSgdParams::new(0.1, 1.0, 1.1, 0.05, 100).exact_grid(&plan, 1000)?;
+    /// // √12·Λ ≤ c/256: Λ = 2⁻¹⁰, and σ_eff·c is inflated by less than 0.4 %.
+    /// assert_eq!(grid.resolution(), 2f64.powi(-10));
+    /// assert!(grid.continuous_sigma() >= 1.1 && grid.continuous_sigma() < 1.1 * 1.004);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for parameters outside their domains (as the step), a capacity
+    /// outside `[1, 2⁴⁰)`, `param_len ≥ 2⁴⁰` (noise elements), or a release no `f64` grid
+    /// holds (e.g. `σ·√D > 2³¹`: the integer noise would leave the sampler's range).
+    pub fn exact_grid(&self, plan: &ShufflePlan<'_>, capacity: u64) -> Result<GaussianGrid> {
+        self.validate()?;
+        check_capacity(capacity)?;
+        let d = plan.param_len();
+        if d as u64 >= 1 << 40 {
+            let value = d as f64;
+            return Err(Error::OutOfRange {
+                name: "param_len (exact noise elements)",
+                value,
+                allowed: "[1, 2^40)",
+            });
+        }
+        let half_step = libm::scalbn(1.0, self.accumulation_exponent(capacity) - 1);
+        let err = self.projection_error(d, plan.blocks().len());
+        let per_coordinate = add_up(self.clip_norm, half_step);
+        let spec = GaussianGridSpec {
+            l2_sensitivity: add_up(self.clip_norm, mul_up(sqrt_up(count_up(d as u64)), half_step)),
+            dimension: d as u64,
+            computation_error: err,
+            value_bound: add_up(mul_up(count_up(capacity), per_coordinate), err),
+            format: GridFormat::F64,
+        };
+        GaussianGrid::calibrate(&spec, self.effective_noise_multiplier())
+    }
+
+    /// The integer noise of moved and of fixed coordinates for `grid`.
+    fn exact_noises(&self, grid: &GaussianGrid) -> Result<(DiscreteGaussian, DiscreteGaussian)> {
+        let eff = self.effective_noise_multiplier();
+        let fixed = self.fixed_noise_multiplier.unwrap_or(self.noise_multiplier);
+        Ok((grid.scaled_noise(self.noise_multiplier / eff)?, grid.scaled_noise(fixed / eff)?))
     }
 }
 
@@ -271,6 +390,11 @@ pub struct StepReport {
     pub non_finite: u64,
     /// `σ_eff`, the noise multiplier charged.
     pub effective_noise_multiplier: f64,
+    /// The noise the step drew.
+    pub noise_mode: NoiseMode,
+    /// `Λ` of the exact release: the noisy sum was a multiple of it before the division by
+    /// `B` ([`ShuffledDpSgdParams::exact_grid`]); `None` for [`NoiseMode::UnsafeFloat`].
+    pub resolution: Option<f64>,
 }
 
 /// Scratch (`f64`) for [`shuffled_dp_sgd_step`]: two buffers of `param_len`.
@@ -331,6 +455,14 @@ fn project(v: &mut [f64], c: f64, ranges: Ranges<'_>) -> bool {
     true
 }
 
+fn check_capacity(records: u64) -> Result<()> {
+    if records == 0 || records >= 1 << 40 {
+        let value = records as f64;
+        return Err(Error::OutOfRange { name: "capacity N", value, allowed: "[1, 2^40)" });
+    }
+    Ok(())
+}
+
 /// Checks everything that does not depend on the data.
 #[allow(clippy::too_many_arguments)]
 fn check_inputs<T: Element>(
@@ -361,10 +493,7 @@ fn check_inputs<T: Element>(
         return Err(Error::ShapeMismatch { arg: "perms", axis: "len", expected, got: perms_len });
     }
     check_scratch(scratch_len, shuffled_dp_sgd_step_scratch_len(plan)?)?;
-    if records == 0 || records >= 1 << 40 {
-        let value = records as f64;
-        return Err(Error::OutOfRange { name: "capacity N", value, allowed: "[1, 2^40)" });
-    }
+    check_capacity(records)?;
     let StepStreams { selection: a, noise: b, permutation: c } = streams;
     if a == b || b == c || a == c {
         let value = a as f64;
@@ -391,7 +520,9 @@ fn step_charge<const N: usize>(
             what: "shuffled DP-SGD is charged on an RDP ledger (Ledger::new_rdp)",
         });
     };
-    if let Amount::Rdp { delta, .. } = ledger.total() {
+    // The bounded support is an effect of the f64 Gaussian: the exact release has none.
+    if let (NoiseMode::UnsafeFloat, Amount::Rdp { delta, .. }) = (params.noise_mode, ledger.total())
+    {
         let (tail, allowed) = (params.support_delta(dims), delta / 100.0);
         if tail.is_nan() || tail > allowed {
             return Err(Error::Infeasible {
@@ -413,7 +544,8 @@ fn step_charge<const N: usize>(
 /// slot). `state` holds optimizer buffers that are permuted with the weights; they may
 /// only be functions of released `g̃`s (module docs). `perms` receives the step's
 /// permutations (for audit). `scratch` needs [`shuffled_dp_sgd_step_scratch_len`] values;
-/// on success `scratch[..param_len]` holds `g̃ = (ĝ + z)/B`, permuted like the weights.
+/// on success `scratch[..param_len]` holds `g̃ = (ĝ + z)/B`, permuted like the weights (in
+/// exact mode `ĝ + z` is the grid release of the sum, module docs).
 ///
 /// Every check runs before the ledger charge; on any error neither the weights, the state
 /// nor the ledger change. A failing `gradient` call aborts the step the same way and erases
@@ -422,15 +554,15 @@ fn step_charge<const N: usize>(
 /// # Errors
 /// * [`Error::OutOfRange`] for parameters outside their domains (`q ∉ (0, 1]`, `c ≤ 0`,
 ///   `σ ≤ 0`, NaN/∞, `T = 0`, `c ∉ [1e-100, 1e100]`, `σ·c` not finite), `N = 0` or
-///   `N ≥ 2^40`, or
-///   equal stream ids.
+///   `N ≥ 2^40`, equal stream ids, or (exact mode) a model or sum no grid holds
+///   ([`ShuffledDpSgdParams::exact_grid`]).
 /// * [`Error::ShapeMismatch`] for buffers whose length is not `param_len` (or
 ///   `permutation_len` for `perms`); [`Error::ScratchTooSmall`].
 /// * [`Error::NonFinite`] for NaN/∞ in the weights (a per-example gradient with NaN/∞ is
 ///   replaced by zero and counted, see the module docs).
 /// * [`Error::Unsupported`] for a ledger that is not an RDP ledger;
-///   [`Error::Infeasible`] when the bounded support would be visible or the budget is
-///   exhausted.
+///   [`Error::Infeasible`] when the budget is exhausted or, in unsafe-float mode, the
+///   bounded support would be visible.
 ///
 /// ```
 /// use dpattn_core::{Delta, Epsilon};
@@ -478,7 +610,15 @@ where
 {
     let d = plan.param_len();
     check_inputs(weights, state, plan, params, capacity, streams, perms.len(), scratch.len())?;
+    let exact = match params.noise_mode {
+        NoiseMode::Exact => {
+            let grid = params.exact_grid(plan, capacity)?;
+            Some((grid, params.exact_noises(&grid)?))
+        }
+        NoiseMode::UnsafeFloat => None,
+    };
     let charge = ledger.as_deref().map(|l| step_charge(l, params, d)).transpose()?;
+    let accumulation = exact.as_ref().map(|_| params.accumulation_exponent(capacity));
     let (sum, rest) = scratch.split_at_mut(d);
     let example = &mut rest[..d];
     // Data-dependent part, into scratch only: selection, gradients, clipping, batch clip.
@@ -506,7 +646,14 @@ where
         let report =
             clip_checked(block, 1, ClipRegion::Frobenius, ClipMode::Clip, params.clip_norm);
         clipped += report.scaled as u64;
-        sum.iter_mut().zip(example.iter()).for_each(|(s, g)| *s += g);
+        match accumulation {
+            // Exact mode: the clipped gradient rounded to the grid Λ_g = 2^k, so that every
+            // partial sum is a multiple of Λ_g below 2^53·Λ_g and each addition is exact.
+            Some(k) => sum.iter_mut().zip(example.iter()).for_each(|(s, g)| {
+                *s += libm::scalbn(libm::round(libm::scalbn(*g, -k)), k);
+            }),
+            None => sum.iter_mut().zip(example.iter()).for_each(|(s, g)| *s += g),
+        }
     }
     let blocks = plan.blocks().len();
     let mut batch_clipped = 0;
@@ -529,23 +676,35 @@ where
     // Noise (std σ₀·c, σ·c on moved tensors) into the sum, and the permutations: every
     // fallible draw happens before the charge.
     let c = params.clip_norm;
+    let moved_std = params.noise_multiplier * c;
     let std = example;
     std.fill(params.fixed_noise_multiplier.unwrap_or(params.noise_multiplier) * c);
     for i in 0..blocks {
-        plan.for_each_block_range(i, |o, n| std[o..o + n].fill(params.noise_multiplier * c));
+        plan.for_each_block_range(i, |o, n| std[o..o + n].fill(moved_std));
     }
     let noise = KeyedStream::new(key, streams.noise);
-    let mut z = [0.0f64; 64];
-    for start in (0..d).step_by(z.len()) {
-        let z = &mut z[..(d - start).min(64)];
-        Gaussian::STANDARD.fill_keyed::<f64>(&noise, start as u64, z)?;
-        for ((s, &sd), &zj) in sum[start..].iter_mut().zip(&std[start..]).zip(z.iter()) {
-            *s += sd * zj;
+    match &exact {
+        Some((grid, (moved, fixed))) => {
+            let drawn = release_exact(grid, moved, fixed, moved_std, &noise, sum, std);
+            if let Err(e) = drawn {
+                sum.fill(0.0);
+                return Err(e);
+            }
+        }
+        None => {
+            let mut z = [0.0f64; 64];
+            for start in (0..d).step_by(z.len()) {
+                let z = &mut z[..(d - start).min(64)];
+                Gaussian::STANDARD.fill_keyed::<f64>(&noise, start as u64, z)?;
+                for ((s, &sd), &zj) in sum[start..].iter_mut().zip(&std[start..]).zip(z.iter()) {
+                    *s += sd * zj;
+                }
+            }
         }
     }
     let perms = plan.sample_keyed(&KeyedStream::new(key, streams.permutation), perms)?;
     if let (Some(ledger), Some(charge)) = (ledger, charge) {
-        ledger.try_charge(charge)?;
+        ledger.try_charge_in(charge, params.noise_mode)?;
     }
     // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state, and
     // g̃ = P[(ĝ + z)/B] left in `sum` for optimizers with state.
@@ -560,6 +719,72 @@ where
         plan.apply(&perms, s, std)?;
     }
     plan.apply(&perms, sum, std)?;
-    let effective_noise_multiplier = params.effective_noise_multiplier();
-    Ok(StepReport { batch_size, clipped, batch_clipped, non_finite, effective_noise_multiplier })
+    Ok(StepReport {
+        batch_size,
+        clipped,
+        batch_clipped,
+        non_finite,
+        effective_noise_multiplier: params.effective_noise_multiplier(),
+        noise_mode: params.noise_mode,
+        resolution: exact.map(|(grid, _)| grid.resolution()),
+    })
+}
+
+/// The exact release of the noisy sum in place: coordinate `j` becomes
+/// `grid.release(sum_j, z_j)`, `z_j` element `j` of `stream` (window layout) drawn from
+/// `moved` where `std_j = moved_std`, from `fixed` elsewhere.
+fn release_exact(
+    grid: &GaussianGrid,
+    moved: &DiscreteGaussian,
+    fixed: &DiscreteGaussian,
+    moved_std: f64,
+    stream: &KeyedStream,
+    sum: &mut [f64],
+    std: &[f64],
+) -> Result<()> {
+    let (g, mut z) = (grid.grid(), [0i64; 64]);
+    let mut start = 0;
+    while start < sum.len() {
+        let v = std[start];
+        let len = std[start..].iter().position(|&x| x != v).unwrap_or(sum.len() - start);
+        let noise = if v == moved_std { moved } else { fixed };
+        for (k, chunk) in sum[start..start + len].chunks_mut(z.len()).enumerate() {
+            let z = &mut z[..chunk.len()];
+            noise.fill_keyed(stream, (start + k * 64) as u64, z)?;
+            chunk.iter_mut().zip(z.iter()).for_each(|(x, &zj)| *x = g.release(*x, zj));
+        }
+        start += len;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_accumulation_grid_makes_every_partial_sum_exact() {
+        for (n, c) in [(1u64, 1.0), (2000, 1.0), (1 << 39, 0.3), (7, 1e100), (1 << 20, 1e-100)] {
+            let p = ShuffledDpSgdParams::new(0.5, c, 1.0, 0.1, 10);
+            let k = p.accumulation_exponent(n);
+            let g = libm::scalbn(1.0, k);
+            // The smallest power of two with N·c ≤ 2^52·Λ_g.
+            assert!(n as f64 * c <= libm::scalbn(g, 52) && n as f64 * c > libm::scalbn(g, 51));
+        }
+        // 3000 values of magnitude ≤ c rounded to Λ_g (N = 3000): the f64 running sum equals
+        // the integer sum of the grid indices, at every step.
+        let (n, c) = (3000u64, 0.7);
+        let k = ShuffledDpSgdParams::new(0.5, c, 1.0, 0.1, 10).accumulation_exponent(n);
+        let (mut sum, mut exact, mut x) = (0.0f64, 0i128, 0x2545_f491_4f6c_dd1du64);
+        for _ in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = c * ((x >> 11) as f64 / 2f64.powi(53) * 2.0 - 1.0);
+            let m = libm::round(libm::scalbn(v, -k));
+            sum += libm::scalbn(m, k);
+            exact += m as i128;
+            assert_eq!(libm::scalbn(sum, -k), exact as f64);
+        }
+    }
 }

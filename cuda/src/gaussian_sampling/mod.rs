@@ -72,6 +72,7 @@
 //!     PrivacyBudget::new(0.5, 1e-6)?, Domain::new(0.1, 0.05, 1e-6)?, 100_000);
 //! params.sampler = Sampler::FactorFree;
 //! params.out_of_domain = OutOfDomain::ClipAndRidge;
+//! params.noise_mode = dpattn_core::NoiseMode::UnsafeFloat; // no floating-point-safe form
 //! let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
 //! gaussian_sampling_attention(&dev, &stream, &mut b, &mut p, &x,
 //!     Layout4::contiguous([batch, heads, n, d])?, &params, &NoiseKey::from_bytes([7; 32]), 0,
@@ -330,7 +331,7 @@ pub(crate) mod tests {
         );
         p.sampler = Sampler::FactorFree;
         p.out_of_domain = OutOfDomain::ClipAndRidge;
-        p
+        p.unsafe_float() // paper 000 has no floating-point-safe form
     }
 
     pub(crate) fn layout(shape: [usize; 4]) -> Layout4 {

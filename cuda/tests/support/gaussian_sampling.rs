@@ -40,7 +40,7 @@ pub(crate) fn params(k: u64, score: ScoreFn) -> GaussianSamplingParams {
     p.sampler = Sampler::FactorFree;
     p.out_of_domain = OutOfDomain::ClipAndRidge;
     p.score = score;
-    p
+    p.unsafe_float() // paper 000 has no floating-point-safe form
 }
 
 pub(crate) fn ledger() -> Ledger {
