@@ -106,6 +106,22 @@ impl GridGroup {
         Self::new(g.grid(), g.integer_noise())
     }
 
+    /// A group that releases nothing: its elements keep their value (rounded to the buffer's
+    /// type when read from a separate source). For outputs that are a public constant, such
+    /// as an output-perturbation batch element that sees no key.
+    ///
+    /// ```
+    /// assert!(dpattn_cuda::grid_release::GridGroup::none().is_none());
+    /// ```
+    pub fn none() -> Self {
+        GridGroup { exponent: 0, pad: 0, bound: 0, s: 0, q: 0 }
+    }
+
+    /// Whether this group releases nothing ([`GridGroup::none`]).
+    pub fn is_none(&self) -> bool {
+        self.s == 0
+    }
+
     /// `k` of `Λ = 2^k`.
     pub fn exponent(&self) -> i32 {
         self.exponent
@@ -124,6 +140,9 @@ impl GridGroup {
     /// The group's grid must be one of `dtype`'s format ([`GridFormat::of`]): only then is
     /// every released value exactly representable in the buffer.
     pub(crate) fn check_format(&self, dtype: FloatDtype) -> Result<()> {
+        if self.is_none() {
+            return Ok(());
+        }
         let format = match dtype {
             FloatDtype::F32 => GridFormat::F32,
             FloatDtype::F64 => GridFormat::F64,
@@ -322,6 +341,7 @@ pub fn grid_release<T: FloatElement>(
                     draw,
                     first,
                     sp,
+                    0,
                 )
             }?;
         }
@@ -333,13 +353,16 @@ pub fn grid_release<T: FloatElement>(
 /// [`grid_release`] on caller-owned device memory, asynchronous on `stream`: the status
 /// words `[failure bits, lowest failed element]` are written to the two `u64` at `status`
 /// (set to `[0, 2^64 − 1]` first, on the stream); read them after the stream completes and
-/// pass them to [`release_status`]. The groups are copied to the device for this launch
-/// (stream-ordered; the only allocation); nothing is synchronised.
+/// pass them to [`release_status`]. With `src` not 0, the values released are read from
+/// `src` (`f64`, contiguous in logical order: element `i` at `src[i]`) and written to the
+/// tensor `x`; with `src = 0` the tensor is released in place. The groups are copied to the
+/// device for this launch (stream-ordered; the only allocation); nothing is synchronised.
 ///
 /// # Safety
-/// `x` must address `len` elements of `dtype` and `status` two `u64`, in this device's
-/// primary context, valid until the queued work completes and not used concurrently by
-/// other streams.
+/// `x` must address `len` elements of `dtype`, `status` two `u64` and `src` (if not 0) one
+/// `f64` per logical element, in this device's primary context, valid until the queued work
+/// completes, `x` and `status` not used concurrently by other streams and `src` not
+/// overlapping `x`.
 ///
 /// # Errors
 /// As [`grid_release`] for what is checked before the launch (null or misaligned pointers
@@ -357,12 +380,16 @@ pub unsafe fn grid_release_raw(
     draw: &KeyedStream,
     first: u64,
     status: u64,
+    src: u64,
 ) -> Result<()> {
     check_device_buffer("x", x, len, dtype.size())?;
     check_device_buffer("status", status, 2, 8)?;
     in_context("a stream", stream, dev)?;
     let plan =
         GridReleasePlan::new(layout, len, groups.len(), group_len, first, dev.multiprocessors())?;
+    if src != 0 {
+        check_device_buffer("src", src, layout.numel(), 8)?;
+    }
     for g in groups {
         g.check_format(dtype)?;
     }
@@ -388,13 +415,14 @@ pub unsafe fn grid_release_raw(
         };
         let mut b = stream.launch_builder(&f);
         b.arg(&x).arg(&plan.layout).arg(&plan.total).arg(&first).arg(&group_len).arg(&tp);
-        b.arg(&key).arg(&stream_id).arg(&status);
+        b.arg(&key).arg(&stream_id).arg(&status).arg(&src);
         // SAFETY: the arguments match `dp_grid_release(T*, DpLayout4, u64 total, u64 first,
-        // u64 group_len, const DpGridGroup*, DpKey, u64 stream, u64* status)`; the plan
-        // checked that the non-overlapping strided extent lies inside the `len` elements at
-        // `x` and that `⌈total / group_len⌉` groups were uploaded to `tp`, alive until the
-        // table is dropped after the launch (stream-ordered free). The kernel touches only
-        // those elements, the table and `status[0..2]`.
+        // u64 group_len, const DpGridGroup*, DpKey, u64 stream, u64* status, const double*
+        // src)`; the plan checked that the non-overlapping strided extent lies inside the
+        // `len` elements at `x` and that `⌈total / group_len⌉` groups were uploaded to `tp`,
+        // alive until the table is dropped after the launch (stream-ordered free). The
+        // kernel touches only those elements, the table, `status[0..2]` and (if not null)
+        // `src[0..total]` (caller contract).
         unsafe { b.launch(cfg) }.map_err(driver("launch dp_grid_release"))?;
         Ok(())
     })?;

@@ -58,7 +58,9 @@ fn main() {
     println!("cargo:rustc-link-lib=pthread");
     // The fused attention kernels, one translation unit per variant (DP_ATT and DP_D select
     // types and tile sizes at preprocessing time): dpck_attention_<dtype>_<d>.
-    for (att, name) in [(0, "bf16"), (1, "f16"), (2, "f32")] {
+    // The f64 variant of the f32 kernel (DP_F64, the exact release's noiseless attention):
+    // dpck_attention_f64_<d>.
+    for (att, f64v, name) in [(0, 0, "bf16"), (1, 0, "f16"), (2, 0, "f32"), (2, 1, "f64")] {
         for d in [64, 128] {
             let entry = format!("dpck_attention_{name}_{d}");
             cc::Build::new()
@@ -71,6 +73,7 @@ fn main() {
                 .define("DP_ATT", att.to_string().as_str())
                 .define("DP_D", d.to_string().as_str())
                 .define("DP_KERNEL_F32", if att == 2 { "1" } else { "0" })
+                .define("DP_F64", f64v.to_string().as_str())
                 .define("DPCK_KERNEL", format!("{entry}_kernel").as_str())
                 .define("DPCK_ENTRY", entry.as_str())
                 .flag_if_supported("-ffp-contract=off")

@@ -45,10 +45,10 @@ namespace grid_f64 {
 
 template <class T, class L>
 static void emu_grid_release(void (*kernel)(T*, L, u64, u64, u64, const DpGridGroup*, DpKey, u64,
-                                            u64*),
+                                            u64*, const double*),
                              void* x, const u64* shape, const u64* strides, u64 total, u64 first,
                              u64 group_len, const void* groups, const u32* key_words, u64 stream,
-                             unsigned blocks, u64* status) {
+                             unsigned blocks, u64* status, const double* src) {
     DpKey key;
     for (int i = 0; i < 8; ++i) key.w[i] = key_words[i];
     L layout;
@@ -64,7 +64,7 @@ static void emu_grid_release(void (*kernel)(T*, L, u64, u64, u64, const DpGridGr
             blockIdx = {b, 0, 0};
             threadIdx = {t, 0, 0};
             kernel((T*)x, layout, total, first, group_len, (const DpGridGroup*)groups, key, stream,
-                   status);
+                   status, src);
         }
     }
 }
@@ -73,16 +73,17 @@ extern "C" {
 
 // dp_grid_release on a grid of `blocks` blocks: `x` holds f32 (is_f32) or f64 values;
 // `groups` points to DpGridGroup entries (the `GridGroup` bytes of the Rust side); status
-// receives the kernel's two words.
+// receives the kernel's two words; `src` (or NULL) the noiseless f64 values.
 void dpck_grid_release_kernel(int is_f32, void* x, const u64* shape, const u64* strides,
                               u64 total, u64 first, u64 group_len, const void* groups,
-                              const u32* key, u64 stream, unsigned blocks, u64* status) {
+                              const u32* key, u64 stream, unsigned blocks, u64* status,
+                              const double* src) {
     if (is_f32)
         emu_grid_release(grid_f32::dp_grid_release_f32, x, shape, strides, total, first,
-                                group_len, groups, key, stream, blocks, status);
+                         group_len, groups, key, stream, blocks, status, src);
     else
         emu_grid_release(grid_f64::dp_grid_release_f64, x, shape, strides, total, first,
-                                 group_len, groups, key, stream, blocks, status);
+                         group_len, groups, key, stream, blocks, status, src);
 }
 
 }  // extern "C"

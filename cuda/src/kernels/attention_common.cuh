@@ -33,6 +33,7 @@ struct DpAttnParams {
     u64 out_stream, logit_stream;
     u64 out_sigma_ptr, logit_sigma_ptr;  // device f64 arrays (modes HEADS / BATCH)
     double out_sigma, logit_sigma;       // mode UNIFORM
+    double scale_f64;                    // the logit scale, for the f64 variant
     DpKey key;
     u32 batch, heads, s_q, s_k;
     float scale;

@@ -121,7 +121,8 @@ unsafe extern "C" {
         e_begin: u64,
     ) -> i32;
     /// The kernel `dp_grid_release` run on the host (`grid_emulation.cpp`) over `blocks`
-    /// blocks: `groups` are `GridGroup`s, `status` receives its two words.
+    /// blocks: `groups` are `GridGroup`s, `status` receives its two words, `src` is null or
+    /// the noiseless `f64` values in logical order.
     pub fn dpck_grid_release_kernel(
         is_f32: i32,
         x: *mut core::ffi::c_void,
@@ -135,6 +136,7 @@ unsafe extern "C" {
         stream: u64,
         blocks: u32,
         status: *mut u64,
+        src: *const f64,
     );
     /// Logit noise elements `e`, `e + 1` of the fused attention (`dp_noise2`).
     pub fn dpck_noise2(key: *const u32, stream: u64, e: u64, sigma: f64, out: *mut f32);
@@ -200,4 +202,8 @@ unsafe extern "C" {
     pub fn dpck_attention_f32_64(params: *const u8, gx: u32, gy: u32);
     /// `flash_attention_f32.cu`, D = 128.
     pub fn dpck_attention_f32_128(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu` with `DP_F64` (f64 arithmetic and output), D = 64.
+    pub fn dpck_attention_f64_64(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu` with `DP_F64`, D = 128.
+    pub fn dpck_attention_f64_128(params: *const u8, gx: u32, gy: u32);
 }

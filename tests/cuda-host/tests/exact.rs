@@ -404,6 +404,7 @@ fn kernel<T>(
             stream,
             blocks,
             status.as_mut_ptr(),
+            core::ptr::null(),
         )
     };
     status
