@@ -13,12 +13,14 @@
 //! **The exact release** ([`clip_rows_release_exact`], the default the C ABI uses): each
 //! clipped value is released on the grid of a [`GaussianGrid`] with discrete Gaussian noise
 //! from the window of its element (`first + r·dim + j`, `docs/RANDOMNESS.md` §4), exactly
-//! [`GaussianGrid::release_keyed`] on the clipped matrix ([`crate::grid_release`]). Since the
+//! [`GaussianGrid::release_keyed`] on the clipped matrix ([`mod@crate::grid_release`]). Since the
 //! sensitivity bound holds for the computed values, the computation error is `E = 0`:
-//! calibrate the grid with [`GaussianGridSpec`](dpattn_core::grid_release::GaussianGridSpec)
+//! calibrate the grid with [`GaussianGridSpec`]
 //! `{ l2_sensitivity: Δ, dimension: c·dim, computation_error: 0, value_bound: C, format:
 //! GridFormat::of::<T>() }` for `c` changed rows (`Δ = 2C·√c`, as
-//! `dpattn_core::dp_forward::sensitivity`) and the noise multiplier of the accounting.
+//! `dpattn_core::dp_forward::sensitivity`) and the noise multiplier of the accounting —
+//! which is what `DpForwardParams::exact_grid(GridFormat::of::<T>())` returns for
+//! token-level DP-Forward with i.i.d. noise, so the GPU release equals the CPU hook's.
 //! A **row holding NaN or ±∞** is private data too: it is sanitised to the zero row (inside
 //! the ball, so the sensitivity bound still holds) and released like every other row,
 //! never refused and never written as NaN (issue 28).
@@ -288,7 +290,7 @@ pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
 /// Before any launch ([`Error::Core`]): `clip_norm ∉ [1e-100, 1e100]`, a grid not
 /// calibrated for `T`'s format, shape and buffer errors, an element index at or beyond
 /// `2^40`; after it, a sampler failure (probability below `2^−1000` per element; that
-/// element is NaN, see [`crate::grid_release`]); driver and compile errors.
+/// element is NaN, see [`mod@crate::grid_release`]); driver and compile errors.
 #[allow(clippy::too_many_arguments)]
 pub fn clip_rows_release_exact<T: FloatElement>(
     dev: &Device,

@@ -11,7 +11,7 @@
 //! attention of the clamped rows is computed in `f64` on the GPU (the `DP_F64` variant of
 //! the `f32` kernel, [`attention_f64_raw`]) into the workspace, and each output element of
 //! batch element `b` is then released on batch element `b`'s grid with exact discrete
-//! Gaussian noise by [`crate::grid_release`] (element `((b·H + h)·S_q + i)·D + c` of the
+//! Gaussian noise by [`mod@crate::grid_release`] (element `((b·H + h)·S_q + i)·D + c` of the
 //! draw, its exact-sampler window, as on the CPU). The grids and `σ` are the CPU's
 //! ([`output_perturbation_calibrate_exact`], [`output_perturbation_grid`]) for the GPU
 //! kernel's computation-error model [`GPU_F64`], so the floats written to `out` are DP as

@@ -10,7 +10,7 @@
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
 //!   variant), owned and borrowed streams.
-//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`grid_release`]
+//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`mod@grid_release`]
 //!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
 //!   float noise), [`attention`] (fused flash-style noisy

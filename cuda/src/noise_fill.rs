@@ -19,7 +19,7 @@
 //!
 //! **Exact samplers** (the discrete Laplace and Gaussian of the `NoiseMode::Exact`
 //! releases) read per-element windows instead of fixed words: see
-//! [`crate::grid_release`].
+//! [`mod@crate::grid_release`].
 //!
 //! No paper section: the GPU side of `docs/RANDOMNESS.md`.
 //!
