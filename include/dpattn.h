@@ -3008,30 +3008,39 @@ dpattn_status dpattn_cuda_fill_stream_words(int32_t device,
 /**
  * Queues on `cu_stream` DP-Forward's token-level release in place on the device matrix
  * `x`: each of the `rows` rows of `dim` elements (row `r` starts at element `r·ld`) is
- * clipped to Euclidean norm `clip_norm`, then `sigma·N` is added to every entry, with `N`
- * the standard normals `first + r·dim + j` of the draw `(key, stream_id)` in the 53-bit
- * layout (the elements the CPU's DP-Forward noise uses; the noise values are
- * bit-identical to the CPU's, a clipped entry may differ in the last place because the
- * row norm is a parallel sum).
+ * clipped to Euclidean norm `clip_norm`, then released **exactly**: every value becomes a
+ * multiple of a public power-of-two resolution `Λ` plus discrete Gaussian integer noise
+ * (the `NoiseMode::Exact` release of the issue), drawn from the window of element
+ * `first + r·dim + j` of the draw `(key, stream_id)` (`docs/RANDOMNESS.md` §4), bit for
+ * bit the CPU's `GaussianGrid` release of the clipped matrix (a clipped entry may differ
+ * in the last place before the rounding to the grid, because the row norm is a parallel
+ * sum).
  *
  * Every clipped row has norm `<= clip_norm` including rounding, so the ℓ2 sensitivity of
- * the matrix under replacing one row is `2·clip_norm`; calibrate `sigma` on the CPU (the
- * `dpattn_dp_forward_*` functions). `sigma = 0` clips only.
+ * the matrix under replacing `c` rows is `2·clip_norm·√c`; calibrate `sigma` on the CPU
+ * (the `dpattn_dp_forward_*` functions) as for a float Gaussian. The grid is calibrated
+ * from `sigma`, `clip_norm` and `dim` so that the release keeps that guarantee: its
+ * effective continuous `σ` is `sigma·(1 + √dim·Λ/(2·clip_norm))`, at most 0.4% larger
+ * unless `sigma/clip_norm` is so large that the format's range sets `Λ` (see
+ * `ClipRowsParams::exact_grid` in `dpattn-cuda` and `docs/C_API.md`). `sigma = 0` clips
+ * only (no release).
  *
  * * `x`: device pointer to `len` elements of `dtype`, `DPATTN_DTYPE_F32` or `_F64` only;
  *   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.
  * * `clip_norm` in `[1e-100, 1e100]`, `sigma` finite and `>= 0`.
  * * `counters`: device pointer to two `uint32_t`, not overlapping `x`. The call queues a
- *   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (those
- *   rows are overwritten with NaN, never released un-noised; the other rows are processed)
- *   and `counters[1]` = rows that were rescaled. Both are **asynchronous** results: read
- *   them after the stream reaches the work, and treat `counters[0] > 0` as a failed
- *   release. The rescaled count depends on private data: keep it on the data owner's side.
+ *   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (with
+ *   `sigma > 0` they are released as the zero row, like any other row; with `sigma = 0`
+ *   they are overwritten with NaN) and `counters[1]` = rows that were rescaled. Both are
+ *   **asynchronous** results: read them after the stream reaches the work. Both depend on
+ *   private data: keep them on the data owner's side. An element whose exact sampler
+ *   failed (probability below `2^−1000`) is NaN.
  *
  * Returns `DPATTN_STATUS_OK` once the work is queued, or, with nothing queued or written:
  * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` or `counters` NULL, or `x` NULL with `len > 0`;
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`, `dtype` not F32/F64, `clip_norm` or
- *   `sigma` outside its range;
+ *   `sigma` outside its range or a `sigma`/`clip_norm` ratio no grid of the format holds,
+ *   elements at or beyond `2^40` (the exact samplers' window layout);
  * * `DPATTN_STATUS_SHAPE_MISMATCH`: `rows` or `dim` zero, or `ld < dim`;
  * * `DPATTN_STATUS_BUFFER_TOO_SHORT`: `(rows − 1)·ld + dim > len`;
  * * `DPATTN_STATUS_MISALIGNED`: `x` not aligned for `dtype`, `counters` not 4-byte

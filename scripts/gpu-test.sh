@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU tests of dpattn-cuda: GPU noise bit-identical to the CPU (stream words, every sampler,
 # layout and dtype), chunked fills, Gaussian/Laplace statistics, caller-owned memory on a
-# foreign stream, clip-rows-then-noise against the CPU release, bad input; the C ABI's GPU
+# foreign stream, clip-rows-then-noise against the CPU release, bad input; the exact
+# releases (discrete Gaussian on the grid, strided tensors with groups, clip then release)
+# bit-identical to the CPU's GaussianGrid::release_keyed; the C ABI's GPU
 # branches; Gaussian-sampling attention (paper 000) against the CPU release; fused noisy
 # attention called from PyTorch (examples/pytorch_interop.py and
 # scripts/bench_attention_sdpa.py --quick: needs python3 with torch); then the Rust GPU
@@ -24,6 +26,7 @@ if [ "$mode" != --run ]; then
     bundle_exe test gpu gpu-tests test --release -p dpattn-cuda --test gpu --no-run
     bundle_exe test gpu_attention gpu-attention-tests test --release -p dpattn-cuda --test gpu_attention --no-run
     bundle_exe test gpu_gaussian_sampling gpu-gaussian-sampling-tests test --release -p dpattn-cuda --test gpu_gaussian_sampling --no-run
+    bundle_exe test gpu_exact gpu-exact-tests test --release -p dpattn-cuda --test gpu_exact --no-run
     # The C ABI's unit tests take their GPU branches (bit-identity with the CPU through the
     # C entry points, the caller's stream, the counters) when a device is present.
     bundle_exe rlib dpattn_ffi ffi-tests test --release -p dpattn-ffi --lib --no-run
@@ -33,7 +36,7 @@ if [ "$mode" != --run ]; then
 fi
 [ "$mode" = --bundle ] && exit 0
 
-[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/gpu-attention-tests" ] && [ -x "$BUNDLE/gpu-gaussian-sampling-tests" ] && [ -x "$BUNDLE/ffi-tests" ] && [ -f "$BUNDLE/libdpattn_ffi.so" ] || die "$BUNDLE/gpu-tests, gpu-attention-tests, gpu-gaussian-sampling-tests, ffi-tests or libdpattn_ffi.so missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
+[ -x "$BUNDLE/gpu-tests" ] && [ -x "$BUNDLE/gpu-attention-tests" ] && [ -x "$BUNDLE/gpu-gaussian-sampling-tests" ] && [ -x "$BUNDLE/gpu-exact-tests" ] && [ -x "$BUNDLE/ffi-tests" ] && [ -f "$BUNDLE/libdpattn_ffi.so" ] || die "$BUNDLE/gpu-tests, gpu-attention-tests, gpu-gaussian-sampling-tests, gpu-exact-tests, ffi-tests or libdpattn_ffi.so missing: run scripts/gpu-test.sh --bundle on a machine with cargo"
 need_torch
 step "device"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
@@ -45,6 +48,8 @@ step "fused attention GPU tests (against the f64 CPU oracle)"
 "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1
 step "Gaussian-sampling attention GPU tests (paper 000, against the CPU release)"
 "$BUNDLE/gpu-gaussian-sampling-tests" --ignored --test-threads=1
+step "exact release GPU tests (discrete Gaussian on the grid, against the CPU release)"
+"$BUNDLE/gpu-exact-tests" --ignored --test-threads=1
 step "C ABI unit tests (GPU branches)"
 "$BUNDLE/ffi-tests" cuda --test-threads=1
 step "PyTorch interop: examples/pytorch_interop.py, then scripts/bench_attention_sdpa.py --quick"
@@ -63,5 +68,7 @@ for tool in memcheck racecheck; do
         "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1 cosh_score dp_cross_attention output_noise_is
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BUNDLE/gpu-gaussian-sampling-tests" --ignored --test-threads=1 --skip large_k_release_matches_the_cpu
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$BUNDLE/gpu-exact-tests" --ignored --test-threads=1 grid_stride_loops clip_exact_f32 bad_releases
 done
 step "all GPU checks passed"

@@ -1,14 +1,28 @@
 //! Output-perturbation DP cross-attention on the GPU (our extension `[EXT]`, the mechanism
-//! of [`dpattn_core::output_perturbation`]) through the fused kernel of
+//! of [`dpattn_core::output_perturbation`]) through the fused kernels of
 //! [`crate::attention`].
 //!
 //! **Guarantee, neighbour relation** as on the CPU: public queries, a private context of
 //! key/value rows clamped to the public norms `R_k`, `R_v`; neighbours differ in the key and
-//! value rows of one position of one batch element (replace-one); adding `N(0, σ_b²)` to
-//! every output element of batch element `b` makes the release `(ε, δ)`-DP. The
-//! calibration is the CPU's own ([`output_perturbation_calibrate`], run on the host from a
-//! copy of the **public** queries), so `σ` is the CPU's bit for bit; the noise is the CPU's
-//! output draw element for element (`docs/RANDOMNESS.md` §5).
+//! value rows of one position of one batch element (replace-one). The calibration is the
+//! CPU's own, run on the host from a copy of the **public** queries.
+//!
+//! **The exact release** ([`NoiseMode::Exact`], the default; `docs/PRIVACY.md` §2.5): the
+//! attention of the clamped rows is computed in `f64` on the GPU (the `DP_F64` variant of
+//! the `f32` kernel, [`attention_f64_raw`]) into the workspace, and each output element of
+//! batch element `b` is then released on batch element `b`'s grid with exact discrete
+//! Gaussian noise by [`mod@crate::grid_release`] (element `((b·H + h)·S_q + i)·D + c` of the
+//! draw, its exact-sampler window, as on the CPU). The grids and `σ` are the CPU's
+//! ([`output_perturbation_calibrate_exact`], [`output_perturbation_grid`]) for the GPU
+//! kernel's computation-error model [`GPU_F64`], so the floats written to `out` are DP as
+//! shipped. Inputs must be `f32` (the `f64` kernel reads `f32` tiles); bf16/f16 inputs are
+//! refused in this mode ([`Error::Unsupported`]): their tensor-core attention rounds the
+//! weights to 8 or 11 bits, an error comparable to the sensitivity itself.
+//!
+//! **The unsafe float path** ([`NoiseMode::UnsafeFloat`]): the fused kernel adds
+//! `N(0, σ_b²)` in floating point ([`output_perturbation_calibrate`]'s `σ`, bit for bit the
+//! CPU's; the noise is the CPU's output draw element for element, `docs/RANDOMNESS.md` §5).
+//! Not DP as shipped: the low bits of the output reveal the noise-free value.
 //!
 //! **Clamping on the device** (`kernels/clamp_rows.cu`): each private key and value row is
 //! scaled to norm `≤ R·(1 − 2⁻²¹)` in `f64` as on the CPU, then rounded once to the input
@@ -16,30 +30,81 @@
 //! for bf16/f16, whose rounding the margin does not cover: so every row the kernel reads
 //! has norm `≤ R`, which is what the sensitivity bound needs. Rows holding NaN or ±∞ are
 //! clamped to zero, as on the CPU. The clamped copies live in the caller's workspace
-//! ([`workspace_len`]).
+//! ([`workspace_len`], [`exact_workspace_len`]).
 //!
-//! **Differences from the CPU**: no key-padding mask (refused); the attention runs in the
-//! input precision (bf16/f16 tensor cores), which changes the output only by rounding, not
-//! the privacy argument (the noise is calibrated to the exact-arithmetic sensitivity of
-//! clamped rows, as on the CPU; see `docs/PRIVACY.md` §2 for the floating-point caveats).
-//! The call **synchronises** `stream` once: `σ` depends on the queries, which are read back.
+//! **Differences from the CPU**: no key-padding mask (refused); on the float path the
+//! attention runs in the input precision (bf16/f16 tensor cores). The call
+//! **synchronises** `stream` once: `σ` depends on the queries, which are read back.
 
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::attention::AttentionParams;
+use dpattn_core::grid_release::GridFormat;
 use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream};
-use dpattn_core::output_perturbation::{OutputPerturbationParams, output_perturbation_calibrate};
-use dpattn_core::sampling::NoiseKey;
-use dpattn_core::{BatchedRef, Layout4, Mask};
+use dpattn_core::output_perturbation::{
+    AttentionErrorModel, OutputPerturbationParams, output_perturbation_calibrate,
+    output_perturbation_calibrate_exact, output_perturbation_grid,
+};
+use dpattn_core::sampling::{KeyedStream, NoiseKey};
+use dpattn_core::{BatchedRef, Layout4, Mask, NoiseMode};
 
-use crate::attention::{AttnDtype, GpuTensor, check_noisy_attention, noisy_attention_raw};
+use crate::attention::{
+    AttnDtype, GpuTensor, attention_f64_raw, check_noisy_attention, noisy_attention_raw,
+};
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
+use crate::float_dtype::FloatDtype;
+use crate::grid_release::{GridGroup, grid_release_raw};
 use crate::kernels::{KernelModule, KernelSpec};
 use crate::launch::grid_for;
 use crate::noise_fill::check_device_buffer;
+
+/// The computation-error model of the GPU's `f64` attention (`flash_attention_f32.cu` with
+/// `DP_F64`), for [`output_perturbation_calibrate_exact`]: `u = 2^-51` (four times the `f64`
+/// unit roundoff), exp error `2^-52`, key blocks of 32.
+///
+/// **Why it bounds the kernel** (each term of [`dpattn_core::output_perturbation::attention_error_bound`],
+/// `docs/PRIVACY.md` §2.5, against the kernel's operations, all IEEE `f64` with `u₀ = 2^-53`):
+/// * *Logits*: the inputs are `f32` (exact in `f64`); a thread accumulates `d/4` products by
+///   `fma`, two shuffled additions join four partial sums, one product applies the (`f64`)
+///   scale: every term passes at most `d/4 + 3 ≤ d + 1` roundings, so the logit is within
+///   `γ_{d+1}(u₀)·a ≤ γ_{d+1}(u)·a` of `scale·q·k`.
+/// * *Exponent*: weight `2^t`, `t = fma(x, L, −fl(m·L))` with `L` = `log₂e` rounded: the
+///   argument errs by at most `log₂e·(2a′·2u₀ + a′u₀)(1 + 2u₀)` ≤ `5a′u₀·log₂e` (`a′` the
+///   computed logit bound), a factor `e^{±5a′u₀}`; each rescale `α = 2^{fl(fl(m·L) − fl(m′·L))}`
+///   errs by `e^{±4a′u₀}`; the model allows `2a′u = 8a′u₀` per step. `exp2` of the CUDA math
+///   library: at most 1 ulp, relative `2^-52` (`exp_error`). The cosh score's sum of two
+///   exponentials adds one rounding, inside the model's final `+u`.
+/// * *Blocks*: one rescale per 32-key tile (`key_block = 32`).
+/// * *Normaliser*: a tile's 32 weights are summed in order, then `l ← fma(l, α, sum)`: a
+///   weight passes at most `⌈n/32⌉ + 32` roundings, below the model's
+///   `2⌈n/32⌉ + ⌈32/8⌉ + 4` roundings at `u = 4u₀` (`γ_k(4u₀) = γ_{4k}(u₀)`).
+/// * *Accumulator*: one `fma` per key and coordinate, one product by `α` per tile, one final
+///   division: at most `n + ⌈n/32⌉ + 1` roundings, the model's count. The output is stored
+///   in `f64` (no further rounding).
+/// * *Underflow*: gradual (no flush to zero in `f64`); each subnormal result errs by at most
+///   `2^-1075` absolutely, at most `(n + ⌈n/32⌉ + 40)·2^-1074·√d` per row in all, far below
+///   the model's per-row relative term (`≥ R_v·u ≥ 2^-111` for `R_v ≥ 2^-60`), which the
+///   model's factor 2 of margin therefore covers.
+///
+/// The bound assumes the CUDA math library's `exp2` accuracy (1 ulp for `double`, CUDA C++
+/// Programming Guide, mathematical functions appendix) and IEEE rounding of `+ − × ÷ fma`.
+///
+/// ```
+/// use dpattn_core::output_perturbation::{AttentionErrorModel, attention_error_bound};
+/// use dpattn_cuda::dp_cross_attention::GPU_F64;
+/// let gpu = attention_error_bound(&GPU_F64, 64, 64, 1024, 0.5, 1.0)?;
+/// let cpu = attention_error_bound(&AttentionErrorModel::CPU_F64, 64, 64, 1024, 0.5, 1.0)?;
+/// assert!(gpu > cpu && gpu < 1e-10); // still negligible next to the sensitivity
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+pub const GPU_F64: AttentionErrorModel = AttentionErrorModel {
+    unit_roundoff: 1.0 / 2_251_799_813_685_248.0, // 2^-51
+    exp_error: 1.0 / 4_503_599_627_370_496.0,     // 2^-52
+    key_block: 32,
+};
 
 /// Threads per block of `dp_clamp_rows` (one warp per row).
 const CLAMP_THREADS: u32 = 256;
@@ -78,23 +143,58 @@ pub fn workspace_len(dtype: AttnDtype, k_shape: [usize; 4]) -> Result<usize> {
         .ok_or(dpattn_core::Error::SizeOverflow { what: "workspace bytes" }.into())
 }
 
-/// Releases `out = attention(Q, clamp(K), clamp(V)) + N(0, σ_b²)` on the GPU: the CPU's
+/// Bytes of device workspace the exact release needs: the clamped `f32` copies of `k` and
+/// `v`, the noiseless `f64` attention (`[batch, heads, s_q, d]`) and the release's two status
+/// words, in that order (each part 16-byte aligned for `d ∈ {64, 128}`).
+///
+/// ```
+/// use dpattn_cuda::dp_cross_attention::exact_workspace_len;
+/// let (b, h, s_q, s_k, d) = (2, 4, 30, 100, 64);
+/// let want = 2 * b * h * s_k * d * 4 + b * h * s_q * d * 8 + 16;
+/// assert_eq!(exact_workspace_len([b, h, s_k, d], [b, h, s_q, d])?, want);
+/// # Ok::<(), dpattn_cuda::Error>(())
+/// ```
+///
+/// # Errors
+/// [`Error::Core`] when the size overflows.
+pub fn exact_workspace_len(k_shape: [usize; 4], q_shape: [usize; 4]) -> Result<usize> {
+    let n_out = Layout4::contiguous(q_shape)?.numel();
+    workspace_len(AttnDtype::F32, k_shape)?
+        .checked_add(
+            n_out
+                .checked_mul(8)
+                .ok_or(dpattn_core::Error::SizeOverflow { what: "workspace bytes" })?,
+        )
+        .and_then(|b| b.checked_add(16))
+        .ok_or(dpattn_core::Error::SizeOverflow { what: "workspace bytes" }.into())
+}
+
+/// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise on the GPU: the
+/// CPU's
 /// [`output_perturbation_attention`](dpattn_core::output_perturbation::output_perturbation_attention)
-/// with the same calibration, noise elements (draw `(key, stream_id)`) and ledger charge.
-/// `sigma` (`batch · heads` entries) receives the `σ` of each `(b, h)`.
+/// with the same calibration, noise elements (draw `(key, stream_id)`) and ledger charge, in
+/// `params.noise_mode` (module docs: the exact release rounds the `f64` attention to the
+/// grid of its batch element and adds exact integer noise; the unsafe float path adds
+/// `N(0, σ_b²)` in the kernel). `sigma` (`batch · heads` entries) receives each `(b, h)`'s
+/// noise scale (`σ_b`, or in exact mode the discrete Gaussian's `s·Λ`, 0 where no noise is
+/// needed).
 ///
 /// Order: every argument is checked, the public queries are read back (the stream is
-/// synchronised) and `σ` calibrated, the ledger is charged, then the clamp and the
-/// attention are queued on `stream`; an error before the charge leaves `out` and the
-/// ledger untouched.
+/// synchronised) and calibrated, the ledger is charged, then the clamp, the attention (and
+/// the release) are queued on `stream`; an error before the charge leaves `out` and the
+/// ledger untouched. In exact mode the release's status words (`[failure bits, lowest
+/// failed element]`, [`crate::grid_release::release_status`]) are the last 16 bytes of
+/// the workspace; a failed element (probability below `2^−1000`) is NaN.
 ///
 /// # Safety
 /// As [`noisy_attention_raw`], and `workspace` must address `workspace_bytes` writable
-/// bytes on the device, not overlapping the operands.
+/// bytes on the device ([`workspace_len`], or [`exact_workspace_len`] in exact mode), not
+/// overlapping the operands.
 ///
 /// # Errors
 /// Those of [`noisy_attention_raw`] and the CPU function; [`Error::Unsupported`] for a
-/// key-padding mask; [`Error::Core`] for a short or misaligned workspace.
+/// key-padding mask, or bf16/f16 inputs in exact mode; [`Error::Core`] for a short or
+/// misaligned workspace.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output_perturbation_attention_raw<const N: usize>(
     dev: &Device,
@@ -121,8 +221,19 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
         score: params.score,
         ..AttentionParams::default()
     };
+    let exact = params.noise_mode == NoiseMode::Exact;
+    if exact && dtype != AttnDtype::F32 {
+        return Err(Error::Unsupported {
+            what: format!(
+                "the exact output-perturbation release of {dtype:?} inputs on the GPU (its \
+                 noiseless attention runs in f64 from f32 inputs: convert them, or name \
+                 NoiseMode::UnsafeFloat)"
+            ),
+        });
+    }
     check_noisy_attention(dtype, &out, &q, &k, &v, &attn, None)?;
-    let need = workspace_len(dtype, k.shape)?;
+    let need =
+        if exact { exact_workspace_len(k.shape, q.shape)? } else { workspace_len(dtype, k.shape)? };
     check_device_buffer("workspace", workspace, workspace_bytes, 16)?;
     if workspace_bytes < need {
         return Err(dpattn_core::Error::BufferTooShort {
@@ -132,19 +243,61 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
         }
         .into());
     }
-    let [batch, heads, _, _] = q.shape;
+    let [batch, heads, s_q, d] = q.shape;
     let s_k = k.shape[2];
     let qhost = read_queries(dev, stream, dtype, &q)?;
     let qview = BatchedRef::new(&qhost, Layout4::new(q.shape, q.strides)?)?;
-    let calibrated = output_perturbation_calibrate(qview, params, s_k, sigma)?;
+    let (calibrated, groups) = if exact {
+        let f = GridFormat::F32;
+        let c = output_perturbation_calibrate_exact(qview, params, s_k, d, &GPU_F64, f, sigma)?;
+        let groups = (0..batch)
+            .map(|b| {
+                let g = output_perturbation_grid(qview, params, s_k, d, &GPU_F64, f, b)?;
+                Ok(g.map_or_else(GridGroup::none, |g| GridGroup::gaussian(&g)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        (c, groups)
+    } else {
+        (output_perturbation_calibrate(qview, params, s_k, sigma)?, Vec::new())
+    };
     if let Some(ledger) = ledger {
         calibrated.charge(ledger)?;
     }
-    let half = need as u64 / 2;
+    let half = workspace_len(dtype, k.shape)? as u64 / 2;
     let kc = GpuTensor::contiguous(workspace, k.shape)?;
     let vc = GpuTensor::contiguous(workspace + half, v.shape)?;
     clamp(dev, stream, dtype, &k, kc.ptr, params.key_norm)?;
     clamp(dev, stream, dtype, &v, vc.ptr, params.value_norm)?;
+    if exact {
+        let noiseless = GpuTensor::contiguous(workspace + 2 * half, q.shape)?;
+        let status = workspace + need as u64 - 16;
+        // SAFETY: forwarded caller contract; kc and vc are the clamped f32 copies and
+        // `noiseless` the f64 region of the workspace (exact_workspace_len), which overlaps
+        // no operand.
+        unsafe { attention_f64_raw(dev, stream, noiseless, q, kc, vc, &attn) }?;
+        let layout = Layout4::new(out.shape, out.strides)?;
+        let draw = KeyedStream::new(key, stream_id);
+        let group_len = (heads * s_q * d) as u64;
+        // SAFETY: `out` addresses `out.len` f32 on this device (caller contract, checked
+        // shapes), `status` the workspace's last 16 bytes and `noiseless` one f64 per
+        // logical output element, disjoint from `out`.
+        return unsafe {
+            grid_release_raw(
+                dev,
+                stream,
+                out.ptr,
+                out.len,
+                FloatDtype::F32,
+                layout,
+                &groups,
+                group_len,
+                &draw,
+                0,
+                status,
+                noiseless.ptr,
+            )
+        };
+    }
     let total = batch * heads;
     let noise = NoiseSpec {
         key,

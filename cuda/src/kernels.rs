@@ -26,9 +26,15 @@ pub const FAST_MATH: &str = include_str!("kernels/fast_math.cuh");
 pub const NOISE_VALUE: &str = include_str!("kernels/noise_value.cuh");
 /// DP-Forward's row clipping rule.
 pub const CLIP: &str = include_str!("kernels/clip.cuh");
+/// Exact samplers on per-element windows (discrete Laplace and Gaussian, CKS20).
+pub const EXACT_SAMPLER: &str = include_str!("kernels/exact_sampler.cuh");
+/// The exact release of one value on a power-of-two grid.
+pub const GRID_RELEASE: &str = include_str!("kernels/grid_release.cuh");
+/// Exact grid release of a strided tensor in place.
+pub const GRID_RELEASE_KERNEL: &str = include_str!("kernels/grid_release.cu");
 /// Bulk keyed noise fill kernel.
 pub const NOISE_FILL: &str = include_str!("kernels/noise_fill.cu");
-/// Clip rows then add Gaussian noise.
+/// Clip rows, then add Gaussian noise (unsafe float path) or release on a grid (exact).
 pub const CLIP_ROWS_GAUSSIAN: &str = include_str!("kernels/clip_rows_gaussian.cu");
 /// Shared pieces of the attention kernels: parameters, masks, keyed noise in registers.
 pub const ATTENTION_COMMON: &str = include_str!("kernels/attention_common.cuh");
@@ -48,8 +54,10 @@ pub const GAUSSIAN_SAMPLING: &str = include_str!("kernels/gaussian_sampling.cu")
 pub enum KernelModule {
     /// `noise_fill.cu`: `dp_fill`.
     NoiseFill,
-    /// `clip_rows_gaussian.cu`: `dp_clip_rows_gaussian`.
+    /// `clip_rows_gaussian.cu`: `dp_clip_rows_gaussian` and `dp_clip_rows_exact`.
     ClipRowsGaussian,
+    /// `grid_release.cu`: `dp_grid_release`.
+    GridRelease,
     /// `flash_attention.cu`: `dp_flash_attention` (tensor cores).
     FlashAttention,
     /// `flash_attention_f32.cu`: `dp_flash_attention_f32`.
@@ -66,6 +74,7 @@ impl KernelModule {
         match self {
             KernelModule::NoiseFill => "noise_fill",
             KernelModule::ClipRowsGaussian => "clip_rows_gaussian",
+            KernelModule::GridRelease => "grid_release",
             KernelModule::FlashAttention => "flash_attention",
             KernelModule::FlashAttentionF32 => "flash_attention_f32",
             KernelModule::ClampRows => "clamp_rows",
@@ -77,8 +86,18 @@ impl KernelModule {
     pub fn source(self) -> String {
         let parts: &[&str] = match self {
             KernelModule::NoiseFill => &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, NOISE_FILL],
-            KernelModule::ClipRowsGaussian => {
-                &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, CLIP, CLIP_ROWS_GAUSSIAN]
+            KernelModule::ClipRowsGaussian => &[
+                PRELUDE,
+                CHACHA20,
+                FAST_MATH,
+                NOISE_VALUE,
+                CLIP,
+                EXACT_SAMPLER,
+                GRID_RELEASE,
+                CLIP_ROWS_GAUSSIAN,
+            ],
+            KernelModule::GridRelease => {
+                &[PRELUDE, CHACHA20, EXACT_SAMPLER, GRID_RELEASE, GRID_RELEASE_KERNEL]
             }
             KernelModule::FlashAttention => {
                 &[PRELUDE, CHACHA20, FAST_MATH, NOISE_VALUE, ATTENTION_COMMON, MMA, FLASH_ATTENTION]
@@ -141,12 +160,32 @@ impl KernelSpec {
         }
     }
 
-    /// Clip rows then add Gaussian noise, for `f32` or `f64` rows.
+    /// Clip rows then add Gaussian noise (the unsafe float path), for `f32` or `f64` rows.
     pub fn clip_rows_gaussian(dtype: crate::FloatDtype) -> Self {
         KernelSpec {
             module: KernelModule::ClipRowsGaussian,
-            defines: vec![("DP_T", dtype.code())],
+            defines: vec![("DP_T", dtype.code()), ("DP_EXACT", 0)],
             entry: "dp_clip_rows_gaussian",
+            fmad: false,
+        }
+    }
+
+    /// Clip rows then release them on a grid with exact integer noise, for `f32` or `f64`.
+    pub fn clip_rows_exact(dtype: crate::FloatDtype) -> Self {
+        KernelSpec {
+            module: KernelModule::ClipRowsGaussian,
+            defines: vec![("DP_T", dtype.code()), ("DP_EXACT", 1)],
+            entry: "dp_clip_rows_exact",
+            fmad: false,
+        }
+    }
+
+    /// The exact grid release of a strided `f32` or `f64` tensor.
+    pub fn grid_release(dtype: crate::FloatDtype) -> Self {
+        KernelSpec {
+            module: KernelModule::GridRelease,
+            defines: vec![("DP_T", dtype.code())],
+            entry: "dp_grid_release",
             fmad: false,
         }
     }
@@ -181,8 +220,11 @@ pub fn all_variants() -> Vec<KernelSpec> {
             }
         }
     }
-    v.push(KernelSpec::clip_rows_gaussian(crate::FloatDtype::F32));
-    v.push(KernelSpec::clip_rows_gaussian(crate::FloatDtype::F64));
+    for t in [crate::FloatDtype::F32, crate::FloatDtype::F64] {
+        v.push(KernelSpec::clip_rows_gaussian(t));
+        v.push(KernelSpec::clip_rows_exact(t));
+        v.push(KernelSpec::grid_release(t));
+    }
     v.extend(crate::attention::variants());
     v.extend(crate::dp_cross_attention::variants());
     v.extend(crate::gaussian_sampling::variants());

@@ -10,8 +10,10 @@
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
 //!   variant), owned and borrowed streams.
-//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`clip_rows`]
-//!   (clip rows to norm `C`, add Gaussian noise), [`attention`] (fused flash-style noisy
+//! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`mod@grid_release`]
+//!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
+//!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
+//!   float noise), [`attention`] (fused flash-style noisy
 //!   attention, tensor cores for bf16/f16), [`dp_cross_attention`] (output-perturbation DP
 //!   cross-attention through the fused kernel) and [`gaussian_sampling`] (paper 000's
 //!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
@@ -35,13 +37,15 @@ pub mod dp_cross_attention;
 pub mod error;
 pub mod float_dtype;
 pub mod gaussian_sampling;
+pub mod grid_release;
 pub mod kernels;
 pub mod launch;
 pub mod noise_fill;
 pub mod probe;
 
 pub use clip_rows::{
-    ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian, clip_rows_add_gaussian_raw,
+    ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian_unsafe_float,
+    clip_rows_add_gaussian_unsafe_float_raw, clip_rows_release_exact, clip_rows_release_exact_raw,
 };
 pub use device::Device;
 pub use error::{Error, Result};
@@ -50,6 +54,7 @@ pub use gaussian_sampling::{
     SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_raw,
     gaussian_sampling_attention_workspace_len,
 };
+pub use grid_release::{GridGroup, grid_release, grid_release_raw};
 pub use noise_fill::{
     GpuNoise, GpuSampler, NoiseElement, OutDtype, UniformBits, fill_noise, fill_noise_raw,
     fill_stream_words, fill_stream_words_raw,

@@ -17,13 +17,9 @@
 //! * These are floating-point samplers (`docs/RANDOMNESS.md` §7): do not release
 //!   `x + noise` computed this way where an attacker sees the low bits.
 //!
-//! **Exact samplers stay on the CPU.** The discrete Laplace and Gaussian (and the
-//! grid-snapped mechanisms built on them) are rejection samplers over rationals: each
-//! element's loop count is random and unbounded, reads continuation blocks of its own window
-//! (`docs/RANDOMNESS.md` §4) and needs 64×64→128-bit integer arithmetic. That maps to a GPU
-//! one element per thread, but warps diverge on the longest rejection chain, so throughput
-//! would be bounded by the tail, not the mean. They are not ported in this crate yet; use
-//! the CPU samplers (bit-exact, addressable) for releases that need them.
+//! **Exact samplers** (the discrete Laplace and Gaussian of the `NoiseMode::Exact`
+//! releases) read per-element windows instead of fixed words: see
+//! [`mod@crate::grid_release`].
 //!
 //! No paper section: the GPU side of `docs/RANDOMNESS.md`.
 //!

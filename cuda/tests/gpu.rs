@@ -14,8 +14,8 @@ use dpattn_core::sampling::{
 };
 use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use dpattn_cuda::{
-    ClipRowsParams, Device, Error, GpuNoise, OutDtype, UniformBits, clip_rows_add_gaussian,
-    fill_noise, fill_noise_raw, fill_stream_words,
+    ClipRowsParams, Device, Error, GpuNoise, OutDtype, UniformBits,
+    clip_rows_add_gaussian_unsafe_float, fill_noise, fill_noise_raw, fill_stream_words,
 };
 
 fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
@@ -332,8 +332,10 @@ fn clip_rows_then_noise_matches_the_cpu_release() {
         }
         let mut d = s.clone_htod(&strided).unwrap();
         let params = ClipRowsParams::new(c, sigma).unwrap();
-        let rep =
-            clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, ld, params, &draw, 1000).unwrap();
+        let rep = clip_rows_add_gaussian_unsafe_float(
+            &dev, &s, &mut d, rows, dim, ld, params, &draw, 1000,
+        )
+        .unwrap();
         assert_eq!(rep.scaled_rows as usize, scaled);
         let g = host(&s, &d);
         for r in 0..rows {
@@ -362,7 +364,8 @@ fn clip_rows_then_noise_matches_the_cpu_release() {
         let scaled = cpu_release(&mut cpu, rows, dim, c, sigma, &draw, 5);
         let mut d = s.clone_htod(&x32).unwrap();
         let rep =
-            clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, 5).unwrap();
+            clip_rows_add_gaussian_unsafe_float(&dev, &s, &mut d, rows, dim, dim, params, &draw, 5)
+                .unwrap();
         assert_eq!(rep.scaled_rows as usize, scaled);
         let g = host(&s, &d);
         for (i, (a, b)) in g.iter().zip(&cpu).enumerate() {
@@ -384,7 +387,8 @@ fn non_finite_rows_are_poisoned_and_reported() {
     let mut d = s.clone_htod(&x).unwrap();
     let draw = KeyedStream::new(&key(8), 2);
     let params = ClipRowsParams::new(1.0, 0.3).unwrap();
-    let e = clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, 0).unwrap_err();
+    let e = clip_rows_add_gaussian_unsafe_float(&dev, &s, &mut d, rows, dim, dim, params, &draw, 0)
+        .unwrap_err();
     assert_eq!(e, Error::NonFiniteRows { arg: "x", rows: 2 });
     let g = host(&s, &d);
     assert!(g[dim..2 * dim].iter().all(|v| v.is_nan()) && g[3 * dim..].iter().all(|v| v.is_nan()));
@@ -422,7 +426,7 @@ fn bad_arguments_fail_before_any_launch_and_kernels_are_cached() {
     let mut x = zeros::<f64>(&s, 10);
     let p = ClipRowsParams::new(1.0, 1.0).unwrap();
     assert!(matches!(
-        clip_rows_add_gaussian(&dev, &s, &mut x, 3, 4, 4, p, &draw, 0),
+        clip_rows_add_gaussian_unsafe_float(&dev, &s, &mut x, 3, 4, 4, p, &draw, 0),
         Err(Error::Core(_))
     ));
     // A variant no other test uses: compiled once, then served from the cache.
@@ -465,7 +469,8 @@ fn grid_stride_loops_and_many_rows_per_block_match_the_cpu() {
     let mut d = s.clone_htod(&x).unwrap();
     let params = ClipRowsParams::new(2.0, 0.25).unwrap();
     let e =
-        clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, 77).unwrap_err();
+        clip_rows_add_gaussian_unsafe_float(&dev, &s, &mut d, rows, dim, dim, params, &draw, 77)
+            .unwrap_err();
     assert_eq!(e, Error::NonFiniteRows { arg: "x", rows: 1 });
     let g = host(&s, &d);
     for r in 0..rows {
@@ -498,7 +503,8 @@ fn the_end_of_the_index_space_is_noised_and_a_full_grid_pass_repeats() {
     let mut d = s.clone_htod(&x).unwrap();
     let params = ClipRowsParams::new(1.0, 0.5).unwrap();
     let rep =
-        clip_rows_add_gaussian(&dev, &s, &mut d, rows, dim, dim, params, &draw, first).unwrap();
+        clip_rows_add_gaussian_unsafe_float(&dev, &s, &mut d, rows, dim, dim, params, &draw, first)
+            .unwrap();
     assert_eq!(rep.scaled_rows, 3);
     let g = host(&s, &d);
     assert!(

@@ -207,3 +207,165 @@ fn dp_cross_attention_equals_the_cpu_release() {
     let err = got.iter().zip(&want).fold(0.0f32, |m, (g, w)| m.max((g - w).abs())) / scale;
     assert!(err <= 1e-5, "relative error {err:e}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
+fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
+    use dpattn_core::accounting::ledger::Ledger;
+    use dpattn_core::attention::{AttentionParams, attention_f64};
+    use dpattn_core::grid_release::GridFormat;
+    use dpattn_core::output_perturbation::{
+        OutputPerturbationParams, output_perturbation_calibrate_exact, output_perturbation_grid,
+    };
+    use dpattn_core::sampling::ExactSampler;
+    use dpattn_core::{Kernel, PrivacyBudget};
+    use dpattn_cuda::dp_cross_attention::{
+        GPU_F64, exact_workspace_len, output_perturbation_attention_raw,
+    };
+    let (dev, s) = gpu();
+    let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
+    let key = NoiseKey::from_bytes([0x78; 32]);
+    // Key and value rows inside their balls (the device clamp copies them exactly), one
+    // value row holding NaN (clamped to the zero row on the device, zero in the reference).
+    let in_ball = |x: Vec<f32>, r: f32| -> Vec<f32> {
+        x.chunks(d)
+            .flat_map(|row| {
+                let n = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                let f = 0.99 * r / n.max(r);
+                row.iter().map(move |v| v * f).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let q: Vec<f32> = data(b * h * sq * d, 31);
+    let k = in_ball(data(b * h * sk * d, 32), 1.5);
+    let mut v = in_ball(data(b * h * sk * d, 33), 2.0);
+    let mut v_ref = v.clone();
+    v[7 * d + 3] = f32::NAN;
+    v_ref[7 * d..8 * d].fill(0.0);
+    let params = OutputPerturbationParams {
+        key_norm: 1.5,
+        value_norm: 2.0,
+        budget: PrivacyBudget::new(1.0, 1e-6).unwrap(),
+        scale: Scale::InvSqrtDim,
+        score: ScoreFn::Exp,
+        key_padding: None,
+        kernel: Kernel::Auto,
+        noise_mode: NoiseMode::Exact,
+    };
+    // The CPU's calibration for the GPU kernel's error model, and the CPU's f64 attention
+    // of the same rows: the expected release rounds it to those grids with the CPU's
+    // integers.
+    let qv = BatchedRef::contiguous(&q, [b, h, sq, d]).unwrap();
+    let mut sigma_cpu = vec![0.0; b * h];
+    output_perturbation_calibrate_exact(
+        qv,
+        &params,
+        sk,
+        d,
+        &GPU_F64,
+        GridFormat::F32,
+        &mut sigma_cpu,
+    )
+    .unwrap();
+    let grids: Vec<_> = (0..b)
+        .map(|bi| {
+            output_perturbation_grid(qv, &params, sk, d, &GPU_F64, GridFormat::F32, bi)
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    let mut noiseless = vec![0f64; b * h * sq * d];
+    attention_f64(
+        BatchedMut::contiguous(&mut noiseless, [b, h, sq, d]).unwrap(),
+        qv,
+        BatchedRef::contiguous(&k, [b, h, sk, d]).unwrap(),
+        BatchedRef::contiguous(&v_ref, [b, h, sk, d]).unwrap(),
+        &AttentionParams { scale: Scale::InvSqrtDim, ..AttentionParams::default() },
+        &mut vec![0.0; attention_scratch_len(d, d).unwrap()],
+    )
+    .unwrap();
+    let up = |x: &[f32]| s.clone_htod(x).unwrap();
+    let (qd, kd, vd) = (up(&q), up(&k), up(&v));
+    let mut od = s.alloc_zeros::<f32>(b * h * sq * d).unwrap();
+    let ws_len = exact_workspace_len([b, h, sk, d], [b, h, sq, d]).unwrap();
+    let mut ws = s.alloc_zeros::<u8>(ws_len).unwrap();
+    let mut sigma_gpu = vec![0.0; b * h];
+    let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
+    {
+        let (qp, _a) = qd.device_ptr(&s);
+        let (kp, _b) = kd.device_ptr(&s);
+        let (vp, _c) = vd.device_ptr(&s);
+        let (op, _d) = od.device_ptr_mut(&s);
+        let (wp, _e) = ws.device_ptr_mut(&s);
+        let t = |p, seq| GpuTensor::contiguous(p, [b, h, seq, d]).unwrap();
+        // SAFETY: live buffers of the stated shapes; the workspace has ws_len bytes.
+        unsafe {
+            output_perturbation_attention_raw(
+                &dev,
+                &s,
+                AttnDtype::F32,
+                t(op, sq),
+                t(qp, sq),
+                t(kp, sk),
+                t(vp, sk),
+                &params,
+                &key,
+                3,
+                Some(&mut ledger),
+                &mut sigma_gpu,
+                wp,
+                ws_len,
+            )
+        }
+        .unwrap();
+    }
+    assert_eq!(sigma_gpu, sigma_cpu, "the calibration is the CPU's for the GPU model");
+    assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
+    let st = s.clone_dtoh(&ws).unwrap();
+    let status: Vec<u64> =
+        st[ws_len - 16..].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(status, [0, u64::MAX]);
+    let got = s.clone_dtoh(&od).unwrap();
+    let draw = KeyedStream::new(&key, 3);
+    let mut same = 0;
+    for (e, (&g, &x)) in got.iter().zip(&noiseless).enumerate() {
+        let grid = &grids[e / (h * sq * d)];
+        let z = grid.integer_noise().sample_at(&draw, e as u64).unwrap();
+        let want = grid.grid().release(x, z);
+        let g = f64::from(g);
+        assert!((g / grid.resolution()).fract() == 0.0, "element {e} is off the grid");
+        // The GPU's and the CPU's f64 attentions differ far below Λ: the same grid index
+        // except where they straddle a rounding boundary.
+        assert!((g - want).abs() <= grid.resolution(), "element {e}: {g:e} vs {want:e}");
+        same += usize::from(g == want);
+    }
+    assert!(same * 1000 >= 999 * got.len(), "{same} of {} equal", got.len());
+    // bf16/f16 inputs are refused in exact mode, before anything is charged or written.
+    let e = {
+        let (qp, _a) = qd.device_ptr(&s);
+        let (op, _d) = od.device_ptr_mut(&s);
+        let (wp, _e) = ws.device_ptr_mut(&s);
+        let t = |p, seq| GpuTensor::contiguous(p, [b, h, seq, d]).unwrap();
+        // SAFETY: refused before any device access.
+        unsafe {
+            output_perturbation_attention_raw(
+                &dev,
+                &s,
+                AttnDtype::Bf16,
+                t(op, sq),
+                t(qp, sq),
+                t(qp, sk),
+                t(qp, sk),
+                &params,
+                &key,
+                4,
+                Some(&mut ledger),
+                &mut sigma_gpu,
+                wp,
+                ws_len,
+            )
+        }
+    };
+    assert!(matches!(e, Err(dpattn_cuda::Error::Unsupported { .. })), "{e:?}");
+    assert_eq!(ledger.charges(), 1);
+}

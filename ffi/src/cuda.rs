@@ -27,7 +27,8 @@ use dpattn_cuda::cudarc::driver::result::{DriverError, ctx};
 use dpattn_cuda::cudarc::driver::{CudaStream, sys};
 use dpattn_cuda::launch::{FillPlan, RowsPlan};
 use dpattn_cuda::{
-    Availability, ClipRowsParams, Device, FloatDtype, GpuNoise, GpuSampler, OutDtype, UniformBits,
+    Availability, ClipRowsParams, Device, FloatDtype, GpuNoise, GpuSampler, GridGroup, OutDtype,
+    UniformBits,
 };
 
 use dpattn_core::noisy_attention::NoiseSpec;
@@ -370,30 +371,39 @@ pub unsafe extern "C" fn dpattn_cuda_fill_stream_words(
 
 /// Queues on `cu_stream` DP-Forward's token-level release in place on the device matrix
 /// `x`: each of the `rows` rows of `dim` elements (row `r` starts at element `r·ld`) is
-/// clipped to Euclidean norm `clip_norm`, then `sigma·N` is added to every entry, with `N`
-/// the standard normals `first + r·dim + j` of the draw `(key, stream_id)` in the 53-bit
-/// layout (the elements the CPU's DP-Forward noise uses; the noise values are
-/// bit-identical to the CPU's, a clipped entry may differ in the last place because the
-/// row norm is a parallel sum).
+/// clipped to Euclidean norm `clip_norm`, then released **exactly**: every value becomes a
+/// multiple of a public power-of-two resolution `Λ` plus discrete Gaussian integer noise
+/// (the `NoiseMode::Exact` release of the issue), drawn from the window of element
+/// `first + r·dim + j` of the draw `(key, stream_id)` (`docs/RANDOMNESS.md` §4), bit for
+/// bit the CPU's `GaussianGrid` release of the clipped matrix (a clipped entry may differ
+/// in the last place before the rounding to the grid, because the row norm is a parallel
+/// sum).
 ///
 /// Every clipped row has norm `<= clip_norm` including rounding, so the ℓ2 sensitivity of
-/// the matrix under replacing one row is `2·clip_norm`; calibrate `sigma` on the CPU (the
-/// `dpattn_dp_forward_*` functions). `sigma = 0` clips only.
+/// the matrix under replacing `c` rows is `2·clip_norm·√c`; calibrate `sigma` on the CPU
+/// (the `dpattn_dp_forward_*` functions) as for a float Gaussian. The grid is calibrated
+/// from `sigma`, `clip_norm` and `dim` so that the release keeps that guarantee: its
+/// effective continuous `σ` is `sigma·(1 + √dim·Λ/(2·clip_norm))`, at most 0.4% larger
+/// unless `sigma/clip_norm` is so large that the format's range sets `Λ` (see
+/// `ClipRowsParams::exact_grid` in `dpattn-cuda` and `docs/C_API.md`). `sigma = 0` clips
+/// only (no release).
 ///
 /// * `x`: device pointer to `len` elements of `dtype`, `DPATTN_DTYPE_F32` or `_F64` only;
 ///   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.
 /// * `clip_norm` in `[1e-100, 1e100]`, `sigma` finite and `>= 0`.
 /// * `counters`: device pointer to two `uint32_t`, not overlapping `x`. The call queues a
-///   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (those
-///   rows are overwritten with NaN, never released un-noised; the other rows are processed)
-///   and `counters[1]` = rows that were rescaled. Both are **asynchronous** results: read
-///   them after the stream reaches the work, and treat `counters[0] > 0` as a failed
-///   release. The rescaled count depends on private data: keep it on the data owner's side.
+///   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (with
+///   `sigma > 0` they are released as the zero row, like any other row; with `sigma = 0`
+///   they are overwritten with NaN) and `counters[1]` = rows that were rescaled. Both are
+///   **asynchronous** results: read them after the stream reaches the work. Both depend on
+///   private data: keep them on the data owner's side. An element whose exact sampler
+///   failed (probability below `2^−1000`) is NaN.
 ///
 /// Returns `DPATTN_STATUS_OK` once the work is queued, or, with nothing queued or written:
 /// * `DPATTN_STATUS_NULL_ARGUMENT`: `key` or `counters` NULL, or `x` NULL with `len > 0`;
 /// * `DPATTN_STATUS_OUT_OF_RANGE`: `device < 0`, `dtype` not F32/F64, `clip_norm` or
-///   `sigma` outside its range;
+///   `sigma` outside its range or a `sigma`/`clip_norm` ratio no grid of the format holds,
+///   elements at or beyond `2^40` (the exact samplers' window layout);
 /// * `DPATTN_STATUS_SHAPE_MISMATCH`: `rows` or `dim` zero, or `ld < dim`;
 /// * `DPATTN_STATUS_BUFFER_TOO_SHORT`: `(rows − 1)·ld + dim > len`;
 /// * `DPATTN_STATUS_MISALIGNED`: `x` not aligned for `dtype`, `counters` not 4-byte
@@ -456,16 +466,42 @@ pub unsafe extern "C" fn dpattn_cuda_clip_rows_add_gaussian(
         bufs.output("counters", cp as usize as *mut u32, 2);
         bufs.disjoint()?;
         let draw = KeyedStream::new(&key.to_core(), stream_id);
+        // The exact release (σ > 0), calibrated before the device is touched.
+        let grid = if sigma > 0.0 {
+            check_window_end(first, rows, dim)?;
+            Some(GridGroup::gaussian(&params.exact_grid(dim, dtype)?))
+        } else {
+            None
+        };
         // SAFETY: forwarded caller contract; `x` addresses `len` elements of `dtype` and
         // `counters` two u32 on this device.
         unsafe {
-            on_device(ordinal, cu_stream, |dev, stream| {
-                dpattn_cuda::clip_rows_add_gaussian_raw(
+            on_device(ordinal, cu_stream, |dev, stream| match grid {
+                Some(group) => dpattn_cuda::clip_rows_release_exact_raw(
+                    dev, stream, xp, len, dtype, rows, dim, ld, clip_norm, group, &draw, first, cp,
+                    0,
+                ),
+                None => dpattn_cuda::clip_rows_add_gaussian_unsafe_float_raw(
                     dev, stream, xp, len, dtype, rows, dim, ld, params, &draw, first, cp,
-                )
+                ),
             })
         }
     })
+}
+
+/// Elements `first .. first + rows·dim` must lie below `2^40` (the window layout of the
+/// exact samplers); `RowsPlan` has checked that `rows·dim` and `first + rows·dim` fit.
+fn check_window_end(first: u64, rows: usize, dim: usize) -> Result<(), FfiError> {
+    let end = first + (rows as u64) * (dim as u64);
+    if end > dpattn_core::sampling::MAX_WINDOW_ELEMENTS {
+        return Err(CoreError::OutOfRange {
+            name: "first + rows·dim",
+            value: end as f64,
+            allowed: "<= 2^40 (the exact samplers' element windows)",
+        }
+        .into());
+    }
+    Ok(())
 }
 
 /// A C tensor whose `data` is a device address.
@@ -895,6 +931,30 @@ mod tests {
             dpattn_status::SizeOverflow,
             "x",
         );
+        // The exact release reads per-element windows, which end at element 2^40; σ = 0
+        // releases nothing and has no such limit.
+        let st = {
+            // SAFETY: fails before the device or a buffer is touched.
+            unsafe {
+                dpattn_cuda_clip_rows_add_gaussian(
+                    0,
+                    null_mut(),
+                    x,
+                    16,
+                    f32c,
+                    4,
+                    4,
+                    4,
+                    1.0,
+                    1.0,
+                    &KEY,
+                    1,
+                    (1 << 40) - 15,
+                    cn,
+                )
+            }
+        };
+        fails(st, oor, "first + rows·dim");
         // The counters may not lie inside the rows the kernel touches (but may sit in a gap
         // between rows' ends and the buffer's end).
         let inside = x.cast::<u32>().wrapping_add(6);
@@ -1120,23 +1180,29 @@ mod tests {
             let host: Vec<f32> = (0..len).map(|i| ((i % 17) as f32 - 8.0) * 0.25).collect();
             let mut with_nan = host.clone();
             with_nan[2 * ld + 3] = f32::NAN;
+            // A row holding NaN is released as the zero row: the reference gets zeros there.
+            let mut zeroed = host.clone();
+            zeroed[2 * ld..2 * ld + dim].fill(0.0);
             let params = ClipRowsParams::new(1.0, 0.75).unwrap();
-            // Reference: the crate's safe API (same kernel, same launch plan).
-            let mut r = stream.clone_htod(&host).expect("upload");
-            let report = dpattn_cuda::clip_rows_add_gaussian(
-                &dev,
-                &stream,
-                &mut r,
-                rows,
-                dim,
-                ld,
-                params,
-                &draw(4),
-                100,
-            )
-            .expect("reference clip");
-            let want = stream.clone_dtoh(&r).expect("copy back");
-            for (input, nonfinite) in [(&host, 0u32), (&with_nan, 1)] {
+            let grid = params.exact_grid(dim, FloatDtype::F32).unwrap();
+            assert!(grid.continuous_sigma() >= 0.75);
+            for (input, reference, nonfinite) in [(&host, &host, 0u32), (&with_nan, &zeroed, 1)] {
+                // Reference: the crate's safe API (same kernel, same launch plan).
+                let mut r = stream.clone_htod(reference).expect("upload");
+                let report = dpattn_cuda::clip_rows_release_exact(
+                    &dev,
+                    &stream,
+                    &mut r,
+                    rows,
+                    dim,
+                    ld,
+                    1.0,
+                    &grid,
+                    &draw(4),
+                    100,
+                )
+                .expect("reference release");
+                let want = stream.clone_dtoh(&r).expect("copy back");
                 let mut x = stream.clone_htod(input).expect("upload");
                 let mut counters = stream.clone_htod(&[77u32, 77]).expect("upload");
                 {
@@ -1165,16 +1231,15 @@ mod tests {
                 }
                 let got = stream.clone_dtoh(&x).expect("copy back");
                 let c = stream.clone_dtoh(&counters).expect("copy back");
-                assert_eq!(c[0], nonfinite);
-                if nonfinite == 0 {
-                    assert_eq!(c[1], report.scaled_rows);
-                    assert_eq!(
-                        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-                    );
-                } else {
-                    assert!(got[2 * ld..2 * ld + dim].iter().all(|v| v.is_nan()));
-                    assert_eq!(got[..dim], want[..dim]);
+                assert_eq!(c, [nonfinite, report.scaled_rows]);
+                assert_eq!(
+                    got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+                );
+                for r in 0..rows {
+                    let row = &got[r * ld..r * ld + dim];
+                    let lambda = grid.resolution();
+                    assert!(row.iter().all(|&v| (f64::from(v) / lambda).fract() == 0.0));
                 }
             }
         }

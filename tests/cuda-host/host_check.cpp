@@ -7,6 +7,12 @@
 #include "noise_value.cuh"
 #include "clip.cuh"
 #include <cstddef>
+
+// The release status atomics of grid_release.cuh, sequential here (one host thread).
+[[maybe_unused]] static void atomicOr(u64* a, u64 v) { *a |= v; }
+[[maybe_unused]] static void atomicMin(u64* a, u64 v) { if (v < *a) *a = v; }
+#include "exact_sampler.cuh"
+#include "grid_release.cuh"
 #define DP_ATT 2  // DP_ATT_F32: the f32 epilogue
 #include "attention_common.cuh"
 
@@ -147,6 +153,129 @@ int dpck_store_rows(int d, const float* x, int rows, u32 row0, u32 b, u32 h, u32
     else if (d == 128) dp_store_rows<128>(p, stage, rows, row0, b, h, 0, 1);
     else return 1;
     return 0;
+}
+
+// ---- exact samplers (exact_sampler.cuh) -------------------------------------------------
+
+// n words of element `element`'s window; with continuation > 0, as if the primary block and
+// `continuation` continuation blocks were used up. Returns 0, or DP_EXHAUSTED after writing
+// the words read before the window ran out (*written says how many).
+int dpck_window_words(const u32* key, u64 stream, u64 element, u64 continuation, u64 n, u32* out,
+                      u64* written) {
+    const DpKey k = key_of(key);
+    DpWindow win;
+    dp_window_init(&win, &k, stream, element);
+    if (continuation > 0) {
+        win.continuation = continuation;
+        win.next = 16;
+    }
+    for (*written = 0; *written < n; ++*written) {
+        const int st = dp_window_word(&win, &out[*written]);
+        if (st < 0) return st;
+    }
+    return 0;
+}
+
+// (⌊num·2^32/den⌋, num·2^32 mod den, len) of dp_digits (0 < num < den).
+void dpck_digits(u64 num, u64 den, u64* d, u64* rem, u32* len) {
+    const DpDigits g = dp_digits(num, den);
+    *d = g.d;
+    *rem = g.rem;
+    *len = g.len;
+}
+
+// (hi·2^64 + lo) / d and the remainder (d >= 1).
+void dpck_divmod128(u64 lo, u64 hi, u64 d, u64* q_lo, u64* q_hi, u64* rem) {
+    const DpU128 q = dp_divmod128(DpU128{lo, hi}, d, rem);
+    *q_lo = q.lo;
+    *q_hi = q.hi;
+}
+
+// Bernoulli(num/den) from element `element`'s window: 0, 1 or a negative status.
+int dpck_bernoulli(const u32* key, u64 stream, u64 element, u64 num, u64 den) {
+    const DpKey k = key_of(key);
+    DpBits b;
+    dp_bits_init(&b, &k, stream, element);
+    return dp_bernoulli_ratio(&b, num, den);
+}
+
+// Bernoulli(exp(−(whole + num/den))) (num < den, u128 as lo/hi pairs): BernoulliExp.
+int dpck_bernoulli_exp(const u32* key, u64 stream, u64 element, const u64* whole, const u64* num,
+                       const u64* den) {
+    const DpKey k = key_of(key);
+    DpBits b;
+    dp_bits_init(&b, &k, stream, element);
+    return dp_exp_split(&b, DpU128{whole[0], whole[1]}, DpU128{num[0], num[1]},
+                        DpU128{den[0], den[1]});
+}
+
+// DiscreteLaplace::new(t, s).sample_at(element): 0 and *out, or a negative status.
+int dpck_discrete_laplace(const u32* key, u64 stream, u64 element, u64 t, u64 s, i64* out) {
+    const DpKey k = key_of(key);
+    const DpDLap l = dp_dlap(t, s);
+    DpBits b;
+    dp_bits_init(&b, &k, stream, element);
+    return dp_dlap_draw(&b, &l, out);
+}
+
+// DiscreteGaussian with sigma_ratio (s, q): sample_at(element).
+int dpck_discrete_gaussian(const u32* key, u64 stream, u64 element, u64 s, u64 q, i64* out) {
+    const DpKey k = key_of(key);
+    const DpDGauss g = dp_dgauss(s, q);
+    return dp_dgauss_sample_at(&k, stream, element, &g, out);
+}
+
+// ---- grid release (grid_release.cuh) ----------------------------------------------------
+
+i64 dpck_grid_index(double x, int k, i64 bound) { return dp_grid_index(x, k, bound); }
+double dpck_grid_value(i64 m, int k, i64 bound) { return dp_grid_value(m, k, bound); }
+i64 dpck_sat_add(i64 a, i64 b) { return dp_sat_add(a, b); }
+
+// One value of a grid release: Grid::release(x, Z), Z element `element` of the draw.
+int dpck_grid_release_value(double x, int k, i64 bound, u64 s, u64 q, const u32* key, u64 stream,
+                            u64 element, double* out) {
+    const DpKey kk = key_of(key);
+    const DpGridGroup g{k, 0, bound, s, q};
+    return dp_grid_release_value(x, &g, &kk, stream, element, out);
+}
+
+// One row of dp_clip_rows_exact with a sequential sum (the CPU's order): returns 1 if the
+// row was rescaled, 0 if not, 2 if it held a non-finite value (then it was released as the
+// zero row), or a negative sampler status.
+int dpck_clip_row_exact(int is_f32, float* x32, double* x64, u64 dim, double c, int k, i64 bound,
+                        u64 s, u64 q, const u32* key, u64 stream, u64 e_begin) {
+    const DpKey kk = key_of(key);
+    const DpGridGroup g{k, 0, bound, s, q};
+    double m = 0.0, raw = 0.0;
+    int bad = 0;
+    for (u64 j = 0; j < dim; ++j) {
+        double a = std::fabs(is_f32 ? (double)x32[j] : x64[j]);
+        if (!dp_is_finite(a)) bad = 1;
+        else { m = std::fmax(m, a); raw += a * a; }
+    }
+    if (bad) m = 0.0;
+    double root = 0.0;
+    if (m != 0.0) {
+        if (dp_norm_raw_ok(m)) {
+            root = dp_sqrt(raw) / m;
+        } else {
+            double sum = 0.0;
+            for (u64 j = 0; j < dim; ++j) {
+                double r = (is_f32 ? (double)x32[j] : x64[j]) / m;
+                sum += r * r;
+            }
+            root = dp_sqrt(sum);
+        }
+    }
+    const double factor = dp_clip_factor(c, dim, m, root);
+    for (u64 j = 0; j < dim; ++j) {
+        double v = bad ? 0.0 : (is_f32 ? (double)x32[j] : x64[j]);
+        if (factor >= 0.0) v = is_f32 ? (double)dp_f64_to_f32_rz((v / m) * factor) : (v / m) * factor;
+        const int st = dp_grid_release_value(v, &g, &kk, stream, e_begin + j, &v);
+        if (st < 0) return st;
+        if (is_f32) x32[j] = (float)v; else x64[j] = v;
+    }
+    return bad ? 2 : factor >= 0.0 ? 1 : 0;
 }
 
 }  // extern "C"

@@ -14,7 +14,8 @@
 //   (the hardware's order is unspecified: the tests allow for it).
 // * cp.async with a source size of 16 copies, 0 zero-fills; copies complete at once (so
 //   commit/wait are no-ops: a missing wait is caught by racecheck on a GPU, not here).
-// * shfl.sync (xor and indexed) through a per-warp exchange with two warp barriers.
+// * shfl.sync (xor and indexed; xor also for f64) through a per-warp exchange with two warp
+//   barriers.
 //
 // Expects DP_ATT defined and prelude.cuh, attention_common.cuh included first. Each
 // translation unit gets its own copy of the state (anonymous namespace); one launch runs
@@ -42,6 +43,7 @@ struct EmuWarp {
     u32 a[32][4];
     u32 b[32][2];
     float f[32];
+    double d[32];
 };
 EmuWarp emu_warps[EMU_WARPS];
 // Every lane of a warp takes part in every collective, so each barrier's phases complete
@@ -62,6 +64,15 @@ void emu_warp_sync() { emu_warp_barriers[threadIdx.x / 32].arrive_and_wait(); }
     return r;
 }
 
+[[maybe_unused]] double __shfl_xor_sync(unsigned, double v, int mask) {
+    EmuWarp& w = emu_warp();
+    w.d[emu_lane()] = v;
+    emu_warp_sync();
+    double r = w.d[emu_lane() ^ mask];
+    emu_warp_sync();
+    return r;
+}
+
 [[maybe_unused]] float __shfl_sync(unsigned, float v, int src) {
     EmuWarp& w = emu_warp();
     w.f[emu_lane()] = v;
@@ -72,6 +83,7 @@ void emu_warp_sync() { emu_warp_barriers[threadIdx.x / 32].arrive_and_wait(); }
 }
 
 float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+[[maybe_unused]] double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
 
 u32 dp_smem_u32(const void* p) { return (u32)((const unsigned char*)p - dp_smem); }
 

@@ -19,7 +19,7 @@ use crate::kernels::KernelSpec;
 /// let (q, k, v, o) = (t(0x10_0000)?, t(0x20_0000)?, t(0x30_0000)?, t(0x40_0000)?);
 /// let image = launch_image(AttnDtype::Bf16, &o, &q, &k, &v, &AttentionParams::default(), None)?;
 /// assert_eq!((image.grid, image.threads), ((8, 2, 1), 128)); // 2·4 heads, ⌈100 / 64⌉ blocks
-/// assert_eq!(image.params_bytes([0, 0]).len(), 248);
+/// assert_eq!(image.params_bytes([0, 0]).len(), 256);
 /// # Ok::<(), dpattn_cuda::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -68,12 +68,12 @@ pub fn launch_image(
 }
 
 impl LaunchImage {
-    /// The kernel's parameter block (`struct DpAttnParams`, 248 bytes, little-endian as the
+    /// The kernel's parameter block (`struct DpAttnParams`, 256 bytes, little-endian as the
     /// GPU reads it), with the σ tables of [`LaunchImage::sigma_tables`] at `sigma_ptrs`
     /// (their device addresses; ignored for a draw without a table).
     pub fn params_bytes(&self, sigma_ptrs: [u64; 2]) -> Vec<u8> {
         let l = self.with_sigma_ptrs(sigma_ptrs);
-        let mut b = Vec::with_capacity(248);
+        let mut b = Vec::with_capacity(256);
         for op in [l.q, l.k, l.v, l.out] {
             let Operand { ptr, sb, sh, ss } = op;
             for x in [ptr, sb, sh, ss] {
@@ -83,7 +83,7 @@ impl LaunchImage {
         for x in [l.out_stream, l.logit_stream, l.out_sigma_ptr, l.logit_sigma_ptr] {
             b.extend_from_slice(&x.to_le_bytes());
         }
-        for x in [l.out_sigma, l.logit_sigma] {
+        for x in [l.out_sigma, l.logit_sigma, l.scale_f64] {
             b.extend_from_slice(&x.to_le_bytes());
         }
         for x in l.key.into_iter().chain([l.batch, l.heads, l.s_q, l.s_k]) {
@@ -123,12 +123,13 @@ mod tests {
         assert_eq!(b.len(), core::mem::size_of::<AttnLaunch>());
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
-        // q, k, v, out pointers and q's strides; s_q at 216, s_k at 220 (the offsets
-        // tests/cuda-host checks against the C++ struct).
+        // q, k, v, out pointers and q's strides; the f64 scale at 176, batch at 216, the f32
+        // scale at 232 (the offsets tests/cuda-host checks against the C++ struct).
         assert_eq!([u64_at(0), u64_at(32), u64_at(64), u64_at(96)], [q.ptr, k.ptr, v.ptr, o.ptr]);
         assert_eq!([u64_at(8), u64_at(16), u64_at(24)], [2 * 70 * 128, 70 * 128, 128]);
-        assert_eq!([u32_at(208), u32_at(212), u32_at(216), u32_at(220)], [1, 2, 70, 70]);
-        assert_eq!(f32::from_le_bytes(b[224..228].try_into().unwrap()), 1.0 / (128f32).sqrt());
+        assert_eq!(f64::from_bits(u64_at(176)), 1.0 / 128f64.sqrt());
+        assert_eq!([u32_at(216), u32_at(220), u32_at(224), u32_at(228)], [1, 2, 70, 70]);
+        assert_eq!(f32::from_le_bytes(b[232..236].try_into().unwrap()), 1.0 / (128f32).sqrt());
         assert_eq!((image.grid, image.shared_bytes), ((2, 2, 1), 3 * 64 * 128 * 2));
     }
 }

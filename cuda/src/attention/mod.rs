@@ -130,14 +130,26 @@ impl KernelSpec {
     }
 }
 
+impl KernelSpec {
+    /// The `f64` variant of the `f32` kernel (f32 inputs, f64 arithmetic and output, no
+    /// noise): the noiseless attention of the exact output-perturbation release.
+    pub fn flash_attention_f64(d: usize) -> Self {
+        let mut spec = Self::flash_attention(AttnDtype::F32, d);
+        spec.defines.push(("DP_F64", 1));
+        spec
+    }
+}
+
 /// The head dimensions the kernels are built for.
 pub const HEAD_DIMS: [usize; 2] = [64, 128];
 
 pub(crate) fn variants() -> Vec<KernelSpec> {
-    AttnDtype::ALL
+    let mut v: Vec<KernelSpec> = AttnDtype::ALL
         .iter()
         .flat_map(|&t| HEAD_DIMS.iter().map(move |&d| KernelSpec::flash_attention(t, d)))
-        .collect()
+        .collect();
+    v.extend(HEAD_DIMS.iter().map(|&d| KernelSpec::flash_attention_f64(d)));
+    v
 }
 
 /// A `[batch, heads, seq, dim]` tensor in device memory: pointer, elements available at
@@ -221,6 +233,7 @@ struct AttnLaunch {
     logit_sigma_ptr: u64,
     out_sigma: f64,
     logit_sigma: f64,
+    scale_f64: f64,
     key: [u32; 8],
     batch: u32,
     heads: u32,
@@ -374,7 +387,8 @@ fn plan(
     };
     elements(d)?;
     elements(s_k)?;
-    let scale = params.scale.value(d)? as f32;
+    let scale_f64 = params.scale.value(d)?;
+    let scale = scale_f64 as f32;
     let mut launch = AttnLaunch {
         q: operand(q),
         k: operand(k),
@@ -385,6 +399,7 @@ fn plan(
         s_q: s_q as u32,
         s_k: s_k as u32,
         scale,
+        scale_f64,
         causal: params.mask.causal as u32,
         score: match params.score {
             ScoreFn::Exp => 0,
@@ -484,6 +499,57 @@ pub unsafe fn noisy_attention_raw(
     noise: Option<&NoiseSpec<'_>>,
 ) -> Result<()> {
     let image = launch_image(dtype, &out, &q, &k, &v, params, noise)?;
+    // SAFETY: forwarded caller contract; the image was planned from these tensors.
+    unsafe { launch(dev, stream, &image) }
+}
+
+/// The noiseless attention of `f32` inputs computed in `f64` and written to the `f64`
+/// tensor `out` (the kernel's `DP_F64` variant): what the exact output-perturbation release
+/// ([`crate::dp_cross_attention`]) rounds to its grid. Its computation error is bounded by
+/// [`GPU_F64`](crate::dp_cross_attention::GPU_F64). Queued on `stream`, nothing allocated.
+///
+/// # Safety
+/// As [`noisy_attention_raw`], with `q`, `k`, `v` holding `f32` and `out` holding `len`
+/// `f64` elements.
+///
+/// # Errors
+/// As [`noisy_attention_raw`] for `f32` inputs, and `out` overlapping an input (its `f64`
+/// extent) or not 8-byte aligned.
+pub unsafe fn attention_f64_raw(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    out: GpuTensor,
+    q: GpuTensor,
+    k: GpuTensor,
+    v: GpuTensor,
+    params: &AttentionParams<'_>,
+) -> Result<()> {
+    // The f32 plan checks shapes, strides, lengths and the inputs; the f64 output's own
+    // extent and alignment are checked here.
+    let mut image = launch_image(AttnDtype::F32, &out, &q, &k, &v, params, None)?;
+    check_device_buffer("out", out.ptr, out.len, 8)?;
+    let out_span = (out.ptr, out.ptr.saturating_add(out.span_bytes("out", 8)?));
+    for (arg, t) in [("q", &q), ("k", &k), ("v", &v)] {
+        let span = (t.ptr, t.ptr.saturating_add(t.span_bytes(arg, 4)?));
+        if span.0 < out_span.1 && out_span.0 < span.1 {
+            return Err(CoreError::OutOfRange {
+                name: arg,
+                value: t.ptr as f64,
+                allowed: "memory that does not overlap out",
+            }
+            .into());
+        }
+    }
+    image.spec = KernelSpec::flash_attention_f64(q.shape[3]);
+    // SAFETY: forwarded caller contract; the image was planned from these tensors.
+    unsafe { launch(dev, stream, &image) }
+}
+
+/// Queues one planned launch of a fused attention kernel.
+///
+/// # Safety
+/// The tensors the image was planned from satisfy [`noisy_attention_raw`]'s contract.
+unsafe fn launch(dev: &Device, stream: &Arc<CudaStream>, image: &LaunchImage) -> Result<()> {
     in_context("a stream", stream, dev)?;
     if dev.arch() < 80 {
         return Err(Error::Unsupported {
@@ -519,7 +585,8 @@ pub unsafe fn noisy_attention_raw(
         // SAFETY: the single argument is `DpAttnParams` by value (layout mirrored by
         // `AttnLaunch`). `plan` checked every operand: shapes agree, `len` covers the
         // strided extent, pointers and row strides are 16-byte aligned (cp.async and the
-        // 16-byte stores), `out` does not overlap the inputs; the kernel reads q, k, v
+        // 16-byte stores), `out` does not overlap the inputs (for the f64 variant its f64
+        // extent, checked by `attention_f64_raw`); the kernel reads q, k, v
         // rows below s_q / s_k only, writes out rows below s_q only, and reads the σ
         // tables (heads or batch·heads doubles) uploaded just above. The grid is
         // (batch·heads, ⌈s_q / rows per block⌉) with both extents in range.
@@ -558,14 +625,15 @@ mod tests {
 
     #[test]
     fn launch_struct_matches_the_cuda_layout() {
-        // 4 operands of 32 bytes, 4 u64, 2 f64, the key, then 10 four-byte fields: the
+        // 4 operands of 32 bytes, 4 u64, 3 f64, the key, then 10 four-byte fields: the
         // offsets C gives `struct DpAttnParams` (no padding anywhere).
-        assert_eq!(size_of::<AttnLaunch>(), 4 * 32 + 4 * 8 + 2 * 8 + 32 + 10 * 4);
+        assert_eq!(size_of::<AttnLaunch>(), 4 * 32 + 4 * 8 + 3 * 8 + 32 + 10 * 4);
         assert_eq!(std::mem::offset_of!(AttnLaunch, out_stream), 128);
-        assert_eq!(std::mem::offset_of!(AttnLaunch, key), 176);
-        assert_eq!(std::mem::offset_of!(AttnLaunch, batch), 208);
-        assert_eq!(std::mem::offset_of!(AttnLaunch, scale), 224);
-        assert_eq!(std::mem::offset_of!(AttnLaunch, pad), 244);
+        assert_eq!(std::mem::offset_of!(AttnLaunch, scale_f64), 176);
+        assert_eq!(std::mem::offset_of!(AttnLaunch, key), 184);
+        assert_eq!(std::mem::offset_of!(AttnLaunch, batch), 216);
+        assert_eq!(std::mem::offset_of!(AttnLaunch, scale), 232);
+        assert_eq!(std::mem::offset_of!(AttnLaunch, pad), 252);
     }
 
     #[test]
@@ -676,9 +744,15 @@ mod tests {
     #[test]
     fn every_dtype_and_head_dim_is_a_variant() {
         let v = variants();
-        assert_eq!(v.len(), 6);
+        assert_eq!(v.len(), 8); // three dtypes and the f64 variant, two head dimensions each
         assert!(v.iter().all(|s| !s.fmad));
         assert_eq!(KernelSpec::flash_attention(AttnDtype::F32, 64).entry, "dp_flash_attention_f32");
+        let f64v = KernelSpec::flash_attention_f64(128);
+        assert_eq!(
+            (f64v.entry, f64v.module),
+            ("dp_flash_attention_f32", KernelModule::FlashAttentionF32)
+        );
+        assert!(f64v.defines.contains(&("DP_F64", 1)) && f64v.defines.contains(&("DP_D", 128)));
         assert_eq!(AttnDtype::Bf16.shared_bytes(128), 48 * 1024);
         assert_eq!(AttnDtype::F32.shared_bytes(128), 32 * 1024);
     }

@@ -33,6 +33,7 @@ struct DpAttnParams {
     u64 out_stream, logit_stream;
     u64 out_sigma_ptr, logit_sigma_ptr;  // device f64 arrays (modes HEADS / BATCH)
     double out_sigma, logit_sigma;       // mode UNIFORM
+    double scale_f64;                    // the logit scale, for the f64 variant
     DpKey key;
     u32 batch, heads, s_q, s_k;
     float scale;
@@ -62,12 +63,6 @@ DP_FN void dp_pick4(const u32 w[16], u32 m, u32 o[4]) {
     for (int k = 0; k < 4; ++k)
         o[k] = m == 0 ? w[k] : m == 1 ? w[4 + k] : m == 2 ? w[8 + k] : w[12 + k];
 }
-
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
-#define DP_NOINLINE __device__ __noinline__
-#else
-#define DP_NOINLINE static
-#endif
 
 // Noise elements e and e + 1 of a draw, rounded to f32. One ChaCha20 block when e is even
 // (a Box–Muller pair), up to two when e is odd (the second half of one pair, the first

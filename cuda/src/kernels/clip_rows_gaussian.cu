@@ -1,12 +1,23 @@
-// Clip each row of a hidden-state matrix to Euclidean norm C, then add N(0, σ²) noise:
-// DP-Forward's token-level release (ClipRegion::Rows, ClipMode::Clip, i.i.d. noise) on the
-// GPU. Row r of the stacked [rows, dim] matrix (row stride `ld` elements) gets the noise
-// elements first + r·dim + j of the draw, in the 53-bit ("f64") Gaussian layout, exactly
-// as core/src/dp_forward (docs/RANDOMNESS.md §5.4).
+// Clip each row of a hidden-state matrix to Euclidean norm C, then release it: DP-Forward's
+// token-level release (ClipRegion::Rows, ClipMode::Clip, i.i.d. noise) on the GPU. Row r of
+// the stacked [rows, dim] matrix (row stride `ld` elements) owns elements first + r·dim + j
+// of the draw, exactly as core/src/dp_forward (docs/RANDOMNESS.md §5.4). One CUDA block per
+// row (grid-stride).
 //
-// Variant macro DP_T: 0 f32, 1 f64 (the element type, read and written in place).
-// status[0] counts rows with NaN/±∞ (written as all-NaN, never released un-noised);
-// status[1] counts rows that were rescaled. One CUDA block per row (grid-stride).
+// Variant macros: DP_T 0 f32, 1 f64 (the element type, read and written in place);
+// DP_EXACT 0 or 1:
+// * 0, dp_clip_rows_gaussian (the unsafe float path): adds σ times the standard normals of
+//   the 53-bit ("f64") Gaussian layout, rounded once to the element type. status (two u32)
+//   [0] counts rows with NaN/±∞ (written as all-NaN, never released un-noised), [1] rows
+//   that were rescaled.
+// * 1, dp_clip_rows_exact: releases each clipped value on the grid with the discrete
+//   Gaussian of the element's window (grid_release.cuh). A row with NaN/±∞ is sanitised to
+//   the zero row (inside the ball) and released like any other. status (two u32) [0]
+//   counts the sanitised rows, [1] the rescaled rows; `fail` (two u64, or NULL) receives
+//   the release status of grid_release.cu (a failed element is NaN either way).
+#ifndef DP_EXACT
+#define DP_EXACT 0
+#endif
 
 #if DP_T == 0
 typedef float dp_t;
@@ -53,9 +64,16 @@ DP_FN void dp_reduce(double* mx, double* sum, int* bad, double* sh_m, double* sh
     __syncthreads();
 }
 
+#if DP_EXACT
+extern "C" __global__ void __launch_bounds__(DP_CLIP_THREADS)
+dp_clip_rows_exact(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c, DpGridGroup grid,
+                   DpKey key, u64 stream, u64 first, u32* __restrict__ status,
+                   u64* __restrict__ fail) {
+#else
 extern "C" __global__ void __launch_bounds__(DP_CLIP_THREADS)
 dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c, double sigma,
                       DpKey key, u64 stream, u64 first, u32* __restrict__ status) {
+#endif
     __shared__ double sh_m[32], sh_s[32];
     __shared__ int sh_b[32];
     for (u64 row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -68,11 +86,17 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
             else { m = fmax(m, a); raw += a * a; }
         }
         dp_reduce(&m, &raw, &bad, sh_m, sh_s, sh_b);
+#if DP_EXACT
+        // Sanitised: the zero row (m = 0: no rescaling), released below.
+        if (bad && threadIdx.x == 0) atomicAdd(&status[0], 1u);
+        if (bad) m = 0.0;
+#else
         if (bad) {
             for (u64 j = threadIdx.x; j < dim; j += DP_CLIP_THREADS) xr[j] = dp_nan();
             if (threadIdx.x == 0) atomicAdd(&status[0], 1u);
             continue;
         }
+#endif
         double root = 0.0;
         if (m != 0.0) {
             if (dp_norm_raw_ok(m)) {
@@ -90,6 +114,16 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
         }
         const double factor = dp_clip_factor(c, dim, m, root);
         if (factor >= 0.0 && threadIdx.x == 0) atomicAdd(&status[1], 1u);
+#if DP_EXACT
+        for (u64 j = threadIdx.x; j < dim; j += DP_CLIP_THREADS) {
+            double v = bad ? 0.0 : (double)xr[j];
+            if (factor >= 0.0) v = (double)dp_round_rz((v / m) * factor);
+            const u64 e = first + row * dim + j;
+            const int st = dp_grid_release_value(v, &grid, &key, stream, e, &v);
+            if (st < 0 && fail) dp_release_failed(fail, e, st);
+            xr[j] = (dp_t)v;  // exact: v is on the grid of the element type
+        }
+#else
         // Elements e_begin ..= e_last of the draw (the host checks first + rows·dim <=
         // u64::MAX, so nothing here wraps); ChaCha20 block q holds elements 8q .. 8q+7.
         const u64 e_begin = first + row * dim, e_last = e_begin + (dim - 1);
@@ -111,6 +145,7 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
                 xr[j] = (dp_t)v;
             }
         }
+#endif
         __syncthreads();
     }
 }

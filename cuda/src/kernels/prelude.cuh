@@ -11,6 +11,8 @@ typedef long long i64;
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define DP_FN __device__ __forceinline__
+// Kept out of line (large bodies called from many places: attention noise, exact samplers).
+#define DP_NOINLINE __device__ __noinline__
 DP_FN double dp_bits_f64(u64 b) { return __longlong_as_double((i64)b); }
 DP_FN u64 dp_f64_bits(double x) { return (u64)__double_as_longlong(x); }
 DP_FN float dp_bits_f32(u32 b) { return __uint_as_float(b); }
@@ -26,11 +28,18 @@ DP_FN u16 dp_f32_to_f16_bits(float x) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
     return r;
 }
+// Integer helpers of the exact samplers: the high 64 bits of a 64×64-bit product, a word's
+// bits reversed, leading/trailing zero counts (64 for 0).
+DP_FN u64 dp_umulhi(u64 a, u64 b) { return __umul64hi(a, b); }
+DP_FN u32 dp_brev(u32 x) { return __brev(x); }
+DP_FN int dp_clz64(u64 x) { return __clzll((i64)x); }
+DP_FN int dp_ctz64(u64 x) { return x ? __ffsll((i64)x) - 1 : 64; }
 #else
 #include <cmath>
 #include <cstring>
 #include <cfenv>
 #define DP_FN static inline
+#define DP_NOINLINE static inline
 DP_FN double dp_bits_f64(u64 b) { double x; std::memcpy(&x, &b, 8); return x; }
 DP_FN u64 dp_f64_bits(double x) { u64 b; std::memcpy(&b, &x, 8); return b; }
 DP_FN float dp_bits_f32(u32 b) { float x; std::memcpy(&x, &b, 4); return x; }
@@ -43,6 +52,14 @@ DP_FN float dp_f64_to_f32_rz(double x) {
     return r;
 }
 DP_FN double dp_sqrt(double x) { return std::sqrt(x); }
+DP_FN u64 dp_umulhi(u64 a, u64 b) { return (u64)(((unsigned __int128)a * b) >> 64); }
+DP_FN u32 dp_brev(u32 x) {
+    u32 r = 0;
+    for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+DP_FN int dp_clz64(u64 x) { return x ? __builtin_clzll(x) : 64; }
+DP_FN int dp_ctz64(u64 x) { return x ? __builtin_ctzll(x) : 64; }
 // Software f32 -> binary16, round to nearest even (host check only).
 DP_FN u16 dp_f32_to_f16_bits(float x) {
     u32 f = dp_f32_bits(x);

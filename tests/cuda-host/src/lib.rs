@@ -41,6 +41,103 @@ unsafe extern "C" {
         stream: u64,
         e_begin: u64,
     ) -> i32;
+    /// Words of an element's window (`dp_window_word`); with `continuation > 0`, as if the
+    /// primary block and that many continuation blocks were used up. Returns 0, or −1 when
+    /// the window runs out (`written` words were read before).
+    pub fn dpck_window_words(
+        key: *const u32,
+        stream: u64,
+        element: u64,
+        continuation: u64,
+        n: u64,
+        out: *mut u32,
+        written: *mut u64,
+    ) -> i32;
+    /// `dp_digits`: `⌊num·2^32/den⌋`, `num·2^32 mod den` and the digits read at most.
+    pub fn dpck_digits(num: u64, den: u64, d: *mut u64, rem: *mut u64, len: *mut u32);
+    /// `dp_divmod128`: `(hi·2^64 + lo) / d` and the remainder.
+    pub fn dpck_divmod128(lo: u64, hi: u64, d: u64, q_lo: *mut u64, q_hi: *mut u64, rem: *mut u64);
+    /// `Bernoulli(num/den)` from an element's window: 0, 1 or a negative status.
+    pub fn dpck_bernoulli(key: *const u32, stream: u64, element: u64, num: u64, den: u64) -> i32;
+    /// `Bernoulli(exp(−(whole + num/den)))`, `u128`s as `[lo, hi]`.
+    pub fn dpck_bernoulli_exp(
+        key: *const u32,
+        stream: u64,
+        element: u64,
+        whole: *const u64,
+        num: *const u64,
+        den: *const u64,
+    ) -> i32;
+    /// The discrete Laplace of scale `t/s` at an element: 0 (value in `out`) or a status.
+    pub fn dpck_discrete_laplace(
+        key: *const u32,
+        stream: u64,
+        element: u64,
+        t: u64,
+        s: u64,
+        out: *mut i64,
+    ) -> i32;
+    /// The discrete Gaussian `σ = s/q` (lowest terms) at an element.
+    pub fn dpck_discrete_gaussian(
+        key: *const u32,
+        stream: u64,
+        element: u64,
+        s: u64,
+        q: u64,
+        out: *mut i64,
+    ) -> i32;
+    /// `dp_grid_index`.
+    pub fn dpck_grid_index(x: f64, k: i32, bound: i64) -> i64;
+    /// `dp_grid_value`.
+    pub fn dpck_grid_value(m: i64, k: i32, bound: i64) -> f64;
+    /// `dp_sat_add`.
+    pub fn dpck_sat_add(a: i64, b: i64) -> i64;
+    /// One value of the grid release (`dp_grid_release_value`).
+    pub fn dpck_grid_release_value(
+        x: f64,
+        k: i32,
+        bound: i64,
+        s: u64,
+        q: u64,
+        key: *const u32,
+        stream: u64,
+        element: u64,
+        out: *mut f64,
+    ) -> i32;
+    /// One row of `dp_clip_rows_exact` (sequential sum): 1 rescaled, 0 not, 2 sanitised,
+    /// negative a sampler status.
+    pub fn dpck_clip_row_exact(
+        is_f32: i32,
+        x32: *mut f32,
+        x64: *mut f64,
+        dim: u64,
+        c: f64,
+        k: i32,
+        bound: i64,
+        s: u64,
+        q: u64,
+        key: *const u32,
+        stream: u64,
+        e_begin: u64,
+    ) -> i32;
+    /// The kernel `dp_grid_release` run on the host (`grid_emulation.cpp`) over `blocks`
+    /// blocks: `groups` are `GridGroup`s, `status` receives its two words, `src` is null or
+    /// the noiseless `f64` values in logical order.
+    pub fn dpck_grid_release_kernel(
+        is_f32: i32,
+        x: *mut core::ffi::c_void,
+        shape: *const u64,
+        strides: *const u64,
+        total: u64,
+        first: u64,
+        group_len: u64,
+        groups: *const core::ffi::c_void,
+        key: *const u32,
+        stream: u64,
+        blocks: u32,
+        status: *mut u64,
+        src: *const f64,
+    );
     /// Logit noise elements `e`, `e + 1` of the fused attention (`dp_noise2`).
     pub fn dpck_noise2(key: *const u32, stream: u64, e: u64, sigma: f64, out: *mut f32);
     /// Output noise elements `e .. e + 8` (`dp_noise8`, `e` a multiple of 8).
@@ -105,4 +202,8 @@ unsafe extern "C" {
     pub fn dpck_attention_f32_64(params: *const u8, gx: u32, gy: u32);
     /// `flash_attention_f32.cu`, D = 128.
     pub fn dpck_attention_f32_128(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu` with `DP_F64` (f64 arithmetic and output), D = 64.
+    pub fn dpck_attention_f64_64(params: *const u8, gx: u32, gy: u32);
+    /// `flash_attention_f32.cu` with `DP_F64`, D = 128.
+    pub fn dpck_attention_f64_128(params: *const u8, gx: u32, gy: u32);
 }
