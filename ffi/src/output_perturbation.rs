@@ -13,7 +13,7 @@ use dpattn_core::dp_cross_attention::{
 use dpattn_core::output_perturbation::{self as op, OutputPerturbationParams};
 use dpattn_core::sampling::KeyedStream;
 use dpattn_core::softmax_tree::{AdaptiveParams, SoftmaxTreeParams};
-use dpattn_core::{MatRef, PrivacyBudget};
+use dpattn_core::{MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::attention::{
@@ -478,6 +478,7 @@ unsafe fn decode_cross(
         strict: flag("params.strict", p.strict)?,
         query_policy,
         memory_limit_bytes: p.memory_limit_bytes,
+        noise_mode: NoiseMode::Exact,
     };
     Ok(CrossAttentionParams {
         adaptive: AdaptiveParams {

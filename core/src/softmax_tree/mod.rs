@@ -34,6 +34,7 @@ mod adaptive;
 mod budget;
 mod build;
 mod feature_map;
+mod node_noise;
 mod segment_tree;
 mod softmax;
 mod tree_arena;
@@ -48,6 +49,7 @@ pub use feature_map::{
     MAX_DEGREE, TaylorFeatureMap, feature_count, gamma_bound, min_degree, taylor_exp,
     taylor_relative_error,
 };
+pub use node_noise::{MAX_EXACT_DEPTH, NodeNoise, term_bound};
 pub use segment_tree::{DpTree, Side};
 pub use softmax::{DpTreeSoftmax, QueryPolicy, SoftmaxTreeParams, Temperature};
 pub use tree_arena::{bin, leaf_count};
