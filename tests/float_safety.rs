@@ -19,3 +19,7 @@ mod support;
 
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
+#[path = "float_safety/moment_sketch.rs"]
+mod moment_sketch;
+#[path = "float_safety/softmax_tree.rs"]
+mod softmax_tree;
