@@ -844,13 +844,35 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
             SketchGrid::Gaussian(g) => g.integer_noise().sample_at(&st, i).unwrap(),
             SketchGrid::Laplace(g) => g.integer_noise().sample_at(&st, i).unwrap(),
         };
+        let (kc, vc) = (clamp_all(&keys, 0.0, 1.0), clamp_all(&vals, -1.0, 1.0));
         let exact = MomentSketch::non_private_exact(
-            MatRef::from_row_major(&clamp_all(&keys, 0.0, 1.0), n, d).unwrap(),
-            MatRef::from_row_major(&clamp_all(&vals, -1.0, 1.0), n, d).unwrap(),
+            MatRef::from_row_major(&kc, n, d).unwrap(),
+            MatRef::from_row_major(&vc, n, d).unwrap(),
             &p,
         )
         .unwrap();
         assert_eq!(sk.sketch().len() as f64, entries);
+        // The noise-free sum is blocked: blocks of ⌊√n⌋ = 7 tokens, then the blocks in order.
+        let map = exact.feature_map();
+        let (rr, cols) = (map.features(), d + 1);
+        let (mut total, mut part) = (vec![0.0; rr * cols], vec![0.0; rr * cols]);
+        let mut u = vec![0.0; rr];
+        for j in 0..n {
+            map.eval_into(&kc[j * d..(j + 1) * d], &mut u).unwrap();
+            for (i, &ui) in u.iter().enumerate() {
+                for c in 0..cols {
+                    let vcj = if c == 0 { 1.0 } else { vc[j * d + c - 1] };
+                    part[i * cols + c] += ui * vcj;
+                }
+            }
+            if (j + 1) % 7 == 0 || j + 1 == n {
+                total.iter_mut().zip(&mut part).for_each(|(t, p)| {
+                    *t += *p;
+                    *p = 0.0;
+                });
+            }
+        }
+        assert_eq!(exact.sketch(), &total[..]);
         for (i, (&got, &m)) in sk.sketch().iter().zip(exact.sketch()).enumerate() {
             let idx = got / lambda;
             assert!(idx.fract() == 0.0 && idx.abs() < 2f64.powi(53), "entry {i} off the grid");
@@ -871,6 +893,44 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
         assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (2, 1));
         assert_eq!((f.noise_mode(), f.resolution()), (NoiseMode::UnsafeFloat, None));
     }
+}
+
+/// The exact calibration where its terms are visible: the summation error at `n = 1e6` and
+/// `1e9` (`2E/Δ ≈ 2·10^−7` and `7·10^−3`), and the feature map's `γ_{6s+1}` at `s = 64`
+/// (`≈ 4·10^−14`), against the documented formulas to 1e-14.
+#[test]
+fn e1_exact_calibration_terms() {
+    let mut p = sketch_params(1e-6);
+    for n in [1_000_000usize, 1_000_000_000] {
+        let d = 2;
+        let s = s_min(1.0, 0.01);
+        let entries = (binom(2 + u64::from(s), u64::from(s)) * 3) as f64;
+        let delta =
+            2.0 * (1.0 + gamma(6.0 * f64::from(s) + 1.0)) * taylor(1.0, s).sqrt() * 3f64.sqrt();
+        let lambda = 2f64.powi((delta / (256.0 * entries.sqrt())).log2().floor() as i32);
+        let nf = n as f64;
+        let block = nf.sqrt().floor();
+        let err = gamma(block + (nf / block).ceil()) * nf * delta / 2.0;
+        let g = p.exact_grid(d, n).unwrap();
+        assert_eq!(g.resolution(), lambda);
+        let want = delta + 2.0 * err + entries.sqrt() * lambda;
+        assert_rel(g.rounded_sensitivity(), want, 1e-14, &format!("Δ′ at n = {n}"));
+    }
+    // s = 64 at d = 1 (τ = 1, R = 1): r = 65.
+    p.eps_s = 1e-91;
+    assert_eq!(p.feature_map(1).unwrap().degree(), 64);
+    let eval = 1.0 + gamma(6.0 * 64.0 + 1.0);
+    let delta = 2.0 * eval * taylor(1.0, 64).sqrt() * 2f64.sqrt();
+    let entries = 130f64;
+    let lambda = 2f64.powi((delta / (256.0 * entries.sqrt())).log2().floor() as i32);
+    let err = gamma(2.0) * delta / 2.0; // n = 1: h = 1 + 1
+    let g = p.exact_grid(1, 1).unwrap();
+    assert_rel(
+        g.rounded_sensitivity(),
+        delta + 2.0 * err + entries.sqrt() * lambda,
+        1e-14,
+        "s = 64",
+    );
 }
 
 fn clamp_all(x: &[f64], lo: f64, hi: f64) -> Vec<f64> {

@@ -385,9 +385,12 @@ fn dptree_exact_release_is_the_integer_noise_on_the_node_grid() {
     let budget = PrivacyBudget::new(eps, delta).unwrap();
     let mut rng = Rng(0xD7_000E);
     // Some values outside [−b, b]: clamped first.
-    let values: Vec<f64> = (0..n_leaves).map(|_| rng.uniform() * 1.3 * b).collect();
+    let mut values: Vec<f64> = (0..n_leaves).map(|_| rng.uniform() * 1.3 * b).collect();
     let (eta, lambda, d, noise) = exact_node(b, depth, false, eps / 4.0, delta / 4.0);
     assert_eq!((eta, lambda, d), (2f64.powi(-48), 2f64.powi(-7), 257));
+    // Just below Λ/2: its index is 0, but the value rounded to η is Λ/2, whose index is 1.
+    values[5] = lambda / 2.0 - 2f64.powi(-60);
+    assert_eq!((values[5] / lambda).round(), 0.0);
     // The computed node sums of the rounded values (exact: multiples of η far below 2^53 η).
     let leaf: Vec<f64> = values.iter().map(|&v| quantize(v.clamp(-b, b), eta)).collect();
     let node_sum = |v: usize| -> f64 {

@@ -369,3 +369,18 @@ pub(crate) fn moment_noise(
 pub(crate) fn arena_bytes(trees: u128, moments: u128, n_leaves: u128) -> u128 {
     trees.saturating_mul(moments).saturating_mul(2 * n_leaves - 2).saturating_mul(8)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_the_modes_element_limit() {
+        let (x, f) = (NoiseMode::Exact, NoiseMode::UnsafeFloat);
+        assert!(check_capacity(x, (1 << 40) - 10, 10).is_ok());
+        assert!(check_capacity(x, (1 << 40) - 10, 11).is_err());
+        assert!(check_capacity(f, (1 << 40) - 10, 11).is_ok());
+        assert!(check_capacity(f, (1 << 67) - 1, 2).is_err());
+        assert!(check_capacity(f, u128::MAX, 1).is_err());
+    }
+}
