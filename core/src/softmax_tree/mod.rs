@@ -26,7 +26,10 @@
 //!
 //! Every structure is built from a keyed ChaCha20 stream: node noise is addressed by the
 //! node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are reproducible and
-//! auditable. The private data and exact sums are never stored; each type's
+//! auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
+//! multiple of a public grid with exact truncated discrete Laplace noise, so the guarantees
+//! above hold for the released floats ([`NodeNoise`] has the proof);
+//! [`NoiseMode::UnsafeFloat`](crate::NoiseMode) is the paper's float TLap. The private data and exact sums are never stored; each type's
 //! `non_private_exact` constructor builds the noise-free structure for tests and audits and
 //! is **not** differentially private.
 
