@@ -8,7 +8,12 @@
 //! release. Setting: `d = 2`, `R = R_w = 1`, `ε_s = 0.01` (`s = 4`, `r = 15`), `ε = 1`,
 //! `δ = δ′ = 1e-6`, `K` uniform in `[0, 1]^d`, `V` uniform in `[−1, 1]^d`.
 //!
-//! Run: `cargo bench --bench softmax_tree` (numbers in docs/BENCHMARKS.md).
+//! Both releases run in their default exact mode (`NoiseMode::Exact`, `docs/PRIVACY.md`
+//! §4.5–§4.6).
+//!
+//! Run: `cargo bench --bench softmax_tree` (numbers in docs/BENCHMARKS.md). Under
+//! `cargo test` (no `--bench` argument: criterion's test mode) only the smallest `n` runs, so
+//! that the debug build of the trees stays quick.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -23,6 +28,11 @@ use dpattn::{MatRef, PrivacyBudget};
 
 const D: usize = 2;
 const NS: [usize; 3] = [1_000, 10_000, 100_000];
+
+/// `NS`, or its first size alone in criterion's test mode.
+fn sizes() -> &'static [usize] {
+    if std::env::args().any(|a| a == "--bench") { &NS } else { &NS[..1] }
+}
 
 fn uniform(len: usize, stream: u64, lo: f64, hi: f64) -> Vec<f64> {
     let mut u = vec![0.0; len];
@@ -75,7 +85,7 @@ fn accuracy_table() {
         "{:>8} | {:>11} {:>11} {:>10} {:>9} | {:>11} {:>10} {:>9}",
         "n", "tree err", "tree est.", "tree MiB", "build s", "sketch err", "sketch KiB", "build s"
     );
-    for n in NS {
+    for &n in sizes() {
         let k = uniform(n * D, 1, 0.0, 1.0);
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
@@ -121,7 +131,7 @@ fn bench(c: &mut Criterion) {
     accuracy_table();
     let mut g = c.benchmark_group("paper 001 build (one release)");
     g.sample_size(10).measurement_time(Duration::from_secs(4));
-    for n in NS {
+    for &n in sizes() {
         let k = uniform(n * D, 1, 0.0, 1.0);
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
@@ -141,7 +151,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 
     let mut g = c.benchmark_group("paper 001 query (one token)");
-    for n in NS {
+    for &n in sizes() {
         let k = uniform(n * D, 1, 0.0, 1.0);
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =

@@ -25,7 +25,11 @@ mod dp_sgd;
 mod gram_attention;
 #[path = "float_safety/low_bits.rs"]
 mod low_bits;
+#[path = "float_safety/moment_sketch.rs"]
+mod moment_sketch;
 #[path = "float_safety/noisy_head.rs"]
 mod noisy_head;
 #[path = "float_safety/output_perturbation.rs"]
 mod output_perturbation;
+#[path = "float_safety/softmax_tree.rs"]
+mod softmax_tree;

@@ -18,15 +18,24 @@
 //!
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (z bound 4.89) with fixed keys, so
 //! they are deterministic; the AC-1 and AC-7 tolerances are the spec's.
+//!
+//! The paper's float TLap values are pinned in `NoiseMode::UnsafeFloat`; the default exact
+//! release is checked against its documented calibration (`docs/PRIVACY.md` §4.5),
+//! recomputed here: contributions rounded to `η = 2^(⌈log₂(N·C)⌉ − 52)`, the node grid
+//! `Λ = 2^⌊log₂((2C + η)/256)⌋`, the integer sensitivity `D = ⌊(2C + η)/Λ⌋ + 1` (`+ 1` more
+//! when points can change bins), node `o` drawn from the window of element `o`.
 
 mod support;
 
-use dpattn::sampling::{FixedWordSampler, KeyedStream, NoiseKey, TruncatedLaplace};
+use dpattn::sampling::{
+    ExactSampler, FixedWordSampler, KeyedStream, NoiseKey, TruncatedDiscreteLaplace,
+    TruncatedLaplace,
+};
 use dpattn::softmax_tree::{
     DistanceParams, DpTree, DpTreeDistance, DpTreeHighDim, HighDimParams, Side, TaylorFeatureMap,
     bin, feature_count, gamma_bound, leaf_count, min_degree, taylor_exp, taylor_relative_error,
 };
-use dpattn::{Error, MatRef, PrivacyBudget};
+use dpattn::{Error, MatRef, NoiseMode, PrivacyBudget};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, var_z, z_accepts};
 
@@ -122,6 +131,47 @@ fn distance_variance_formula(
             c * c * f64::from(depth) * tlap_var(sens, eps / parts, delta / parts)
         })
         .sum()
+}
+
+/// The documented exact node release for contributions bounded by `c` in a tree of depth
+/// `depth`: `(η, Λ, D, the integer noise)`.
+fn exact_node(
+    c: f64,
+    depth: u32,
+    binned: bool,
+    eps: f64,
+    delta: f64,
+) -> (f64, f64, u64, TruncatedDiscreteLaplace) {
+    let eta = 2f64.powi(((1u64 << depth) as f64 * c).log2().ceil() as i32 - 52);
+    let sens = 2.0 * c + eta;
+    let lambda = 2f64.powi((sens / 256.0).log2().floor() as i32);
+    let d = (sens / lambda).floor() as u64 + 1 + u64::from(binned);
+    (eta, lambda, d, TruncatedDiscreteLaplace::calibrated(d, eps, delta).unwrap())
+}
+
+/// `2 Σ_{j=1}^{B} j² q^j / (1 + 2 Σ_{j=1}^{B} q^j)`, `q = e^{−1/b}`, summed term by term.
+fn discrete_tlap_variance(t: &TruncatedDiscreteLaplace) -> f64 {
+    let q = (-1.0 / t.scale().scale_f64()).exp();
+    let (mut num, mut den, mut qj) = (0.0, 1.0, 1.0);
+    for j in 1..=t.bound() {
+        qj *= q;
+        num += 2.0 * (j * j) as f64 * qj;
+        den += 2.0 * qj;
+    }
+    num / den
+}
+
+/// The integer noise of a node against the documented one, up to the last-bit rounding of
+/// the node budget (the library splits budgets rounding down).
+fn assert_same_noise(got: &TruncatedDiscreteLaplace, want: &TruncatedDiscreteLaplace) {
+    let (a, b) = (got.scale().scale_f64(), want.scale().scale_f64());
+    assert!(rel(a, b) < 1e-12, "scale {a} vs {b}");
+    assert!(got.bound().abs_diff(want.bound()) <= 1, "bound {} vs {}", got.bound(), want.bound());
+}
+
+/// `η·round(v/η)`, half away from zero.
+fn quantize(v: f64, eta: f64) -> f64 {
+    (v / eta).round() * eta
 }
 
 // ---------------------------------------------------------------------------------------
@@ -259,6 +309,7 @@ fn dptree_noise_free_queries_are_strict_prefix_and_suffix_sums() {
     }
 }
 
+/// `NoiseMode::UnsafeFloat`: the paper's float TLap on every node.
 #[test]
 fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     let n_leaves = 16;
@@ -279,7 +330,8 @@ fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     let mut sum_err = Vec::with_capacity(runs);
     let mut out = [(0, Side::Left); 4];
     for s in 0..runs {
-        let tree = DpTree::new(&values, b, budget, &stream(s as u64)).unwrap();
+        let tree =
+            DpTree::new_in(&values, b, budget, &stream(s as u64), NoiseMode::UnsafeFloat).unwrap();
         if s == 0 {
             assert_eq!(tree.depth(), 4);
             assert!(rel(tree.bound(), bound) < 1e-9, "B = {} vs {bound}", tree.bound());
@@ -322,6 +374,64 @@ fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     assert!(rel(m.var, v_sum) < 0.05, "variance {} vs L·V = {v_sum}", m.var);
 }
 
+/// The exact release (the default): node `v` is `Λ·(round(b[v]/Λ) + Z_v)`, `b[v]` the exact
+/// sum of the η-rounded clamped values below it and `Z_v` the documented truncated discrete
+/// Laplace drawn from the window of element `v − 2`; every value is a multiple of `Λ`; the
+/// node variance is `Λ²·Var(Z)` (summed term by term here) and the empirical one matches it.
+#[test]
+fn dptree_exact_release_is_the_integer_noise_on_the_node_grid() {
+    let (n_leaves, depth) = (16usize, 4u32);
+    let (b, eps, delta) = (1.0, 1.0, 1e-2);
+    let budget = PrivacyBudget::new(eps, delta).unwrap();
+    let mut rng = Rng(0xD7_000E);
+    // Some values outside [−b, b]: clamped first.
+    let mut values: Vec<f64> = (0..n_leaves).map(|_| rng.uniform() * 1.3 * b).collect();
+    let (eta, lambda, d, noise) = exact_node(b, depth, false, eps / 4.0, delta / 4.0);
+    assert_eq!((eta, lambda, d), (2f64.powi(-48), 2f64.powi(-7), 257));
+    // Just below Λ/2: its index is 0, but the value rounded to η is Λ/2, whose index is 1.
+    values[5] = lambda / 2.0 - 2f64.powi(-60);
+    assert_eq!((values[5] / lambda).round(), 0.0);
+    // The computed node sums of the rounded values (exact: multiples of η far below 2^53 η).
+    let leaf: Vec<f64> = values.iter().map(|&v| quantize(v.clamp(-b, b), eta)).collect();
+    let node_sum = |v: usize| -> f64 {
+        let k = v.ilog2();
+        let width = n_leaves >> k;
+        let first = (v - (1 << k)) * width;
+        leaf[first..first + width].iter().sum()
+    };
+    let var = lambda * lambda * discrete_tlap_variance(&noise);
+    let runs = 2000;
+    let mut z_all = Vec::with_capacity(runs * (2 * n_leaves - 2));
+    for s in 0..runs as u64 {
+        let st = stream(70_000 + s);
+        let tree = DpTree::new(&values, b, budget, &st).unwrap();
+        let nn = tree.node_noise().unwrap();
+        assert_eq!(nn.noise_mode(), NoiseMode::Exact);
+        if s == 0 {
+            let g = nn.as_exact().unwrap();
+            assert_eq!((nn.quantum(), nn.resolution()), (Some(eta), Some(lambda)));
+            assert_eq!((g.integer_sensitivity(), *g.integer_noise()), (d, noise));
+            assert!(rel(tree.node_variance(), var) < 1e-9, "{} vs {var}", tree.node_variance());
+            assert_eq!(tree.bound(), noise.bound() as f64 * lambda);
+        }
+        for v in 2..2 * n_leaves {
+            let got = tree.node(v).unwrap();
+            let m = got / lambda;
+            assert!(m.fract() == 0.0 && m.abs() < 2f64.powi(53), "node {v} = {got} off the grid");
+            let index = (node_sum(v) / lambda).round();
+            let z = noise.sample_at(&st, (v - 2) as u64).unwrap();
+            assert_eq!(got, (index + z as f64) * lambda, "run {s}, node {v}");
+            z_all.push(z as f64 * lambda);
+        }
+    }
+    let m = moments(&z_all);
+    assert!(z_accepts(mean_z(&m, 0.0, var)), "mean {}", m.mean);
+    assert!(z_accepts(var_z(&m, var, m.m4)), "variance {} vs {var}", m.var);
+    // The exact noise is within 1% of the float TLap(2b, ε/L, δ/L) in standard deviation.
+    let ratio = (var / tlap_var(2.0 * b, eps / 4.0, delta / 4.0)).sqrt();
+    assert!((1.0..1.01).contains(&ratio), "σ_exact/σ_float = {ratio}");
+}
+
 #[test]
 fn dptree_clamps_private_values_instead_of_failing() {
     let budget = PrivacyBudget::new(0.5, 1e-6).unwrap();
@@ -340,7 +450,20 @@ const FIG1_X: [f64; 9] = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
 const FIG1_W: [f64; 9] = [2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0];
 
 fn params(p: u32, range: f64, weight_bound: f64, eps: f64, delta: f64) -> DistanceParams {
-    DistanceParams { p, range, weight_bound, budget: PrivacyBudget::new(eps, delta).unwrap() }
+    DistanceParams {
+        p,
+        range,
+        weight_bound,
+        budget: PrivacyBudget::new(eps, delta).unwrap(),
+        noise_mode: NoiseMode::Exact,
+    }
+}
+
+fn float_params(p: u32, range: f64, weight_bound: f64, eps: f64, delta: f64) -> DistanceParams {
+    DistanceParams {
+        noise_mode: NoiseMode::UnsafeFloat,
+        ..params(p, range, weight_bound, eps, delta)
+    }
 }
 
 fn brute(x: &[f64], w: &[f64], y: f64, p: u32) -> f64 {
@@ -420,6 +543,9 @@ fn noise_free_distance_equals_brute_force_minus_own_bin_points() {
     }
 }
 
+/// §4.6 in both modes: the float TLap variances (Fact 3.5, recomputed here), and in exact
+/// mode the documented node calibration of every moment (`C_q = R_w ρ^q`, points binned)
+/// with `Λ_q²·Var(Z_q)`.
 #[test]
 fn distance_noise_variance_is_the_formula_of_section_4_6() {
     let mut rng = Rng(0xD7_0004);
@@ -430,13 +556,41 @@ fn distance_noise_variance_is_the_formula_of_section_4_6() {
         let n = 1 + rng.below(100);
         let x: Vec<f64> = (0..n).map(|_| rng.unit() * range).collect();
         let w: Vec<f64> = (0..n).map(|_| rng.uniform() * rw).collect();
-        let s = DpTreeDistance::new(&x, &w, &params(p, range, rw, eps, delta), &stream(p.into()))
-            .unwrap();
+        let prm = float_params(p, range, rw, eps, delta);
+        let s = DpTreeDistance::new(&x, &w, &prm, &stream(p.into())).unwrap();
         assert_eq!(s.n_leaves(), n.max(2).next_power_of_two());
+        let exact_prm = params(p, range, rw, eps, delta);
+        let e = DpTreeDistance::new(&x, &w, &exact_prm, &stream(p.into())).unwrap();
+        let depth = s.depth();
+        let parts = f64::from(p + 1) * f64::from(depth);
+        let node_var: Vec<f64> = (0..=p)
+            .map(|q| {
+                let c = rw * range.powi(q as i32);
+                let (eta, lambda, d, noise) =
+                    exact_node(c, depth, true, eps / parts, delta / parts);
+                let nn = e.node_noise(q as usize).unwrap();
+                assert_eq!((nn.quantum(), nn.resolution()), (Some(eta), Some(lambda)), "q = {q}");
+                let g = nn.as_exact().unwrap();
+                assert_eq!(g.integer_sensitivity(), d, "q = {q}");
+                assert_same_noise(g.integer_noise(), &noise);
+                lambda * lambda * noise.variance()
+            })
+            .collect();
+        assert!(e.node_noise(p as usize + 1).is_none());
         for y in [0.0, range * 0.37, range * 0.9, range] {
-            let want = distance_variance_formula(p, y, s.depth(), range, rw, eps, delta);
+            let want = distance_variance_formula(p, y, depth, range, rw, eps, delta);
             let got = s.noise_variance(y).unwrap();
             assert!(rel(got, want) < 1e-9, "p = {p}, y = {y}: {got} vs {want}");
+            let want_exact: f64 = (0..=p)
+                .map(|q| {
+                    let c = binom(p, q) * y.powi((p - q) as i32);
+                    c * c * f64::from(depth) * node_var[q as usize]
+                })
+                .sum();
+            let got = e.noise_variance(y).unwrap();
+            assert!(rel(got, want_exact) < 1e-9, "exact p = {p}, y = {y}: {got} vs {want_exact}");
+            // At most 1% more noise than the float release (2% in variance).
+            assert!((1.0..1.02).contains(&(got / want)), "exact/float variance {}", got / want);
         }
     }
 }
@@ -448,7 +602,7 @@ fn section_4_6_example_statistically() {
     let n = 64;
     let x: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
     let w: Vec<f64> = (0..n).map(|_| rng.uniform()).collect();
-    let prm = params(2, 1.0, 1.0, 1.0, 1e-3);
+    let prm = float_params(2, 1.0, 1.0, 1.0, 1e-3);
     let y: f64 = 0.37;
     // The formula, with Var_TLap from the library's sampler type and from Fact 3.5 here.
     let (l, parts) = (6.0, 18.0);
@@ -483,6 +637,23 @@ fn section_4_6_example_statistically() {
     // A z-test on the variance, with the sample's own 4th moment.
     let z = var_z(&m, formula, m.m4);
     assert!(z_accepts(z), "variance {} vs {formula}: z = {z}", m.var);
+
+    // The exact release of the same example: its variance (checked against the documented
+    // calibration in `distance_noise_variance_is_the_formula_of_section_4_6`) is within 2%
+    // of the float one, and the Monte Carlo matches it.
+    let prm = params(2, 1.0, 1.0, 1.0, 1e-3);
+    let v = DpTreeDistance::new(&x, &w, &prm, &stream(20_000)).unwrap().noise_variance(y).unwrap();
+    assert!((1.0..1.02).contains(&(v / formula)), "exact {v} vs float {formula}");
+    let err: Vec<f64> = (0..runs)
+        .map(|s| {
+            let tree = DpTreeDistance::new(&x, &w, &prm, &stream(20_000 + s as u64)).unwrap();
+            tree.query(y).unwrap() - exact
+        })
+        .collect();
+    let m = moments(&err);
+    assert!(rel(m.var, v) < 0.12, "exact: empirical variance {} vs {v}", m.var);
+    assert!(z_accepts(mean_z(&m, 0.0, v)), "exact: mean {}", m.mean);
+    assert!(z_accepts(var_z(&m, v, m.m4)), "exact: variance {} vs {v}", m.var);
 }
 
 #[test]
@@ -509,6 +680,7 @@ fn highdim_params(d_prime: f64, p: u32) -> HighDimParams {
         budget: PrivacyBudget::new(0.5, 1e-5).unwrap(),
         delta_prime: d_prime,
         c: 0.09,
+        noise_mode: NoiseMode::Exact,
     }
 }
 
@@ -516,7 +688,8 @@ fn highdim_params(d_prime: f64, p: u32) -> HighDimParams {
 fn highdim_budget_variance_and_achieved_privacy() {
     let mut rng = Rng(0xD7_0006);
     for (d, n, d_prime, p) in [(6usize, 20usize, 1e-6, 2u32), (40, 8, 1e-3, 1), (3, 33, 1e-4, 3)] {
-        let prm = highdim_params(d_prime, p);
+        let prm =
+            HighDimParams { noise_mode: NoiseMode::UnsafeFloat, ..highdim_params(d_prime, p) };
         let x: Vec<f64> = (0..n * d).map(|_| rng.unit() * prm.range).collect();
         let w: Vec<f64> = (0..n).map(|_| rng.uniform() * prm.weight_bound).collect();
         let s = DpTreeHighDim::new(MatRef::from_row_major(&x, n, d).unwrap(), &w, &prm, &stream(5))
@@ -551,6 +724,24 @@ fn highdim_budget_variance_and_achieved_privacy() {
             let got = s.noise_variance(&y).unwrap();
             assert!(rel(got, want) < 1e-9, "d = {d}: {got} vs {want}");
         }
+        // The exact release: every coordinate's moment trees have the documented node noise
+        // at (ε_k, δ_k)/((p+1)L).
+        let ex = HighDimParams { noise_mode: NoiseMode::Exact, ..prm };
+        let e = DpTreeHighDim::new(MatRef::from_row_major(&x, n, d).unwrap(), &w, &ex, &stream(5))
+            .unwrap();
+        let parts = f64::from(p + 1) * f64::from(depth);
+        for q in 0..=p {
+            let c = prm.weight_bound * prm.range.powi(q as i32);
+            let per = e.per_coordinate();
+            let (eps_n, delta_n) = (per.epsilon().get() / parts, per.delta().get() / parts);
+            let (eta, lambda, dd, noise) = exact_node(c, depth, true, eps_n, delta_n);
+            let nn = e.node_noise(q as usize).unwrap();
+            assert_eq!((nn.quantum(), nn.resolution()), (Some(eta), Some(lambda)));
+            let g = nn.as_exact().unwrap();
+            assert_eq!(g.integer_sensitivity(), dd);
+            assert_same_noise(g.integer_noise(), &noise);
+        }
+        assert!(e.node_noise(p as usize + 1).is_none());
         // Lemma E.1: advanced composition over d coordinates; the library reports the better
         // of advanced and basic composition.
         let advanced =
@@ -943,9 +1134,13 @@ fn bad_input_gives_typed_errors() {
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         assert!(matches!(DpTree::new(&x, bad, budget, &st), Err(Error::OutOfRange { .. })));
     }
-    // N = 2 (L = 1): the node budget δ/L = 0.9 > 1/2 is refused.
+    // N = 2 (L = 1): the node budget δ/L = 0.9 > 1/2 is refused by the float TLap (its
+    // guarantee needs B ≥ Δ); the truncated discrete Laplace is calibrated for any δ < 1.
     let big_delta = PrivacyBudget::new(1.0, 0.9).unwrap();
-    assert!(matches!(DpTree::new(&[1.0], 1.0, big_delta, &st), Err(Error::OutOfRange { .. })));
+    let float = NoiseMode::UnsafeFloat;
+    let refused = DpTree::new_in(&[1.0], 1.0, big_delta, &st, float);
+    assert!(matches!(refused, Err(Error::OutOfRange { .. })));
+    assert!(DpTree::new(&[1.0], 1.0, big_delta, &st).is_ok());
     assert!(matches!(
         DpTree::non_private_exact(&[1.0, f64::NAN, 2.0]),
         Err(Error::NonFinite { index: 1, .. })

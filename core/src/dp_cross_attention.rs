@@ -13,6 +13,10 @@
 //! two thirds of that under the paper's accounting, OQ15), and the ledger is charged that.
 //! Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0) by default;
 //! [`DomainPolicy::Reject`] is an opt-in for trusted pipelines whose refusal is **not** DP.
+//! The guarantee holds for the released floats in [`NoiseMode::Exact`] (the default of
+//! `tree.noise_mode`: every node on its grid with exact noise, see
+//! [`NodeNoise`](crate::softmax_tree::NodeNoise)); [`NoiseMode::UnsafeFloat`] is the paper's
+//! float TLap and is counted as such by the ledger.
 //!
 //! **Accuracy** (corrected, OQ11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
 //! the additive part ([`estimate_error`]) is large unless `n` is huge (AC-12: useful only for
@@ -25,6 +29,7 @@ use alloc::vec::Vec;
 use crate::accounting::composition::basic_composition_k;
 use crate::accounting::ledger::{Charge, Ledger};
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::{MatMut, MatRef};
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
@@ -157,7 +162,7 @@ impl DpCrossAttention {
     ) -> Result<Self> {
         let s = Self::build(keys, values, params, Some(stream))?;
         if let Some(ledger) = ledger {
-            ledger.try_charge(Charge::Approx(s.achieved_privacy()?))?;
+            ledger.try_charge_in(Charge::Approx(s.achieved_privacy()?), s.noise_mode())?;
         }
         Ok(s)
     }
@@ -256,9 +261,15 @@ impl DpCrossAttention {
         &self.map
     }
 
-    /// The budget hierarchy of one copy of one structure.
+    /// The budget hierarchy of one copy of one structure (its node noise:
+    /// [`SoftmaxBudget::feature_noise`], [`SoftmaxBudget::ones_noise`]).
     pub fn copy_budget(&self) -> &SoftmaxBudget {
         &self.budget
+    }
+
+    /// How the nodes were released.
+    pub fn noise_mode(&self) -> NoiseMode {
+        self.budget.noise_mode
     }
 
     /// What the whole release achieves: `(d + 1)` structures × `l` copies, basic composition
@@ -431,10 +442,13 @@ pub struct ErrorEstimate {
     /// `[EXT]` E5: the deterministic per-copy bound on the `A_k` answer noise, valid for every
     /// query at once.
     pub worst_case_weighted: f64,
+    /// The mode whose node noise the estimate is for (`tree.noise_mode`).
+    pub noise_mode: NoiseMode,
 }
 
 /// The additive error estimate for `n` keys of dimension `d` (the §7.5 `σ_max` with the
-/// exact TLap variances). Print it, and warn when `additive` exceeds `R_w`.
+/// node noise variances of `tree.noise_mode`). Print it, and warn when `additive` exceeds
+/// `R_w`.
 ///
 /// ```
 /// use dpattn_core::PrivacyBudget;
@@ -473,5 +487,6 @@ pub fn estimate_error(
         additive: 10.0 * (sigma_weighted + rw * sigma_normaliser) / n as f64,
         relative: 2.0 * eps_s / (1.0 - eps_s),
         worst_case_weighted: worst_case_noise_bound(&budget, depth, gamma, ts, rw)?,
+        noise_mode: budget.noise_mode,
     })
 }

@@ -18,12 +18,53 @@
 //! `⟨P(q), g⟩` is at most `‖P(q)‖·‖g‖ ≤ √(T_s(z_max))·‖g‖` for all `q` at once.
 //! `[EXT]` E8 (default on): the denominator is clamped into its public range
 //! `[n, n·T_s(z_max)]` and outputs into `[−R_w, R_w]`.
+//!
+//! **Floating point: the exact release ([`NoiseMode::Exact`], the default).** `M̃` is
+//! released on a public grid `Λ·ℤ` with exact integer noise ([`GaussianGrid`]: discrete
+//! Gaussian, or [`LaplaceGrid`]: discrete Laplace, `f64` format, `r(d+1)` coordinates),
+//! which needs a sensitivity `Δ` of the exact function and a bound `E` on the computation
+//! error. Take as the exact function `f = Σ_j ĝ_j`, the **real** sum of the computed per-token
+//! term matrices `ĝ_j = [fl(û_a(k_j)·v_{j,c})]` (`û = P(k)` as computed, `v_0 = 1`); each
+//! `ĝ_j` is a function of token `j` alone, so `Δ = 2·max‖ĝ‖` over the clamped domain, and
+//! `E` is the summation error alone.
+//!
+//! * *Per-token bound.* Feature `a` is a product of `t = |a| ≤ s` steps
+//!   `fl(fl(p·fl(√τ·x_l))·fl(1/fl(√m)))`: six roundings per step, so
+//!   `û_a = P_a(k)(1 + θ)`, `|θ| ≤ γ_{6s}` (`γ_k = ku/(1 − ku)`, `u = 2^−53`, `P` the exact map
+//!   at the `f64` `τ`); one more for the product with `v_c`. With `P_a(k) ≤ β_a`,
+//!   `Σ_a P_a(k)² = T_s(τ‖k‖²) ≤ T_s(z_max)` and `‖[1, v]‖ ≤ √(1 + d R_w²)`:
+//!   `‖ĝ‖_F ≤ (1 + γ_{6s+1})·√T_s(z_max)·√(1 + d R_w²)` and
+//!   `‖ĝ‖_1 ≤ (1 + γ_{6s+1})·(Σ_a β_a)·(1 + d R_w)`. The exact release takes `Δ` as twice
+//!   these, evaluated with upward rounding (`T_s` term by term; `Σβ_a` from the computed
+//!   `β̂_a ≥ (1 − γ_{6s})β_a`), instead of the unsafe-float path's [`SENSITIVITY_MARGIN`]
+//!   (which also covers them: `γ_{6s+8} < 5·10^−14` for `s ≤ 64`, and `γ_r` for the `r`-term
+//!   sum of `β̂` while `r < 9·10^6`).
+//! * *Summation error.* The exact release sums the tokens in blocks of `B = ⌊√n⌋` (each
+//!   block's partial sum, then the partial sums in order), so every term passes through at
+//!   most `h = B + ⌈n/B⌉` rounded additions and, entrywise, `|f̂ − f| ≤ γ_h·Σ_j |ĝ_j|`;
+//!   in Frobenius (or ℓ1) norm `E = γ_h·Σ_j ‖ĝ_j‖ ≤ γ_h·n·Δ/2` (Minkowski). Against `Δ` that
+//!   is a relative `γ_h·n ≈ 2n^{3/2}u`: `2·10^−7` at `n = 10^6`, `7·10^−3` at `n = 10^9`.
+//!   (The unsafe-float path keeps its plain running sum, `γ_n·n ≈ n²u`.)
+//! * *Value bound* (accuracy only): `|f̂| ≤ n·Γ·max(1, R_w)` per entry (`β_a ≤ Γ`) plus `E`.
+//!
+//! [`GaussianGrid`] then releases `round(f̂/Λ) + N_ℤ(0, s²)` with `s = √((m·Δ′/Λ)² + 16)`,
+//! `Δ′ = Δ + 2E + √(r(d+1))·Λ`, `m = σ/Δ` of the analytic Gaussian mechanism at `(ε, δ)`:
+//! `(ε, δ)`-DP (up to `2·10^−117`, `grid_release`'s lemma); [`LaplaceGrid`] releases
+//! `round(f̂/Λ) + DLap(Δ₁′/(Λε))`, `Δ₁′ = Δ₁ + 2E + r(d+1)·Λ`: `ε`-DP. The released floats are
+//! `Λ` times integers, so the guarantee is the one of the floats the caller receives; entry
+//! `(i, c)` uses the exact-sampler window of element `i·(d+1) + c`. The charge is the
+//! same `(ε, δ)` as before. [`NoiseMode::UnsafeFloat`] is the previous textbook release
+//! `f̂ + z` with float `z` (not DP as shipped, Mironov 2012), kept bit for bit.
 
 use alloc::vec::Vec;
 
 use crate::accounting::ledger::{Charge, Ledger};
 use crate::calibration::gaussian_mechanism::analytic_gaussian_sigma;
+use crate::directed_rounding::{add_down, add_up, count_up, div_up, mul_up, sqrt_up};
 use crate::error::{Error, Result, mul_size};
+use crate::grid_release::{
+    GaussianGrid, GaussianGridSpec, GridFormat, LaplaceGrid, LaplaceGridSpec, NoiseMode,
+};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Epsilon, PrivacyBudget};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, Laplace};
@@ -33,7 +74,8 @@ use crate::softmax_tree::{
     taylor_exp,
 };
 
-/// Relative margin on the sensitivities for floating-point rounding in `P(k)` and its norms.
+/// Relative margin on the unsafe-float path's sensitivities for floating-point rounding in
+/// `P(k)` and its norms (module docs: it covers them; the exact release derives its own).
 pub const SENSITIVITY_MARGIN: f64 = 1.0 + 1e-9;
 
 /// The noise added to the sketch.
@@ -65,10 +107,13 @@ pub struct MomentSketchParams {
     pub query_policy: QueryPolicy,
     /// `[EXT]` E8 output clamps.
     pub clamp_outputs: bool,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 impl MomentSketchParams {
-    /// Gaussian noise, `ε_s = 0.01`, `τ = 1/d`, queries rejected outside the domain, clamps on.
+    /// Gaussian noise, `ε_s = 0.01`, `τ = 1/d`, queries rejected outside the domain, clamps
+    /// on, the exact release.
     pub fn new(radius: f64, weight_bound: f64, budget: PrivacyBudget) -> Self {
         Self {
             radius,
@@ -79,6 +124,7 @@ impl MomentSketchParams {
             noise: SketchNoise::Gaussian,
             query_policy: QueryPolicy::Reject,
             clamp_outputs: true,
+            noise_mode: NoiseMode::Exact,
         }
     }
 
@@ -88,6 +134,7 @@ impl MomentSketchParams {
         p.temperature = self.temperature;
         p.strict = false;
         p.query_policy = self.query_policy;
+        p.noise_mode = self.noise_mode;
         p
     }
 
@@ -118,7 +165,9 @@ impl MomentSketchParams {
         p.feature_map(dim)
     }
 
-    /// The sensitivity (ℓ2 for Gaussian, ℓ1 for Laplace) and the noise scale (σ or `b`).
+    /// The continuous calibration: the sensitivity (ℓ2 for Gaussian, ℓ1 for Laplace, with
+    /// [`SENSITIVITY_MARGIN`]) and the noise scale (σ or `b`) of the unsafe-float release.
+    /// The exact release rounds both up ([`exact_grid`](Self::exact_grid)).
     ///
     /// # Errors
     /// Invalid parameters.
@@ -148,6 +197,153 @@ impl MomentSketchParams {
             }
         }
     }
+
+    /// The exact release of a sketch of `n` tokens of dimension `dim` (module docs): the
+    /// per-token sensitivity `Δ` (upward-rounded bound, `γ_{6s+1}` for the feature map),
+    /// the blocked summation's `E = γ_h·n·Δ/2`, the value bound `n·Γ·max(1, R_w) + E`, over
+    /// `r(d+1)` coordinates in `f64`, calibrated for `(ε, δ)` (analytic Gaussian) or `ε`.
+    /// Public parameters only.
+    ///
+    /// ```
+    /// use dpattn_core::PrivacyBudget;
+    /// use dpattn_core::moment_sketch::MomentSketchParams;
+    /// let p = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
+    /// let g = p.exact_grid(2, 16_384)?;
+    /// let (delta, sigma) = p.calibrate(2)?;
+    /// // Δ′ = Δ + 2E + √(r(d+1))·Λ exceeds the float release's Δ by under 0.4%.
+    /// assert!(g.rounded_sensitivity() / delta < 1.004);
+    /// assert!(g.scale() >= sigma * (1.0 - 1e-8) && g.scale() / sigma < 1.004);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Invalid parameters; more than `2^40` sketch entries; a release the `f64` grid cannot
+    /// hold.
+    pub fn exact_grid(&self, dim: usize, n: usize) -> Result<SketchGrid> {
+        let map = self.feature_map(dim)?;
+        let (r, s) = (map.features(), map.degree());
+        let entries = mul_size(r, dim + 1, "sketch size")? as u64;
+        crate::sampling::bit_source::check_element(entries - 1)?;
+        let (d, rw) = (count_up(dim as u64), self.weight_bound);
+        // |û_a·v_c| ≤ (1 + γ_{6s+1})·P_a(k)·|v_c|.
+        let eval = add_up(1.0, gamma_up(6 * u64::from(s) + 1));
+        let sens = match self.noise {
+            SketchNoise::Gaussian => {
+                let z = mul_up(mul_up(mul_up(map.tau(), d), self.radius), self.radius);
+                let v2 = add_up(1.0, mul_up(d, mul_up(rw, rw)));
+                mul_up(2.0, mul_up(eval, mul_up(sqrt_up(taylor_exp_up(z, s)), sqrt_up(v2))))
+            }
+            SketchNoise::Laplace => {
+                let mut beta = try_filled(r, 0.0, "feature bounds")?;
+                map.feature_bounds_into(self.radius, &mut beta)?;
+                let computed = beta.iter().fold(0.0, |a, &b| add_up(a, b));
+                // β_a ≤ β̂_a/(1 − γ_{6s}).
+                let g = gamma_up(6 * u64::from(s));
+                let sum = div_up(computed, add_down(1.0, -g));
+                mul_up(2.0, mul_up(eval, mul_up(sum, add_up(1.0, mul_up(d, rw)))))
+            }
+        };
+        let block = n.isqrt().max(1);
+        let chain = (block + n.div_ceil(block)) as u64;
+        let err = mul_up(mul_up(gamma_up(chain), count_up(n as u64)), sens / 2.0);
+        let entry = mul_up(map.range(self.radius), rw.max(1.0));
+        let value_bound = add_up(mul_up(count_up(n as u64), entry), err);
+        let (eps, delta) = (self.budget.epsilon().get(), self.budget.delta().get());
+        Ok(match self.noise {
+            SketchNoise::Gaussian => {
+                let spec = GaussianGridSpec {
+                    l2_sensitivity: sens,
+                    dimension: entries,
+                    computation_error: err,
+                    value_bound,
+                    format: GridFormat::F64,
+                };
+                // Every Gaussian calibration of the crate is linear in Δ: m = σ(ε, δ, 1).
+                let m = analytic_gaussian_sigma(eps, delta, 1.0)?;
+                SketchGrid::Gaussian(GaussianGrid::calibrate(&spec, m)?)
+            }
+            SketchNoise::Laplace => {
+                let spec = LaplaceGridSpec {
+                    l1_sensitivity: sens,
+                    dimension: entries,
+                    computation_error: err,
+                    value_bound,
+                    format: GridFormat::F64,
+                };
+                SketchGrid::Laplace(LaplaceGrid::calibrate(&spec, eps)?)
+            }
+        })
+    }
+}
+
+/// `γ_h = h·u/(1 − h·u)`, `u = 2^−53`, rounded up: the relative error bound of `h` rounded
+/// operations (Higham §3.1); `+∞` when `h·u ≥ 1/2`.
+fn gamma_up(h: u64) -> f64 {
+    let hu = mul_up(count_up(h), f64::EPSILON / 2.0);
+    if hu >= 0.5 { f64::INFINITY } else { div_up(hu, add_down(1.0, -hu)) }
+}
+
+/// `T_s(z) = Σ_{t ≤ s} z^t/t!` rounded up (every term and partial sum rounded upwards).
+fn taylor_exp_up(z: f64, degree: u32) -> f64 {
+    let (mut term, mut sum) = (1.0, 1.0);
+    for t in 1..=degree {
+        term = mul_up(term, div_up(z, f64::from(t)));
+        sum = add_up(sum, term);
+    }
+    sum
+}
+
+/// The exact release of a sketch ([`MomentSketchParams::exact_grid`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SketchGrid {
+    /// Gaussian noise: the discrete Gaussian on the grid.
+    Gaussian(GaussianGrid),
+    /// Laplace noise: the discrete Laplace on the grid.
+    Laplace(LaplaceGrid),
+}
+
+impl SketchGrid {
+    /// `Λ`: every released entry is an integer multiple of it.
+    pub fn resolution(&self) -> f64 {
+        match self {
+            Self::Gaussian(g) => g.resolution(),
+            Self::Laplace(g) => g.resolution(),
+        }
+    }
+
+    /// `Δ′ = Δ + 2E + √(r(d+1))·Λ` (Gaussian, ℓ2) or `Δ₁ + 2E + r(d+1)·Λ` (Laplace, ℓ1).
+    pub fn rounded_sensitivity(&self) -> f64 {
+        match self {
+            Self::Gaussian(g) => g.rounded_sensitivity(),
+            Self::Laplace(g) => g.rounded_sensitivity(),
+        }
+    }
+
+    /// The noise scale in value units: the discrete Gaussian's `s·Λ` or the discrete
+    /// Laplace's `b·Λ`.
+    pub fn scale(&self) -> f64 {
+        match self {
+            Self::Gaussian(g) => g.sigma(),
+            Self::Laplace(g) => g.scale(),
+        }
+    }
+
+    /// The standard deviation of one entry's noise (a bound for the discrete Gaussian):
+    /// `s·Λ`, which the discrete Gaussian's does not exceed (CKS20), or `Λ·√Var(Z)` of the
+    /// discrete Laplace.
+    pub fn entry_std(&self) -> f64 {
+        match self {
+            Self::Gaussian(g) => g.sigma(),
+            Self::Laplace(g) => libm::sqrt(g.integer_noise().variance()) * g.resolution(),
+        }
+    }
+
+    fn release_keyed(&self, stream: &KeyedStream, first: u64, values: &mut [f64]) -> Result<()> {
+        match self {
+            Self::Gaussian(g) => g.release_keyed(stream, first, values),
+            Self::Laplace(g) => g.release_keyed(stream, first, values),
+        }
+    }
 }
 
 /// The released sketch `M̃` (row-major `r × (d+1)`; column 0 is `P(K)ᵀ1`).
@@ -167,6 +363,9 @@ impl MomentSketchParams {
 /// let mut out = [0.0; 2];
 /// s.query(&[0.5, 0.5], &mut out)?;
 /// assert!(out.iter().all(|o| o.abs() <= 1.0) && ledger.charges() == 1);
+/// // The exact release: every entry is an integer multiple of Λ.
+/// let lambda = s.resolution().unwrap();
+/// assert!(s.sketch().iter().all(|m| (m / lambda).fract() == 0.0));
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -176,22 +375,70 @@ pub struct MomentSketch {
     n: usize,
     sensitivity: f64,
     scale: f64,
+    grid: Option<SketchGrid>,
     sketch: Vec<f64>,
 }
 
 impl MomentSketch {
     /// Releases the sketch of private `keys`, `values` (`n × d`), noised from element 0 of
     /// `stream` (entry `(i, c)` is element `i·(d+1) + c`, `docs/RANDOMNESS.md` §5.2), and
-    /// charges `ledger` (`Approx` for Gaussian, `Pure` for Laplace) before returning.
+    /// charges `ledger` (`Approx` for Gaussian, `Pure` for Laplace, in `params.noise_mode`)
+    /// before returning. In exact mode (the default) the entries are multiples of
+    /// [`resolution`](Self::resolution) with exact noise (module docs).
     ///
     /// # Errors
-    /// Bad parameters or shapes; the ledger's error.
+    /// Bad parameters or shapes; the ledger's error; in exact mode, more than `2^40`
+    /// entries. Nothing is returned or charged on error.
     pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
         params: &MomentSketchParams,
         stream: &KeyedStream,
         ledger: Option<&mut Ledger<N>>,
+    ) -> Result<Self> {
+        let mut s = match params.noise_mode {
+            NoiseMode::Exact => Self::exact_release(keys, values, params, stream)?,
+            NoiseMode::UnsafeFloat => Self::float_release(keys, values, params, stream)?,
+        };
+        if let Some(ledger) = ledger {
+            let charge = match params.noise {
+                SketchNoise::Gaussian => Charge::Approx(params.budget),
+                SketchNoise::Laplace => Charge::Pure(Epsilon::new(params.budget.epsilon().get())?),
+            };
+            if let Err(e) = ledger.try_charge_in(charge, params.noise_mode) {
+                s.sketch.fill(0.0);
+                return Err(e);
+            }
+        }
+        Ok(s)
+    }
+
+    /// The exact release: the calibration (public) first, then the blocked sum, then the
+    /// grid release in place.
+    fn exact_release(
+        keys: MatRef<'_, f64>,
+        values: MatRef<'_, f64>,
+        params: &MomentSketchParams,
+        stream: &KeyedStream,
+    ) -> Result<Self> {
+        let grid = params.exact_grid(keys.cols(), keys.rows())?;
+        let mut s = Self::exact(keys, values, params, true)?;
+        if let Err(e) = grid.release_keyed(stream, 0, &mut s.sketch) {
+            s.sketch.fill(0.0);
+            return Err(e);
+        }
+        s.sensitivity = grid.rounded_sensitivity();
+        s.scale = grid.scale();
+        s.grid = Some(grid);
+        Ok(s)
+    }
+
+    /// The textbook float release `f̂ + z` (unsafe-float mode, unchanged).
+    fn float_release(
+        keys: MatRef<'_, f64>,
+        values: MatRef<'_, f64>,
+        params: &MomentSketchParams,
+        stream: &KeyedStream,
     ) -> Result<Self> {
         let mut s = Self::exact(keys, values, params, true)?;
         let noise = try_filled(s.sketch.len(), 0.0, "sketch noise");
@@ -217,18 +464,11 @@ impl MomentSketch {
         for (m, z) in s.sketch.iter_mut().zip(&noise) {
             *m += z;
         }
-        if let Some(ledger) = ledger {
-            let charge = match params.noise {
-                SketchNoise::Gaussian => Charge::Approx(params.budget),
-                SketchNoise::Laplace => Charge::Pure(Epsilon::new(params.budget.epsilon().get())?),
-            };
-            ledger.try_charge(charge)?;
-        }
         Ok(s)
     }
 
-    /// **Not differentially private.** The exact sketch of unclamped finite data (tests and
-    /// audits only).
+    /// **Not differentially private.** The exact sketch of unclamped finite data, summed as
+    /// `params.noise_mode`'s release sums it (blocked in exact mode; tests and audits only).
     ///
     /// # Errors
     /// As [`MomentSketch::new`], plus [`Error::NonFinite`].
@@ -264,7 +504,13 @@ impl MomentSketch {
         }
         let r = map.features();
         let cols = d + 1;
-        let mut sketch = try_filled(mul_size(r, cols, "sketch size")?, 0.0, "sketch")?;
+        let len = mul_size(r, cols, "sketch size")?;
+        let mut sketch = try_filled(len, 0.0, "sketch")?;
+        // Exact mode sums blocks of ⌊√n⌋ tokens into `part`, then the parts into the sketch
+        // (module docs); the unsafe-float path keeps its running sum.
+        let blocked = params.noise_mode == NoiseMode::Exact;
+        let block = if blocked { n.isqrt().max(1) } else { n };
+        let mut part = try_filled(if blocked { len } else { 0 }, 0.0, "sketch block")?;
         let mut u = try_filled(r, 0.0, "feature vector")?;
         let mut x = try_filled(d, 0.0, "key row")?;
         let mut v = try_filled(cols, 0.0, "value row")?;
@@ -278,16 +524,23 @@ impl MomentSketch {
                 *a = if clamp { clamp_private(b, -rw, rw) } else { b };
             }
             map.eval_into(&x, &mut u)?;
+            let acc = if blocked { &mut part } else { &mut sketch };
             for (i, &ui) in u.iter().enumerate() {
-                for (m, &vc) in sketch[i * cols..(i + 1) * cols].iter_mut().zip(&v) {
+                for (m, &vc) in acc[i * cols..(i + 1) * cols].iter_mut().zip(&v) {
                     *m += ui * vc;
+                }
+            }
+            if blocked && ((j + 1) % block == 0 || j + 1 == n) {
+                for (m, p) in sketch.iter_mut().zip(part.iter_mut()) {
+                    *m += *p;
+                    *p = 0.0;
                 }
             }
         }
         u.fill(0.0);
         x.fill(0.0);
         v.fill(0.0);
-        Ok(Self { params: *params, map, n, sensitivity, scale, sketch })
+        Ok(Self { params: *params, map, n, sensitivity, scale, grid: None, sketch })
     }
 
     /// The released `M̃`, row-major `r × (d+1)`.
@@ -300,14 +553,37 @@ impl MomentSketch {
         &self.map
     }
 
-    /// `(sensitivity, noise scale)`: `(Δ₂, σ)` or `(Δ₁, b)`.
+    /// `(sensitivity, noise scale)`: `(Δ₂, σ)` or `(Δ₁, b)`; in exact mode the rounded
+    /// sensitivity `Δ′` and the discrete noise's scale in value units
+    /// ([`SketchGrid::rounded_sensitivity`], [`SketchGrid::scale`]).
     pub fn calibration(&self) -> (f64, f64) {
         (self.sensitivity, self.scale)
     }
 
+    /// How the sketch was released.
+    pub fn noise_mode(&self) -> NoiseMode {
+        self.params.noise_mode
+    }
+
+    /// `Λ`: every entry of an exact release is an integer multiple of it (`None` for the
+    /// unsafe-float and the non-private sketch).
+    pub fn resolution(&self) -> Option<f64> {
+        self.grid.map(|g| g.resolution())
+    }
+
+    /// The exact release's calibration (`None` for the unsafe-float and the non-private
+    /// sketch).
+    pub fn grid(&self) -> Option<&SketchGrid> {
+        self.grid.as_ref()
+    }
+
     /// The standard deviation of the noise in `⟨P(q), M̃_{:,c}⟩` at a query with
-    /// `‖P(q)‖² = u2`: `σ√u2` (Gaussian) or `b√(2·u2)` (Laplace).
+    /// `‖P(q)‖² = u2`: `σ√u2` (Gaussian) or `b√(2·u2)` (Laplace); in exact mode
+    /// [`SketchGrid::entry_std`]`·√u2`.
     pub fn projection_noise_std(&self, u2: f64) -> f64 {
+        if let Some(g) = &self.grid {
+            return g.entry_std() * libm::sqrt(u2);
+        }
         match self.params.noise {
             SketchNoise::Gaussian => self.scale * libm::sqrt(u2),
             SketchNoise::Laplace => self.scale * libm::sqrt(2.0 * u2),
@@ -360,5 +636,22 @@ impl MomentSketch {
     pub fn query(&self, q: &[f64], out: &mut [f64]) -> Result<f64> {
         let mut scratch = try_filled(self.query_scratch_len(), 0.0, "query scratch")?;
         self.query_into(q, out, &mut scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gamma_is_the_standard_bound() {
+        let u = f64::EPSILON / 2.0;
+        for h in [1u64, 10, 1 << 20, 1 << 40] {
+            let g = gamma_up(h);
+            let want = h as f64 * u / (1.0 - h as f64 * u);
+            assert!(g >= want && g <= want * (1.0 + 1e-15), "{h}");
+        }
+        assert_eq!(gamma_up(0), 0.0);
+        assert_eq!(gamma_up(1 << 52), f64::INFINITY);
     }
 }

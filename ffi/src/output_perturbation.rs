@@ -507,6 +507,7 @@ unsafe fn decode_cross(
         strict: flag("params.strict", p.strict)?,
         query_policy,
         memory_limit_bytes: p.memory_limit_bytes,
+        noise_mode: NoiseMode::Exact,
     };
     Ok(CrossAttentionParams {
         adaptive: AdaptiveParams {

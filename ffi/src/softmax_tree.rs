@@ -17,7 +17,7 @@ use dpattn_core::softmax_tree::{
     DpTreeSoftmax, DpTreeSoftmaxAdaptive, HighDimParams, QueryPolicy, Side, SoftmaxBudget,
     SoftmaxTreeParams, TaylorFeatureMap, Temperature,
 };
-use dpattn_core::{Error, MatRef, PrivacyBudget};
+use dpattn_core::{Error, MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
@@ -255,6 +255,7 @@ impl dpattn_softmax_budget {
             slack: self.slack,
             features: self.features,
             depth: self.depth,
+            noise_mode: NoiseMode::Exact,
         })
     }
 }
@@ -815,6 +816,7 @@ impl dpattn_dp_tree_distance_params {
             range: self.range,
             weight_bound: self.weight_bound,
             budget: PrivacyBudget::new(self.epsilon, self.delta)?,
+            noise_mode: NoiseMode::Exact,
         })
     }
 }
@@ -1031,6 +1033,7 @@ pub unsafe extern "C" fn dpattn_dp_tree_high_dim_new(
             budget: PrivacyBudget::new(p.epsilon, p.delta)?,
             delta_prime: p.delta_prime,
             c: p.c,
+            noise_mode: NoiseMode::Exact,
         };
         let t = DpTreeHighDim::new(xm, w, &hp, &KeyedStream::new(&key.to_core(), stream))?;
         // SAFETY: checked non-NULL; writable.

@@ -103,7 +103,12 @@ int dpattn_c_moment_sketch(void) {
         }
         CHECK(ss / M > 0.25 * scale * scale && ss / M < 2.5 * scale * scale);
     }
-    CHECK(dpattn_moment_sketch_projection_noise_std(s, 4.0, &sd) == DPATTN_STATUS_OK && sd == scale * 2.0);
+    /* The exact release (C callers get it): the rounded sensitivity and the discrete
+     * Gaussian's s*Lambda, at most 1% above the continuous calibration; the projection
+     * noise std is s*Lambda*sqrt(u2). */
+    CHECK(dpattn_moment_sketch_info(s, &dim, &r, &deg, &sens2, &x) == DPATTN_STATUS_OK);
+    CHECK(sens2 > sens && sens2 < 1.01 * sens && x > scale && x < 1.01 * scale);
+    CHECK(dpattn_moment_sketch_projection_noise_std(s, 4.0, &sd) == DPATTN_STATUS_OK && sd == x * 2.0);
     /* Determinism: same key and stream -> identical bits; another stream differs. */
     CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);

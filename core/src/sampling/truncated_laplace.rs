@@ -82,13 +82,34 @@ impl TruncatedLaplace {
     }
 
     /// The exact variance (Fact 3.5); `2Δ²/ε²` when `δ = 0`.
+    ///
+    /// Fact 3.5's `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` is, with `e^ε − 1 = 2δ(e^t − 1)`,
+    /// `(Δ/ε)²·g(t)`, `g(t) = 2 − (t² + 2t)/(e^t − 1)`; as printed it cancels
+    /// catastrophically when `t` is small (`ε ≪ δ`, issue 28). It is evaluated without
+    /// cancellation: for `t ≤ 2` as `B²·h(t)`, `h(t) = g(t)/t² = 2Σ_{k≥3} t^{k−3}/k! /
+    /// Σ_{k≥1} t^{k−1}/k!` (two series of positive terms; `h(0) = 1/3`, the uniform
+    /// distribution's), and for `t > 2` as `(Δ/ε)²·(2 − e^{−t}(t² + 2t + 2))/(1 − e^{−t})`
+    /// (the subtraction loses under two bits there).
+    ///
+    /// ```
+    /// use dpattn_core::sampling::TruncatedLaplace;
+    /// // ε ≪ δ: nearly uniform on [−B, B], variance ≈ B²/3.
+    /// let t = TruncatedLaplace::new(1.0, 1e-9, 0.5)?;
+    /// assert!((t.variance() / (t.bound() * t.bound() / 3.0) - 1.0).abs() < 1e-8);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
     pub fn variance(&self) -> f64 {
         let lap = 2.0 * self.scale * self.scale;
         if self.delta == 0.0 {
             return lap;
         }
-        let em1 = libm::expm1(self.epsilon);
-        lap * (1.0 - self.delta * (self.t * self.t + 2.0 * self.t) / em1)
+        let t = self.t;
+        if t <= 2.0 {
+            return self.bound * self.bound * unit_variance_over_t2(t);
+        }
+        // e^{−t}(t² + 2t + 2) < 1e−320 beyond t = 750 (and t² could overflow).
+        let tail = if t > 750.0 { 0.0 } else { libm::exp(-t) * (t * t + 2.0 * t + 2.0) };
+        self.scale * self.scale * (2.0 - tail) / -libm::expm1(-t)
     }
 
     /// `(Δ, ε, δ)`.
@@ -125,6 +146,23 @@ impl TruncatedLaplace {
         let mag = -self.scale * libm::log1p(-u * self.m);
         mag.min(self.bound)
     }
+}
+
+/// `h(t) = 2Σ_{k≥3} t^{k−3}/k! / Σ_{k≥1} t^{k−1}/k!` for `0 ≤ t ≤ 2`: the variance of the
+/// density `∝ e^{−x}` on `[−t, t]`, divided by `t²`. Term `j` of the denominator is
+/// `t^j/(j+1)!` and of the numerator that divided by `(j+2)(j+3)`.
+fn unit_variance_over_t2(t: f64) -> f64 {
+    let (mut term, mut num, mut den) = (1.0f64, 0.0f64, 0.0f64);
+    for j in 0..64u32 {
+        let jf = f64::from(j);
+        num += term / ((jf + 2.0) * (jf + 3.0));
+        den += term;
+        term *= t / (jf + 2.0);
+        if term < den * 1e-18 {
+            break;
+        }
+    }
+    2.0 * num / den
 }
 
 impl FixedWordSampler for TruncatedLaplace {
@@ -204,6 +242,60 @@ mod tests {
         assert_eq!((t.bound(), t.variance()), (f64::INFINITY, 32.0));
         let t = TruncatedLaplace::new(2.0, 0.5, 1e-300).unwrap();
         assert!(rel(t.variance(), 32.0) < 1e-12);
+    }
+
+    /// `Var = B²·∫₀¹ y² e^{−ty} dy / ∫₀¹ e^{−ty} dy` (the density `∝ e^{−|z|/λ}` on `[−B, B]`
+    /// with `z = By`, `t = B/λ`) by composite Simpson quadrature with `k` panels: an
+    /// evaluation independent of the series and of Fact 3.5.
+    fn variance_by_quadrature(bound: f64, t: f64, k: u32) -> f64 {
+        let h = 1.0 / f64::from(2 * k);
+        let (mut num, mut den) = (0.0, 0.0);
+        for i in 0..=2 * k {
+            let y = f64::from(i) * h;
+            let c = if i == 0 || i == 2 * k {
+                1.0
+            } else if i % 2 == 1 {
+                4.0
+            } else {
+                2.0
+            };
+            let w = c * libm::exp(-t * y);
+            num += w * y * y;
+            den += w;
+        }
+        bound * bound * num / den
+    }
+
+    #[test]
+    fn variance_is_stable_where_fact_3_5_cancels() {
+        // Issue 28: (2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1)) returned 0, garbage or negative values
+        // for ε ≪ δ. Every (Δ, ε, δ) below, from t ≈ 2e−12 to t ≈ 27, against quadrature.
+        let mut checked = 0;
+        for sens in [1.0, 3.0] {
+            for eps in [1e-12, 1e-9, 1e-7, 1e-5, 1e-3, 0.1, 1.0, 5.0] {
+                for delta in [1e-12, 1e-9, 1e-6, 1e-3, 0.1, 0.25, 0.5] {
+                    let tl = TruncatedLaplace::new(sens, eps, delta).unwrap();
+                    let (b, t) = (tl.bound(), tl.t);
+                    let want = variance_by_quadrature(b, t, 20_000);
+                    let got = tl.variance();
+                    assert!(got.is_finite() && got > 0.0, "({sens}, {eps}, {delta}): {got}");
+                    assert!(
+                        rel(got, want) < 1e-9,
+                        "({sens}, {eps}, {delta}) t = {t}: {got} vs {want}"
+                    );
+                    // Never above the untruncated Laplace nor the uniform on [−B, B].
+                    assert!(
+                        got <= 2.0 * (sens / eps) * (sens / eps)
+                            && got <= b * b / 3.0 * (1.0 + 1e-12)
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 112);
+        // The worst cases of the issue: t = ε/(2δ) + … ≈ 1e−9 (Fact 3.5 gave exactly 0).
+        let tl = TruncatedLaplace::new(1.0, 1e-9, 0.5).unwrap();
+        assert!(rel(tl.variance(), tl.bound() * tl.bound() / 3.0) < 1e-8);
     }
 
     #[test]

@@ -87,7 +87,9 @@ impl AdaptiveParams {
             div_down(t.budget.epsilon().get(), k),
             div_down(t.budget.delta().get(), k),
         )?;
-        softmax_budget(copy, div_down(t.delta_prime, k), t.c, r, depth, t.accounting)
+        let mut b = softmax_budget(copy, div_down(t.delta_prime, k), t.c, r, depth, t.accounting)?;
+        b.noise_mode = t.noise_mode;
+        Ok(b)
     }
 }
 
@@ -201,6 +203,11 @@ impl DpTreeSoftmaxAdaptive {
         &self.budget
     }
 
+    /// How the nodes were released.
+    pub fn noise_mode(&self) -> crate::grid_release::NoiseMode {
+        self.budget.noise_mode
+    }
+
     /// What the structure actually achieves: `l` copies under basic composition.
     ///
     /// # Errors
@@ -236,7 +243,8 @@ impl DpTreeSoftmaxAdaptive {
         self.query_into(y, &mut scratch)
     }
 
-    /// The exact noise variance of one copy's answer at `y` (§7.5).
+    /// The exact noise variance of one copy's answer at `y` (§7.5, with the node variances
+    /// of the release's mode).
     ///
     /// # Errors
     /// Bad queries.

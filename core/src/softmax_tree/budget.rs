@@ -2,15 +2,20 @@
 //! accountant that reports what a configuration actually achieves (OQ15, E2), and the
 //! closed-form noise and error estimates (§7.5, AC-12, E5). All of it is arithmetic on
 //! public parameters. Privacy-side values are rounded in the safe direction (budgets down,
-//! achieved totals up).
+//! achieved totals up). The estimates use the node noise of the budget's
+//! [`noise_mode`](SoftmaxBudget::noise_mode) ([`NodeNoise`]): the exact noise's variance
+//! and bound by default, the float TLap's in unsafe-float mode.
 
 use crate::accounting::composition::{
     advanced_composition_step_epsilon, basic_composition, tighter_composition,
 };
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
 use crate::sampling::TruncatedLaplace;
+
+use super::node_noise::{Layout, NodeNoise, term_bound};
 
 /// How one DPTreeSoftmax divides its `(ε_S, δ_S, δ′_S)` between its `r` feature structures
 /// and the weight-sum structure `D_0`.
@@ -49,12 +54,16 @@ pub struct SoftmaxBudget {
     pub features: usize,
     /// `L`, the depth of every tree.
     pub depth: u32,
+    /// How the nodes are released: [`NoiseMode::Exact`] (what [`softmax_budget`] returns)
+    /// or the unsafe float path. The budgets do not depend on it; the node noise does.
+    pub noise_mode: NoiseMode,
 }
 
 /// The relative margin [`Accounting::Tight`] leaves for rounding.
 const TIGHT_SHAVE: f64 = 1.0 - 1e-12;
 
-/// The budgets of one DPTreeSoftmax copy with `r` features and depth `L`.
+/// The budgets of one DPTreeSoftmax copy with `r` features and depth `L`, for exact-mode
+/// nodes (set [`SoftmaxBudget::noise_mode`] for the unsafe float path).
 ///
 /// ```
 /// use dpattn_core::PrivacyBudget;
@@ -128,6 +137,7 @@ pub fn softmax_budget(
         slack,
         features,
         depth,
+        noise_mode: NoiseMode::Exact,
     })
 }
 
@@ -187,6 +197,55 @@ impl SoftmaxBudget {
     pub fn ones_tlap(&self, weight_bound: f64) -> Result<TruncatedLaplace> {
         let n = self.ones_node;
         TruncatedLaplace::new(2.0 * weight_bound, n.epsilon().get(), n.delta().get())
+    }
+
+    /// The node noise of feature tree `q ∈ 0..3` in [`noise_mode`](Self::noise_mode):
+    /// [`feature_tlap`](Self::feature_tlap), or the exact release of contributions bounded
+    /// by [`term_bound`]`(R_w, Γ, q)` in trees of depth `L` at the node budget.
+    ///
+    /// ```
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// use dpattn_core::softmax_tree::{Accounting, softmax_budget};
+    /// let mut b = softmax_budget(PrivacyBudget::new(0.5, 5e-7)?, 5e-7, 0.09, 70, 10, Accounting::Paper)?;
+    /// let exact = b.feature_noise(1, 1.0, 1.0)?;
+    /// assert_eq!(exact.resolution(), Some(2f64.powi(-7))); // 2/256
+    /// b.noise_mode = NoiseMode::UnsafeFloat;
+    /// let float = b.feature_noise(1, 1.0, 1.0)?;
+    /// assert_eq!(float.variance(), b.feature_tlap(1, 1.0, 1.0)?.variance());
+    /// // The exact noise is at most 1% larger.
+    /// assert!((exact.variance() / float.variance()).sqrt() < 1.01);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`feature_tlap`](Self::feature_tlap), plus the exact calibration's errors.
+    pub fn feature_noise(&self, q: u32, gamma: f64, weight_bound: f64) -> Result<NodeNoise> {
+        match self.noise_mode {
+            NoiseMode::UnsafeFloat => {
+                Ok(NodeNoise::unsafe_float(self.feature_tlap(q, gamma, weight_bound)?))
+            }
+            NoiseMode::Exact => self.exact_node(term_bound(weight_bound, gamma, q), true),
+        }
+    }
+
+    /// The node noise of `D_0`'s trees in [`noise_mode`](Self::noise_mode):
+    /// [`ones_tlap`](Self::ones_tlap), or the exact release of contributions bounded by
+    /// `R_w` (their bin never changes; the half-shift rule of [`NodeNoise`] is applied all
+    /// the same, at the cost of one grid step).
+    ///
+    /// # Errors
+    /// As [`feature_noise`](Self::feature_noise).
+    pub fn ones_noise(&self, weight_bound: f64) -> Result<NodeNoise> {
+        match self.noise_mode {
+            NoiseMode::UnsafeFloat => Ok(NodeNoise::unsafe_float(self.ones_tlap(weight_bound)?)),
+            NoiseMode::Exact => self.exact_node(weight_bound, false),
+        }
+    }
+
+    fn exact_node(&self, term: f64, feature: bool) -> Result<NodeNoise> {
+        let n = if feature { self.feature_node } else { self.ones_node };
+        let (eps, delta) = (n.epsilon().get(), n.delta().get());
+        NodeNoise::exact(term, self.depth, Layout::Binned, eps, delta)
     }
 }
 
@@ -293,10 +352,11 @@ pub fn snap_to_net(y: f64, step: f64, radius: f64) -> f64 {
 
 /// The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
 /// (§7.5 with `bl → L`, `u_i → Γ`, `‖P(y)‖² → T_s(z_max)`):
-/// `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`.
+/// `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`, the `V` the node variances of
+/// the budget's mode ([`SoftmaxBudget::feature_noise`]).
 ///
 /// # Errors
-/// [`Error::OutOfRange`] when a node budget is invalid for `TLap`.
+/// [`Error::OutOfRange`] when a node budget is invalid for the node noise.
 pub fn uniform_noise_std(
     budget: &SoftmaxBudget,
     depth: u32,
@@ -305,9 +365,9 @@ pub fn uniform_noise_std(
     weight_bound: f64,
 ) -> Result<f64> {
     let l = f64::from(depth);
-    let v = |q| budget.feature_tlap(q, gamma, weight_bound).map(|t| t.variance());
+    let v = |q| budget.feature_noise(q, gamma, weight_bound).map(|t| t.variance());
     let (v0, v1, v2) = (v(0)?, v(1)?, v(2)?);
-    let vo = budget.ones_tlap(weight_bound)?.variance();
+    let vo = budget.ones_noise(weight_bound)?.variance();
     let g2 = gamma * gamma;
     let r = budget.features as f64;
     let var = 0.25
@@ -317,11 +377,13 @@ pub fn uniform_noise_std(
 }
 
 /// `[EXT]` E5: the deterministic bound on the noise of one DPTreeSoftmax copy's answer, for
-/// **every** query at once (TLap is bounded):
-/// `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`.
+/// **every** query at once (the node noise is bounded):
+/// `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`, `B` each node's largest distance from its
+/// computed sum ([`NodeNoise::deviation_bound`]: the noise bound, plus `Λ/2` of rounding in
+/// exact mode).
 ///
 /// # Errors
-/// [`Error::OutOfRange`] when a node budget is invalid for `TLap`.
+/// [`Error::OutOfRange`] when a node budget is invalid for the node noise.
 pub fn worst_case_noise_bound(
     budget: &SoftmaxBudget,
     depth: u32,
@@ -330,9 +392,9 @@ pub fn worst_case_noise_bound(
     weight_bound: f64,
 ) -> Result<f64> {
     let l = f64::from(depth);
-    let b = |q| budget.feature_tlap(q, gamma, weight_bound).map(|t| t.bound());
+    let b = |q| budget.feature_noise(q, gamma, weight_bound).map(|t| t.deviation_bound());
     let (b0, b1, b2) = (b(0)?, b(1)?, b(2)?);
-    let bo = budget.ones_tlap(weight_bound)?.bound();
+    let bo = budget.ones_noise(weight_bound)?.deviation_bound();
     let r = budget.features as f64;
     Ok(0.5
         * (r * (2.0 * l * b2 + 2.0 * gamma * l * b1 + gamma * gamma * l * b0)

@@ -5,18 +5,21 @@
 //!
 //! Noise addressing (`docs/RANDOMNESS.md` §5.2): structure `s`, copy `j`, feature tree
 //! `i ∈ 0..r` (`i = r` is `D_0`), node offset `o` within that tree's `3(2N − 2)` sums is
-//! element `((s·l + j)·(r + 1) + i)·3(2N − 2) + o` of one keyed stream.
+//! element `((s·l + j)·(r + 1) + i)·3(2N − 2) + o` of one keyed stream, released as its
+//! budget's [`NodeNoise`] says (exact by default).
 
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result, mul_size};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
-use crate::sampling::{KeyedStream, TruncatedLaplace};
+use crate::sampling::KeyedStream;
 use crate::scratch::try_filled;
 
 use super::budget::SoftmaxBudget;
 use super::clamp_private;
 use super::feature_map::TaylorFeatureMap;
+use super::node_noise::NodeNoise;
 use super::tree_arena::{TreeArena, bin, check_capacity};
 
 /// One DPTreeSoftmax copy: `r` feature DPTreeDistance structures (`p = 2`, range `Γ`), the
@@ -54,7 +57,8 @@ impl SoftmaxCopy {
     }
 }
 
-/// One structure to build: its weight bound and per-copy budget.
+/// One structure to build: its weight bound and per-copy budget (whose
+/// [`noise_mode`](SoftmaxBudget::noise_mode) says how its nodes are released).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StructureSpec {
     pub(crate) weight_bound: f64,
@@ -99,22 +103,39 @@ pub(crate) fn build_structures(
         tree_len,
         "noise elements",
     )?;
-    check_capacity(0, total)?;
     let clamp_keys = stream.is_some();
-    // Every public check (the samplers' parameters) before the private scatter.
-    let mut noise: Vec<([TruncatedLaplace; 3], [TruncatedLaplace; 3])> = Vec::new();
+    // Every public check (the samplers' parameters, the stream's capacity) before the
+    // private scatter.
+    let mut noise: Vec<([NodeNoise; 3], [NodeNoise; 3])> = Vec::new();
+    let mut mode = NoiseMode::UnsafeFloat; // the non-private build checks the wider limit
     if stream.is_some() {
         noise.try_reserve_exact(specs.len()).map_err(|_| Error::AllocationFailed {
             what: "softmax-tree samplers",
             elements: specs.len(),
         })?;
-        for spec in specs {
-            noise.push((
-                samplers(|q| spec.budget.feature_tlap(q, gamma, spec.weight_bound))?,
-                samplers(|_| spec.budget.ones_tlap(spec.weight_bound))?,
-            ));
+        for (s, spec) in specs.iter().enumerate() {
+            // Structures with the same weight bound and budget share their node noise (the
+            // value structures of DPCrossAttention): calibrate once.
+            let same = s > 0
+                && specs[s - 1].weight_bound == spec.weight_bound
+                && specs[s - 1].budget == spec.budget;
+            let node = match noise.last() {
+                Some(&prev) if same => prev,
+                _ => {
+                    let ones = spec.budget.ones_noise(spec.weight_bound)?;
+                    (
+                        samplers(|q| spec.budget.feature_noise(q, gamma, spec.weight_bound))?,
+                        [ones; 3],
+                    )
+                }
+            };
+            noise.push(node);
+            if spec.budget.noise_mode == NoiseMode::Exact {
+                mode = NoiseMode::Exact;
+            }
         }
     }
+    check_capacity(mode, 0, total)?;
 
     // Exact sums, one set per structure.
     let mut exact: Vec<(TreeArena, TreeArena)> = Vec::new();
@@ -122,8 +143,14 @@ pub(crate) fn build_structures(
         what: "softmax-tree structures",
         elements: specs.len(),
     })?;
-    for _ in specs {
-        exact.push((TreeArena::zeroed(r, 3, n_leaves)?, TreeArena::zeroed(1, 3, n_leaves)?));
+    for s in 0..specs.len() {
+        let (mut feat, mut ones) =
+            (TreeArena::zeroed(r, 3, n_leaves)?, TreeArena::zeroed(1, 3, n_leaves)?);
+        if let Some((fs, os)) = noise.get(s) {
+            feat.quantize_for(fs);
+            ones.quantize_for(os);
+        }
+        exact.push((feat, ones));
     }
     let mut x = try_filled(keys.cols(), 0.0, "key row")?;
     let mut u = try_filled(r, 0.0, "feature vector")?;
@@ -197,6 +224,6 @@ pub(crate) fn build_structures(
     Ok(out)
 }
 
-fn samplers(f: impl Fn(u32) -> Result<TruncatedLaplace>) -> Result<[TruncatedLaplace; 3]> {
+fn samplers(f: impl Fn(u32) -> Result<NodeNoise>) -> Result<[NodeNoise; 3]> {
     Ok([f(0)?, f(1)?, f(2)?])
 }

@@ -26,7 +26,10 @@
 //!
 //! Every structure is built from a keyed ChaCha20 stream: node noise is addressed by the
 //! node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are reproducible and
-//! auditable. The private data and exact sums are never stored; each type's
+//! auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
+//! multiple of a public grid with exact truncated discrete Laplace noise, so the guarantees
+//! above hold for the released floats ([`NodeNoise`] has the proof);
+//! [`NoiseMode::UnsafeFloat`](crate::NoiseMode) is the paper's float TLap. The private data and exact sums are never stored; each type's
 //! `non_private_exact` constructor builds the noise-free structure for tests and audits and
 //! is **not** differentially private.
 
@@ -34,6 +37,7 @@ mod adaptive;
 mod budget;
 mod build;
 mod feature_map;
+mod node_noise;
 mod segment_tree;
 mod softmax;
 mod tree_arena;
@@ -48,6 +52,7 @@ pub use feature_map::{
     MAX_DEGREE, TaylorFeatureMap, feature_count, gamma_bound, min_degree, taylor_exp,
     taylor_relative_error,
 };
+pub use node_noise::{MAX_EXACT_DEPTH, NodeNoise, term_bound};
 pub use segment_tree::{DpTree, Side};
 pub use softmax::{DpTreeSoftmax, QueryPolicy, SoftmaxTreeParams, Temperature};
 pub use tree_arena::{bin, leaf_count};

@@ -9,12 +9,21 @@
 //! touches `L = log2 N` released nodes, each drawn from `TLap(Δ, ε/L, δ/L)`; basic
 //! composition gives `(ε, δ)`. Queries read only the noisy nodes: any number of them, adaptive
 //! or not, is post-processing.
+//!
+//! **Floating point.** [`DpTree::new`] releases every node in [`NoiseMode::Exact`]: a
+//! multiple of the node grid `Λ = 2^⌊log₂(2b/256)⌋` with exact truncated discrete Laplace
+//! noise calibrated for the sensitivity `2b` plus twice the summation error of the node
+//! ([`NodeNoise`] has the proof), so the guarantee holds for the released floats.
+//! [`DpTree::new_in`] with [`NoiseMode::UnsafeFloat`] adds the float `TLap` instead (not DP
+//! as shipped).
 
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::{KeyedStream, TruncatedLaplace};
 
-use super::tree_arena::{TreeArena, leaf_count};
+use super::node_noise::{Layout, NodeNoise};
+use super::tree_arena::{TreeArena, check_capacity, leaf_count};
 use super::{clamp_private, split_budget};
 
 /// Which side of the query path a read node lies on.
@@ -42,30 +51,65 @@ pub enum Side {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DpTree {
     arena: TreeArena,
-    noise: Option<TruncatedLaplace>,
+    noise: Option<NodeNoise>,
 }
 
 impl DpTree {
     /// Builds the tree over `values` (padded with zeros to `N = max(2, next_pow2(n))` leaves)
-    /// with values clamped into `[−bound, bound]`, noised from element 0 of `stream` (node `v`
-    /// is element `v − 2`).
+    /// with values clamped into `[−bound, bound]`, released in [`NoiseMode::Exact`] from
+    /// element 0 of `stream` (node `v` is element `v − 2`).
     ///
     /// # Errors
-    /// [`Error::OutOfRange`] for an empty input, a bad `bound`, or a node budget `δ/L > 1/2`.
+    /// [`Error::OutOfRange`] for an empty input, a bad `bound`, a node budget `δ/L` outside
+    /// `(0, 1/2]`, or more than `2^40` nodes.
     pub fn new(
         values: &[f64],
         bound: f64,
         budget: PrivacyBudget,
         stream: &KeyedStream,
     ) -> Result<Self> {
+        Self::new_in(values, bound, budget, stream, NoiseMode::Exact)
+    }
+
+    /// [`new`](Self::new) in `mode`: [`NoiseMode::UnsafeFloat`] adds the float
+    /// `TLap(2b, ε/L, δ/L)` to each float node sum (the paper's mechanism; **not DP as
+    /// shipped**, for reproducing the paper).
+    ///
+    /// ```
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+    /// use dpattn_core::softmax_tree::DpTree;
+    /// let stream = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+    /// let b = PrivacyBudget::new(1.0, 1e-6)?;
+    /// let t = DpTree::new_in(&[1.0, 2.0], 2.0, b, &stream, NoiseMode::UnsafeFloat)?;
+    /// assert_eq!(t.node_noise().unwrap().noise_mode(), NoiseMode::UnsafeFloat);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) (the `2^40`-node limit is the exact mode's).
+    pub fn new_in(
+        values: &[f64],
+        bound: f64,
+        budget: PrivacyBudget,
+        stream: &KeyedStream,
+        mode: NoiseMode,
+    ) -> Result<Self> {
         crate::error::positive_finite("bound", bound)?;
         // Public checks first, so that no error can follow the private scatter.
-        let depth = leaf_count(values.len())?.trailing_zeros();
+        let n_leaves = leaf_count(values.len())?;
+        let depth = n_leaves.trailing_zeros();
         let (eps, delta) = split_budget(budget, f64::from(depth));
-        let tlap = TruncatedLaplace::new(2.0 * bound, eps, delta)?;
-        let mut tree = Self::build(values, bound)?;
-        tree.arena.add_noise(&[tlap], stream, 0)?;
-        tree.noise = Some(tlap);
+        let noise = match mode {
+            NoiseMode::UnsafeFloat => {
+                NodeNoise::unsafe_float(TruncatedLaplace::new(2.0 * bound, eps, delta)?)
+            }
+            NoiseMode::Exact => NodeNoise::exact(bound, depth, Layout::OnePerLeaf, eps, delta)?,
+        };
+        check_capacity(mode, 0, TreeArena::len_for(1, 1, n_leaves)?)?;
+        let mut tree = Self::build(values, bound, Some(&noise))?;
+        tree.arena.add_noise(&[noise], stream, 0)?;
+        tree.noise = Some(noise);
         Ok(tree)
     }
 
@@ -79,12 +123,13 @@ impl DpTree {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(Error::NonFinite { arg: "values", index: i });
         }
-        Self::build(values, f64::INFINITY)
+        Self::build(values, f64::INFINITY, None)
     }
 
-    fn build(values: &[f64], bound: f64) -> Result<Self> {
+    fn build(values: &[f64], bound: f64, noise: Option<&NodeNoise>) -> Result<Self> {
         let n_leaves = leaf_count(values.len())?;
         let mut arena = TreeArena::zeroed(1, 1, n_leaves)?;
+        arena.quantize_for(noise.map(core::slice::from_ref).unwrap_or_default());
         for (j, &v) in values.iter().enumerate() {
             arena.add_point(0, j, clamp_private(v, -bound, bound), 1.0);
         }
@@ -102,14 +147,22 @@ impl DpTree {
         self.arena.depth()
     }
 
-    /// The per-node noise bound `B` (0 for the non-private tree).
+    /// The per-node noise bound (0 for the non-private tree): `B·Λ` in exact mode, the TLap
+    /// bound `B` in unsafe-float mode ([`NodeNoise::bound`]).
     pub fn bound(&self) -> f64 {
         self.noise.map_or(0.0, |t| t.bound())
     }
 
-    /// The per-node noise variance (Fact 3.5; 0 for the non-private tree).
+    /// The per-node noise variance (0 for the non-private tree): `Λ²·Var(Z)` of the exact
+    /// noise, or Fact 3.5 in unsafe-float mode.
     pub fn node_variance(&self) -> f64 {
         self.noise.map_or(0.0, |t| t.variance())
+    }
+
+    /// The node noise (its mode, grid `Λ`, bound and variance); `None` for the non-private
+    /// tree.
+    pub fn node_noise(&self) -> Option<&NodeNoise> {
+        self.noise.as_ref()
     }
 
     /// The released value of heap node `v ∈ 2..2N` (the root, 1, is not released).

@@ -12,10 +12,19 @@
 //! **Accuracy**: `|answer − wᵀexp(τXy)| ≤ ε_s Σ_i |w_i| e^{τ⟨x_i,y⟩}` (the corrected OQ11
 //! form, not the paper's `ε_s |wᵀexp|`) `+` own-bin bias `+` noise whose exact variance is
 //! [`DpTreeSoftmax::noise_variance`] (§7.5).
+//!
+//! **Floating point.** In [`NoiseMode::Exact`] (the default) every node is released on its
+//! grid with exact truncated discrete Laplace noise ([`NodeNoise`](super::NodeNoise) has the
+//! proof: the node sensitivities `2 R_w Γ^q` become bounds on the computed contributions,
+//! the summation error of a node enters twice, and a row changing bins costs each half-shifted
+//! node at most half its budget, as in the continuous argument), so the guarantee holds for
+//! the released floats and the accounting is unchanged. [`NoiseMode::UnsafeFloat`] is the
+//! paper's float TLap (not DP as shipped).
 
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result, open_unit};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
@@ -74,11 +83,14 @@ pub struct SoftmaxTreeParams {
     pub query_policy: QueryPolicy,
     /// Refuse to build when the memory estimate exceeds this many bytes.
     pub memory_limit_bytes: u64,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 impl SoftmaxTreeParams {
     /// The paper's setting: `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, the paper's accounting,
-    /// strict ranges, queries rejected outside the domain, a 1 GiB memory limit.
+    /// strict ranges, queries rejected outside the domain, a 1 GiB memory limit; nodes
+    /// released in [`NoiseMode::Exact`].
     pub fn paper(radius: f64, weight_bound: f64, budget: PrivacyBudget, delta_prime: f64) -> Self {
         Self {
             radius,
@@ -92,6 +104,7 @@ impl SoftmaxTreeParams {
             strict: true,
             query_policy: QueryPolicy::Reject,
             memory_limit_bytes: 1 << 30,
+            noise_mode: NoiseMode::Exact,
         }
     }
 
@@ -281,7 +294,7 @@ impl DpTreeSoftmax {
         let r = map.features();
         check_memory("DPTreeSoftmax", 1, 1, r, keys.rows(), params.memory_limit_bytes)?;
         let depth = leaf_count(keys.rows())?.trailing_zeros();
-        let budget = softmax_budget(
+        let mut budget = softmax_budget(
             params.budget,
             params.delta_prime,
             params.c,
@@ -289,6 +302,7 @@ impl DpTreeSoftmax {
             depth,
             params.accounting,
         )?;
+        budget.noise_mode = params.noise_mode;
         budget.achieved()?; // a vacuous composed guarantee is refused before the data is read
         let gamma = map.range(params.radius);
         let spec = StructureSpec { weight_bound: params.weight_bound, budget };
@@ -324,9 +338,15 @@ impl DpTreeSoftmax {
         self.copy.depth()
     }
 
-    /// The budget hierarchy of this structure.
+    /// The budget hierarchy of this structure (its node noise:
+    /// [`SoftmaxBudget::feature_noise`], [`SoftmaxBudget::ones_noise`]).
     pub fn budget(&self) -> &SoftmaxBudget {
         &self.budget
+    }
+
+    /// How the nodes were released.
+    pub fn noise_mode(&self) -> NoiseMode {
+        self.budget.noise_mode
     }
 
     /// What the structure actually achieves (see [`SoftmaxBudget::achieved`]); `δ′` is
@@ -362,7 +382,8 @@ impl DpTreeSoftmax {
         self.query_into(y, &mut scratch)
     }
 
-    /// The exact noise variance of the answer at `y` (seed-001 §7.5).
+    /// The exact noise variance of the answer at `y` (seed-001 §7.5, with the node variances
+    /// of the release's mode).
     ///
     /// # Errors
     /// Bad queries per [`QueryPolicy`].
@@ -394,9 +415,9 @@ pub(crate) fn copy_noise_variance(
     weight_bound: f64,
 ) -> Result<f64> {
     let l = f64::from(n_leaves.trailing_zeros());
-    let v = |q| budget.feature_tlap(q, gamma, weight_bound).map(|t| t.variance());
+    let v = |q| budget.feature_noise(q, gamma, weight_bound).map(|t| t.variance());
     let (v0, v1, v2) = (v(0)?, v(1)?, v(2)?);
-    let vo = budget.ones_tlap(weight_bound)?.variance();
+    let vo = budget.ones_noise(weight_bound)?.variance();
     let mut sum = 0.0;
     let mut u2 = 0.0;
     for &ui in u {

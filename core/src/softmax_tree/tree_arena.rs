@@ -6,19 +6,27 @@
 //!   is `N + j`) lives at offset `((tree · (2N − 2)) + (v − 2)) · moments + q`.
 //! * The root is never stored, never noised and never read (OQ7): each leaf-to-root path
 //!   has exactly `L = log2 N` released nodes.
-//! * Build: fill the leaves with exact sums, [`TreeArena::build_sums`] sets every internal
-//!   node to the exact sum of its two children, then [`TreeArena::add_noise`] adds an
-//!   independent `TLap` draw to every node (Algorithm 2: `c[v] = b[v] + noise`, never the sum
-//!   of noisy children). The noise of node offset `o` is element `first + o` of the keyed
-//!   stream (`docs/RANDOMNESS.md` §5.2), so the arena is a function of (data, key, stream,
-//!   first) alone, whatever the thread count.
+//! * Build: fill the leaves with exact sums (in exact mode each contribution is first
+//!   rounded to its moment's quantum `η_q`, which makes every sum exact: [`NodeNoise`]),
+//!   [`TreeArena::build_sums`] sets every internal
+//!   node to the exact sum of its two children, then [`TreeArena::add_noise`] releases every
+//!   node with independent noise (Algorithm 2: `c[v] = b[v] + noise`, never the sum of noisy
+//!   children): in exact mode `Λ·(round(b[v]/Λ) + Z)` with `Z` the exact truncated discrete
+//!   Laplace ([`NodeNoise`]), in unsafe-float mode `b[v] + TLap`. The noise of node offset
+//!   `o` is element `first + o` of the keyed stream (`docs/RANDOMNESS.md` §5.2; per-element
+//!   windows in exact mode, 2 words per element in unsafe-float mode), so the arena is a
+//!   function of (data, key, stream, first) alone, whatever the thread count.
 
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result, mul_size};
-use crate::sampling::{FixedWordSampler, KeyedStream, TruncatedLaplace};
+use crate::grid_release::{NoiseMode, TruncatedLaplaceGrid};
+use crate::sampling::bit_source::fill_windows;
+use crate::sampling::{ExactSampler, FixedWordSampler, KeyedStream, TruncatedLaplace};
 use crate::scratch::try_filled;
 use rand_core::Rng;
+
+use super::node_noise::{Layout, NodeNoise, quantize, term_bound};
 
 /// The largest supported number of moments (`p + 1` for `ℓ_p^p` distances).
 pub(crate) const MAX_MOMENTS: usize = 9;
@@ -65,6 +73,8 @@ pub(crate) struct TreeArena {
     depth: u32,
     moments: usize,
     trees: usize,
+    /// `Some(k)`: contributions to moment `q` are rounded to multiples of `2^k` (exact mode).
+    quanta: [Option<i32>; MAX_MOMENTS],
     nodes: Vec<f64>,
 }
 
@@ -81,7 +91,22 @@ impl TreeArena {
         debug_assert!((1..=MAX_MOMENTS).contains(&moments));
         let len = Self::len_for(trees, moments, n_leaves)?;
         let nodes = try_filled(len, 0.0, "tree nodes")?;
-        Ok(Self { n_leaves, depth: n_leaves.trailing_zeros(), moments, trees, nodes })
+        Ok(Self {
+            n_leaves,
+            depth: n_leaves.trailing_zeros(),
+            moments,
+            trees,
+            quanta: [None; MAX_MOMENTS],
+            nodes,
+        })
+    }
+
+    /// Rounds every later contribution to moment `q` to the quantum of `noise[q]` (exact
+    /// mode; nothing for unsafe-float noise). Call before the scatter.
+    pub(crate) fn quantize_for(&mut self, noise: &[NodeNoise]) {
+        for (k, n) in self.quanta.iter_mut().zip(noise) {
+            *k = n.quantum_exponent();
+        }
     }
 
     pub(crate) fn n_leaves(&self) -> usize {
@@ -105,13 +130,18 @@ impl TreeArena {
     }
 
     /// Adds a point of value `x` and weight `w` to the leaf of bin `j` of `tree`: moment `q`
-    /// gains `w·x^q` (the exact-sum scatter before [`Self::build_sums`]).
+    /// gains `w·x^q`, rounded to the moment's quantum if it has one (the exact-sum scatter
+    /// before [`Self::build_sums`]).
     #[inline]
     pub(crate) fn add_point(&mut self, tree: usize, j: usize, w: f64, x: f64) {
         let o = self.offset(tree, self.n_leaves + j);
+        let quanta = self.quanta;
         let mut pw = w;
-        for s in &mut self.nodes[o..o + self.moments] {
-            *s += pw;
+        for (s, k) in self.nodes[o..o + self.moments].iter_mut().zip(quanta) {
+            *s += match k {
+                Some(k) => quantize(pw, k),
+                None => pw,
+            };
             pw *= x;
         }
     }
@@ -130,21 +160,59 @@ impl TreeArena {
         }
     }
 
-    /// Adds `samplers[q]` noise to moment `q` of every node; node offset `o` draws element
-    /// `first + o` of `stream` (2 words per element, the fixed-word layout).
+    /// Releases moment `q` of every node with `noise[q]`; node offset `o` draws element
+    /// `first + o` of `stream` (module docs). On an error the arena is left partly noised;
+    /// callers drop it (it wipes itself).
+    ///
+    /// # Errors
+    /// The capacity check ([`check_capacity`]), a mix of modes, or (exact mode) an
+    /// exhausted window.
     pub(crate) fn add_noise(
         &mut self,
-        samplers: &[TruncatedLaplace],
+        noise: &[NodeNoise],
         stream: &KeyedStream,
         first: u128,
     ) -> Result<()> {
-        debug_assert_eq!(samplers.len(), self.moments);
-        check_capacity(first, self.nodes.len())?;
+        debug_assert_eq!(noise.len(), self.moments);
+        if let Some(grids) = gather(noise, NodeNoise::as_exact) {
+            check_capacity(NoiseMode::Exact, first, self.nodes.len())?;
+            return self.release_exact(&grids[..noise.len()], stream, first as u64);
+        }
+        let samplers = gather(noise, NodeNoise::as_unsafe_float)
+            .ok_or(Error::Unsupported { what: "tree node noise of mixed modes" })?;
+        check_capacity(NoiseMode::UnsafeFloat, first, self.nodes.len())?;
         let mut reader = stream.reader_at(first * 2)?;
         for (o, x) in self.nodes.iter_mut().enumerate() {
             let words = [reader.next_u32(), reader.next_u32()];
             let z: f64 = samplers[o % self.moments].group::<f64>(&words)[0];
             *x += z;
+        }
+        Ok(())
+    }
+
+    /// Node offset `o` becomes `grids[o % m].grid().release(x, z)`, `z` drawn from the
+    /// window of element `first + o`.
+    fn release_exact(
+        &mut self,
+        grids: &[TruncatedLaplaceGrid],
+        stream: &KeyedStream,
+        first: u64,
+    ) -> Result<()> {
+        const CHUNK: usize = 64;
+        let m = grids.len();
+        let mut z = [0i64; CHUNK];
+        for (c, chunk) in self.nodes.chunks_mut(CHUNK).enumerate() {
+            let start = c * CHUNK;
+            let z = &mut z[..chunk.len()];
+            let mut o = start;
+            fill_windows(stream, first + start as u64, z, |bits| {
+                let t = grids[o % m].integer_noise();
+                o += 1;
+                t.sample_bits(bits)
+            })?;
+            for (k, (x, &z)) in chunk.iter_mut().zip(z.iter()).enumerate() {
+                *x = grids[(start + k) % m].grid().release(*x, z);
+            }
         }
         Ok(())
     }
@@ -200,6 +268,7 @@ impl TreeArena {
             depth: self.depth,
             moments: self.moments,
             trees: self.trees,
+            quanta: self.quanta,
             nodes,
         })
     }
@@ -224,35 +293,73 @@ pub(crate) fn powi(x: f64, k: u32) -> f64 {
     r
 }
 
-/// Elements `first .. first + count` must lie in one stream (2 words each, `2^67` elements).
-pub(crate) fn check_capacity(first: u128, count: usize) -> Result<()> {
+/// `noise[q]` viewed through `f` for every `q`, if all of them are of that kind.
+fn gather<T: Copy>(
+    noise: &[NodeNoise],
+    f: impl Fn(&NodeNoise) -> Option<&T>,
+) -> Option<[T; MAX_MOMENTS]> {
+    let first = *f(noise.first()?)?;
+    let mut out = [first; MAX_MOMENTS];
+    for (o, n) in out.iter_mut().zip(noise) {
+        *o = *f(n)?;
+    }
+    Some(out)
+}
+
+/// Elements `first .. first + count` must lie in one stream: `2^67` elements of 2 words in
+/// unsafe-float mode, element indices below `2^40` (the exact samplers' windows,
+/// `docs/RANDOMNESS.md` §4) in exact mode.
+///
+/// # Errors
+/// [`Error::OutOfRange`] naming the limit.
+pub(crate) fn check_capacity(mode: NoiseMode, first: u128, count: usize) -> Result<()> {
     let end = first.checked_add(count as u128);
+    let (limit, allowed) = match mode {
+        NoiseMode::Exact => (
+            1u128 << 40,
+            "first + node count <= 2^40 (exact mode: the samplers' per-element windows)",
+        ),
+        NoiseMode::UnsafeFloat => (1u128 << 67, "first + node count <= 2^67 (one keyed stream)"),
+    };
     match end {
-        Some(e) if e <= 1u128 << 67 => Ok(()),
+        Some(e) if e <= limit => Ok(()),
         _ => Err(Error::OutOfRange {
-            name: "first noise element",
-            value: first as f64,
-            allowed: "first + node count <= 2^67 (one keyed stream)",
+            name: "noise elements of the tree",
+            value: end.map_or(f64::INFINITY, |e| e as f64),
+            allowed,
         }),
     }
 }
 
-/// The `TLap` samplers of the `p + 1` moment trees: `Δ_q = 2 R_w ρ^q` at the node budget.
-pub(crate) fn moment_samplers(
+/// The node noise of the `p + 1` moment trees of a distance structure of depth `L`:
+/// unsafe-float `TLap(2 R_w ρ^q, ε, δ)`, or the exact release of contributions bounded by
+/// [`term_bound`]`(R_w, ρ, q)` binned into leaves ([`NodeNoise`]).
+pub(crate) fn moment_noise(
+    mode: NoiseMode,
     moments: usize,
     weight_bound: f64,
     range: f64,
+    depth: u32,
     eps_node: f64,
     delta_node: f64,
-) -> Result<[TruncatedLaplace; MAX_MOMENTS]> {
-    let first = TruncatedLaplace::new(2.0 * weight_bound, eps_node, delta_node)?;
-    let mut out = [first; MAX_MOMENTS];
-    for (q, s) in out.iter_mut().enumerate().take(moments) {
-        *s = TruncatedLaplace::new(
-            2.0 * weight_bound * powi(range, q as u32),
+) -> Result<[NodeNoise; MAX_MOMENTS]> {
+    let node = |q: u32| match mode {
+        NoiseMode::UnsafeFloat => Ok(NodeNoise::unsafe_float(TruncatedLaplace::new(
+            2.0 * weight_bound * powi(range, q),
             eps_node,
             delta_node,
-        )?;
+        )?)),
+        NoiseMode::Exact => NodeNoise::exact(
+            term_bound(weight_bound, range, q),
+            depth,
+            Layout::Binned,
+            eps_node,
+            delta_node,
+        ),
+    };
+    let mut out = [node(0)?; MAX_MOMENTS];
+    for (q, s) in out.iter_mut().enumerate().take(moments).skip(1) {
+        *s = node(q as u32)?;
     }
     Ok(out)
 }
@@ -261,4 +368,19 @@ pub(crate) fn moment_samplers(
 /// configurations far too large to build still compare correctly with a limit.
 pub(crate) fn arena_bytes(trees: u128, moments: u128, n_leaves: u128) -> u128 {
     trees.saturating_mul(moments).saturating_mul(2 * n_leaves - 2).saturating_mul(8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_the_modes_element_limit() {
+        let (x, f) = (NoiseMode::Exact, NoiseMode::UnsafeFloat);
+        assert!(check_capacity(x, (1 << 40) - 10, 10).is_ok());
+        assert!(check_capacity(x, (1 << 40) - 10, 11).is_err());
+        assert!(check_capacity(f, (1 << 40) - 10, 11).is_ok());
+        assert!(check_capacity(f, (1 << 67) - 1, 2).is_err());
+        assert!(check_capacity(f, u128::MAX, 1).is_err());
+    }
 }

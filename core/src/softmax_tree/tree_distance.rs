@@ -16,16 +16,27 @@
 //!
 //! **Accuracy.** Points in the query's own bin are dropped (OQ10): a bias of at most
 //! `R_w (ρ/N)^p` per such point. The noise variance is exactly
-//! `Σ_q (C(p,q) y^{p−q})² · L · Var_TLap(Δ_q, ε/((p+1)L), δ/((p+1)L))` (§4.6).
+//! `Σ_q (C(p,q) y^{p−q})² · L · V_q` (§4.6), `V_q` the node noise variance of moment `q`.
+//!
+//! **Floating point.** By default ([`NoiseMode::Exact`]) every node of moment `q` is released
+//! on its grid `Λ_q` with exact truncated discrete Laplace noise calibrated for the contributions'
+//! bound `C_q` ≥ `R_w ρ^q`, the summation error and the half shifts of a point changing
+//! bins ([`NodeNoise`] has the proof), so both guarantees hold for the released floats; `V_q`
+//! is that noise's variance. [`NoiseMode::UnsafeFloat`] adds the float
+//! `TLap(Δ_q, ε/((p+1)L), δ/((p+1)L))` (the paper; not DP as shipped).
 
 use crate::accounting::composition::tighter_composition;
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result, open_unit, positive_finite};
+use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Delta, PrivacyBudget};
 use crate::sampling::KeyedStream;
 
-use super::tree_arena::{MAX_MOMENTS, TreeArena, bin, leaf_count, moment_samplers, powi};
+use super::node_noise::NodeNoise;
+use super::tree_arena::{
+    MAX_MOMENTS, TreeArena, bin, check_capacity, leaf_count, moment_noise, powi,
+};
 use super::{check_query_value, clamp_private, split_budget};
 
 /// Parameters of a [`DpTreeDistance`].
@@ -39,6 +50,8 @@ pub struct DistanceParams {
     pub weight_bound: f64,
     /// `(ε, δ)` of the whole structure; `δ ≤ (p+1)·L/2` is needed for the node budgets.
     pub budget: PrivacyBudget,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 impl DistanceParams {
@@ -58,33 +71,40 @@ impl DistanceParams {
 /// DPTreeDistance: `p + 1` noisy moment trees answering `Σ_k w_k |y − x_k|^p`.
 ///
 /// ```
-/// use dpattn_core::PrivacyBudget;
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::softmax_tree::{DistanceParams, DpTreeDistance};
 /// // The paper's Figure 1 (seed-001 §4.7), noise-free: Σ w |0 − x| = 4.4.
 /// let x = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
 /// let w = [2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0];
-/// let params = DistanceParams { p: 1, range: 1.0, weight_bound: 6.0, budget: PrivacyBudget::new(1.0, 1e-3)? };
+/// let params = DistanceParams { p: 1, range: 1.0, weight_bound: 6.0,
+///     budget: PrivacyBudget::new(1.0, 1e-3)?, noise_mode: NoiseMode::Exact };
 /// let exact = DpTreeDistance::non_private_exact(&x, &w, 16, &params)?;
 /// assert!((exact.query(0.0)? - 4.4).abs() < 1e-12);
 /// let noisy = DpTreeDistance::new(&x, &w, &params, &KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0))?;
 /// assert!(noisy.query(0.0)?.is_finite());
+/// // Exact mode: every node is a multiple of its moment's grid Λ_q = 2^⌊log₂(2 R_w ρ^q/256)⌋,
+/// // and at y = 0 the answer is c_right₁ − c_left₁, built from moment-1 nodes alone.
+/// let lambda = noisy.node_noise(1).unwrap().resolution().unwrap();
+/// assert_eq!(lambda, 2f64.powi(-5)); // 12/256 = 0.047 → 1/32
+/// assert_eq!((noisy.query(0.0)? / lambda).fract(), 0.0);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct DpTreeDistance {
     arena: TreeArena,
     params: DistanceParams,
-    node_variance: [f64; MAX_MOMENTS],
+    noise: Option<[NodeNoise; MAX_MOMENTS]>,
 }
 
 impl DpTreeDistance {
     /// Builds the structure over points `x` with weights `w` (`N = max(2, next_pow2(n))`
-    /// leaves), noised from element 0 of `stream`.
+    /// leaves), released in `params.noise_mode` from element 0 of `stream` (node offset `o`
+    /// of the arena is element `o`).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] for `x`, `w` of different lengths; [`Error::OutOfRange`] for
-    /// an empty input or bad parameters.
+    /// an empty input, bad parameters, or (exact mode) more than `2^40` nodes.
     pub fn new(
         x: &[f64],
         w: &[f64],
@@ -97,12 +117,12 @@ impl DpTreeDistance {
         let m = params.p as usize + 1;
         let depth = n_leaves.trailing_zeros();
         let (eps, delta) = split_budget(params.budget, (m as f64) * f64::from(depth));
-        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
-        let mut s = Self::build(x, w, n_leaves, params, true)?;
-        s.arena.add_noise(&samplers[..m], stream, 0)?;
-        for (v, t) in s.node_variance.iter_mut().zip(&samplers[..m]) {
-            *v = t.variance();
-        }
+        let (wb, range) = (params.weight_bound, params.range);
+        let noise = moment_noise(params.noise_mode, m, wb, range, depth, eps, delta)?;
+        check_capacity(params.noise_mode, 0, TreeArena::len_for(1, m, n_leaves)?)?;
+        let mut s = Self::build(x, w, n_leaves, params, Some(&noise[..m]))?;
+        s.arena.add_noise(&noise[..m], stream, 0)?;
+        s.noise = Some(noise);
         Ok(s)
     }
 
@@ -132,16 +152,19 @@ impl DpTreeDistance {
                 return Err(Error::NonFinite { arg, index: i });
             }
         }
-        Self::build(x, w, n_leaves, params, false)
+        Self::build(x, w, n_leaves, params, None)
     }
 
+    /// The exact sums; `noise` (the private build) clamps the data and rounds contributions
+    /// to its quanta.
     fn build(
         x: &[f64],
         w: &[f64],
         n_leaves: usize,
         params: &DistanceParams,
-        clamp: bool,
+        noise: Option<&[NodeNoise]>,
     ) -> Result<Self> {
+        let clamp = noise.is_some();
         if x.len() != w.len() {
             return Err(Error::ShapeMismatch {
                 arg: "w",
@@ -152,6 +175,7 @@ impl DpTreeDistance {
         }
         let m = params.p as usize + 1;
         let mut arena = TreeArena::zeroed(1, m, n_leaves)?;
+        arena.quantize_for(noise.unwrap_or_default());
         for (&xk, &wk) in x.iter().zip(w) {
             let (xk, wk) = if clamp {
                 (
@@ -164,7 +188,7 @@ impl DpTreeDistance {
             arena.add_point(0, bin(xk, params.range, n_leaves), wk, xk);
         }
         arena.build_sums();
-        Ok(Self { arena, params: *params, node_variance: [0.0; MAX_MOMENTS] })
+        Ok(Self { arena, params: *params, noise: None })
     }
 
     /// `N`.
@@ -180,6 +204,12 @@ impl DpTreeDistance {
     /// The parameters.
     pub fn params(&self) -> &DistanceParams {
         &self.params
+    }
+
+    /// The node noise of moment `q ∈ 0..=p` (mode, grid `Λ_q`, bound, variance); `None`
+    /// for the non-private structure or `q > p`.
+    pub fn node_noise(&self, q: usize) -> Option<&NodeNoise> {
+        self.noise.as_ref().filter(|_| q <= self.params.p as usize).map(|n| &n[q])
     }
 
     /// The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5). The query is public: `y` must be in
@@ -198,8 +228,13 @@ impl DpTreeDistance {
     /// As [`query`](Self::query).
     pub fn noise_variance(&self, y: f64) -> Result<f64> {
         check_query_value("y", y, self.params.range)?;
-        Ok(distance_variance(self.params.p, y, self.depth(), &self.node_variance))
+        Ok(distance_variance(self.params.p, y, self.depth(), &node_variances(self.noise.as_ref())))
     }
+}
+
+/// The node variances per moment (zeros for a non-private structure).
+fn node_variances(noise: Option<&[NodeNoise; MAX_MOMENTS]>) -> [f64; MAX_MOMENTS] {
+    noise.map_or([0.0; MAX_MOMENTS], |n| n.map(|t| t.variance()))
 }
 
 /// `Σ_q (C(p,q) y^{p−q})² · L · V_q`.
@@ -229,18 +264,21 @@ pub struct HighDimParams {
     pub delta_prime: f64,
     /// The composition constant `c ∈ (0, 1)` (the paper takes `c < 0.1`).
     pub c: f64,
+    /// Exact (the default) or the unsafe float path.
+    pub noise_mode: NoiseMode,
 }
 
 /// DPTreeHighDim (Algorithm 6): `Σ_i w_i ‖y − x_i‖_p^p` as a sum of `d` one-dimensional
 /// structures.
 ///
 /// ```
-/// use dpattn_core::{MatRef, PrivacyBudget};
+/// use dpattn_core::{MatRef, NoiseMode, PrivacyBudget};
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::softmax_tree::{DpTreeHighDim, HighDimParams};
 /// let x = [0.1, 0.9, 0.5, 0.5];
 /// let params = HighDimParams { p: 1, range: 1.0, weight_bound: 1.0,
-///     budget: PrivacyBudget::new(0.5, 1e-6)?, delta_prime: 1e-6, c: 0.09 };
+///     budget: PrivacyBudget::new(0.5, 1e-6)?, delta_prime: 1e-6, c: 0.09,
+///     noise_mode: NoiseMode::Exact };
 /// let s = DpTreeHighDim::new(MatRef::from_row_major(&x, 2, 2)?, &[1.0, 1.0], &params,
 ///     &KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0))?;
 /// assert!(s.query(&[0.0, 0.0])?.is_finite());
@@ -253,14 +291,16 @@ pub struct DpTreeHighDim {
     params: HighDimParams,
     dim: usize,
     per_coordinate: PrivacyBudget,
-    node_variance: [f64; MAX_MOMENTS],
+    noise: [NodeNoise; MAX_MOMENTS],
 }
 
 impl DpTreeHighDim {
-    /// Builds `d` structures over the rows of `x` (`n × d`) with weights `w`.
+    /// Builds `d` structures over the rows of `x` (`n × d`) with weights `w`, released in
+    /// `params.noise_mode` from element 0 of `stream`.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`], [`Error::OutOfRange`] for bad parameters.
+    /// [`Error::ShapeMismatch`], [`Error::OutOfRange`] for bad parameters or (exact mode)
+    /// more than `2^40` nodes.
     pub fn new(
         x: MatRef<'_, f64>,
         w: &[f64],
@@ -272,6 +312,7 @@ impl DpTreeHighDim {
             range: params.range,
             weight_bound: params.weight_bound,
             budget: params.budget,
+            noise_mode: params.noise_mode,
         }
         .check()?;
         open_unit("delta_prime", params.delta_prime)?;
@@ -294,8 +335,11 @@ impl DpTreeHighDim {
         let per_coordinate = PrivacyBudget::new(eps_k, delta_k)?;
         let depth = n_leaves.trailing_zeros();
         let (eps, delta) = split_budget(per_coordinate, (m as f64) * f64::from(depth));
-        let samplers = moment_samplers(m, params.weight_bound, params.range, eps, delta)?;
+        let (wb, range, mode) = (params.weight_bound, params.range, params.noise_mode);
+        let noise = moment_noise(mode, m, wb, range, depth, eps, delta)?;
+        check_capacity(mode, 0, TreeArena::len_for(d, m, n_leaves)?)?;
         let mut arena = TreeArena::zeroed(d, m, n_leaves)?;
+        arena.quantize_for(&noise[..m]);
         for (k, &wk) in w.iter().enumerate() {
             let wk = clamp_private(wk, -params.weight_bound, params.weight_bound);
             for (c, &xv) in x.row(k).iter().enumerate() {
@@ -304,12 +348,14 @@ impl DpTreeHighDim {
             }
         }
         arena.build_sums();
-        arena.add_noise(&samplers[..m], stream, 0)?;
-        let mut node_variance = [0.0; MAX_MOMENTS];
-        for (v, t) in node_variance.iter_mut().zip(&samplers[..m]) {
-            *v = t.variance();
-        }
-        Ok(Self { arena, params: *params, dim: d, per_coordinate, node_variance })
+        arena.add_noise(&noise[..m], stream, 0)?;
+        Ok(Self { arena, params: *params, dim: d, per_coordinate, noise })
+    }
+
+    /// The node noise of moment `q ∈ 0..=p` (the same in every coordinate's trees); `None`
+    /// for `q > p`.
+    pub fn node_noise(&self, q: usize) -> Option<&NodeNoise> {
+        self.noise.get(q).filter(|_| q <= self.params.p as usize)
     }
 
     /// The per-coordinate budget `(ε_k, δ_k)`.
@@ -347,9 +393,8 @@ impl DpTreeHighDim {
     /// As [`query`](Self::query).
     pub fn noise_variance(&self, y: &[f64]) -> Result<f64> {
         self.check_y(y)?;
-        Ok(y.iter()
-            .map(|&v| distance_variance(self.params.p, v, self.arena.depth(), &self.node_variance))
-            .sum())
+        let var = node_variances(Some(&self.noise));
+        Ok(y.iter().map(|&v| distance_variance(self.params.p, v, self.arena.depth(), &var)).sum())
     }
 
     fn check_y(&self, y: &[f64]) -> Result<()> {
