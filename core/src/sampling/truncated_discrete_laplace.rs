@@ -85,18 +85,39 @@ impl TruncatedDiscreteLaplace {
         open_unit("delta", delta)?;
         let lap = DiscreteLaplace::from_f64(div_up(sensitivity as f64, epsilon))?;
         let rate = Rate::of(&lap);
-        // δ(B) ≈ q^{B−D+1}(1 − q^D)/(1 + q): start a little below the closed-form solution.
+        let too_large = Error::OutOfRange {
+            name: "truncation bound (scale too large for delta)",
+            value: f64::INFINITY,
+            allowed: "[0, 2^62]",
+        };
+        // δ(B) ≈ q^{B−D+1}(1 − q^D)/(1 + q) (with 1 − q^D = −expm1(−D/b), accurate for tiny
+        // ε): a guess, then a doubling search for a valid bound and a bisection for the
+        // smallest one (δ(B) decreases in B).
         let d = sensitivity as f64;
-        let guess = d - 1.0 + libm::log((1.0 - libm::exp(-d * rate.lo)) / (2.0 * delta)) / rate.hi;
-        let mut b =
-            if guess.is_finite() && guess > d + 2.0 { guess as u64 - 2 } else { sensitivity };
-        while rate.delta_up(sensitivity, b) > delta {
-            b = b.checked_add(1).filter(|&b| b <= 1 << 62).ok_or(Error::OutOfRange {
-                name: "truncation bound (scale too large for delta)",
-                value: b as f64,
-                allowed: "[0, 2^62]",
-            })?;
+        let width = -libm::expm1(-d * rate.lo);
+        let guess = d - 1.0 + libm::log(width / (2.0 * delta)) / rate.hi;
+        let start =
+            if guess.is_finite() && guess > d { (guess as u64).min(1 << 62) } else { sensitivity };
+        let (mut lo, mut hi) = (sensitivity.max(start / 2), start.max(sensitivity));
+        if lo > sensitivity && rate.delta_up(sensitivity, lo) <= delta {
+            lo = sensitivity; // the guess was far too high: search from D
         }
+        let mut step = hi.max(1);
+        while rate.delta_up(sensitivity, hi) > delta {
+            lo = hi;
+            hi = hi.checked_add(step).filter(|&b| b <= 1 << 62).ok_or(too_large)?;
+            step = step.saturating_mul(2);
+        }
+        // Invariant: δ(hi) ≤ δ; δ(B) > δ for every B < lo (or lo = D).
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if rate.delta_up(sensitivity, mid) <= delta {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let b = hi;
         Self::new(lap, b)
     }
 
@@ -242,6 +263,20 @@ mod tests {
             assert!(at <= delta, "{d} {eps} {delta}: {at}");
             assert!(delta_by_sum(b, d, bound - 1) > delta * (1.0 - 1e-9), "not minimal");
             assert!(t.delta_for(d) >= at * (1.0 - 1e-12));
+        }
+    }
+
+    #[test]
+    fn tiny_epsilon_calibrates_quickly_to_the_smallest_bound() {
+        // Review finding: the bound used to be stepped up one at a time from a guess that
+        // cancelled for tiny ε (ε = 2e-10 took seconds). The bisection lands on the
+        // smallest B whose bound δ(B) ≤ δ.
+        for (d, eps, delta) in [(1, 2e-10, 5e-16), (5, 1e-6, 1e-12), (3, 30.0, 1e-3)] {
+            let t = TruncatedDiscreteLaplace::calibrated(d, eps, delta).unwrap();
+            let b = t.bound();
+            assert!(t.delta_for(d) <= delta);
+            let below = TruncatedDiscreteLaplace::new(t.scale(), b - 1).unwrap();
+            assert!(b == d || below.delta_for(d) > delta, "{d} {eps} {delta}: not minimal");
         }
     }
 
