@@ -11,7 +11,9 @@
 //! * DP-Forward on 8 × 128 × 768 `f32` hidden states (i.i.d. noise, sequence level);
 //! * feature-column DP attention on paper 000's worked example (`n = 4`, `d = 4096`): the
 //!   exact Gram release next to paper 000's sampler (unsafe float only: it has no exact
-//!   form) at the smallest feasible `k`.
+//!   form) at the smallest feasible `k`;
+//! * paper 001 at the quickstart's size (`n = 16384`, `d = 2`): the moment sketch and the
+//!   trees' release (`DPCrossAttention`, `l = 1`) in both modes.
 //!
 //! Run: `cargo bench --bench exact_release` (numbers in docs/BENCHMARKS.md).
 
@@ -207,5 +209,53 @@ fn feature_column(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, output_perturbation, dp_forward_modes, feature_column);
+fn paper001(c: &mut Criterion) {
+    use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
+    use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
+    use dpattn::sampling::{FixedWordSampler, KeyedStream, Uniform};
+    use dpattn::softmax_tree::{Copies, SoftmaxTreeParams};
+    // The quickstart's setting: n = 16384 tokens, d = 2, K ∈ [0, 1]^d, V ∈ [−1, 1]^d.
+    let (n, d) = (16_384usize, 2usize);
+    let draw = |stream: u64, lo: f64, hi: f64| {
+        let mut u = vec![0.0; n * d];
+        Uniform
+            .fill_keyed(&KeyedStream::new(&NoiseKey::from_bytes([11; 32]), stream), 0, &mut u)
+            .unwrap();
+        u.iter().map(|x| lo + (hi - lo) * x).collect::<Vec<f64>>()
+    };
+    let (k, v) = (draw(1, 0.0, 1.0), draw(2, -1.0, 1.0));
+    let (km, vm) = (
+        dpattn::MatRef::from_row_major(&k, n, d).unwrap(),
+        dpattn::MatRef::from_row_major(&v, n, d).unwrap(),
+    );
+    let stream = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0);
+    let mut g = c.benchmark_group("paper 001 n=16384 d=2 (releases/s)");
+    g.throughput(Throughput::Elements(1));
+    g.measurement_time(Duration::from_secs(3));
+    g.sample_size(10);
+    for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
+        let mut p = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6).unwrap());
+        p.noise_mode = mode;
+        g.bench_function(format!("moment sketch, {}", mode.name()), |b| {
+            b.iter(|| {
+                black_box(MomentSketch::new(km, vm, &p, &stream, None::<&mut Ledger>).unwrap())
+            })
+        });
+    }
+    for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
+        let mut tree =
+            SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6).unwrap(), 1e-6);
+        tree.noise_mode = mode;
+        let mut p = CrossAttentionParams::new(tree);
+        p.adaptive.copies = Copies::Fixed(1);
+        g.bench_function(format!("DPCrossAttention trees (l = 1), {}", mode.name()), |b| {
+            b.iter(|| {
+                black_box(DpCrossAttention::new(km, vm, &p, &stream, None::<&mut Ledger>).unwrap())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, output_perturbation, dp_forward_modes, feature_column, paper001);
 criterion_main!(benches);
