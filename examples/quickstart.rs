@@ -184,6 +184,12 @@ fn main() -> Result<(), dpattn::Error> {
         );
     }
     println!("ledger after the DP releases (basic composition): {:?}", ledger.spent());
+    println!(
+        "  {} charges; {} of them for unsafe-float releases (paper 000, which has no exact form); \
+         every other release is on a public grid with exact integer noise",
+        ledger.charges(),
+        ledger.unsafe_float_charges()
+    );
     Ok(())
 }
 
