@@ -65,7 +65,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements((BATCH * TOKENS) as u64));
     g.measurement_time(Duration::from_secs(5));
     let x0 = hidden();
-    let key = NoiseKey::from_bytes([9; 32]);
+    let key = NoiseKey::for_replay([9; 32]);
     for (name, region) in [("Frobenius", ClipRegion::Frobenius), ("Rows", ClipRegion::Rows)] {
         let p = params(region);
         g.bench_function(format!("dp_forward iid, {name} normalise (rows/s)"), |b| {

@@ -56,7 +56,7 @@ fn output_perturbation(c: &mut Criterion) {
     let mut out = vec![0f32; heads * sq * d];
     let mut scratch = vec![0f32; output_perturbation_scratch_len(d, d).unwrap()];
     let mut sigma = [0.0; 4];
-    let key = NoiseKey::from_bytes([1; 32]);
+    let key = NoiseKey::for_replay([1; 32]);
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
         let params = OutputPerturbationParams {
             key_norm: 2.0,
@@ -111,7 +111,7 @@ fn dp_forward_modes(c: &mut Criterion) {
     let mut g = c.benchmark_group("dp_forward 8x128x768 f32 iid (rows/s)");
     g.throughput(Throughput::Elements((batch * tokens) as u64));
     g.measurement_time(Duration::from_secs(3));
-    let key = NoiseKey::from_bytes([2; 32]);
+    let key = NoiseKey::for_replay([2; 32]);
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
         let p = DpForwardParams {
             budget: PrivacyBudget::new(8.0, 1e-5).unwrap(),
@@ -163,7 +163,7 @@ fn feature_column(c: &mut Criterion) {
     let mut g = c.benchmark_group("feature-column DP attention n=4 d=4096 (releases/s)");
     g.throughput(Throughput::Elements(1));
     g.measurement_time(Duration::from_secs(3));
-    let key = NoiseKey::from_bytes([3; 32]);
+    let key = NoiseKey::for_replay([3; 32]);
     let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
     let gram = GramAttentionParams::new(budget, domain.alpha, domain.beta);
     let mut scratch = vec![0.0; gram_attention_scratch_len(d)];
@@ -219,7 +219,7 @@ fn paper001(c: &mut Criterion) {
     let draw = |stream: u64, lo: f64, hi: f64| {
         let mut u = vec![0.0; n * d];
         Uniform
-            .fill_keyed(&KeyedStream::new(&NoiseKey::from_bytes([11; 32]), stream), 0, &mut u)
+            .fill_keyed(&KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream), 0, &mut u)
             .unwrap();
         u.iter().map(|x| lo + (hi - lo) * x).collect::<Vec<f64>>()
     };
@@ -228,7 +228,7 @@ fn paper001(c: &mut Criterion) {
         dpattn::MatRef::from_row_major(&k, n, d).unwrap(),
         dpattn::MatRef::from_row_major(&v, n, d).unwrap(),
     );
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0);
     let mut g = c.benchmark_group("paper 001 n=16384 d=2 (releases/s)");
     g.throughput(Throughput::Elements(1));
     g.measurement_time(Duration::from_secs(3));

@@ -91,7 +91,7 @@ fn bench_attention(c: &mut Criterion, s_q: usize) {
 }
 
 fn bench_fill(c: &mut Criterion) {
-    let key = NoiseKey::from_bytes([7; 32]);
+    let key = NoiseKey::for_replay([7; 32]);
     let stream = KeyedStream::new(&key, 3);
     let mut buf = [0f32; 64];
     let mut g = c.benchmark_group("gaussian fill 64");

@@ -26,7 +26,7 @@ fn data(n: usize, d: usize) -> Vec<f64> {
     let mut x = vec![0.0; n * d];
     Gaussian::new(1.0 / (d as f64).sqrt())
         .unwrap()
-        .fill_keyed(&KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 0), 0, &mut x)
+        .fill_keyed(&KeyedStream::new(&NoiseKey::for_replay([3; 32]), 0), 0, &mut x)
         .unwrap();
     x
 }
@@ -56,7 +56,7 @@ fn release(c: &mut Criterion) {
                 BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
                 BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
                 params,
-                &NoiseKey::from_bytes([1; 32]),
+                &NoiseKey::for_replay([1; 32]),
                 0,
                 None,
                 scratch,

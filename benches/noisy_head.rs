@@ -35,7 +35,7 @@ fn data(p: &NoisyHeadParams) -> Data {
     let (n, l, d) = (p.n, p.l, p.d);
     let mut dt =
         Data { x: vec![0.0; n * l * d], y: vec![0.0; n * l], q: vec![0.0; n * d], t: vec![0.0; n] };
-    let key = NoiseKey::from_bytes([5; 32]);
+    let key = NoiseKey::for_replay([5; 32]);
     generate_prompts(n, l, d, 0.0, &key, 0, 0, &mut dt.x, &mut dt.y, &mut dt.q, &mut dt.t).unwrap();
     dt
 }
@@ -94,7 +94,7 @@ fn release(c: &mut Criterion) {
         ("early-stop N=1000 D=31 T=141", float(presets::early_stopping(1000, 141, 0.8).unwrap())),
         ("robustness N=5000 L=500 D=5", float(presets::robustness(5000, 500, 0.5).unwrap())),
     ];
-    let key = NoiseKey::from_bytes([1; 32]);
+    let key = NoiseKey::for_replay([1; 32]);
     for (name, p) in configs {
         let dt = data(&p);
         let prompts = Prompts::new(p.n, p.l, p.d, &dt.x, &dt.y, &dt.q, &dt.t).unwrap();

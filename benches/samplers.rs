@@ -28,7 +28,7 @@ fn rng() -> ChaCha20Rng {
 }
 
 fn stream() -> KeyedStream {
-    KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 1)
+    KeyedStream::new(&NoiseKey::for_replay([7; 32]), 1)
 }
 
 fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {

@@ -37,7 +37,7 @@ fn sizes() -> &'static [usize] {
 fn uniform(len: usize, stream: u64, lo: f64, hi: f64) -> Vec<f64> {
     let mut u = vec![0.0; len];
     Uniform
-        .fill_keyed(&KeyedStream::new(&NoiseKey::from_bytes([9; 32]), stream), 0, &mut u)
+        .fill_keyed(&KeyedStream::new(&NoiseKey::for_replay([9; 32]), stream), 0, &mut u)
         .unwrap();
     u.iter().map(|x| lo + (hi - lo) * x).collect()
 }
@@ -90,7 +90,7 @@ fn accuracy_table() {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
         let t0 = Instant::now();
         let tree =
             DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap();
@@ -136,7 +136,7 @@ fn bench(c: &mut Criterion) {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
         g.bench_function(BenchmarkId::new("softmax trees (l = 1)", n), |b| {
             b.iter(|| {
                 DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap()
@@ -156,7 +156,7 @@ fn bench(c: &mut Criterion) {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
         let tree =
             DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap();
         let sketch =

@@ -82,7 +82,7 @@ fn bench_apply(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5));
     let mut idx = vec![0u32; plan.permutation_len()];
     let perms =
-        plan.sample_keyed(&KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0), &mut idx).unwrap();
+        plan.sample_keyed(&KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0), &mut idx).unwrap();
     let mut w: Vec<f32> = (0..len).map(|i| i as f32).collect();
     let mut scratch = vec![0.0; plan.apply_scratch_len()];
     g.bench_function("ShufflePlan::apply (elements/s)", |b| {
@@ -149,7 +149,7 @@ fn bench_step(c: &mut Criterion) {
     let mut w = vec![0.01f32; len];
     let mut perms = vec![0u32; plan.permutation_len()];
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
-    let key = NoiseKey::from_bytes([2; 32]);
+    let key = NoiseKey::for_replay([2; 32]);
     let mut step = 0u64;
     for (name, params) in [
         ("shuffled_dp_sgd_step, unsafe float (parameters/s)", float),

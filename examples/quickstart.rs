@@ -32,7 +32,7 @@ const VALUE_NORM: f64 = 1.0;
 
 fn main() -> Result<(), dpattn::Error> {
     // Seeded data from the library's own keyed stream: the run is reproducible.
-    let data_key = NoiseKey::from_bytes([42; 32]);
+    let data_key = NoiseKey::for_replay([42; 32]);
     let keys = rows_of_norm(&data_key, 0, HEADS * TOKENS, KEY_NORM)?;
     let queries = rows_of_norm(&data_key, 1, HEADS * TOKENS, KEY_NORM)?;
     // Values: a shared direction per head plus variation, inside the ball of radius VALUE_NORM.
@@ -135,7 +135,7 @@ fn main() -> Result<(), dpattn::Error> {
             k,
             v,
             &params,
-            &NoiseKey::from_bytes([7; 32]),
+            &NoiseKey::for_replay([7; 32]),
             i as u64, // one stream id per release
             Some(&mut ledger),
             &mut sigma,
@@ -236,7 +236,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            &NoiseKey::from_bytes([9; 32]),
+            &NoiseKey::for_replay([9; 32]),
             i as u64,
             Some(&mut *ledger),
             &mut scratch,
@@ -264,7 +264,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            &NoiseKey::from_bytes([9; 32]),
+            &NoiseKey::for_replay([9; 32]),
             2,
             Some(&mut *ledger),
             &mut vec![0.0; gram_attention_scratch_len(d)],
@@ -301,7 +301,7 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
     let draw = |stream: u64, len: usize| -> Result<Vec<f64>, dpattn::Error> {
         let mut u = vec![0.0; len];
         Uniform.fill_keyed(
-            &KeyedStream::new(&NoiseKey::from_bytes([11; 32]), stream),
+            &KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream),
             0,
             &mut u,
         )?;
@@ -327,7 +327,7 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
         (num / exact.iter().map(|b| b * b).sum::<f64>()).sqrt()
     };
     let budget = PrivacyBudget::new(1.0, 1e-6)?;
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([12; 32]), 0);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([12; 32]), 0);
 
     let t = Instant::now();
     let sketch = MomentSketch::new(
@@ -355,7 +355,7 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
     let mut params = CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
     params.adaptive.copies = Copies::Fixed(1);
     let t = Instant::now();
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([12; 32]), 1);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([12; 32]), 1);
     let trees = DpCrossAttention::new(km, vm, &params, &stream, Some(&mut *ledger))?;
     for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         trees.query(q, o)?;
@@ -381,7 +381,7 @@ fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpatt
         noisy_head_scratch_len, presets, raw_features, ridge, test_mse,
     };
     let p = presets::low_dim(4000, 1.0)?;
-    let key = NoiseKey::from_bytes([13; 32]);
+    let key = NoiseKey::for_replay([13; 32]);
     let draw = |n: usize, first: u64| -> Result<[Vec<f64>; 4], dpattn::Error> {
         let (l, d) = (p.l, p.d);
         let mut b = [vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]];
@@ -407,7 +407,7 @@ fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpatt
     let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
     let mut gamma = vec![0.0; p.d * p.d];
     let zeros = vec![0.0; p.d * p.d];
-    let release_key = NoiseKey::from_bytes([14; 32]);
+    let release_key = NoiseKey::for_replay([14; 32]);
     noisy_head(
         &mut gamma,
         &zeros,
@@ -480,7 +480,7 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             MatMut::from_row_major(&mut x, 1, D)?,
             &params,
             &NoiseFactors::Iid,
-            &NoiseKey::from_bytes([15; 32]),
+            &NoiseKey::for_replay([15; 32]),
             i as u64,
             0,
             Some(&mut user_ledger),
@@ -575,7 +575,7 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             &params,
             N,
             grad,
-            &NoiseKey::from_bytes([16; 32]),
+            &NoiseKey::for_replay([16; 32]),
             StepStreams::for_step(0, step)?,
             Some(&mut ledger),
             &mut perms,

@@ -38,7 +38,7 @@ fn draw_keyed<T: NoiseFloat>(
     stream: u64,
     n: usize,
 ) -> Vec<f64> {
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([seed; 32]), stream);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([seed; 32]), stream);
     let mut out = vec![T::from_f64(0.0); n];
     s.fill_keyed(&ks, 0, &mut out).unwrap();
     out.into_iter().map(T::to_f64).collect()
@@ -570,7 +570,7 @@ fn check_layout<T: NoiseFloat>(s: &impl FixedWordSampler, what: &str) {
     const N: usize = 1_000;
     let key = [0xa5; 32];
     let stream_id = 0x0123_4567_89ab_cdef;
-    let ks = KeyedStream::new(&NoiseKey::from_bytes(key), stream_id);
+    let ks = KeyedStream::new(&NoiseKey::for_replay(key), stream_id);
     let mut all = vec![T::from_f64(0.0); N];
     s.fill_keyed(&ks, 0, &mut all).unwrap();
     let distinct = {
@@ -660,7 +660,7 @@ fn batched_fill_follows_logical_indices_not_memory_offsets() {
     // bshd with padding: a row of 7 is stored in 8 slots, heads interleaved inside a position.
     let strides = [5 * 3 * 8, 8, 3 * 8, 1];
     let layout = Layout4::new(shape, strides).unwrap();
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([77; 32]), 5);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([77; 32]), 5);
     let mut buf = vec![f64::NAN; layout.required_len()];
     let g = Gaussian::new(1.5).unwrap();
     g.fill_keyed_batched(&stream, BatchedMut::new(&mut buf, layout).unwrap()).unwrap();

@@ -119,7 +119,7 @@ fn clip64(
 }
 
 fn key(b: u8) -> NoiseKey {
-    NoiseKey::from_bytes([b; 32])
+    NoiseKey::for_replay([b; 32])
 }
 
 fn bits(x: &[f64]) -> Vec<u64> {

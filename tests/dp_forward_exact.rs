@@ -40,7 +40,7 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 fn key(b: u8) -> NoiseKey {
-    NoiseKey::from_bytes([b; 32])
+    NoiseKey::for_replay([b; 32])
 }
 
 #[allow(clippy::too_many_arguments)]

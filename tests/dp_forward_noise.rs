@@ -56,7 +56,7 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 fn key(seed: u8) -> NoiseKey {
-    NoiseKey::from_bytes(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
+    NoiseKey::for_replay(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
 }
 
 fn params(

@@ -74,7 +74,7 @@ fn label_coins_are_independent_of_noise_on_the_same_stream() {
     // Before the fix, label i's coin was the first uniform of noise elements 32i, 32i + 1, so
     // "flipped" ⇔ z₀² + z₁² ≥ −2 ln q exactly. Both events have probability q = 0.1; if
     // independent they agree with probability q² + (1 − q)² = 0.82 (sd 0.003 over 20 000).
-    let key = NoiseKey::from_bytes([42; 32]);
+    let key = NoiseKey::for_replay([42; 32]);
     let stream = KeyedStream::new(&key, 3);
     let rr = RandomizedResponse::new(Epsilon::new(9f64.ln()).unwrap(), 2).unwrap();
     let n = 20_000usize;

@@ -36,7 +36,7 @@ fn draw<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i64> {
 
 /// `n` samples from the keyed stream `(key [seed; 32], stream 1)` via `fill_keyed`.
 fn draw_keyed<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i64> {
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([seed; 32]), 1);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([seed; 32]), 1);
     let mut out = vec![0i64; n];
     s.fill_keyed(&ks, 0, &mut out).unwrap();
     out
@@ -137,7 +137,7 @@ fn bernoulli_exp_frequencies_match_exp_minus_gamma() {
         if i % 2 == 0 {
             b.fill(&mut ChaCha20Rng::from_seed([10 + i as u8; 32]), &mut out).unwrap();
         } else {
-            let ks = KeyedStream::new(&NoiseKey::from_bytes([10 + i as u8; 32]), 0);
+            let ks = KeyedStream::new(&NoiseKey::for_replay([10 + i as u8; 32]), 0);
             b.fill_keyed(&ks, 0, &mut out).unwrap();
         }
         let p = (-(num as f64) / den as f64).exp();
@@ -182,7 +182,7 @@ fn bernoulli_rational_and_dyadic_frequencies() {
         [0.1, 0.5, 0.01, 1e-3, 0.9999, std::f64::consts::FRAC_1_SQRT_2].into_iter().enumerate()
     {
         let b = BernoulliDyadic::new(q).unwrap();
-        let ks = KeyedStream::new(&NoiseKey::from_bytes([30 + i as u8; 32]), 0);
+        let ks = KeyedStream::new(&NoiseKey::for_replay([30 + i as u8; 32]), 0);
         let mut out = vec![false; n];
         b.fill_keyed(&ks, 0, &mut out).unwrap();
         assert_binomial(count_true(&out), n as u64, q, &format!("dyadic {q}"));
@@ -304,7 +304,7 @@ fn grid_gaussian_output_is_on_the_grid_with_exact_integer_noise() {
     let mut y = x.clone();
     g.add_noise(&mut ChaCha20Rng::from_seed([71; 32]), &mut y).unwrap();
     Pmf::gaussian(3.0).check(&integer_noise(&x, &y, 0.25), "grid Gaussian (rng)");
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([72; 32]), 0);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([72; 32]), 0);
     let mut y = x.clone();
     g.add_noise_keyed(&ks, 0, &mut y).unwrap();
     Pmf::gaussian(3.0).check(&integer_noise(&x, &y, 0.25), "grid Gaussian (keyed)");
@@ -349,7 +349,7 @@ fn grid_laplace_output_is_on_the_grid_with_exact_integer_noise() {
     assert!(lap.scale() >= want && lap.scale() <= want * (1.0 + 1e-12));
     let x = grid_inputs(n, 75);
     let mut y = x.clone();
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([76; 32]), 0);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([76; 32]), 0);
     lap.add_noise_keyed(&ks, 0, &mut y).unwrap();
     let noise: Vec<f64> = integer_noise(&x, &y, r).iter().map(|&z| z as f64 * r).collect();
     let mo = moments(&noise);
@@ -372,7 +372,7 @@ fn poisson_subsampling_includes_records_independently_at_rate_q() {
     for (i, q) in [0.3, 0.01].into_iter().enumerate() {
         let p = PoissonSubsampling::new(q).unwrap();
         let mut keyed = vec![false; n];
-        let ks = KeyedStream::new(&NoiseKey::from_bytes([80 + i as u8; 32]), 3);
+        let ks = KeyedStream::new(&NoiseKey::for_replay([80 + i as u8; 32]), 3);
         p.select_keyed(&ks, 0, &mut keyed).unwrap();
         let mut seq = vec![false; n];
         p.select(&mut ChaCha20Rng::from_seed([82 + i as u8; 32]), &mut seq).unwrap();

@@ -19,7 +19,7 @@ use rand_core::SeedableRng;
 use support::stats::{gamma_p, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
 
 fn keyed(shape: f64, stream: u64, n: usize) -> Vec<f64> {
-    let s = KeyedStream::new(&NoiseKey::from_bytes([21; 32]), stream);
+    let s = KeyedStream::new(&NoiseKey::for_replay([21; 32]), stream);
     let g = Gamma::new(shape).unwrap();
     (0..n as u64).map(|i| g.sample_at(&s, i).unwrap()).collect()
 }
@@ -49,7 +49,7 @@ fn gamma_moments_match_mean_variance_and_fourth_moment() {
 fn chi_square_with_huge_degrees_of_freedom_is_exact_not_approximated() {
     // k up to 10⁹ is the regime of paper 000's Bartlett sampler; the cost does not grow.
     for (i, df) in [1e6, 5e8, 1e9].into_iter().enumerate() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([22; 32]), i as u64);
+        let s = KeyedStream::new(&NoiseKey::for_replay([22; 32]), i as u64);
         let c = ChiSquare::new(df).unwrap();
         let z: Vec<f64> = (0..40_000u64)
             .map(|e| (c.sample_at(&s, e).unwrap() - df) / (2.0 * df).sqrt())
@@ -63,7 +63,7 @@ fn chi_square_with_huge_degrees_of_freedom_is_exact_not_approximated() {
 
 #[test]
 fn chi_square_is_twice_a_gamma_and_draws_from_any_crypto_rng() {
-    let s = KeyedStream::new(&NoiseKey::from_bytes([23; 32]), 0);
+    let s = KeyedStream::new(&NoiseKey::for_replay([23; 32]), 0);
     let (c, g) = (ChiSquare::new(7.0).unwrap(), Gamma::new(3.5).unwrap());
     for e in 0..100 {
         assert_eq!(c.sample_at(&s, e).unwrap(), 2.0 * g.sample_at(&s, e).unwrap());
@@ -79,6 +79,6 @@ fn bad_parameters_are_errors() {
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         assert!(Gamma::new(bad).is_err() && ChiSquare::new(bad).is_err(), "{bad}");
     }
-    let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+    let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
     assert!(Gamma::new(1.0).unwrap().sample_at(&s, 1 << 40).is_err());
 }

@@ -87,7 +87,7 @@ fn release_in(
         BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
         BatchedRef::contiguous(x, [1, 1, n, d])?,
         params,
-        &NoiseKey::from_bytes(KEY),
+        &NoiseKey::for_replay(KEY),
         stream,
         ledger,
         &mut scratch,
@@ -130,7 +130,7 @@ fn draws(
     k: u64,
     reps: usize,
 ) -> Vec<Vec<f64>> {
-    let stream = KeyedStream::new(&NoiseKey::from_bytes(KEY), 100 + sampler as u64);
+    let stream = KeyedStream::new(&NoiseKey::for_replay(KEY), 100 + sampler as u64);
     let mut scratch = vec![
         0.0;
         match sampler {
@@ -424,7 +424,7 @@ fn bad_input_gets_clear_errors_and_leaves_outputs_untouched() {
         BatchedMut::contiguous(&mut pm, [1, 1, 3, 3]).unwrap(),
         BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::from_bytes(KEY),
+        &NoiseKey::for_replay(KEY),
         0,
         None,
         &mut scratch,
@@ -437,7 +437,7 @@ fn bad_input_gets_clear_errors_and_leaves_outputs_untouched() {
         BatchedMut::contiguous(&mut [0.0; 16], [1, 1, 4, 4]).unwrap(),
         BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::from_bytes(KEY),
+        &NoiseKey::for_replay(KEY),
         0,
         None,
         &mut scratch[..10],
@@ -533,7 +533,7 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
             BatchedMut::contiguous(&mut p, [batch, heads, n, n]).unwrap(),
             BatchedRef::new(data, layout).unwrap(),
             params,
-            &NoiseKey::from_bytes(KEY),
+            &NoiseKey::for_replay(KEY),
             7,
             Some(&mut ledger),
             &mut scratch,
@@ -566,7 +566,7 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
         assert_eq!(b1, b3, "{sampler:?}: strides changed the release");
         // Head (b, h) is problem b·heads + h of DPCovariance on the same stream.
         if sampler != Sampler::FactorFree {
-            let stream = KeyedStream::new(&NoiseKey::from_bytes(KEY), 7);
+            let stream = KeyedStream::new(&NoiseKey::for_replay(KEY), 7);
             let mut scratch = vec![0.0; dp_covariance_scratch_len(n, sampler).unwrap()];
             for prob in 0..batch * heads {
                 let a = gram(&x[prob * n * d..(prob + 1) * n * d], n, d);
@@ -600,7 +600,7 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
         BatchedMut::contiguous(&mut p4, [batch, heads, n, n]).unwrap(),
         BatchedRef::contiguous(&x, [batch, heads, n, d]).unwrap(),
         &params,
-        &NoiseKey::from_bytes(KEY),
+        &NoiseKey::for_replay(KEY),
         8,
         None,
         &mut scratch,
@@ -634,7 +634,7 @@ fn the_ledger_is_charged_once_and_refusals_change_nothing() {
             BatchedMut::contiguous(&mut p, [2, 2, n, n]).unwrap(),
             BatchedRef::contiguous(&xs, [2, 2, n, d]).unwrap(),
             params,
-            &NoiseKey::from_bytes(KEY),
+            &NoiseKey::for_replay(KEY),
             0,
             Some(ledger),
             &mut scratch,
@@ -679,7 +679,7 @@ fn low_precision_inputs_are_accepted() {
         BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
         BatchedRef::contiguous(&xf, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::from_bytes(KEY),
+        &NoiseKey::for_replay(KEY),
         0,
         None,
         &mut scratch,

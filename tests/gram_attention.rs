@@ -75,7 +75,7 @@ fn release_is_the_clipped_gram_on_the_grid_plus_the_addressed_integer_noise() {
     let mut x: Vec<f64> = (0..b * h * n * d).map(|_| r.uniform() * 1.2).collect();
     x[3 * d + 7] = f64::NAN; // problem 0, row 3, column 7: becomes the zero column
     let params = GramAttentionParams::new(PrivacyBudget::new(1.0, 1e-6).unwrap(), alpha, 0.3);
-    let key = NoiseKey::from_bytes([31; 32]);
+    let key = NoiseKey::for_replay([31; 32]);
     let (ob, op, report) = release(&x, [b, h, n, d], &params, &key, 9, None).unwrap();
     let grid = report.grid;
     let lambda = grid.resolution();
@@ -184,7 +184,7 @@ fn ledgers_are_charged_the_composed_cost_and_errors_change_nothing() {
     let (b, h, n, d) = (2, 2, 3, 4);
     let x = vec![0.25; b * h * n * d];
     let params = GramAttentionParams::new(PrivacyBudget::new(0.5, 1e-6).unwrap(), 1.0, 0.5);
-    let key = NoiseKey::from_bytes([1; 32]);
+    let key = NoiseKey::for_replay([1; 32]);
     let mut approx = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
     let (_, _, rep) = release(&x, [b, h, n, d], &params, &key, 0, Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 2.0, delta: 4e-6 });

@@ -172,7 +172,7 @@ fn singular_covariances_sample_in_their_range_with_the_right_law() {
         }
     }
 
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([21; 32]), 0);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([21; 32]), 0);
     let mut scratch = vec![0.0; matrix_gaussian_scratch_len(3, 2)];
     let mut z = [0.0f64; 6];
     for s in 0..1000u64 {
@@ -212,7 +212,7 @@ fn the_iid_fast_path_equals_the_general_path_on_the_same_stream() {
     let detected = MatrixGaussian::new(view(&cov, n), view(&b, m)).unwrap();
     assert!(detected.iid_sigma().is_some());
 
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([31; 32]), 5);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([31; 32]), 5);
     let draw = |g: &MatrixGaussian, first: u64| {
         let mut z = vec![0.0f64; n * m];
         let mut scratch = vec![0.0; g.scratch_len()];
@@ -265,7 +265,7 @@ fn the_iid_fast_path_equals_the_general_path_on_the_same_stream() {
 fn keyed_draws_are_reproducible_and_addressed_by_element() {
     let sigma = sigma3();
     let mg = MatrixGaussian::new(view(&sigma, 3), view(&PSI2, 2)).unwrap();
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([41; 32]), 2);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([41; 32]), 2);
     let mut scratch = vec![0.0; mg.scratch_len()];
     let mut draw = |first: u64| {
         let mut z = [0.0f64; 6];
@@ -363,7 +363,7 @@ fn invalid_sampling_calls_are_errors() {
         Err(Error::ScratchTooSmall { needed: 12, got: 11 })
     );
     assert_eq!(out, [0.0; 6]);
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
     assert!(matches!(
         mg.sample_keyed_into(
             MatMut::from_row_major(&mut out, 3, 2).unwrap(),

@@ -269,7 +269,7 @@ fn output_spec<'a>(key: &'a NoiseKey, stream: u64, sigma: &'a [f64]) -> NoiseSpe
 
 #[test]
 fn output_noise_is_the_reference_plus_the_addressed_draw() {
-    let key = NoiseKey::from_bytes([11; 32]);
+    let key = NoiseKey::for_replay([11; 32]);
     // The first shape crosses both tile boundaries; the second has d_v = 70 > 64, so one
     // row's noise spans two fill chunks.
     for (s, seed) in [(shape(2, 3, 100, 70, 5, 7), 1), (shape(2, 3, 5, 3, 3, 70), 2)] {
@@ -347,7 +347,7 @@ fn output_noise_is_the_reference_plus_the_addressed_draw() {
 fn output_noise_follows_the_logical_index_not_the_memory_offset() {
     let s = shape(2, 3, 100, 70, 5, 7);
     let p = Problem::random(s, 3);
-    let key = NoiseKey::from_bytes([12; 32]);
+    let key = NoiseKey::for_replay([12; 32]);
     let sigma = [0.25, 1.0, 0.0, 2.0, 0.5, 0.125];
     let spec = output_spec(&key, 9, &sigma);
     let stream = KeyedStream::new(&key, 9);
@@ -419,7 +419,7 @@ fn rows_that_see_no_key_get_exactly_their_noise() {
     pad[s.sk..].fill(false);
     pad[3] = false;
     p.pad = Some(pad);
-    let key = NoiseKey::from_bytes([13; 32]);
+    let key = NoiseKey::for_replay([13; 32]);
     let sigma = [0.75, 1.25];
     let spec = output_spec(&key, 1, &sigma);
     let stream = KeyedStream::new(&key, 1);
@@ -466,7 +466,7 @@ fn rows_that_see_no_key_get_exactly_their_noise() {
 
 #[test]
 fn logit_noise_matches_the_independent_reference() {
-    let key = NoiseKey::from_bytes([21; 32]);
+    let key = NoiseKey::for_replay([21; 32]);
     let mut case = 0usize;
     for (s, seed) in [(shape(2, 2, 100, 70, 5, 7), 31), (shape(1, 3, 37, 150, 4, 3), 32)] {
         for (causal, padded) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -508,7 +508,7 @@ fn logit_noise_really_moves_the_output() {
     // far from the noisy kernel's output.
     let s = shape(1, 2, 10, 9, 3, 2);
     let p = Problem::random(s, 41);
-    let key = NoiseKey::from_bytes([22; 32]);
+    let key = NoiseKey::for_replay([22; 32]);
     let sigma = [1.0, 1.0];
     let spec = NoiseSpec {
         key: &key,
@@ -531,8 +531,8 @@ fn head_ranges_reproduce_the_whole_call_bitwise_and_noise_depends_on_key_and_str
     let s = shape(2, 3, 100, 70, 5, 7);
     let mut p = Problem::random(s, 51);
     p.pad = Some(Rng(52).padding(s.b, s.sk));
-    let key = NoiseKey::from_bytes([31; 32]);
-    let other_key = NoiseKey::from_bytes([32; 32]);
+    let key = NoiseKey::for_replay([31; 32]);
+    let other_key = NoiseKey::for_replay([32; 32]);
     let so = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
     let sl = [1.0, 0.5, 0.25, 0.75, 1.25, 0.6];
     let spec = |key, o: u64, l: u64| NoiseSpec {
@@ -614,7 +614,7 @@ fn output_noise_is_n_0_sigma_squared() {
     let mut p = Problem::random(s, 61);
     let c = 0.75f32;
     p.v.fill(c);
-    let key = NoiseKey::from_bytes([41; 32]);
+    let key = NoiseKey::for_replay([41; 32]);
     let sigma_v = 2.0;
     let sigma = [sigma_v; 4];
     let spec = output_spec(&key, 0, &sigma);
@@ -653,7 +653,7 @@ fn logit_noise_difference_of_two_equal_logits_is_n_0_two_sigma_squared() {
         k1.copy_from_slice(k0);
         p.v[bh * 4..][..4].copy_from_slice(&[1.0, 0.0, 0.0, 1.0]);
     }
-    let key = NoiseKey::from_bytes([42; 32]);
+    let key = NoiseKey::for_replay([42; 32]);
     let sl = 0.7;
     let sigma = [sl; 4];
     let spec = NoiseSpec {
@@ -689,7 +689,7 @@ fn logit_noise_difference_of_two_equal_logits_is_n_0_two_sigma_squared() {
 fn bad_noise_specs_are_refused_and_leave_the_output_untouched() {
     let s = shape(2, 3, 7, 5, 4, 3);
     let p = Problem::random(s, 81);
-    let key = NoiseKey::from_bytes([51; 32]);
+    let key = NoiseKey::for_replay([51; 32]);
     let ok = [0.5; 3];
     let params = p.params(false, 0.5, ScoreFn::Exp, Kernel::Auto);
     let untouched_f32 = |out: &[f32], ctx: &str| {

@@ -39,7 +39,7 @@ impl Data {
     fn generate(n: usize, l: usize, d: usize, key: u8, first: u64) -> Self {
         let (mut x, mut y, mut q, mut t) =
             (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-        let key = NoiseKey::from_bytes([key; 32]);
+        let key = NoiseKey::for_replay([key; 32]);
         generate_prompts(n, l, d, 0.0, &key, 0, first, &mut x, &mut y, &mut q, &mut t).unwrap();
         Self { n, l, d, x, y, q, t }
     }
@@ -52,7 +52,7 @@ impl Data {
 fn release(p: &NoisyHeadParams, data: &Data, gamma0: &[f64], form: Form, stream: u64) -> Vec<f64> {
     let mut out = vec![0.0; p.d * p.d];
     let mut scratch = vec![0.0; noisy_head_scratch_len(p, form).unwrap()];
-    let key = NoiseKey::from_bytes([41; 32]);
+    let key = NoiseKey::for_replay([41; 32]);
     let none = None::<&mut Ledger>;
     noisy_head(&mut out, gamma0, &data.prompts(), p, form, &key, stream, none, &mut scratch)
         .unwrap();
@@ -136,7 +136,7 @@ fn exact_step_is_the_grid_release_with_the_integer_noise_of_element_t_d2_plus_i_
     let (n, l, d) = (2, 3, 4);
     let mut data = Data::generate(n, l, d, 31, 0);
     data.q.fill(0.0);
-    let key = NoiseKey::from_bytes([41; 32]);
+    let key = NoiseKey::for_replay([41; 32]);
     for iters in [1u32, 3] {
         let p = NoisyHeadParams {
             d,
@@ -243,12 +243,12 @@ fn exact_step_on_real_prompts_rounds_the_computed_iterate_to_the_grid() {
     let p = NoisyHeadParams { iters: 1, epsilon: 0.9, ..presets::low_dim(1000, 1.0).unwrap() };
     let data = Data::generate(p.n, p.l, p.d, 42, 0);
     let mut gamma0 = vec![0.0; p.d * p.d];
-    random_start(&mut gamma0, 0.1, &NoiseKey::from_bytes([43; 32]), 0).unwrap();
+    random_start(&mut gamma0, 0.1, &NoiseKey::for_replay([43; 32]), 0).unwrap();
     let next = next_dd(&p, &data, &gamma0);
     let cal = p.calibrate().unwrap();
     let grid = cal.grid().unwrap();
     let lambda = grid.resolution();
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([41; 32]), 5);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([41; 32]), 5);
     for form in [Form::Streaming, Form::Gram] {
         let out = release(&p, &data, &gamma0, form, 5);
         assert!(out.iter().map(|x| x * x).sum::<f64>().sqrt() < 0.5 * p.proj_r, "Π_R acted");
@@ -312,7 +312,7 @@ fn exact_mode_refusals_are_public_and_leave_output_and_ledger_untouched() {
     let attempt = |p: &NoisyHeadParams, ledger: &mut Ledger| -> Res<()> {
         let mut out = vec![7.25; 9];
         let mut scratch = vec![-3.5; noisy_head_scratch_len(p, Form::Gram).unwrap()];
-        let key = NoiseKey::from_bytes([46; 32]);
+        let key = NoiseKey::for_replay([46; 32]);
         let before = ledger.clone();
         let r = noisy_head(
             &mut out,
@@ -378,7 +378,7 @@ fn exact_mode_error_is_within_one_percent_of_the_float_mode_at_the_quickstart_si
 
     // 2. The noise laws at this calibration: 2·10⁵ draws of each, variance z-tests against
     //    s_ℤ²Λ² (the discrete Gaussian's variance is s_ℤ² up to e^{−2π²s_ℤ²}) and s².
-    let ks = KeyedStream::new(&NoiseKey::from_bytes([47; 32]), 0);
+    let ks = KeyedStream::new(&NoiseKey::for_replay([47; 32]), 0);
     let mut z = vec![0i64; 200_000];
     grid.integer_noise().fill_keyed(&ks, 0, &mut z).unwrap();
     let exact: Vec<f64> = z.iter().map(|&k| k as f64 * grid.resolution()).collect();

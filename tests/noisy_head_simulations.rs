@@ -64,7 +64,7 @@ fn key(tag: u8) -> NoiseKey {
     let mut bytes = [0x5a_u8; 32];
     bytes[0] = tag;
     bytes[31] = 0x04;
-    NoiseKey::from_bytes(bytes)
+    NoiseKey::for_replay(bytes)
 }
 
 fn stream(rep: usize, role: u64) -> u64 {

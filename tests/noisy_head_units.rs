@@ -149,7 +149,7 @@ impl Data {
             l,
             d,
             tau,
-            &NoiseKey::from_bytes([key; 32]),
+            &NoiseKey::for_replay([key; 32]),
             stream,
             0,
             &mut data.x,
@@ -498,7 +498,7 @@ fn u1_release_projects_the_start_onto_the_r_ball() {
     assert!(s < 1e-10);
     let mut rng = Rng(0x0404);
     let dir: Vec<f64> = rng.direction(d * d);
-    let key = NoiseKey::from_bytes([4; 32]);
+    let key = NoiseKey::for_replay([4; 32]);
     for start_norm in [2.0, 0.5, 1e300] {
         let gamma0: Vec<f64> = dir.iter().map(|x| x * start_norm).collect();
         let mut out = vec![0.0; d * d];
@@ -530,7 +530,7 @@ fn u1_release_projects_a_start_whose_norm_overflows() {
         &data.prompts(),
         &p,
         Form::Streaming,
-        &NoiseKey::from_bytes([4; 32]),
+        &NoiseKey::for_replay([4; 32]),
         0,
     )
     .unwrap();
@@ -1148,7 +1148,7 @@ fn u6_noiseless_descent_converges_to_ridge_with_two_lambda() {
 
 #[test]
 fn u7_streaming_and_gram_forms_agree() {
-    let key = NoiseKey::from_bytes([7; 32]);
+    let key = NoiseKey::for_replay([7; 32]);
     for (name, p, start_std) in [
         ("low_dim(1000, 0.2)", presets::low_dim(1000, 0.2).unwrap(), 0.1),
         ("robustness(500, 50)", presets::robustness(500, 50, 0.5).unwrap(), 0.1),
@@ -1157,7 +1157,7 @@ fn u7_streaming_and_gram_forms_agree() {
         let data = Data::generate(p.n, p.l, p.d, 0.0, 17, 3);
         let d2 = p.d * p.d;
         let mut gamma0 = vec![0.0; d2];
-        random_start(&mut gamma0, start_std, &NoiseKey::from_bytes([8; 32]), 0).unwrap();
+        random_start(&mut gamma0, start_std, &NoiseKey::for_replay([8; 32]), 0).unwrap();
         let (mut gs, mut gg) = (vec![0.0; d2], vec![0.0; d2]);
         release(&mut gs, &gamma0, &data.prompts(), &p, Form::Streaming, &key, 5).unwrap();
         release(&mut gg, &gamma0, &data.prompts(), &p, Form::Gram, &key, 5).unwrap();
@@ -1174,7 +1174,7 @@ fn u7_streaming_and_gram_forms_agree() {
     let data = Data::generate(300, 10, 4, 0.1, 18, 0);
     let f = Feats::raw(&data);
     let mut start = vec![0.0; 16];
-    random_start(&mut start, 0.1, &NoiseKey::from_bytes([9; 32]), 1).unwrap();
+    random_start(&mut start, 0.1, &NoiseKey::for_replay([9; 32]), 1).unwrap();
     let mut outs = Vec::new();
     for form in [Form::Streaming, Form::Gram] {
         let mut gamma = start.clone();
@@ -1219,7 +1219,7 @@ fn base_params() -> NoisyHeadParams {
 fn u8_same_key_same_release_other_stream_or_key_differs() {
     let p = base_params();
     let data = Data::generate(p.n, p.l, p.d, 0.0, 21, 0);
-    let key = NoiseKey::from_bytes([22; 32]);
+    let key = NoiseKey::for_replay([22; 32]);
     for form in [Form::Streaming, Form::Gram] {
         let run = |key: &NoiseKey, stream: u64| {
             let mut out = vec![0.0; 9];
@@ -1233,7 +1233,7 @@ fn u8_same_key_same_release_other_stream_or_key_differs() {
             b.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
         );
         let c = run(&key, 4);
-        let e = run(&NoiseKey::from_bytes([23; 32]), 3);
+        let e = run(&NoiseKey::for_replay([23; 32]), 3);
         assert!(a.iter().zip(&c).all(|(x, y)| x != y), "another stream must give other noise");
         assert!(a.iter().zip(&e).all(|(x, y)| x != y), "another key must give other noise");
     }
@@ -1263,7 +1263,7 @@ fn attempt(
     let len = scratch_len.or(need.map(|x| x + 5)).unwrap_or(64);
     let mut out = vec![OUT_SENTINEL; out_len];
     let mut scratch = vec![SCRATCH_SENTINEL; len];
-    let key = NoiseKey::from_bytes([24; 32]);
+    let key = NoiseKey::for_replay([24; 32]);
     let before = ledger.clone();
     let result = noisy_head(
         &mut out,
@@ -1457,7 +1457,7 @@ fn u8_zcdp_accounting_lifts_the_per_step_limit() {
         &data.prompts(),
         &p,
         Form::Gram,
-        &NoiseKey::from_bytes([28; 32]),
+        &NoiseKey::for_replay([28; 32]),
         0,
         Some(&mut ledger),
         &mut scratch,
@@ -1473,7 +1473,7 @@ fn u8_zcdp_accounting_lifts_the_per_step_limit() {
         &data.prompts(),
         &p,
         Form::Gram,
-        &NoiseKey::from_bytes([28; 32]),
+        &NoiseKey::for_replay([28; 32]),
         1,
         Some(&mut ledger),
         &mut scratch,
@@ -1521,7 +1521,7 @@ fn release_noise_is_gaussian_with_the_calibrated_variance() {
     let s = noise_std_formula(p.eta0, 5.0, p.sigma, p.epsilon, p.delta, p.n as f64);
     assert!(rel(p.noise_std().unwrap(), s) < 1e-14);
     let a: f64 = 1.0 - 2.0 * p.lambda * p.eta0;
-    let key = NoiseKey::from_bytes([32; 32]);
+    let key = NoiseKey::for_replay([32; 32]);
     // The float noise has std s; the exact release's integer noise std s_ℤ·Λ (its rounding
     // to the grid adds at most Λ/2 ≈ 1e-5·s per step, far below the test's resolution).
     let float = NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
@@ -1563,7 +1563,7 @@ fn release_noise_is_gaussian_with_the_calibrated_variance() {
 
 #[test]
 fn release_noise_entry_t_i_j_is_element_t_d2_plus_i_d_plus_j_of_the_keyed_stream() {
-    let key = NoiseKey::from_bytes([33; 32]);
+    let key = NoiseKey::for_replay([33; 32]);
     // The float path's noise (the exact release's: `noisy_head_exact.rs`).
     for iters in [1u32, 3] {
         let p = NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..zero_query_params(iters) };
@@ -1881,7 +1881,7 @@ fn generator_second_moment_of_z() {
 #[test]
 fn generator_ranges_are_slices_of_a_bigger_draw() {
     let (l, d, tau) = (6, 3, 0.2);
-    let key = NoiseKey::from_bytes([43; 32]);
+    let key = NoiseKey::for_replay([43; 32]);
     let mut big = Data::zeros(12, l, d);
     generate_prompts(12, l, d, tau, &key, 7, 95, &mut big.x, &mut big.y, &mut big.q, &mut big.t)
         .unwrap();
@@ -1934,7 +1934,7 @@ fn nan_beside_zeros_is_sanitised_and_the_release_stays_finite() {
     let (n, l, d) = (p.n, p.l, p.d);
     let (mut x, mut y, mut q, mut t) =
         (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-    let key = NoiseKey::from_bytes([41; 32]);
+    let key = NoiseKey::for_replay([41; 32]);
     generate_prompts(n, l, d, 0.0, &key, 0, 0, &mut x, &mut y, &mut q, &mut t).unwrap();
     // Prompt 0: query (NaN, 0, 0, 0, 0). Prompt 1: one context token (NaN, 0, 0, 0, 0).
     q[..d].copy_from_slice(&[f64::NAN, 0.0, 0.0, 0.0, 0.0]);

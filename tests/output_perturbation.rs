@@ -609,7 +609,7 @@ fn the_mechanism_attains_its_frobenius_sensitivity_on_the_worst_case() {
         }
         c2.q = c1.q.clone();
         let params = dp_params(rk, rv, scale, score, None);
-        let key = NoiseKey::from_bytes([1; 32]);
+        let key = NoiseKey::for_replay([1; 32]);
         let (o1, sigma1) = release(&c1, &params, &key, 3, None).unwrap();
         let (o2, sigma2) = release(&c2, &params, &key, 3, None).unwrap();
         assert_eq!(sigma1, sigma2, "σ depends on public data only");
@@ -801,7 +801,7 @@ fn released_noise_is_gaussian_with_the_calibrated_sigma() {
     c.pad = Some(pad);
     let (rk, rv, scale) = (1.0, 1.0, 0.5);
     let params = dp_params(rk, rv, scale, ScoreFn::Exp, c.pad.as_deref());
-    let key = NoiseKey::from_bytes([9; 32]);
+    let key = NoiseKey::for_replay([9; 32]);
     let (out, sigma) = release(&c, &params, &key, 17, None).unwrap();
 
     // σ_b = analytic_gaussian_sigma(ε, δ, Δ_b) for every head of b, and Δ_b is the closed
@@ -851,7 +851,7 @@ fn release_is_clamped_attention_plus_the_addressed_draw() {
         pad[2 * s.sk..].fill(false);
         c.pad = Some(pad);
         let params = dp_params(rk, rv, scale, score, c.pad.as_deref());
-        let key = NoiseKey::from_bytes([77; 32]);
+        let key = NoiseKey::for_replay([77; 32]);
         let stream = 123_456_789;
         let (out, sigma) = release(&c, &params, &key, stream, None).unwrap();
         let exact = clamped_attention(&c, rk, rv, scale, score);
@@ -890,7 +890,7 @@ fn release_noise_is_the_noisy_attention_output_draw() {
     let mut r = Rng(6);
     let s = shape(2, 3, 11, 20, 4, 5);
     let (rk, rv, scale) = (1.0, 2.0, 0.8);
-    let key = NoiseKey::from_bytes([55; 32]);
+    let key = NoiseKey::for_replay([55; 32]);
     for score in [ScoreFn::Exp, ScoreFn::Cosh] {
         for inside in [true, false] {
             let (kmax, vmax) = if inside { (0.9 * rk, 0.9 * rv) } else { (3.0 * rk, 3.0 * rv) };
@@ -959,7 +959,7 @@ fn noise_changes_with_the_key_and_the_stream_and_is_replayable() {
     let s = shape(1, 2, 9, 6, 3, 4);
     let c = Context::random(s, &mut r, 1.0, 1.0, 1.0);
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, None);
-    let (k1, k2) = (NoiseKey::from_bytes([1; 32]), NoiseKey::from_bytes([2; 32]));
+    let (k1, k2) = (NoiseKey::for_replay([1; 32]), NoiseKey::for_replay([2; 32]));
     let (a, sa) = release(&c, &params, &k1, 0, None).unwrap();
     let (b, sb) = release(&c, &params, &k1, 0, None).unwrap();
     assert_eq!(sa, sb);
@@ -993,7 +993,7 @@ fn approximate_ledger_is_charged_epsilon_delta_once_per_call() {
     let mut params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
     params.budget = PrivacyBudget::new(0.5, 1e-6).unwrap();
     let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
-    let key = NoiseKey::from_bytes([3; 32]);
+    let key = NoiseKey::for_replay([3; 32]);
     release(&c, &params, &key, 0, Some(&mut ledger)).unwrap();
     assert_eq!(ledger.charges(), 1);
     assert_eq!(ledger.spent(), Amount::Approx { epsilon: 0.5, delta: 1e-6 });
@@ -1007,7 +1007,7 @@ fn zcdp_and_rdp_ledgers_are_charged_the_gaussian_rho() {
     // ρ = max_b Δ_b² / (2σ_b²) from the returned σ and the library's Δ_b, within 1e-12.
     let c = small_context(2);
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Cosh, c.pad.as_deref());
-    let key = NoiseKey::from_bytes([4; 32]);
+    let key = NoiseKey::for_replay([4; 32]);
     let delta = sensitivity(&c, &params);
     let mut ledger = Ledger::new_zcdp(Rho::new(10.0).unwrap());
     let (_, sigma) = release(&c, &params, &key, 0, Some(&mut ledger)).unwrap();
@@ -1036,7 +1036,7 @@ fn zcdp_and_rdp_ledgers_are_charged_the_gaussian_rho() {
 fn a_refused_charge_releases_nothing_and_leaves_the_ledger_unchanged() {
     let c = small_context(3);
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
-    let key = NoiseKey::from_bytes([5; 32]);
+    let key = NoiseKey::for_replay([5; 32]);
     let mut out = vec![SENTINEL; c.s.out_len()];
     let mut sigma = vec![0.0; c.s.b * c.s.h];
 
@@ -1059,7 +1059,7 @@ fn a_refused_charge_releases_nothing_and_leaves_the_ledger_unchanged() {
 #[test]
 fn invalid_input_errors_without_charging() {
     let c = small_context(4);
-    let key = NoiseKey::from_bytes([6; 32]);
+    let key = NoiseKey::for_replay([6; 32]);
     let s = c.s;
     let base = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
     let check = |name: &str,
@@ -1142,7 +1142,7 @@ fn non_finite_private_rows_are_released_as_zero_rows() {
     let c = small_context(6);
     let s = c.s;
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
-    let key = NoiseKey::from_bytes([8; 32]);
+    let key = NoiseKey::for_replay([8; 32]);
     // Key row (b 0, h 1, j 2) and value row (b 1, h 0, j 7) (position 7 of batch 1 is kept).
     let krow = ((s.h + 1) * s.sk + 2) * s.d;
     let vrow = ((s.h * s.sk) + 7) * s.dv;
@@ -1177,7 +1177,7 @@ fn a_context_with_no_visible_key_releases_zeros() {
     let mut c = small_context(5);
     c.pad = Some(vec![false; c.s.b * c.s.sk]);
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
-    let key = NoiseKey::from_bytes([7; 32]);
+    let key = NoiseKey::for_replay([7; 32]);
     assert!(sensitivity(&c, &params).iter().all(|&d| d == 0.0));
     let mut approx = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-4).unwrap());
     let (out, sigma) = release(&c, &params, &key, 0, Some(&mut approx)).unwrap();
@@ -1227,7 +1227,7 @@ fn exact_release_is_the_clamped_attention_on_the_grid_plus_the_addressed_integer
         pad[2 * s.sk..].fill(false);
         c.pad = Some(pad);
         let params = exact_mode(dp_params(rk, rv, scale, score, c.pad.as_deref()));
-        let key = NoiseKey::from_bytes([77; 32]);
+        let key = NoiseKey::for_replay([77; 32]);
         let stream = 123_456_789;
         let (out, sigma) = release(&c, &params, &key, stream, None).unwrap();
         let exact = clamped_attention(&c, rk, rv, scale, score);
@@ -1369,7 +1369,7 @@ fn exact_outputs_are_exact_in_every_output_type() {
     let s = shape(1, 2, 6, 30, 4, 4);
     let c = Context::random(s, &mut r, 1.5, 1.0, 1.0);
     let params = exact_mode(dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, None));
-    let key = NoiseKey::from_bytes([12; 32]);
+    let key = NoiseKey::for_replay([12; 32]);
     let o32: Vec<f32> = release_as(&c, &params, &key);
     let o16: Vec<half::bf16> = release_as(&c, &params, &key);
     let o64: Vec<f64> = release_as(&c, &params, &key);
@@ -1390,7 +1390,7 @@ fn exact_outputs_are_exact_in_every_output_type() {
 #[test]
 fn exact_mode_charges_in_its_mode_and_the_unsafe_mode_is_counted() {
     let c = small_context(4);
-    let key = NoiseKey::from_bytes([1; 32]);
+    let key = NoiseKey::for_replay([1; 32]);
     let base = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, None);
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
         let params = OutputPerturbationParams { noise_mode: mode, ..base };
@@ -1441,14 +1441,14 @@ fn exact_mode_costs_under_one_percent_at_the_quickstart_sizes() {
     for eps in [0.5, 8.0] {
         let mut base = dp_params(2.0, 1.0, 0.125, ScoreFn::Exp, None);
         base.budget = PrivacyBudget::new(eps, 1e-5).unwrap();
-        let (_, sig_float) = release(&c, &base, &NoiseKey::from_bytes([1; 32]), 0, None).unwrap();
+        let (_, sig_float) = release(&c, &base, &NoiseKey::for_replay([1; 32]), 0, None).unwrap();
         let ex = exact_mode(base);
-        let (_, sig_exact) = release(&c, &ex, &NoiseKey::from_bytes([1; 32]), 0, None).unwrap();
+        let (_, sig_exact) = release(&c, &ex, &NoiseKey::for_replay([1; 32]), 0, None).unwrap();
         assert!(sig_exact[0] / sig_float[0] <= 1.01, "ε = {eps}: {sig_exact:?} vs {sig_float:?}");
         let errs = |p: &OutputPerturbationParams<'_>| -> Vec<f64> {
             (0..20)
                 .map(|i| {
-                    let key = NoiseKey::from_bytes([i as u8 + 7; 32]);
+                    let key = NoiseKey::for_replay([i as u8 + 7; 32]);
                     let (out, _) = release(&c, p, &key, i, None).unwrap();
                     let e: f64 =
                         out.iter().zip(&exact).map(|(o, x)| (f64::from(*o) - x).powi(2)).sum();

@@ -115,7 +115,7 @@ fn every_value_is_equally_likely_in_every_position_of_a_keyed_permutation_of_twe
     // multinomial(N, 1/20), tested by its own χ² with 19 degrees of freedom.
     const N: usize = 20;
     const DRAWS: usize = 20_000;
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([52; 32]), 7);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([52; 32]), 7);
     let mut counts = [[0u64; N]; N];
     let mut p = [0usize; N];
     let mut pos = 0u128;
@@ -247,7 +247,7 @@ fn non_permutations_are_errors() {
 #[test]
 fn keyed_permutations_are_reproducible_and_match_the_rng_draw() {
     let key = [55u8; 32];
-    let stream = KeyedStream::new(&NoiseKey::from_bytes(key), 3);
+    let stream = KeyedStream::new(&NoiseKey::for_replay(key), 3);
     let draw = |pos: u128| {
         let mut p = [0u64; 50];
         let next = sample_permutation_keyed(&stream, pos, &mut p).unwrap();
@@ -300,7 +300,7 @@ fn lengths_beyond_the_index_type_are_errors() {
         sample_permutation(&mut rng, &mut big),
         Err(Error::OutOfRange { name: "permutation length n", .. })
     ));
-    let stream = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+    let stream = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
     assert!(sample_permutation_keyed(&stream, 0, &mut big).is_err());
     // 2^16 elements fit (indices 0..=65535).
     sample_permutation(&mut rng, &mut big[..1 << 16]).unwrap();

@@ -103,7 +103,7 @@ fn out_of_range<T: std::fmt::Debug>(r: Result<T>, want: &str) {
 }
 
 fn stream(seed: u8, id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::from_bytes([seed; 32]), id)
+    KeyedStream::new(&NoiseKey::for_replay([seed; 32]), id)
 }
 
 /// `T_s(z) = Σ_{t ≤ s} z^t/t!`.

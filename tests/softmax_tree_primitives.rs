@@ -42,7 +42,7 @@ use support::stats::{ALPHA, ks_test, mean_z, moments, var_z, z_accepts};
 const KEY: [u8; 32] = [0x3c; 32];
 
 fn stream(id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::from_bytes(KEY), id)
+    KeyedStream::new(&NoiseKey::for_replay(KEY), id)
 }
 
 fn rel(a: f64, b: f64) -> f64 {

@@ -215,7 +215,7 @@ fn random_problem(rng: &mut Rng, n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn stream(key: u8, id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::from_bytes([key; 32]), id)
+    KeyedStream::new(&NoiseKey::for_replay([key; 32]), id)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -142,7 +142,7 @@ fn the_privatised_gradient_is_returned_in_the_new_frame() {
         let mut w = w0.clone();
         let mut perms = vec![0u32; plan.permutation_len()];
         let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
-        let key = NoiseKey::from_bytes([21; 32]);
+        let key = NoiseKey::for_replay([21; 32]);
         let streams = StepStreams::for_step(0, 0).unwrap();
         shuffled_dp_sgd_step(
             &mut w,

@@ -25,7 +25,7 @@ use support::stats::{moments, var_z, z_accepts};
 const U: f64 = 1.0 / 9_007_199_254_740_992.0; // 2⁻⁵³
 
 fn key(seed: u8) -> NoiseKey {
-    NoiseKey::from_bytes([seed; 32])
+    NoiseKey::for_replay([seed; 32])
 }
 
 fn gamma(n: f64) -> f64 {

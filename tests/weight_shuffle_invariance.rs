@@ -46,7 +46,7 @@ use support::problem::Rng;
 use support::stats::{ALPHA, chi_square_gof, chi_square_sf, normal_sf};
 
 /// The key of every keyed permutation draw in this file.
-const KEY: NoiseKey = NoiseKey::from_bytes([0x5a; 32]);
+const KEY: NoiseKey = NoiseKey::for_replay([0x5a; 32]);
 
 /// Relative tolerance of the invariance checks.
 const INVARIANCE_TOL: f64 = 1e-12;
@@ -1061,7 +1061,7 @@ fn keyed_draw_equals_the_generator_at_word_zero() {
             let s = KeyedStream::new(&KEY, stream);
             let keyed = plan.sample_keyed(&s, &mut a).unwrap().as_slice().to_vec();
             assert_eq!(plan.sample_keyed(&s, &mut b).unwrap().as_slice(), &keyed[..]);
-            let mut rng = ChaCha20Rng::from_seed(*KEY.as_bytes());
+            let mut rng = ChaCha20Rng::from_seed(*KEY.expose_bytes());
             rng.set_stream(stream);
             rng.set_word_pos(0);
             assert_eq!(

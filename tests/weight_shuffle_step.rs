@@ -60,7 +60,7 @@ use support::stats::{
 // Helpers
 
 fn key(seed: u8) -> NoiseKey {
-    NoiseKey::from_bytes(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
+    NoiseKey::for_replay(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
 }
 
 fn rel(a: f64, b: f64) -> f64 {

@@ -126,7 +126,7 @@ pub struct QueryInfo {
 ///     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.9, 1e-6)?, 1e-6));
 /// params.adaptive.copies = Copies::Fixed(3);
 /// let att = DpCrossAttention::new(MatRef::from_row_major(&k, 3, 2)?, MatRef::from_row_major(&v, 3, 2)?,
-///     &params, &KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 0), None::<&mut Ledger>)?;
+///     &params, &KeyedStream::new(&NoiseKey::for_replay([5; 32]), 0), None::<&mut Ledger>)?;
 /// let mut out = [0.0; 2];
 /// att.query(&[0.5, 0.5], &mut out)?;
 /// assert!(out.iter().all(|o| o.abs() <= 1.0)); // E8 clamps; n = 3 is far too small to be accurate

@@ -211,7 +211,7 @@ pub struct GramReport {
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
 ///     BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
 ///     BatchedRef::contiguous(&x, [1, 1, n, d])?,
-///     &params, &NoiseKey::from_bytes([5; 32]), 0, Some(&mut ledger),
+///     &params, &NoiseKey::for_replay([5; 32]), 0, Some(&mut ledger),
 ///     &mut vec![0.0; gram_attention_scratch_len(d)],
 /// )?;
 /// let l = report.grid.resolution();

@@ -359,7 +359,7 @@ impl SketchGrid {
 /// let params = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5)?);
 /// let s = MomentSketch::new(MatRef::from_row_major(&keys, n, d)?, MatRef::from_row_major(&vals, n, d)?,
-///     &params, &KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 0), Some(&mut ledger))?;
+///     &params, &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 0), Some(&mut ledger))?;
 /// let mut out = [0.0; 2];
 /// s.query(&[0.5, 0.5], &mut out)?;
 /// assert!(out.iter().all(|o| o.abs() <= 1.0) && ledger.charges() == 1);

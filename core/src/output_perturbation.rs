@@ -433,7 +433,7 @@ fn grid_of_batch<T: Element>(
 ///     BatchedRef::contiguous(&q, [1, 1, s_q, d])?,
 ///     BatchedRef::contiguous(&kv, [1, 1, s_k, d])?,
 ///     BatchedRef::contiguous(&kv, [1, 1, s_k, d])?,
-///     &params, &NoiseKey::from_bytes([3; 32]), 0, Some(&mut ledger), &mut sigma,
+///     &params, &NoiseKey::for_replay([3; 32]), 0, Some(&mut ledger), &mut sigma,
 ///     &mut vec![0f32; output_perturbation_scratch_len(d, d)?],
 /// )?;
 /// // ‖q‖ = 1, a = 1/2: Δ = √2 · 2 / (1 + 511/e) ≈ 0.015, and σ ≈ 4.2 Δ at (1, 1e-6).

@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
     };
     let s = dev.new_stream().expect("stream");
     eprintln!("device: {} (sm_{}, {} SMs)", dev.name(), dev.arch(), dev.multiprocessors());
-    let draw = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 1);
+    let draw = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 1);
     let gauss = GpuNoise::Gaussian(Gaussian::new(1.0).expect("sigma"));
     let lap = GpuNoise::Laplace(Laplace::new(1.0).expect("scale"));
 

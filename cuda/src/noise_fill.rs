@@ -29,7 +29,7 @@
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
 //! let mut out = stream.alloc_zeros::<f32>(1 << 20).map_err(|e| dpattn_cuda::Error::Panicked(format!("{e:?}")))?;
-//! let draw = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 1);
+//! let draw = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 1);
 //! let noise = GpuNoise::Gaussian(Gaussian::new(2.0)?);
 //! fill_noise(&dev, &stream, &mut out, OutDtype::F32, noise, UniformBits::B53, &draw, 0)?;
 //! # Ok::<(), dpattn_cuda::Error>(())
@@ -399,7 +399,7 @@ mod tests {
         let mut bytes = [0u8; 32];
         bytes[0] = 1;
         bytes[7] = 0x80;
-        let k = GpuKey::of(&KeyedStream::new(&NoiseKey::from_bytes(bytes), 0));
+        let k = GpuKey::of(&KeyedStream::new(&NoiseKey::for_replay(bytes), 0));
         assert_eq!(k.w[0], 1);
         assert_eq!(k.w[1], 0x8000_0000);
         assert_eq!(std::mem::size_of::<GpuKey>(), 32);

@@ -98,7 +98,7 @@ fn output_noise_is_the_cpu_draw_bit_for_bit() {
     // ((b·H + h)·S_q + i)·D + c of Gaussian(σ_h), rounded to f32 (then to the dtype).
     let (b, h, sq, sk) = (2, 3, 45, 17);
     let sigma = [0.5, 1.0, 2.0];
-    let key = NoiseKey::from_bytes([42; 32]);
+    let key = NoiseKey::for_replay([42; 32]);
     for dtype in AttnDtype::ALL {
         for d in [64, 128] {
             let n = b * h * sq * d;
@@ -135,7 +135,7 @@ fn dp_cross_attention_equals_the_cpu_release() {
     use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw, workspace_len};
     let (dev, s) = gpu();
     let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
-    let key = NoiseKey::from_bytes([0x77; 32]);
+    let key = NoiseKey::for_replay([0x77; 32]);
     // Keys and values far outside the bounds, so the clamp matters; one value row is NaN.
     let q: Vec<f32> = data(b * h * sq * d, 21);
     let k: Vec<f32> = data(b * h * sk * d, 22).iter().map(|x| x * 3.0).collect();
@@ -224,7 +224,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
     };
     let (dev, s) = gpu();
     let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
-    let key = NoiseKey::from_bytes([0x78; 32]);
+    let key = NoiseKey::for_replay([0x78; 32]);
     // Key and value rows inside their balls (the device clamp copies them exactly), one
     // value row holding NaN (clamped to the zero row on the device, zero in the reference).
     let in_ball = |x: Vec<f32>, r: f32| -> Vec<f32> {

@@ -27,7 +27,7 @@ fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
 }
 
 fn key(seed: u8) -> NoiseKey {
-    NoiseKey::from_bytes(core::array::from_fn(|i| seed.wrapping_mul(37).wrapping_add(i as u8)))
+    NoiseKey::for_replay(core::array::from_fn(|i| seed.wrapping_mul(37).wrapping_add(i as u8)))
 }
 
 fn grid(delta: f64, d: u64, bound: f64, multiplier: f64, format: GridFormat) -> GaussianGrid {

@@ -1031,7 +1031,7 @@ mod tests {
         }
 
         fn draw(s: u64) -> KeyedStream {
-            KeyedStream::new(&NoiseKey::from_bytes(KEY.bytes), s)
+            KeyedStream::new(&NoiseKey::for_replay(KEY.bytes), s)
         }
 
         fn raw(s: &CudaStream) -> *mut c_void {

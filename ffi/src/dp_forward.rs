@@ -1100,7 +1100,7 @@ mod tests {
             MatMut::from_row_major(&mut b, 8, 8).unwrap(),
             &core,
             &NoiseFactors::Iid,
-            &NoiseKey::from_bytes([7; 32]),
+            &NoiseKey::for_replay([7; 32]),
             3,
             5,
             None,
@@ -1151,7 +1151,7 @@ mod tests {
             MatMut::new(&mut b, 4, 8, 10).unwrap(),
             &core,
             &cf,
-            &NoiseKey::from_bytes([1; 32]),
+            &NoiseKey::for_replay([1; 32]),
             0,
             0,
             None,
@@ -1209,7 +1209,7 @@ mod tests {
                     MatMut::from_row_major(&mut b, 8, 8).unwrap(),
                     &core,
                     &NoiseFactors::Iid,
-                    &NoiseKey::from_bytes([7; 32]),
+                    &NoiseKey::for_replay([7; 32]),
                     3,
                     5,
                     Some(&mut cl),
@@ -1287,7 +1287,7 @@ mod tests {
         assert_eq!(st, dpattn_status::Ok);
         RandomizedResponse::new(Epsilon::new(2.0).unwrap(), 2)
             .unwrap()
-            .randomize(&mut expect, &KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 1), 9)
+            .randomize(&mut expect, &KeyedStream::new(&NoiseKey::for_replay([3; 32]), 1), 9)
             .unwrap();
         assert_eq!(labels, expect);
     }

@@ -487,7 +487,7 @@ mod tests {
             MatRef::from_row_major(&keys, n, d).unwrap(),
             MatRef::from_row_major(&vals, n, d).unwrap(),
             &p.to_core().unwrap(),
-            &KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 4),
+            &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 4),
             None::<&mut Ledger>,
         )
         .unwrap();
@@ -655,7 +655,7 @@ mod tests {
                     MatRef::from_row_major(&keys, n, d).unwrap(),
                     MatRef::from_row_major(&vals, n, d).unwrap(),
                     &p.to_core().unwrap(),
-                    &KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 4),
+                    &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 4),
                     Some(&mut cl),
                 );
                 let gaussian = noise == DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN;

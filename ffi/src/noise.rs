@@ -794,7 +794,7 @@ mod tests {
     const KEY: dpattn_key = dpattn_key { bytes: [7; 32] };
 
     fn stream(s: u64) -> KeyedStream {
-        KeyedStream::new(&NoiseKey::from_bytes(KEY.bytes), s)
+        KeyedStream::new(&NoiseKey::for_replay(KEY.bytes), s)
     }
 
     fn fails(status: dpattn_status, code: dpattn_status, needle: &str) {

@@ -307,7 +307,7 @@ mod tests {
     fn equals_the_core_bit_for_bit_and_slices_agree() {
         let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
         let (so, sl) = ([0.1, 0.2, 0.3], [0.5; 6]);
-        let key = NoiseKey::from_bytes([9; 32]);
+        let key = NoiseKey::for_replay([9; 32]);
         let cs = NoiseSpec {
             key: &key,
             output: Some(NoiseStream { stream: 3, sigma: &so }),

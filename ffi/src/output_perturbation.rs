@@ -1031,7 +1031,7 @@ mod tests {
             BatchedRef::contiguous(&k, SK).unwrap(),
             BatchedRef::contiguous(&v, SK).unwrap(),
             &cp,
-            &NoiseKey::from_bytes([4; 32]),
+            &NoiseKey::for_replay([4; 32]),
             5,
             None::<&mut Ledger>,
             &mut wsig,
@@ -1107,7 +1107,7 @@ mod tests {
                 BatchedRef::contiguous(&k, SK).unwrap(),
                 BatchedRef::contiguous(&v, SK).unwrap(),
                 &cp,
-                &NoiseKey::from_bytes([4; 32]),
+                &NoiseKey::for_replay([4; 32]),
                 5,
                 Some(&mut cl),
                 &mut wsig,
@@ -1174,7 +1174,7 @@ mod tests {
                 MatRef::from_row_major(&k, 3, 2).unwrap(),
                 MatRef::from_row_major(&v, 3, 2).unwrap(),
                 &cp,
-                &KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 2),
+                &KeyedStream::new(&NoiseKey::for_replay([5; 32]), 2),
                 Some(l),
             )
         };

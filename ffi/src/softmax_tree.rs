@@ -1989,7 +1989,7 @@ mod tests {
             &values,
             8.0,
             PrivacyBudget::new(1.0, 1e-6).unwrap(),
-            &KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 3),
+            &KeyedStream::new(&NoiseKey::for_replay([7; 32]), 3),
         )
         .unwrap();
         let (mut l, mut r) = (0.0, 0.0);
@@ -2127,7 +2127,7 @@ mod tests {
             MatRef::from_row_major(&keys, 3, 2).unwrap(),
             &wts,
             &tp.to_core().unwrap(),
-            &KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 1),
+            &KeyedStream::new(&NoiseKey::for_replay([7; 32]), 1),
         )
         .unwrap();
         let mut len = 0;

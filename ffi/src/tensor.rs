@@ -72,7 +72,7 @@ pub struct dpattn_key {
 
 impl dpattn_key {
     pub(crate) fn to_core(self) -> NoiseKey {
-        NoiseKey::from_bytes(self.bytes)
+        NoiseKey::for_replay(self.bytes)
     }
 }
 

@@ -1400,7 +1400,7 @@ mod tests {
         let cp = ShufflePlan::new(&blocks, 17).unwrap();
         let mut expect = [0u32; 3];
         let cperm = cp
-            .sample_keyed(&KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 4), &mut expect)
+            .sample_keyed(&KeyedStream::new(&NoiseKey::for_replay([7; 32]), 4), &mut expect)
             .unwrap();
         assert_eq!(&idx[..], cperm.as_slice());
         let mut w: [f32; 17] = core::array::from_fn(|i| i as f32);
@@ -1578,7 +1578,7 @@ mod tests {
                         .for_each(|(j, x)| *x = (slot % 3) as f64 + j as f64 * 0.01);
                     Ok(())
                 },
-                &NoiseKey::from_bytes([4; 32]),
+                &NoiseKey::for_replay([4; 32]),
                 StepStreams { selection: 0, noise: 1, permutation: 2 },
                 Some(&mut cl),
                 &mut perms2,
@@ -1726,7 +1726,7 @@ mod tests {
                     .for_each(|(j, x)| *x = (slot % 3) as f64 + j as f64 * 0.01);
                 Ok(())
             },
-            &NoiseKey::from_bytes([4; 32]),
+            &NoiseKey::for_replay([4; 32]),
             StepStreams { selection: 0, noise: 1, permutation: 2 },
             None,
             &mut perms2,

@@ -64,7 +64,7 @@ fn audit<T: NoiseFloat>(
     record: fn(&mut LowBits, T, Option<f64>),
 ) -> [LowBits; 2] {
     let p = params(mode);
-    let key = NoiseKey::from_bytes([0xd7; 32]);
+    let key = NoiseKey::for_replay([0xd7; 32]);
     let mut out = [LowBits::new(), LowBits::new()];
     for (input, signal) in [SIGNAL, 0.0].into_iter().enumerate() {
         for call in 0..CALLS {

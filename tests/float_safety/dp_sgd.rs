@@ -40,7 +40,7 @@ fn audit(mode: NoiseMode) -> [(LowBits, LowBits); 2] {
         NoiseMode::Exact => Some(params.exact_grid(&plan, 2).unwrap().resolution() / 2.0),
         NoiseMode::UnsafeFloat => None,
     };
-    let key = NoiseKey::from_bytes([62; 32]);
+    let key = NoiseKey::for_replay([62; 32]);
     let mut perms = vec![0u32; plan.permutation_len()];
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
     let mut out = [(LowBits::new(), LowBits::new()), (LowBits::new(), LowBits::new())];

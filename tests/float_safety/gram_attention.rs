@@ -19,7 +19,7 @@ fn audit(neighbour: bool) -> LowBits {
         x[1] = 0.5; // column 1 moves from 0 to (0.5, 0): β = 0.5
     }
     let params = GramAttentionParams::new(PrivacyBudget::new(1.0, 1e-6).unwrap(), 1.0, 0.5);
-    let key = NoiseKey::from_bytes([0x47; 32]);
+    let key = NoiseKey::for_replay([0x47; 32]);
     let (mut b, mut p) = ([0.0; 4], [0.0; 4]);
     let mut scratch = vec![0.0; gram_attention_scratch_len(d)];
     let mut bits = LowBits::new();

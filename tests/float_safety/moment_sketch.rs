@@ -50,7 +50,7 @@ fn audit(noise: SketchNoise, mode: NoiseMode, v: f64) -> LowBits {
     );
     let mut bits = LowBits::new();
     for id in 0..RELEASES {
-        let st = KeyedStream::new(&NoiseKey::from_bytes([0x5C + v as u8; 32]), id);
+        let st = KeyedStream::new(&NoiseKey::for_replay([0x5C + v as u8; 32]), id);
         let s = MomentSketch::new(k, vm, &p, &st, None::<&mut Ledger>).unwrap();
         assert_eq!(s.feature_map().features(), D + 1);
         for &m in &s.sketch()[1..=D] {
@@ -102,7 +102,7 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
     let (n, d, nq) = (16_384usize, 2usize, 16usize);
     let draw = |stream: u64, len: usize| {
         let mut u = vec![0.0; len];
-        let st = KeyedStream::new(&NoiseKey::from_bytes([11; 32]), stream);
+        let st = KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream);
         Uniform.fill_keyed(&st, 0, &mut u).unwrap();
         u
     };
@@ -170,7 +170,7 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
         let mut errs = Vec::with_capacity(REPS as usize);
         let mut m = vec![0.0; clean.len()];
         for id in 0..REPS {
-            let st = KeyedStream::new(&NoiseKey::from_bytes([12; 32]), id);
+            let st = KeyedStream::new(&NoiseKey::for_replay([12; 32]), id);
             match mode {
                 NoiseMode::Exact => {
                     m.copy_from_slice(clean);

@@ -51,7 +51,7 @@ fn audit(mode: NoiseMode) -> (LowBits, LowBits) {
     let (x, y, t) = ([0.5; D], [1.0], [2048.0]);
     let mut e1 = [0.0; D];
     e1[0] = 1.0;
-    let key = NoiseKey::from_bytes([61; 32]);
+    let key = NoiseKey::for_replay([61; 32]);
     let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Streaming).unwrap()];
     let mut sides = [LowBits::new(), LowBits::new()];
     // A fresh stream per release, and independent noise for the two inputs.

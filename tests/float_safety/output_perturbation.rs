@@ -54,7 +54,7 @@ fn audit(mode: NoiseMode, neighbour: bool) -> LowBits {
         let g = output_perturbation_grid(q, &p, KEYS, DV, &model, GridFormat::F32, 0).unwrap();
         g.unwrap().resolution()
     });
-    let key = NoiseKey::from_bytes([0x0f; 32]);
+    let key = NoiseKey::for_replay([0x0f; 32]);
     let mut scratch = vec![0f32; output_perturbation_scratch_len(2, DV).unwrap()];
     let (mut out, mut sigma) = ([0f32; DV], [0.0]);
     let mut bits = LowBits::new();

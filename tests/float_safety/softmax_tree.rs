@@ -29,7 +29,7 @@ fn audit(mode: NoiseMode, leaf0: f64) -> LowBits {
     let mut bits = LowBits::new();
     for id in 0..RELEASES {
         // Independent noise for the two inputs: different keys.
-        let st = KeyedStream::new(&NoiseKey::from_bytes([0x7E + leaf0 as u8; 32]), id);
+        let st = KeyedStream::new(&NoiseKey::for_replay([0x7E + leaf0 as u8; 32]), id);
         let t = DpTree::new_in(&values, 1.0, budget, &st, mode).unwrap();
         let grid = t.node_noise().unwrap().resolution();
         for v in [16, 8, 4, 2] {

@@ -69,7 +69,7 @@ pub struct DpForwardReport {
 /// let mut x: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect(); // batch 2
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
 /// let report = dp_forward(MatMut::from_row_major(&mut x, 8, 8)?, &p, &NoiseFactors::Iid,
-///     &NoiseKey::from_bytes([7; 32]), 0, 0, Some(&mut ledger), &mut [])?;
+///     &NoiseKey::for_replay([7; 32]), 0, 0, Some(&mut ledger), &mut [])?;
 /// assert_eq!(report.scaled, 2);
 /// assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
 /// // σ = 2C/A(4, 1e-5) = 2.16232369904 (seed-003 §5-A) per entry, against a signal of

@@ -389,7 +389,7 @@ pub fn check_release_parameters(
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-5)?);
 /// let report = gaussian_sampling_attention(
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?, BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
-///     BatchedRef::contiguous(&x, [1, 1, n, d])?, &params, &NoiseKey::from_bytes([7; 32]), 0,
+///     BatchedRef::contiguous(&x, [1, 1, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
 ///     Some(&mut ledger), &mut scratch)?;
 /// assert!((p[0] + p[1] - 1.0).abs() < 1e-15 && ledger.charges() == 1);
 /// assert!(report.alpha_hat <= 0.04); // private: for the data holder only

@@ -46,7 +46,7 @@ pub struct GaussianGridSpec {
 /// assert!(g.inflation() <= 1.0 / 256.0);
 /// assert!(g.sigma() >= 3.0 * g.rounded_sensitivity());
 /// let mut x = [0.1f64; 64];
-/// g.release_keyed(&KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0), 0, &mut x)?;
+/// g.release_keyed(&KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0), 0, &mut x)?;
 /// assert!(x.iter().all(|&y| (y / g.resolution()).fract() == 0.0 && y == f64::from(y as f32)));
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn release_is_the_integer_noise_on_the_grid() {
         let g = GaussianGrid::calibrate(&spec(1.0, 8, 2.0, GridFormat::F32), 3.0).unwrap();
-        let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 5);
+        let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 5);
         let x: [f64; 100] = core::array::from_fn(|i| (i as f64 - 50.0) / 25.0);
         let mut y = x;
         g.release_keyed(&s, 7, &mut y).unwrap();

@@ -161,7 +161,7 @@ mod tests {
         assert!(4.0 * l <= 1.0 / 256.0 && 8.0 * l > 1.0 / 256.0);
         assert!(g.rounded_sensitivity() >= 1.0 + 2e-9 + 4.0 * l);
         assert!(g.integer_noise().scale_f64() * 2.0 >= g.rounded_sensitivity() / l);
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0);
         let mut x = [0.3, -0.7, 2.9, 0.0];
         let x0 = x;
         g.release_keyed(&s, 10, &mut x).unwrap();

@@ -58,12 +58,12 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 /// let p = presets::low_dim(1000, 1.0)?; // N = 1000, L = 31, D = 5, T = 44
 /// let (n, l, d) = (p.n, p.l, p.d);
 /// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-/// generate_prompts(n, l, d, 0.0, &NoiseKey::from_bytes([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
 /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-4)?);
 /// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
 /// let mut gamma = [0.0; 25];
-/// let key = NoiseKey::from_bytes([2; 32]);
+/// let key = NoiseKey::for_replay([2; 32]);
 /// noisy_head(&mut gamma, &[0.0; 25], &prompts, &p, Form::Gram, &key, 0, Some(&mut ledger), &mut scratch)?;
 /// assert!(gamma.iter().map(|g| g * g).sum::<f64>() <= p.proj_r * p.proj_r);
 /// assert_eq!(ledger.charges(), 1);

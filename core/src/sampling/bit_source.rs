@@ -129,7 +129,7 @@ impl<R: CryptoRng + ?Sized> BitSource for RngBits<'_, R> {
 ///
 /// ```
 /// use dpattn_core::sampling::{BitSource, ElementBits, KeyedStream, NoiseKey};
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([9; 32]), 1);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([9; 32]), 1);
 /// let mut bits = ElementBits::new(&s, 5)?;
 /// // The first 32 bits are word 0 of block 5.
 /// assert_eq!(bits.next_bits(32)?, u64::from(s.block(5)[0]));
@@ -253,7 +253,7 @@ pub(crate) fn fill_windows<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::{Rng, SeedableRng};
 
@@ -273,7 +273,7 @@ mod tests {
 
     #[test]
     fn element_window_reads_primary_then_continuation_blocks() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 77);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 77);
         let e = 12345u64;
         let mut bits = ElementBits::new(&s, e).unwrap();
         for w in s.block(e) {
@@ -289,7 +289,7 @@ mod tests {
 
     #[test]
     fn element_window_exhaustion_is_an_error() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0);
         let mut bits = ElementBits::new(&s, 3).unwrap();
         bits.continuation = CONTINUATION_BLOCKS;
         bits.next_word = BLOCK_WORDS;
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn elements_outside_the_window_layout_are_rejected() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0);
         assert!(ElementBits::new(&s, MAX_WINDOW_ELEMENTS - 1).is_ok());
         assert!(matches!(ElementBits::new(&s, MAX_WINDOW_ELEMENTS), Err(Error::OutOfRange { .. })));
         let mut out = [0u8; 2];
@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn bulk_windows_equal_single_windows() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 9);
+        let s = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 9);
         let mut out = [0u64; 7];
         // Each element reads 600 bits: the primary block and one continuation block.
         fill_windows(&s, 100, &mut out, |b| {

@@ -54,7 +54,7 @@ const RANGE: &str = "s, q >= 1 with s*q*(floor(s/q)+1) < 2^63 and q^2*(floor(s/q
 /// ```
 /// use dpattn_core::sampling::{DiscreteGaussian, ExactSampler, KeyedStream, NoiseKey};
 /// let g = DiscreteGaussian::new(7, 2)?; // σ = 3.5
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 0);
 /// let mut noise = [0i64; 4000];
 /// g.fill_keyed(&s, 0, &mut noise)?;
 /// assert_eq!(noise[17], g.sample_at(&s, 17)?);
@@ -306,7 +306,7 @@ impl ExactSampler for DiscreteGaussian {
 mod tests {
     use super::*;
     use crate::sampling::exact_sampler::tests::run;
-    use crate::sampling::keyed_stream::{KeyedStream, NoiseKey};
+    use crate::sampling::{KeyedStream, NoiseKey};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn keyed_fill_equals_single_elements() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([8; 32]), 2);
+        let s = KeyedStream::new(&NoiseKey::for_replay([8; 32]), 2);
         for g in [DiscreteGaussian::from_f64(3.0).unwrap(), DiscreteGaussian::new(4, 5).unwrap()] {
             let mut out = [0i64; 40];
             g.fill_keyed(&s, 100, &mut out).unwrap();

@@ -274,7 +274,7 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::sampling::exact_sampler::tests::run;
-    use crate::sampling::keyed_stream::{KeyedStream, NoiseKey};
+    use crate::sampling::{KeyedStream, NoiseKey};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
     use std::{vec, vec::Vec};
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn keyed_fill_equals_single_elements_and_fill_reads_one_stream() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 1);
+        let s = KeyedStream::new(&NoiseKey::for_replay([6; 32]), 1);
         let lap = DiscreteLaplace::new(7, 3).unwrap();
         let mut out = [0i64; 50];
         lap.fill_keyed(&s, 0, &mut out).unwrap();

@@ -51,7 +51,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// ```
 /// use dpattn_core::sampling::{Bernoulli, ExactSampler, KeyedStream, NoiseKey};
 /// let b = Bernoulli::new(1, 3)?;
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
 /// let mut out = [false; 8];
 /// b.fill_keyed(&s, 0, &mut out)?;
 /// assert_eq!(out[5], b.sample_at(&s, 5)?);
@@ -199,7 +199,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::error::Error;
     use crate::sampling::exact_bernoulli::{Bernoulli, BernoulliExp};
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -268,7 +268,7 @@ pub(crate) mod tests {
 
     #[test]
     fn keyed_fill_equals_single_elements() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 4);
+        let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 4);
         let samplers = (Bernoulli::new(2, 7).unwrap(), BernoulliExp::new(5, 4).unwrap());
         let mut a = [false; 40];
         let mut b = [false; 40];

@@ -36,7 +36,7 @@ use crate::sampling::noise_float::{NoiseFloat, box_muller};
 /// ```
 /// use dpattn_core::sampling::{Gamma, KeyedStream, NoiseKey};
 /// let g = Gamma::new(2.5)?;
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0);
 /// let mean = (0..2000).map(|i| g.sample_at(&s, i).unwrap()).sum::<f64>() / 2000.0;
 /// assert!((mean - 2.5).abs() < 0.2); // sd of the mean ≈ 0.035
 /// assert!(Gamma::new(0.0).is_err() && Gamma::new(f64::INFINITY).is_err());
@@ -52,7 +52,7 @@ pub struct Gamma {
 /// ```
 /// use dpattn_core::sampling::{ChiSquare, KeyedStream, NoiseKey};
 /// let c = ChiSquare::new(1e9)?; // constant time whatever the degrees of freedom
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 0);
 /// let x = c.sample_at(&s, 0)?;
 /// assert!((x - 1e9).abs() < 10.0 * 44_722.0); // sd = √(2·10⁹) ≈ 44,721
 /// # Ok::<(), dpattn_core::Error>(())
@@ -194,7 +194,7 @@ impl ChiSquare {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
 
     /// A source replaying fixed words, to pin which words a variate reads.
     struct Words<'a>(&'a [u32], usize);
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn the_normal_is_the_cosine_output_of_the_f64_gaussian_group() {
         use crate::sampling::{FixedWordSampler, Gaussian};
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 9);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 9);
         let words: [u32; 4] = core::array::from_fn(|i| s.block(0)[i]);
         let z = standard_normal(&mut Words(&words, 0)).unwrap();
         assert_eq!(z, Gaussian::STANDARD.sample_at::<f64>(&s, 0).unwrap());
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn keyed_elements_are_reproducible_and_independent_of_order() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 1);
+        let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 1);
         let c = ChiSquare::new(3.0).unwrap();
         let a: [f64; 4] = core::array::from_fn(|i| c.sample_at(&s, i as u64).unwrap());
         assert_eq!(c.sample_at(&s, 2).unwrap(), a[2]);

@@ -22,7 +22,7 @@ use crate::sampling::noise_float::{NoiseFloat, box_muller};
 /// ```
 /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 /// let g = Gaussian::new(0.5)?;
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([8; 32]), 3);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([8; 32]), 3);
 /// let mut noise = vec![0f64; 1000];
 /// g.fill_keyed(&s, 0, &mut noise)?;
 /// let mean = noise.iter().sum::<f64>() / 1000.0;

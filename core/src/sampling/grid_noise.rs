@@ -225,7 +225,7 @@ mod tests {
     use super::*;
     use crate::sampling::grid_gaussian::GridGaussian;
     use crate::sampling::grid_laplace::GridLaplace;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -255,7 +255,7 @@ mod tests {
         assert!(lap.add_noise(&mut rng, &mut data).is_ok());
         let mut five = [0.0; 5];
         assert!(matches!(lap.add_noise(&mut rng, &mut five), Err(Error::ShapeMismatch { .. })));
-        let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
         assert!(matches!(
             lap.add_noise_keyed(&s, u64::MAX, &mut [0.0]),
             Err(Error::SizeOverflow { .. })
@@ -287,7 +287,7 @@ mod tests {
 
     #[test]
     fn keyed_noise_is_the_integer_noise_of_each_window() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 3);
+        let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 3);
         let g = GridGaussian::with_resolution(1.0, 2.0, 200, -3).unwrap(); // σ/r = 16
         let lap = GridLaplace::with_resolution(1.0, 1.0, 200, -3).unwrap();
         let x: [f64; 150] = core::array::from_fn(|i| i as f64 * 0.3 - 20.0);

@@ -13,9 +13,10 @@
 //! element, [`crate::sampling::ElementBits`]). Indices are logical (row-major over the
 //! tensor's logical shape), never thread ids.
 //!
-//! **Security.** The noise is as unpredictable as the key is secret. A key must come from a
-//! cryptographic source (the operating system, a KMS); a fixed key is for tests and replay.
-//! Never use the same (key, stream id) pair for two different draws: the noise would repeat.
+//! **Security.** The noise is as unpredictable as the key is secret ([`NoiseKey`]: generated
+//! by the operating system or a caller's `CryptoRng`; fixed bytes only for replay and tests).
+//! Never use the same (key, stream id) pair for two different draws: the noise would repeat —
+//! a [`Session`](crate::session::Session) hands out stream ids so that this cannot happen.
 //!
 //! No paper section: this is the library's randomness contract (issue "noise samplers").
 
@@ -25,6 +26,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 use crate::error::{Error, Result};
+use crate::sampling::noise_key::NoiseKey;
 
 /// Words in one ChaCha20 block.
 pub const BLOCK_WORDS: usize = 16;
@@ -34,34 +36,6 @@ pub const STREAM_WORDS: u128 = 1 << 68;
 
 const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
 
-/// A 256-bit ChaCha20 key. `Debug` does not print it.
-///
-/// ```
-/// use dpattn_core::sampling::NoiseKey;
-/// let key = NoiseKey::from_bytes([7; 32]);
-/// assert_eq!(format!("{key:?}"), "NoiseKey(<redacted>)");
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct NoiseKey([u8; 32]);
-
-impl NoiseKey {
-    /// A key from 32 bytes (little-endian words, as ChaCha20 and `rand_chacha` read them).
-    pub const fn from_bytes(bytes: [u8; 32]) -> Self {
-        Self(bytes)
-    }
-
-    /// The key bytes (for storing the key of an audited run).
-    pub const fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for NoiseKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("NoiseKey(<redacted>)")
-    }
-}
-
 /// One draw's randomness: the ChaCha20 keystream of a key and a 64-bit stream id.
 ///
 /// ```
@@ -69,7 +43,7 @@ impl fmt::Debug for NoiseKey {
 /// use rand_chacha::ChaCha20Rng;
 /// use rand_core::{Rng, SeedableRng};
 ///
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 42);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 42);
 /// let mut rng = ChaCha20Rng::from_seed([1; 32]);
 /// rng.set_stream(42);
 /// rng.set_word_pos(1000);
@@ -83,6 +57,12 @@ pub struct KeyedStream {
     stream: u64,
 }
 
+impl Drop for KeyedStream {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.key_words);
+    }
+}
+
 impl fmt::Debug for KeyedStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KeyedStream").field("key", &self.key).field("stream", &self.stream).finish()
@@ -92,11 +72,7 @@ impl fmt::Debug for KeyedStream {
 impl KeyedStream {
     /// The stream `stream` under `key`.
     pub fn new(key: &NoiseKey, stream: u64) -> Self {
-        let mut key_words = [0u32; 8];
-        for (w, chunk) in key_words.iter_mut().zip(key.0.chunks_exact(4)) {
-            *w = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        }
-        Self { key: key.clone(), key_words, stream }
+        Self { key: key.clone(), key_words: key.words(), stream }
     }
 
     /// The key as the eight little-endian words of ChaCha20 state words 4–11 (what a GPU
@@ -104,7 +80,7 @@ impl KeyedStream {
     ///
     /// ```
     /// use dpattn_core::sampling::{KeyedStream, NoiseKey, chacha20_block};
-    /// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 5);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 5);
     /// assert_eq!(s.key_words()[0], 0x0101_0101);
     /// assert_eq!(chacha20_block(&s.key_words(), 3, 5), s.block(3));
     /// ```
@@ -143,7 +119,7 @@ impl KeyedStream {
     /// [`Error::OutOfRange`] if `pos >= 2^68`.
     pub fn reader_at(&self, pos: u128) -> Result<ChaCha20Rng> {
         check_word_pos(pos)?;
-        let mut rng = ChaCha20Rng::from_seed(self.key.0);
+        let mut rng = ChaCha20Rng::from_seed(*self.key.expose_bytes());
         rng.set_stream(self.stream);
         rng.set_word_pos(pos);
         Ok(rng)
@@ -248,7 +224,7 @@ mod tests {
     }
 
     fn key_words(bytes: [u8; 32]) -> [u32; 8] {
-        KeyedStream::new(&NoiseKey::from_bytes(bytes), 0).key_words
+        KeyedStream::new(&NoiseKey::for_replay(bytes), 0).key_words
     }
 
     // Published vectors. RFC 8439 uses a 32-bit counter and a 96-bit nonce (n0, n1, n2);
@@ -296,7 +272,7 @@ mod tests {
     fn equals_rand_chacha_at_any_stream_and_word_position() {
         let key: [u8; 32] = core::array::from_fn(|i| (i as u8).wrapping_mul(37).wrapping_add(11));
         for stream in [0u64, 1, 0xdead_beef, u64::MAX] {
-            let s = KeyedStream::new(&NoiseKey::from_bytes(key), stream);
+            let s = KeyedStream::new(&NoiseKey::for_replay(key), stream);
             for pos in [0u128, 1, 15, 16, 17, 63, 64, 1000, (1 << 36) + 5, STREAM_WORDS - 40] {
                 let mut rng = ChaCha20Rng::from_seed(key);
                 rng.set_stream(stream);
@@ -313,7 +289,7 @@ mod tests {
 
     #[test]
     fn word_positions_past_the_stream_are_rejected() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
         assert!(s.word(STREAM_WORDS - 1).is_ok());
         assert!(matches!(
             s.word(STREAM_WORDS),

@@ -88,7 +88,7 @@ pub fn matrix_gaussian_scratch_len(rows: usize, cols: usize) -> usize {
 ///     MatRef::from_row_major(&sigma, 2, 2)?,
 ///     MatRef::from_row_major(&psi, 2, 2)?,
 /// )?;
-/// let stream = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
 /// let mut z = [0.0f64; 4];
 /// let mut scratch = vec![0.0; mg.scratch_len()];
 /// mg.sample_keyed_into(MatMut::from_row_major(&mut z, 2, 2)?, &stream, 0, &mut scratch)?;
@@ -435,7 +435,7 @@ impl MatrixGaussian {
     /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
     /// use dpattn_core::MatMut;
     ///
-    /// let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 9);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 9);
     /// let mg = MatrixGaussian::iid(2, 2, 3.0)?;
     /// let mut z = [0.0f64; 4];
     /// mg.sample_keyed_into(MatMut::from_row_major(&mut z, 2, 2)?, &s, 100, &mut [])?;
@@ -545,7 +545,7 @@ fn check_dense_size(rows: usize, cols: usize) -> Result<()> {
 #[cfg(all(test, feature = "alloc"))]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use alloc::vec;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
@@ -571,7 +571,7 @@ mod tests {
         let a = [1.0, 2.0, -1.0, 0.5];
         let b = [1.0, 0.0, 0.0, 3.0, 1.0, 0.0, -2.0, 0.25, 2.0];
         let mg = MatrixGaussian::from_factors(mat(&a, 2), mat(&b, 3)).unwrap();
-        let s = KeyedStream::new(&NoiseKey::from_bytes([6; 32]), 1);
+        let s = KeyedStream::new(&NoiseKey::for_replay([6; 32]), 1);
         let first = 7;
         let mut z = [0.0f64; 6];
         let mut scratch = vec![0.0; mg.scratch_len()];
@@ -614,7 +614,7 @@ mod tests {
         let mg = MatrixGaussian::new(mat(&c, 2), mat(&[1.0, 0.2, 0.2, 0.5], 2)).unwrap();
         let iid = MatrixGaussian::iid(17, 19, 0.7).unwrap(); // odd n·m spans several chunks
         let key = [8; 32];
-        let s = KeyedStream::new(&NoiseKey::from_bytes(key), 4);
+        let s = KeyedStream::new(&NoiseKey::for_replay(key), 4);
         for g in [&mg, &iid] {
             let (n, m) = (g.rows(), g.cols());
             let mut scratch = vec![0.0; g.scratch_len()];
@@ -661,7 +661,7 @@ mod tests {
             ),
             Err(Error::ShapeMismatch { arg: "out", axis: "rows", expected: 2, got: 1 })
         );
-        let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
         assert!(matches!(
             mg.sample_keyed_into(
                 MatMut::from_row_major(&mut out, 2, 1).unwrap(),

@@ -35,6 +35,7 @@ mod keyed_stream;
 mod laplace;
 mod lazy_compare;
 mod matrix_gaussian;
+mod noise_key;
 mod noise_float;
 mod permutation;
 mod poisson_subsampling;
@@ -46,9 +47,8 @@ pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELE
 pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
 pub use gamma::{ChiSquare, Gamma};
 pub use gaussian::Gaussian;
-pub use keyed_stream::{
-    BLOCK_WORDS, KeyedStream, NoiseKey, STREAM_WORDS, WordLayout, chacha20_block,
-};
+pub use keyed_stream::{BLOCK_WORDS, KeyedStream, STREAM_WORDS, WordLayout, chacha20_block};
+pub use noise_key::NoiseKey;
 pub use laplace::Laplace;
 pub use noise_float::NoiseFloat;
 pub use truncated_discrete_laplace::TruncatedDiscreteLaplace;

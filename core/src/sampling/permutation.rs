@@ -228,7 +228,7 @@ pub fn sample_permutation<I: PermIndex, R: CryptoRng + ?Sized>(
 /// use rand_chacha::ChaCha20Rng;
 /// use rand_core::SeedableRng;
 ///
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 3);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 3);
 /// let mut a = [0usize; 6];
 /// let next = sample_permutation_keyed(&s, 1000, &mut a)?;
 /// assert!(next >= 1005); // 5 bounded draws, at least one word each
@@ -435,7 +435,7 @@ pub fn invert_permutation<I: PermIndex>(perm: &[I], inv: &mut [I]) -> Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -472,7 +472,7 @@ mod tests {
 
     #[test]
     fn small_lengths_consume_no_words() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
         let mut empty: [u32; 0] = [];
         assert_eq!(sample_permutation_keyed(&s, 5, &mut empty).unwrap(), 5);
         let mut one = [9u32];
@@ -484,7 +484,7 @@ mod tests {
 
     #[test]
     fn keyed_draw_stops_at_the_end_of_the_stream() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
         let mut p = [0u32; 4];
         let r = sample_permutation_keyed(&s, STREAM_WORDS - 2, &mut p);
         assert!(matches!(r, Err(Error::OutOfRange { name: "word position", .. })));

@@ -31,7 +31,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// ```
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
 /// let p = PoissonSubsampling::new(0.25)?;
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 9);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 9);
 /// let mut mask = [false; 2000];
 /// p.select_keyed(&s, 0, &mut mask)?;
 /// let n = mask.iter().filter(|&&m| m).count();
@@ -74,7 +74,7 @@ impl PoissonSubsampling {
     ///
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
-    /// let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
     /// assert!(PoissonSubsampling::new(1.0)?.included_at(&s, 5)?);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
@@ -109,7 +109,7 @@ impl PoissonSubsampling {
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
     /// let p = PoissonSubsampling::new(0.5)?;
-    /// let s = KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 1);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 1);
     /// let (mut all, mut tail) = ([false; 64], [false; 24]);
     /// p.select_keyed(&s, 0, &mut all)?;
     /// p.select_keyed(&s, 40, &mut tail)?;
@@ -159,7 +159,7 @@ impl PoissonSubsampling {
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
     /// let p = PoissonSubsampling::new(0.3)?;
-    /// let s = KeyedStream::new(&NoiseKey::from_bytes([5; 32]), 2);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 2);
     /// let idx = p.indices_keyed(&s, 100, 500)?;
     /// assert!(idx.iter().all(|&i| p.included_at(&s, 100 + i as u64).unwrap()));
     /// # Ok::<(), dpattn_core::Error>(())
@@ -215,7 +215,7 @@ impl ExactSampler for PoissonSubsampling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::NoiseKey;
+    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn extreme_rates_read_no_randomness() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([0; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
         let mut mask = [false; 10];
         PoissonSubsampling::new(1.0).unwrap().select_keyed(&s, 0, &mut mask).unwrap();
         assert!(mask.iter().all(|&m| m));
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn keyed_selection_equals_single_records() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 5);
+        let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 5);
         let p = PoissonSubsampling::new(0.3).unwrap();
         let mut mask = [false; 300];
         p.select_keyed(&s, 1000, &mut mask).unwrap();
@@ -256,7 +256,7 @@ mod tests {
     #[cfg(feature = "alloc")]
     #[test]
     fn indices_match_masks() {
-        let s = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+        let s = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
         let p = PoissonSubsampling::new(0.2).unwrap();
         let n = 700; // several chunks
         let idx = p.indices_keyed(&s, 3, n).unwrap();

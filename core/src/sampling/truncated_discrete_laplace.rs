@@ -38,7 +38,7 @@ use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
 /// let t = TruncatedDiscreteLaplace::calibrated(3, 0.5, 1e-6)?;
 /// assert_eq!(t.scale().scale(), (6, 1));
 /// assert!(t.delta_for(3) <= 1e-6 && t.bound() >= 3);
-/// let s = KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
 /// let mut z = [0i64; 1000];
 /// t.fill_keyed(&s, 0, &mut z)?;
 /// assert!(z.iter().all(|&z| z.unsigned_abs() <= t.bound()));
@@ -236,7 +236,7 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sampling::keyed_stream::{KeyedStream, NoiseKey};
+    use crate::sampling::{KeyedStream, NoiseKey};
 
     /// `δ(B)` summed term by term in `f64` (independent of the closed form).
     fn delta_by_sum(b: f64, d: u64, bound: u64) -> f64 {
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn samples_stay_inside_and_follow_the_law() {
         let t = TruncatedDiscreteLaplace::new(DiscreteLaplace::integer(3).unwrap(), 4).unwrap();
-        let s = KeyedStream::new(&NoiseKey::from_bytes([9; 32]), 1);
+        let s = KeyedStream::new(&NoiseKey::for_replay([9; 32]), 1);
         let n = 200_000;
         let mut counts = [0u64; 9];
         for i in 0..n {

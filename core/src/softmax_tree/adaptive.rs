@@ -117,7 +117,7 @@ pub(crate) fn median_answer(
 /// let keys = MatRef::from_row_major(&[0.2, 0.9, 0.5, 0.1], 2, 2)?;
 /// let mut params = AdaptiveParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.5, 1e-6)?, 1e-6));
 /// params.copies = Copies::Fixed(5);
-/// let s = DpTreeSoftmaxAdaptive::new(keys, &[1.0, 1.0], &params, &KeyedStream::new(&NoiseKey::from_bytes([4; 32]), 0))?;
+/// let s = DpTreeSoftmaxAdaptive::new(keys, &[1.0, 1.0], &params, &KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0))?;
 /// assert_eq!(s.copies(), 5);
 /// assert!(s.query(&[0.5, 0.5])?.is_finite());
 /// # Ok::<(), dpattn_core::Error>(())

@@ -61,7 +61,7 @@ pub const MAX_EXACT_DEPTH: u32 = 50;
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::softmax_tree::DpTree;
 /// let values = [0.5; 16];
-/// let stream = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
 /// let tree = DpTree::new(&values, 1.0, PrivacyBudget::new(1.0, 1e-6)?, &stream)?;
 /// let noise = tree.node_noise().unwrap();
 /// assert_eq!(noise.noise_mode(), NoiseMode::Exact);

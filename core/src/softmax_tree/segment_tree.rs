@@ -42,7 +42,7 @@ pub enum Side {
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::softmax_tree::DpTree;
 /// let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-/// let stream = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
 /// let tree = DpTree::new(&values, 8.0, PrivacyBudget::new(1.0, 1e-6)?, &stream)?;
 /// let (left, right) = tree.query_leaf(5)?; // noisy 1+…+5 and 7+8
 /// assert!((left - 15.0).abs() <= 3.0 * tree.bound() && (right - 15.0).abs() <= 3.0 * tree.bound());
@@ -79,7 +79,7 @@ impl DpTree {
     /// use dpattn_core::{NoiseMode, PrivacyBudget};
     /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
     /// use dpattn_core::softmax_tree::DpTree;
-    /// let stream = KeyedStream::new(&NoiseKey::from_bytes([7; 32]), 0);
+    /// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
     /// let b = PrivacyBudget::new(1.0, 1e-6)?;
     /// let t = DpTree::new_in(&[1.0, 2.0], 2.0, b, &stream, NoiseMode::UnsafeFloat)?;
     /// assert_eq!(t.node_noise().unwrap().noise_mode(), NoiseMode::UnsafeFloat);

@@ -231,7 +231,7 @@ pub(crate) fn check_memory(
 ///     .map(|(a, b, w)| w * f64::exp((a * 0.3 + b * 0.7) / 2.0)).sum();
 /// assert!((exact.query(&[0.3, 0.7])? - want).abs() < 0.01 * 3.0 * 1.5);
 /// let noisy = DpTreeSoftmax::new(keys, &[1.0, -1.0, 0.5], &params,
-///     &KeyedStream::new(&NoiseKey::from_bytes([3; 32]), 0))?;
+///     &KeyedStream::new(&NoiseKey::for_replay([3; 32]), 0))?;
 /// assert!(noisy.noise_variance(&[0.3, 0.7])? > 1e6); // useless at n = 3 (see docs)
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```

@@ -81,7 +81,7 @@ impl DistanceParams {
 ///     budget: PrivacyBudget::new(1.0, 1e-3)?, noise_mode: NoiseMode::Exact };
 /// let exact = DpTreeDistance::non_private_exact(&x, &w, 16, &params)?;
 /// assert!((exact.query(0.0)? - 4.4).abs() < 1e-12);
-/// let noisy = DpTreeDistance::new(&x, &w, &params, &KeyedStream::new(&NoiseKey::from_bytes([1; 32]), 0))?;
+/// let noisy = DpTreeDistance::new(&x, &w, &params, &KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0))?;
 /// assert!(noisy.query(0.0)?.is_finite());
 /// // Exact mode: every node is a multiple of its moment's grid Λ_q = 2^⌊log₂(2 R_w ρ^q/256)⌋,
 /// // and at y = 0 the answer is c_right₁ − c_left₁, built from moment-1 nodes alone.
@@ -280,7 +280,7 @@ pub struct HighDimParams {
 ///     budget: PrivacyBudget::new(0.5, 1e-6)?, delta_prime: 1e-6, c: 0.09,
 ///     noise_mode: NoiseMode::Exact };
 /// let s = DpTreeHighDim::new(MatRef::from_row_major(&x, 2, 2)?, &[1.0, 1.0], &params,
-///     &KeyedStream::new(&NoiseKey::from_bytes([2; 32]), 0))?;
+///     &KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0))?;
 /// assert!(s.query(&[0.0, 0.0])?.is_finite());
 /// assert!(s.achieved_privacy()?.epsilon().get() < 0.5);
 /// # Ok::<(), dpattn_core::Error>(())

@@ -583,7 +583,7 @@ fn step_charge<const N: usize>(
 /// let report = shuffled_dp_sgd_step(
 ///     &mut w, &mut [&mut momentum[..]], &plan, &params, 1000,
 ///     |record, _w, g: &mut [f64]| { g.fill(record as f64 % 3.0); Ok(()) },
-///     &NoiseKey::from_bytes([4; 32]), StepStreams::for_step(0, 0)?,
+///     &NoiseKey::for_replay([4; 32]), StepStreams::for_step(0, 0)?,
 ///     Some(&mut ledger), &mut perms, &mut scratch,
 /// )?;
 /// assert!(report.batch_size > 50 && report.batch_size < 150);

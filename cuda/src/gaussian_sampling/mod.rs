@@ -75,7 +75,7 @@
 //! params.noise_mode = dpattn_core::NoiseMode::UnsafeFloat; // no floating-point-safe form
 //! let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
 //! gaussian_sampling_attention(&dev, &stream, &mut b, &mut p, &x,
-//!     Layout4::contiguous([batch, heads, n, d])?, &params, &NoiseKey::from_bytes([7; 32]), 0,
+//!     Layout4::contiguous([batch, heads, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
 //!     Some(&mut ledger))?;
 //! # Ok::<(), dpattn_cuda::Error>(())
 //! ```

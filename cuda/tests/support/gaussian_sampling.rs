@@ -28,7 +28,7 @@ use dpattn_cuda::gaussian_sampling::{MIN_CHUNK_SAMPLES, SamplingPlan};
 pub(crate) const U: f64 = f64::EPSILON / 2.0;
 
 pub(crate) fn key(seed: u8) -> NoiseKey {
-    NoiseKey::from_bytes(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
+    NoiseKey::for_replay(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
 }
 
 pub(crate) fn params(k: u64, score: ScoreFn) -> GaussianSamplingParams {

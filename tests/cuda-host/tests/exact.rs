@@ -35,7 +35,7 @@ impl Xs {
 
 fn key(seed: u64) -> NoiseKey {
     let mut r = Xs(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
-    NoiseKey::from_bytes(core::array::from_fn(|_| r.next() as u8))
+    NoiseKey::for_replay(core::array::from_fn(|_| r.next() as u8))
 }
 
 fn words(k: &NoiseKey) -> [u32; 8] {

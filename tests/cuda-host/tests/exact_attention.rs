@@ -208,7 +208,7 @@ fn the_exact_release_rounds_the_f64_attention_and_adds_the_cpus_integers() {
         })
         .collect();
     let groups: Vec<GridGroup> = grids.iter().map(GridGroup::gaussian).collect();
-    let key = NoiseKey::from_bytes([0x5a; 32]);
+    let key = NoiseKey::for_replay([0x5a; 32]);
     let draw = KeyedStream::new(&key, 9);
     // The release into a [B, S, H, D] f32 buffer (strided view of [B, H, S, D]).
     let (sh, ss) = (d as u64, (h * d) as u64);

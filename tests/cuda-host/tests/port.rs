@@ -32,7 +32,7 @@ fn chacha20_blocks_equal_the_cpu_stream() {
     let mut r = Xs(0x1234_5678_9abc_def1);
     for _ in 0..2000 {
         let bytes: [u8; 32] = core::array::from_fn(|_| r.next() as u8);
-        let key = NoiseKey::from_bytes(bytes);
+        let key = NoiseKey::for_replay(bytes);
         let (counter, stream) = match r.next() % 3 {
             0 => (r.next(), r.next()),
             1 => (u64::MAX - (r.next() % 4), r.next() % 8),
@@ -49,7 +49,7 @@ fn chacha20_blocks_equal_the_cpu_stream() {
     }
     // RFC 8439 §2.3.2: key 00..1f, counter 1, nonce (0x09000000, 0x4a000000, 0): block counter
     // 1 | 0x09000000 << 32, stream id 0x4a000000.
-    let key = NoiseKey::from_bytes(core::array::from_fn(|i| i as u8));
+    let key = NoiseKey::for_replay(core::array::from_fn(|i| i as u8));
     let mut out = [0u32; 16];
     // SAFETY: as above.
     unsafe {
@@ -129,7 +129,7 @@ fn host_fill<T: Default + Clone>(
 
 #[test]
 fn every_sampler_layout_and_output_type_equals_the_cpu() {
-    let key = NoiseKey::from_bytes(core::array::from_fn(|i| (i * 7 + 3) as u8));
+    let key = NoiseKey::for_replay(core::array::from_fn(|i| (i * 7 + 3) as u8));
     let samplers = [S::U, S::G(1.7), S::L(0.3), S::E(2.5)];
     for (si, s) in samplers.into_iter().enumerate() {
         for first in [0u64, 1, 7, 13, (1 << 40) + 3, u64::MAX - 1100] {
@@ -183,7 +183,7 @@ fn every_sampler_layout_and_output_type_equals_the_cpu() {
 fn a_long_gaussian_draw_is_bit_identical_in_both_layouts() {
     // 2^18 normals per layout: every binade of the uniform grid down to ~2^-18 and all four
     // quadrants of the sine/cosine reduction many times over.
-    let key = NoiseKey::from_bytes([0xa5; 32]);
+    let key = NoiseKey::for_replay([0xa5; 32]);
     let draw = KeyedStream::new(&key, 99);
     let n = 1 << 18;
     let c: Vec<f64> = S::G(1.0).cpu(&draw, 5, n);
@@ -279,7 +279,7 @@ fn cpu_clip_row<T: NoiseFloat + Default + Clone>(
 
 #[test]
 fn clip_rows_then_noise_equals_the_cpu_release() {
-    let key = NoiseKey::from_bytes([0x3c; 32]);
+    let key = NoiseKey::for_replay([0x3c; 32]);
     let kw = key_words(&key);
     let draw = KeyedStream::new(&key, 5);
     let mut r = Xs(99);
@@ -359,7 +359,7 @@ fn attention_noise(draw: &KeyedStream, sigma: f64, e: u64) -> f32 {
 
 #[test]
 fn attention_logit_and_output_noise_equal_the_cpu() {
-    let key = NoiseKey::from_bytes([0x5a; 32]);
+    let key = NoiseKey::for_replay([0x5a; 32]);
     let kw = key_words(&key);
     let draw = KeyedStream::new(&key, 77);
     let mut r = Xs(99);
@@ -399,7 +399,7 @@ fn attention_params_layout_is_what_the_rust_launch_struct_assumes() {
 
 #[test]
 fn attention_epilogue_stages_noises_and_stores_every_row() {
-    let key = NoiseKey::from_bytes([0x11; 32]);
+    let key = NoiseKey::for_replay([0x11; 32]);
     let kw = key_words(&key);
     let draw = KeyedStream::new(&key, 5);
     let (heads, s_q) = (3u32, 100u32);
