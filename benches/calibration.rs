@@ -2,6 +2,7 @@
 //!
 //! Run: `cargo bench --bench calibration` (numbers in docs/BENCHMARKS.md).
 
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -79,8 +80,8 @@ fn accountants(c: &mut Criterion) {
     let budget = PrivacyBudget::new(1e6, 0.5).unwrap();
     let step = PrivacyBudget::new(1e-3, 1e-9).unwrap();
     g.bench_function("ledger try_charge (approximate DP)", |b| {
-        let mut ledger: Ledger = Ledger::new_approx(budget);
-        b.iter(|| ledger.try_charge(Charge::Approx(black_box(step))).unwrap())
+        let mut ledger: Ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget);
+        b.iter(|| ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(black_box(step))).unwrap())
     });
     g.finish();
 

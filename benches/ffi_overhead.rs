@@ -13,6 +13,7 @@
 //! ABI overhead. Run: `taskset -c 1 cargo bench --bench ffi_overhead -- --warm-up-time 1
 //! --measurement-time 3` (numbers in docs/BENCHMARKS.md).
 
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -123,9 +124,9 @@ fn bench_ledger(c: &mut Criterion) {
     let mut g = c.benchmark_group("ledger charge");
     let huge = PrivacyBudget::new(1e300, 0.5).unwrap();
     let step = PrivacyBudget::new(1e-9, 0.0).unwrap();
-    let mut ledger: Ledger = Ledger::new_approx(huge);
+    let mut ledger: Ledger = Ledger::new_approx(PrivacyUnit::TOKEN, huge);
     g.bench_function("rust", |b| {
-        b.iter(|| ledger.try_charge(Charge::Approx(black_box(step))).unwrap())
+        b.iter(|| ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(black_box(step))).unwrap())
     });
     let mut h: *mut dpattn_ledger = std::ptr::null_mut();
     // SAFETY: `h` is a valid out-parameter.

@@ -12,6 +12,7 @@ use dpattn::accounting::composition::{
     zcdp_rho_for_bs16, zcdp_to_epsilon, zcdp_to_epsilon_bs16,
 };
 use dpattn::accounting::ledger::{Amount, Charge, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::rdp::{DEFAULT_ORDERS, RdpCurve};
 use dpattn::{Delta, Epsilon, Error, PrivacyBudget, Sensitivity};
 
@@ -318,19 +319,19 @@ fn zcdp_edges() {
 #[test]
 fn refused_charges_leave_the_ledger_unchanged() {
     let mut ledgers = [
-        Ledger::new_approx(pb(1.0, 1e-6)),
-        Ledger::new_zcdp(rho(0.5)),
-        Ledger::new_rdp(eps(3.0), delta(1e-6)).unwrap(),
+        Ledger::new_approx(PrivacyUnit::TOKEN, pb(1.0, 1e-6)),
+        Ledger::new_zcdp(PrivacyUnit::TOKEN, rho(0.5)),
+        Ledger::new_rdp(PrivacyUnit::TOKEN, eps(3.0), delta(1e-6)).unwrap(),
     ];
     for l in &mut ledgers {
-        l.try_charge(Charge::Pure(eps(0.5))).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.5))).unwrap();
         let before = l.clone();
         for bad in [
             Charge::Pure(eps(10.0)),
             Charge::Approx(pb(0.1, 0.5)),
             Charge::Rdp(RdpCurve::from_values(DEFAULT_ORDERS, [1e3; 156]).unwrap()),
         ] {
-            assert!(l.try_charge(bad).is_err());
+            assert!(l.try_charge(PrivacyUnit::TOKEN, bad).is_err());
             assert_eq!(*l, before);
             assert_eq!((l.spent(), l.charges()), (before.spent(), 1));
         }
@@ -340,40 +341,40 @@ fn refused_charges_leave_the_ledger_unchanged() {
 #[test]
 fn exact_fill_succeeds_and_the_next_charge_is_refused() {
     // Approximate DP, basic composition: 4 × (1/4, 2⁻²²) fills (1, 2⁻²⁰) exactly.
-    let mut l = Ledger::new_approx(pb(1.0, 2f64.powi(-20)));
+    let mut l = Ledger::new_approx(PrivacyUnit::TOKEN, pb(1.0, 2f64.powi(-20)));
     for _ in 0..4 {
-        l.try_charge(Charge::Approx(pb(0.25, 2f64.powi(-22)))).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Approx(pb(0.25, 2f64.powi(-22)))).unwrap();
     }
     assert_eq!(l.remaining(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
     assert!(matches!(
-        l.try_charge(Charge::Pure(eps(f64::from_bits(1)))),
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(f64::from_bits(1)))),
         Err(Error::Infeasible { condition: "spent epsilon + charge epsilon <= total epsilon", .. })
     ));
     // zCDP: 8 Gaussian mechanisms with Δ = 1, σ = 2 (ρ = 1/8, Bun–Steinke Prop 1.6) fill ρ = 1.
     let g = zcdp_gaussian(Sensitivity::new(1.0).unwrap(), 2.0).unwrap();
-    let mut l = Ledger::new_zcdp(rho(1.0));
+    let mut l = Ledger::new_zcdp(PrivacyUnit::TOKEN, rho(1.0));
     for _ in 0..8 {
-        l.try_charge(Charge::Zcdp(g)).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(g)).unwrap();
     }
     assert_eq!(l.spent(), Amount::Zcdp { rho: 1.0 });
-    assert!(l.try_charge(Charge::Zcdp(g)).is_err());
+    assert!(l.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(g)).is_err());
     assert_eq!(l.charges(), 8);
     // Ten charges of the double 0.1 sum to 1.0000000000000000555 > 1: the tenth is refused
     // (documented; the safe answer).
-    let mut l = Ledger::new_approx(pb(1.0, 0.0));
+    let mut l = Ledger::new_approx(PrivacyUnit::TOKEN, pb(1.0, 0.0));
     for _ in 0..9 {
-        l.try_charge(Charge::Pure(eps(0.1))).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.1))).unwrap();
     }
-    assert!(l.try_charge(Charge::Pure(eps(0.1))).is_err());
+    assert!(l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.1))).is_err());
 }
 
 #[test]
 fn spending_is_monotone() {
     let mut g = Gen(2024);
     let mut ledgers = [
-        Ledger::new_approx(pb(5.0, 1e-5)),
-        Ledger::new_zcdp(rho(2.0)),
-        Ledger::new_rdp(eps(8.0), delta(1e-6)).unwrap(),
+        Ledger::new_approx(PrivacyUnit::TOKEN, pb(5.0, 1e-5)),
+        Ledger::new_zcdp(PrivacyUnit::TOKEN, rho(2.0)),
+        Ledger::new_rdp(PrivacyUnit::TOKEN, eps(8.0), delta(1e-6)).unwrap(),
     ];
     for l in &mut ledgers {
         let mut last_spent = l.spent();
@@ -392,7 +393,7 @@ fn spending_is_monotone() {
                     }
                 }
             };
-            if l.try_charge(charge).is_ok() {
+            if l.try_charge(PrivacyUnit::TOKEN, charge).is_ok() {
                 accepted += 1;
             }
             let (s, r) = (l.spent(), l.remaining());
@@ -434,12 +435,12 @@ fn worked_example_zcdp_ledger() {
     // Charges: Gaussian mechanisms, Δ = 1, σ = 10: ρ = 1/200 = 0.005 each (Prop 1.6).
     // 0.020819938… / 0.005 = 4.16: four fit, the fifth does not.
     let total = zcdp_rho_for_bs16(pb(1.0, 1e-5)).unwrap();
-    let mut l = Ledger::new_zcdp(total);
+    let mut l = Ledger::new_zcdp(PrivacyUnit::TOKEN, total);
     let g = zcdp_gaussian(Sensitivity::new(1.0).unwrap(), 10.0).unwrap();
     for _ in 0..4 {
-        l.try_charge(Charge::Zcdp(g)).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(g)).unwrap();
     }
-    let err = l.try_charge(Charge::Zcdp(g)).unwrap_err();
+    let err = l.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(g)).unwrap_err();
     let Error::Infeasible { condition, lhs, rhs } = err else { panic!("{err:?}") };
     assert_eq!(condition, "spent rho + charge rho <= total rho");
     assert_upper(lhs, 0.025, 1e-15);
@@ -448,8 +449,8 @@ fn worked_example_zcdp_ledger() {
     assert_lower(left, 0.020_819_938_339_535_461 - 0.02, 1e-12);
     // A pure ε = 0.04 charge is ρ = 0.0008 (Prop 1.4) and still fits (0.0208 ≤ 0.02082);
     // ε = 0.05 (ρ = 0.00125) would not.
-    assert!(l.clone().try_charge(Charge::Pure(eps(0.05))).is_err());
-    l.try_charge(Charge::Pure(eps(0.04))).unwrap();
+    assert!(l.clone().try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.05))).is_err());
+    l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.04))).unwrap();
     assert_eq!(l.charges(), 5);
     // What was spent converts back within the original (ε, δ) by Prop 1.3.
     let Amount::Zcdp { rho: spent } = l.spent() else { panic!() };
@@ -464,24 +465,24 @@ fn worked_example_rdp_ledger() {
     //   k = 5: ρ = 0.1, best order 10.6: 1.06 + (11.512925 − 2.360854)/9.6 + ln(1 − 1/10.6)
     //          = 1.9142498748403740 ≤ 2;
     //   k = 6: ρ = 0.12: 2.1172946857273734 > 2 (refused).
-    let mut l = Ledger::new_rdp(eps(2.0), delta(1e-5)).unwrap();
+    let mut l = Ledger::new_rdp(PrivacyUnit::TOKEN, eps(2.0), delta(1e-5)).unwrap();
     let gaussian = Charge::Rdp(
         RdpCurve::from_values(DEFAULT_ORDERS, DEFAULT_ORDERS.map(|a| a / 50.0)).unwrap(),
     );
     for _ in 0..5 {
-        l.try_charge(gaussian).unwrap();
+        l.try_charge(PrivacyUnit::TOKEN, gaussian).unwrap();
     }
     let Amount::Rdp { epsilon, delta: d } = l.spent() else { panic!() };
     assert_upper(epsilon, 1.914_249_874_840_374, 1e-9);
     assert_eq!(d, 1e-5);
-    let err = l.try_charge(gaussian).unwrap_err();
+    let err = l.try_charge(PrivacyUnit::TOKEN, gaussian).unwrap_err();
     assert!(
         matches!(err, Error::Infeasible { lhs, rhs: 2.0, .. } if (lhs - 2.117_294_685_727_373).abs() < 1e-9)
     );
     // The same Gaussian as a zCDP charge composes to the same curve.
-    let mut z = Ledger::new_rdp(eps(2.0), delta(1e-5)).unwrap();
+    let mut z = Ledger::new_rdp(PrivacyUnit::TOKEN, eps(2.0), delta(1e-5)).unwrap();
     for _ in 0..5 {
-        z.try_charge(Charge::Zcdp(rho(0.02))).unwrap();
+        z.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(rho(0.02))).unwrap();
     }
     let Amount::Rdp { epsilon: ez, .. } = z.spent() else { panic!() };
     assert!((ez - epsilon).abs() < 1e-12);
@@ -490,33 +491,33 @@ fn worked_example_rdp_ledger() {
 #[test]
 fn mixed_charges_follow_the_documented_rules() {
     // Pure ε into a zCDP ledger is ε²/2 (Bun & Steinke Prop 1.4); (ε, 0) counts as pure.
-    let mut z = Ledger::new_zcdp(rho(1.0));
-    z.try_charge(Charge::Pure(eps(1.0))).unwrap();
-    z.try_charge(Charge::Approx(pb(0.5, 0.0))).unwrap();
+    let mut z = Ledger::new_zcdp(PrivacyUnit::TOKEN, rho(1.0));
+    z.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(1.0))).unwrap();
+    z.try_charge(PrivacyUnit::TOKEN, Charge::Approx(pb(0.5, 0.0))).unwrap();
     assert_eq!(z.spent(), Amount::Zcdp { rho: 0.625 });
     // (ε, δ > 0) has no zCDP/RDP bound; zCDP and RDP charges have no δ-free (ε, δ).
     assert!(matches!(
-        z.try_charge(Charge::Approx(pb(0.1, 1e-9))),
+        z.try_charge(PrivacyUnit::TOKEN, Charge::Approx(pb(0.1, 1e-9))),
         Err(Error::OutOfRange { name: "charge delta", value, .. }) if value == 1e-9
     ));
     let curve = RdpCurve::from_values(DEFAULT_ORDERS, [0.01; 156]).unwrap();
     assert!(matches!(
-        z.try_charge(Charge::Rdp(curve)),
+        z.try_charge(PrivacyUnit::TOKEN, Charge::Rdp(curve)),
         Err(Error::OutOfRange { name: "charge", .. })
     ));
-    let mut a = Ledger::new_approx(pb(1.0, 1e-6));
+    let mut a = Ledger::new_approx(PrivacyUnit::TOKEN, pb(1.0, 1e-6));
     assert!(matches!(
-        a.try_charge(Charge::Zcdp(rho(0.01))),
+        a.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(rho(0.01))),
         Err(Error::OutOfRange { name: "charge", .. })
     ));
     assert!(matches!(
-        a.try_charge(Charge::Rdp(curve)),
+        a.try_charge(PrivacyUnit::TOKEN, Charge::Rdp(curve)),
         Err(Error::OutOfRange { name: "charge", .. })
     ));
-    let mut r = Ledger::new_rdp(eps(1.0), delta(1e-6)).unwrap();
-    assert!(r.try_charge(Charge::Approx(pb(0.1, 1e-9))).is_err());
+    let mut r = Ledger::new_rdp(PrivacyUnit::TOKEN, eps(1.0), delta(1e-6)).unwrap();
+    assert!(r.try_charge(PrivacyUnit::TOKEN, Charge::Approx(pb(0.1, 1e-9))).is_err());
     // Pure ε into an RDP ledger: min(ε, αε²/2) at every order (Mironov Prop 3 / BS16 1.4).
-    r.try_charge(Charge::Pure(eps(0.5))).unwrap();
+    r.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.5))).unwrap();
     let c = r.rdp_curve().unwrap();
     for (&alpha, &v) in DEFAULT_ORDERS.iter().zip(c.rdp()) {
         assert_upper(v, (alpha * 0.125).min(0.5), 1e-15);
@@ -527,18 +528,18 @@ fn mixed_charges_follow_the_documented_rules() {
 #[test]
 fn ledger_edges() {
     // δ = 0 targets make no sense for RDP; an approximate ledger with δ = 0 is a pure ledger.
-    assert!(Ledger::new_rdp(eps(1.0), Delta::ZERO).is_err());
-    let mut p = Ledger::new_approx(pb(1.0, 0.0));
-    assert!(p.try_charge(Charge::Approx(pb(0.1, f64::from_bits(1)))).is_err());
-    p.try_charge(Charge::Pure(eps(1.0))).unwrap();
+    assert!(Ledger::new_rdp(PrivacyUnit::TOKEN, eps(1.0), Delta::ZERO).is_err());
+    let mut p = Ledger::new_approx(PrivacyUnit::TOKEN, pb(1.0, 0.0));
+    assert!(p.try_charge(PrivacyUnit::TOKEN, Charge::Approx(pb(0.1, f64::from_bits(1)))).is_err());
+    p.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(1.0))).unwrap();
     // A huge pure charge into a zCDP ledger (ε²/2 overflows) is refused, not accepted as NaN.
-    let mut z = Ledger::new_zcdp(rho(f64::MAX));
+    let mut z = Ledger::new_zcdp(PrivacyUnit::TOKEN, rho(f64::MAX));
     assert!(matches!(
-        z.try_charge(Charge::Pure(eps(1e200))),
+        z.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(1e200))),
         Err(Error::Infeasible { lhs, .. }) if lhs == f64::INFINITY
     ));
     // Very small targets: nothing fits an RDP ledger whose grid cannot certify them.
-    let mut r = Ledger::new_rdp(eps(1e-6), delta(1e-12)).unwrap();
-    assert!(r.try_charge(Charge::Zcdp(rho(1e-15))).is_err());
+    let mut r = Ledger::new_rdp(PrivacyUnit::TOKEN, eps(1e-6), delta(1e-12)).unwrap();
+    assert!(r.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(rho(1e-15))).is_err());
     assert_eq!(r.spent(), Amount::Rdp { epsilon: 0.0, delta: 1e-12 });
 }

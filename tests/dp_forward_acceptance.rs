@@ -21,6 +21,7 @@
 mod support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::zcdp::Rho;
 use dpattn::calibration::amgm::amgm_sigma;
 use dpattn::calibration::gaussian_mechanism::{
@@ -1313,7 +1314,7 @@ fn ledger_charges_per_release() -> Res<()> {
     let x0: Vec<f64> = (0..3 * tokens * dim).map(|i| i as f64 - 5.0).collect();
     // Approximate DP, one release: charged (ε, δ) once per call (the batch is parallel).
     let p = params(1.0, 1e-5, 1.0, tokens, dim);
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.5, 2.5e-5)?);
+    let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(2.5, 2.5e-5)?);
     for call in 1..=2u64 {
         let mut x = x0.clone();
         dp_forward(
@@ -1351,7 +1352,7 @@ fn ledger_charges_per_release() -> Res<()> {
         rule: SensitivityRule::ReleasedCode,
         ..params(8.0, 1e-5, 1.0, tokens, dim)
     };
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(20.0, 1e-5)?);
+    let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(20.0, 1e-5)?);
     let mut x = x0.clone();
     dp_forward(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
@@ -1370,7 +1371,8 @@ fn ledger_charges_per_release() -> Res<()> {
     assert!(rel(code.release_rho()?.get(), 4.0 / (2.0 * sc * sc)) < 1e-14);
     assert!(rel(code.release_rho()?.get(), 2.0 / num("0.60022907219895155889").powi(2)) < 1e-13);
     // An RDP ledger takes the same exact zCDP charge.
-    let mut rdp = Ledger::new_rdp(Epsilon::new(50.0)?, dpattn::Delta::new(1e-5)?)?;
+    let mut rdp =
+        Ledger::new_rdp(PrivacyUnit::Sequence, Epsilon::new(50.0)?, dpattn::Delta::new(1e-5)?)?;
     let mut x = x0.clone();
     dp_forward(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
@@ -1390,7 +1392,7 @@ fn ledger_charges_per_release() -> Res<()> {
     let sigma = p3.noise_floor()?;
     let rho_one = 1.0 / (2.0 * sigma * sigma);
     assert!(rel(rho_one, num("0.011975234109139405638")) < 1e-13);
-    let mut ledger = Ledger::new_zcdp(Rho::new(1.0)?);
+    let mut ledger = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(1.0)?);
     for call in 1..=3u64 {
         let mut x = x0.clone();
         dp_forward(
@@ -1411,7 +1413,7 @@ fn ledger_charges_per_release() -> Res<()> {
     assert!(rel(rho, 0.2680511232112942f64.powi(2) / 2.0) < 1e-12, "three releases: ρ {rho}");
     assert!(rel(p3.release_rho()?.get(), rho_one) < 1e-14);
     // A zCDP ledger too small for the next release: refused, untouched.
-    let mut small = Ledger::new_zcdp(Rho::new(rho_one * 1.5)?);
+    let mut small = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(rho_one * 1.5)?);
     let mut x = x0.clone();
     dp_forward(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
@@ -1646,8 +1648,8 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     let k = key(61);
     let x0: Vec<f64> = (0..2 * tokens * dim).map(|i| 0.3 * i as f64 - 1.0).collect();
     let rows = 2 * tokens;
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3)?);
-    let mut zledger = Ledger::new_zcdp(Rho::new(10.0)?);
+    let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(10.0, 1e-3)?);
+    let mut zledger = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(10.0)?);
     let untouched = |x: &[f64], l: &Ledger, z: &Ledger| {
         assert_eq!(bits(x), bits(&x0));
         assert_eq!((l.charges(), z.charges()), (0, 0));

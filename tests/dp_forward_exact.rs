@@ -22,6 +22,7 @@ mod support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::Ledger;
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors,
     NoisePosition, SensitivityRule, clip_hidden, dp_forward, dp_forward_scratch_len,
@@ -483,7 +484,7 @@ fn matrix_factors_add_data_independent_noise_to_the_grid_release() {
 #[test]
 fn exact_refusals_leave_x_and_ledger_untouched() {
     let k = key(3);
-    let mut ledger = Ledger::new_zcdp(Rho::new(10.0).unwrap());
+    let mut ledger = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(10.0).unwrap());
     let mut refused = |x: &mut [f32], p: &DpForwardParams, f: &NoiseFactors<'_>, first: u64| {
         let x0: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let rows = x.len() / p.dim;
@@ -570,8 +571,9 @@ fn exact_mode_charges_what_the_float_path_charges_and_reports_its_grid() {
     let mut spent = Vec::new();
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
         let p = DpForwardParams { noise_mode: mode, ..p };
-        let mut approx = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4).unwrap());
-        let mut zcdp = Ledger::new_zcdp(Rho::new(10.0).unwrap());
+        let mut approx =
+            Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(8.0, 1e-4).unwrap());
+        let mut zcdp = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(10.0).unwrap());
         for ledger in [&mut approx, &mut zcdp] {
             let mut x = x0.clone();
             let rep = dp_forward(

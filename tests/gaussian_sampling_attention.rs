@@ -13,6 +13,7 @@
 mod support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::gaussian_sampling_attention::{
     Domain, GaussianSamplingParams, OutOfDomain, PrivateReport, RhoModel, Sampler, dp_covariance,
     dp_covariance_from_data, dp_covariance_from_data_scratch_len, dp_covariance_scratch_len,
@@ -527,7 +528,8 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
                 gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)
                     .unwrap()
             ];
-        let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let mut ledger =
+            Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
         gaussian_sampling_attention(
             BatchedMut::contiguous(&mut b, [batch, heads, n, n]).unwrap(),
             BatchedMut::contiguous(&mut p, [batch, heads, n, n]).unwrap(),
@@ -643,7 +645,8 @@ fn the_ledger_is_charged_once_and_refusals_change_nothing() {
     };
     // Parallel composition over disjoint batch elements: 2 heads charged, not 4.
     params.batch_elements_disjoint = true;
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.5, 1e-5).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1.5, 1e-5).unwrap());
     assert!(call(&params, &mut ledger).0.is_ok());
     assert_eq!(ledger.spent(), Amount::Approx { epsilon: 1.0, delta: 2e-6 });
     // The next call does not fit (1.0 + 1.0 > 1.5): refused, nothing written or spent.
@@ -655,7 +658,8 @@ fn the_ledger_is_charged_once_and_refusals_change_nothing() {
         domain: Domain { alpha: domain.alpha / 3.0, ..params.domain },
         ..params
     };
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     assert!(matches!(call(&bad, &mut ledger).0, Err(Error::DomainViolation { .. })));
     assert_eq!(ledger.charges(), 0);
 }
@@ -708,7 +712,8 @@ fn clipping_is_continuous_even_where_the_squared_norm_overflows() {
     let x = 1.3407807929942596e154f64;
     let mut params = default_params(Domain::new(1e100, 1e190, 1e80).unwrap());
     params.out_of_domain = OutOfDomain::ClipAndRidge;
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let b1 = release_with_ledger(&[x], 1, 1, &params, &mut ledger).unwrap();
     let b2 = release_with_ledger(&[x.next_up()], 1, 1, &params, &mut ledger).unwrap();
     assert!((b1[0] / b2[0] - 1.0).abs() < 1e-12, "{b1:?} vs {b2:?}");
@@ -716,7 +721,8 @@ fn clipping_is_continuous_even_where_the_squared_norm_overflows() {
 
 #[test]
 fn conditions_that_could_fail_while_drawing_are_refused_before_the_charge() {
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     // Noise element indices past 2^64 (factor-free, d = 2049, k = 2^53).
     let mut p = default_params(Domain::new(1.0, 1e-3, 1e-20).unwrap());
     p.sampler = Sampler::FactorFree;

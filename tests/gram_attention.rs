@@ -10,6 +10,7 @@ mod support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_sigma;
 use dpattn::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey};
@@ -185,15 +186,17 @@ fn ledgers_are_charged_the_composed_cost_and_errors_change_nothing() {
     let x = vec![0.25; b * h * n * d];
     let params = GramAttentionParams::new(PrivacyBudget::new(0.5, 1e-6).unwrap(), 1.0, 0.5);
     let key = NoiseKey::for_replay([1; 32]);
-    let mut approx = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut approx =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let (_, _, rep) = release(&x, [b, h, n, d], &params, &key, 0, Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 2.0, delta: 4e-6 });
     assert_eq!(approx.unsafe_float_charges(), 0);
     let disjoint = GramAttentionParams { batch_elements_disjoint: true, ..params };
-    let mut approx = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut approx =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     release(&x, [b, h, n, d], &disjoint, &key, 0, Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 1.0, delta: 2e-6 });
-    let mut zcdp = Ledger::new_zcdp(Rho::new(10.0).unwrap());
+    let mut zcdp = Ledger::new_zcdp(PrivacyUnit::FeatureColumn, Rho::new(10.0).unwrap());
     release(&x, [b, h, n, d], &params, &key, 0, Some(&mut zcdp)).unwrap();
     let Amount::Zcdp { rho } = zcdp.spent() else { panic!() };
     assert!(rho >= 4.0 * rep.grid.rho() && rho <= 4.0 * rep.grid.rho() * (1.0 + 1e-12));
@@ -205,14 +208,16 @@ fn ledgers_are_charged_the_composed_cost_and_errors_change_nothing() {
         GramAttentionParams { budget: PrivacyBudget::new(0.5, 0.0).unwrap(), ..params },
     ];
     for p in bad {
-        let mut l = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let mut l =
+            Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
         let e = release(&x, [b, h, n, d], &p, &key, 0, Some(&mut l));
         assert!(matches!(e, Err(Error::OutOfRange { .. })), "{e:?}");
         assert_eq!(l.charges(), 0);
     }
     let mut ob = vec![7.0; b * h * n * n];
     let mut op = vec![7.0; b * h * n * n];
-    let mut l = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut l =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let e = gram_attention(
         BatchedMut::contiguous(&mut ob, [b, h, n, n]).unwrap(),
         BatchedMut::contiguous(&mut op, [b, h, n, n]).unwrap(),
@@ -227,7 +232,8 @@ fn ledgers_are_charged_the_composed_cost_and_errors_change_nothing() {
     assert_eq!(l.charges(), 0);
     assert!(ob.iter().chain(&op).all(|&v| v == 7.0));
     // A budget that does not fit: refused before anything is written.
-    let mut tiny = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-3).unwrap());
+    let mut tiny =
+        Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1.0, 1e-3).unwrap());
     assert!(release(&x, [b, h, n, d], &params, &key, 0, Some(&mut tiny)).is_err());
     assert_eq!(tiny.charges(), 0);
     // Private NaN/∞ never refuses.

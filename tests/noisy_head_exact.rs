@@ -11,6 +11,7 @@
 mod support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::noisy_head::{
     Accounting, Features, Form, NoisyHeadParams, Prompts, RidgeSolver, excess_risk,
     generate_prompts, noisy_head, noisy_head_scratch_len, presets, private_features, random_start,
@@ -308,7 +309,8 @@ fn exact_mode_refusals_are_public_and_leave_output_and_ledger_untouched() {
         noise_mode: NoiseMode::Exact,
     };
     let data = Data::generate(base.n, base.l, base.d, 45, 0);
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let attempt = |p: &NoisyHeadParams, ledger: &mut Ledger| -> Res<()> {
         let mut out = vec![7.25; 9];
         let mut scratch = vec![-3.5; noisy_head_scratch_len(p, Form::Gram).unwrap()];

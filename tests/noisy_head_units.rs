@@ -22,6 +22,7 @@
 mod support;
 
 use dpattn::accounting::ledger::{Amount, Charge, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::zcdp::{Rho, zcdp_rho_for};
 use dpattn::noisy_head::schedule::{
     expected_z_norm_sq, mean_field_excess_risk, t_from_r, t_low_dim_code, t_low_dim_theorem,
@@ -231,7 +232,7 @@ fn v_clipped(data: &Data, k: usize, c: f64) -> Vec<f64> {
 
 /// A `(ε, δ)` approximate-DP ledger with the default order count.
 fn approx_ledger(eps: f64, delta: f64) -> Ledger {
-    Ledger::new_approx(PrivacyBudget::new(eps, delta).unwrap())
+    Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(eps, delta).unwrap())
 }
 
 /// [`noisy_head`] without a ledger.
@@ -1448,7 +1449,7 @@ fn u8_zcdp_accounting_lifts_the_per_step_limit() {
     assert!(matches!(paper.validate(), Err(Error::Infeasible { .. })));
     let data = Data::generate(p.n, p.l, p.d, 0.0, 27, 0);
     let rho = zcdp_rho_for(PrivacyBudget::new(8.0, 1e-5).unwrap()).unwrap();
-    let mut ledger = Ledger::new_zcdp(Rho::new(rho.get() * 1.5).unwrap());
+    let mut ledger = Ledger::new_zcdp(PrivacyUnit::Prompt, Rho::new(rho.get() * 1.5).unwrap());
     let mut out = vec![0.0; 9];
     let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram).unwrap()];
     noisy_head(

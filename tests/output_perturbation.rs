@@ -25,6 +25,7 @@ mod support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::rdp::DEFAULT_ORDERS;
 use dpattn::attention::{AttentionParams, attention_scratch_len};
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_sigma;
@@ -992,7 +993,7 @@ fn approximate_ledger_is_charged_epsilon_delta_once_per_call() {
     let c = small_context(1);
     let mut params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
     params.budget = PrivacyBudget::new(0.5, 1e-6).unwrap();
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
+    let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
     let key = NoiseKey::for_replay([3; 32]);
     release(&c, &params, &key, 0, Some(&mut ledger)).unwrap();
     assert_eq!(ledger.charges(), 1);
@@ -1009,7 +1010,7 @@ fn zcdp_and_rdp_ledgers_are_charged_the_gaussian_rho() {
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Cosh, c.pad.as_deref());
     let key = NoiseKey::for_replay([4; 32]);
     let delta = sensitivity(&c, &params);
-    let mut ledger = Ledger::new_zcdp(Rho::new(10.0).unwrap());
+    let mut ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(10.0).unwrap());
     let (_, sigma) = release(&c, &params, &key, 0, Some(&mut ledger)).unwrap();
     let rho = (0..c.s.b)
         .map(|b| delta[b] * delta[b] / (2.0 * sigma[b * c.s.h] * sigma[b * c.s.h]))
@@ -1019,7 +1020,9 @@ fn zcdp_and_rdp_ledgers_are_charged_the_gaussian_rho() {
     assert!((spent / rho - 1.0).abs() < 1e-12, "spent ρ {spent} vs Δ²/2σ² = {rho}");
     assert_eq!(ledger.charges(), 1);
 
-    let mut rdp = Ledger::new_rdp(Epsilon::new(20.0).unwrap(), Delta::new(1e-5).unwrap()).unwrap();
+    let mut rdp =
+        Ledger::new_rdp(PrivacyUnit::TOKEN, Epsilon::new(20.0).unwrap(), Delta::new(1e-5).unwrap())
+            .unwrap();
     release(&c, &params, &key, 0, Some(&mut rdp)).unwrap();
     assert_eq!(rdp.charges(), 1);
     let curve = rdp.rdp_curve().unwrap();
@@ -1041,7 +1044,8 @@ fn a_refused_charge_releases_nothing_and_leaves_the_ledger_unchanged() {
     let mut sigma = vec![0.0; c.s.b * c.s.h];
 
     // (ε, δ) = (1, 1e-5) does not fit in ε = 0.75.
-    let mut approx = Ledger::new_approx(PrivacyBudget::new(0.75, 1e-3).unwrap());
+    let mut approx =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(0.75, 1e-3).unwrap());
     let before = approx.spent();
     let r = try_release_into(&c, &params, &key, 0, Some(&mut approx), &mut out, &mut sigma);
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
@@ -1049,7 +1053,7 @@ fn a_refused_charge_releases_nothing_and_leaves_the_ledger_unchanged() {
     assert_eq!((approx.spent(), approx.charges()), (before, 0));
 
     // ρ ≈ 0.036 does not fit in 1e-3.
-    let mut zcdp = Ledger::new_zcdp(Rho::new(1e-3).unwrap());
+    let mut zcdp = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1e-3).unwrap());
     let r = try_release_into(&c, &params, &key, 0, Some(&mut zcdp), &mut out, &mut sigma);
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert!(out.iter().all(|x| x.to_bits() == SENTINEL.to_bits()), "output written");
@@ -1067,7 +1071,8 @@ fn invalid_input_errors_without_charging() {
                  params: &OutputPerturbationParams<'_>,
                  sigma_len: usize,
                  ok: &dyn Fn(&Error) -> bool| {
-        let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let mut ledger =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
         let mut out = vec![SENTINEL; s.out_len()];
         let mut sigma = vec![0.0; sigma_len];
         let r = try_release_into(c, params, &key, 0, Some(&mut ledger), &mut out, &mut sigma);
@@ -1113,7 +1118,8 @@ fn invalid_input_errors_without_charging() {
     check("key padding length", &c, &p, bh, &|e| matches!(e, Error::ShapeMismatch { .. }));
 
     // A scratch that is too small is also refused before the charge.
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let mut out = vec![SENTINEL; s.out_len()];
     let (q, k, v) = c.views();
     let o = BatchedMut::contiguous(&mut out, [s.b, s.h, s.sq, s.dv]).unwrap();
@@ -1157,7 +1163,8 @@ fn non_finite_private_rows_are_released_as_zero_rows() {
             poisoned.v[vrow] = bad;
             zeroed.v[vrow..vrow + s.dv].fill(0.0);
         }
-        let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let mut ledger =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
         let (a, sa) = release(&poisoned, &params, &key, 2, Some(&mut ledger))
             .unwrap_or_else(|e| panic!("{bad} in {which}: {e:?}"));
         assert_eq!(ledger.charges(), 1);
@@ -1179,7 +1186,7 @@ fn a_context_with_no_visible_key_releases_zeros() {
     let params = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, c.pad.as_deref());
     let key = NoiseKey::for_replay([7; 32]);
     assert!(sensitivity(&c, &params).iter().all(|&d| d == 0.0));
-    let mut approx = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-4).unwrap());
+    let mut approx = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-4).unwrap());
     let (out, sigma) = release(&c, &params, &key, 0, Some(&mut approx)).unwrap();
     assert!(sigma.iter().all(|&x| x == 0.0), "{sigma:?}");
     assert!(out.iter().all(|&x| x == 0.0));
@@ -1188,7 +1195,7 @@ fn a_context_with_no_visible_key_releases_zeros() {
     // Regression: with a zCDP (or RDP) ledger this valid call once failed: every Δ_b is 0,
     // so ρ = max_b Δ_b²/(2σ_b²) = 0 and `Rho::new(0.0)` is an error. A release of a
     // constant costs nothing on those ledgers.
-    let mut zcdp = Ledger::new_zcdp(Rho::new(1.0).unwrap());
+    let mut zcdp = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0).unwrap());
     let r = release(&c, &params, &key, 0, Some(&mut zcdp));
     let (out, sigma) = r.unwrap_or_else(|e| panic!("zCDP ledger, no visible key: {e:?}"));
     assert!(sigma.iter().all(|&x| x == 0.0) && out.iter().all(|&x| x == 0.0));
@@ -1394,7 +1401,8 @@ fn exact_mode_charges_in_its_mode_and_the_unsafe_mode_is_counted() {
     let base = dp_params(1.0, 1.0, 0.5, ScoreFn::Exp, None);
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
         let params = OutputPerturbationParams { noise_mode: mode, ..base };
-        let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let mut ledger =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
         release(&c, &params, &key, 0, Some(&mut ledger)).unwrap();
         assert_eq!(ledger.charges(), 1);
         assert_eq!(ledger.unsafe_float_charges(), u64::from(mode == NoiseMode::UnsafeFloat));
@@ -1404,7 +1412,8 @@ fn exact_mode_charges_in_its_mode_and_the_unsafe_mode_is_counted() {
     // charge, with nothing written.
     let params = exact_mode(base);
     let s = c.s;
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let mut out = vec![SENTINEL; s.out_len()];
     let (q, k, v) = c.views();
     let o = BatchedMut::contiguous(&mut out, [s.b, s.h, s.sq, s.dv]).unwrap();

@@ -43,6 +43,7 @@ mod support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_sigma;
 use dpattn::dp_cross_attention::{
     CrossAttentionParams, DomainPolicy, DpCrossAttention, check_domain,
@@ -305,7 +306,7 @@ fn ac6_config_a_through_dp_cross_attention() {
     let keys = random_matrix(&mut rng, n, d, 0.0, 1.0);
     let vals = random_matrix(&mut rng, n, d, -1.0, 1.0);
     let total = PrivacyBudget::new(2.5, 5e-6).unwrap();
-    let mut ledger: Ledger = Ledger::new_approx(total);
+    let mut ledger: Ledger = Ledger::new_approx(PrivacyUnit::TOKEN, total);
     let att = DpCrossAttention::new(
         MatRef::from_row_major(&keys, n, d).unwrap(),
         MatRef::from_row_major(&vals, n, d).unwrap(),
@@ -822,7 +823,8 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
         let rounded = delta + 2.0 * err + per_entry * lambda;
 
         let st = stream(8, 1);
-        let mut ledger: Ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
+        let mut ledger: Ledger =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
         let sk = MomentSketch::new(k, v, &p, &st, Some(&mut ledger)).unwrap();
         assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
         assert_eq!((sk.noise_mode(), sk.resolution()), (NoiseMode::Exact, Some(lambda)));
@@ -879,7 +881,8 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
             assert_eq!(got, ((m / lambda).round() + draw(i as u64) as f64) * lambda, "entry {i}");
         }
         // A refused charge: no sketch, the ledger as it was.
-        let mut small: Ledger = Ledger::new_approx(PrivacyBudget::new(0.1, 1e-5).unwrap());
+        let mut small: Ledger =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(0.1, 1e-5).unwrap());
         let r = MomentSketch::new(k, v, &p, &st, Some(&mut small));
         assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
         assert_eq!(
@@ -1024,10 +1027,11 @@ fn e1_ledger_charges() {
         MatRef::from_row_major(&vals, n, d).unwrap(),
     );
     let gauss = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(0.75, 1e-6).unwrap());
-    let mut approx: Ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
+    let mut approx: Ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
     MomentSketch::new(k, v, &gauss, &stream(7, 0), Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 0.75, delta: 1e-6 });
-    let mut zcdp: Ledger = Ledger::new_zcdp(Rho::new(1.0).unwrap());
+    let mut zcdp: Ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0).unwrap());
     let r = MomentSketch::new(k, v, &gauss, &stream(7, 1), Some(&mut zcdp));
     assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
     assert_eq!(zcdp.charges(), 0);
@@ -1041,7 +1045,8 @@ fn e1_ledger_charges() {
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 1.25, delta: 1e-6 });
     assert_eq!(approx.charges(), 2);
     // A refused charge returns no sketch.
-    let mut small: Ledger = Ledger::new_approx(PrivacyBudget::new(0.25, 1e-5).unwrap());
+    let mut small: Ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(0.25, 1e-5).unwrap());
     let r = MomentSketch::new(k, v, &lap, &stream(7, 4), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
@@ -1232,7 +1237,8 @@ fn tight_accounting_report_fits_its_target() {
     let mut p = CrossAttentionParams::new(paper_tree());
     p.adaptive.tree.accounting = Accounting::Tight;
     p.adaptive.copies = Copies::Fixed(3);
-    let mut ledger: Ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 2e-6).unwrap());
+    let mut ledger: Ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 2e-6).unwrap());
     let r = DpCrossAttention::new(
         mat(&keys, 4, 4),
         mat(&keys, 4, 4),
@@ -1359,7 +1365,8 @@ fn private_domain_policy() {
         let r = DpCrossAttention::new(m(k), m(v), &reject, &stream(12, 3), None::<&mut Ledger>);
         assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
     }
-    let mut ledger: Ledger = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-3).unwrap());
+    let mut ledger: Ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
     let r =
         DpCrossAttention::new(m(&one_bad_key), m(&tv), &reject, &stream(12, 4), Some(&mut ledger));
     assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
@@ -1376,7 +1383,8 @@ fn vacuous_composed_guarantee_is_refused_before_building() {
     t.delta_prime = 0.5;
     let p = CrossAttentionParams::faithful(t, Copies::Fixed(1));
     let keys: Vec<f64> = (0..32).map(|i| f64::from(i % 7) / 7.0).collect();
-    let mut ledger: Ledger = Ledger::new_approx(PrivacyBudget::new(100.0, 0.999).unwrap());
+    let mut ledger: Ledger =
+        Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(100.0, 0.999).unwrap());
     let r = DpCrossAttention::new(
         mat(&keys, 8, 4),
         mat(&keys, 8, 4),

@@ -21,6 +21,7 @@
 mod support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::dp_cross_attention::{BudgetSplit, CrossAttentionParams, DpCrossAttention};
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey, TruncatedDiscreteLaplace};
@@ -868,7 +869,7 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
         CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-6), 1e-6));
     assert_eq!(params.split, BudgetSplit::PerVector);
 
-    let mut ledger = Ledger::new_approx(budget(1.0, 2e-6));
+    let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
     let att = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut ledger)).unwrap();
     let got = att.achieved_privacy().unwrap();
     let (ge, gd) = (got.epsilon().get(), got.delta().get());
@@ -880,26 +881,26 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     // The unsafe float path is charged the same and counted as such.
     let mut fp = params;
     fp.adaptive.tree.noise_mode = NoiseMode::UnsafeFloat;
-    let mut fl = Ledger::new_approx(budget(1.0, 2e-6));
+    let mut fl = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
     let f = DpCrossAttention::new(km, vm, &fp, &stream(0x51, 0), Some(&mut fl)).unwrap();
     assert_eq!(f.achieved_privacy().unwrap(), got);
     assert_eq!((fl.spent(), fl.unsafe_float_charges()), (ledger.spent(), 1));
 
     // Too little ε: refused before anything is returned; the ledger is unchanged.
-    let mut small = Ledger::new_approx(budget(0.99 * ge, 2e-6));
+    let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(0.99 * ge, 2e-6));
     let r = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
     assert_eq!(small.spent(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
     // Too little δ.
-    let mut small = Ledger::new_approx(budget(1.0, 0.5 * gd));
+    let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 0.5 * gd));
     let r = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
 
     // Repeated releases on one ledger (ample δ) are charged on top of each other until ε
     // runs out: ⌊1/ε_release⌋ of them (one fewer if the upward rounding of the sums bites).
-    let mut ledger = Ledger::new_approx(budget(1.0, 1e-3));
+    let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 1e-3));
     let mut releases = 0u64;
     while DpCrossAttention::new(km, vm, &params, &stream(0x51, releases), Some(&mut ledger)).is_ok()
     {

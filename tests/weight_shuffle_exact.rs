@@ -13,6 +13,7 @@
 mod support;
 
 use dpattn::accounting::ledger::Ledger;
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::grid_release::GaussianGrid;
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey};
 use dpattn::weight_shuffle::{
@@ -222,7 +223,9 @@ fn exact_step_releases_the_sum_on_the_grid_with_the_integer_noise_of_element_j()
 fn exact_mode_has_no_bounded_support_refusal_and_is_not_an_unsafe_charge() -> Result<()> {
     let (blocks, _, d, _) = small();
     let plan = ShufflePlan::new(&blocks, d)?;
-    let new_ledger = || Ledger::new_rdp(Epsilon::new(1e6).unwrap(), Delta::new(1e-5).unwrap());
+    let new_ledger = || {
+        Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(1e6).unwrap(), Delta::new(1e-5).unwrap())
+    };
     let zero = |_: u64, _: &[f64], g: &mut [f64]| {
         g.fill(0.0);
         Ok(())
@@ -253,7 +256,7 @@ fn exact_mode_refuses_a_noise_no_grid_holds_before_any_gradient() -> Result<()> 
     let plan = ShufflePlan::new(&blocks, d)?;
     let p = ShuffledDpSgdParams::new(1.0, 1.0, 1e9, 0.1, 10);
     assert!(matches!(p.exact_grid(&plan, 8), Err(Error::OutOfRange { .. })));
-    let mut ledger = Ledger::new_rdp(Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
+    let mut ledger = Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
     let (w0, mut w) = (vec![0.5f64; d], vec![0.5f64; d]);
     let mut calls = 0;
     let count = |_: u64, _: &[f64], g: &mut [f64]| {

@@ -41,6 +41,7 @@
 mod support;
 
 use core::f64::consts::LN_2;
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::rdp::{DEFAULT_ORDERS, SampledGaussianRdp, epsilon_after_steps};
@@ -1095,7 +1096,8 @@ fn ledger_is_charged_the_sampled_gaussian_at_sigma_eff() -> Result<()> {
     {
         let mut params = ShuffledDpSgdParams::new(q, 1.0, sigma, 0.1, 1000);
         params.fixed_noise_multiplier = sigma0;
-        let mut ledger = Ledger::new_rdp(Epsilon::new(8.0)?, Delta::new(delta)?)?;
+        let mut ledger =
+            Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(8.0)?, Delta::new(delta)?)?;
         let mech = SampledGaussianRdp::new(q, sigma_eff)?;
         steps_on_ledger(&params, records, 5, &mut ledger, &mut |k, l, report| {
             assert_eq!(report.effective_noise_multiplier, sigma_eff);
@@ -1263,8 +1265,10 @@ fn support_tail(t: u64, q: f64, sigma_eff: f64) -> f64 {
 #[test]
 fn bounded_support_refuses_small_sigma() -> Result<()> {
     let delta = 1e-5;
-    let new_ledger =
-        || Ledger::new_rdp(Epsilon::new(1e6).unwrap(), Delta::new(delta).unwrap()).unwrap();
+    let new_ledger = || {
+        Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(1e6).unwrap(), Delta::new(delta).unwrap())
+            .unwrap()
+    };
     // σ = 0.27: 1/σ ≈ 3.7, T·q·2·e^{−(4.87)²/2} ≈ 1.4e-4 ≫ δ/100 = 1e-7.
     let refused = |sigma: f64, sigma0: Option<f64>, t: u64, q: f64| {
         let mut params = float_params(q, 1.0, sigma, 0.1, t);
@@ -1324,9 +1328,10 @@ fn bounded_support_refuses_small_sigma() -> Result<()> {
 #[test]
 fn non_rdp_ledgers_are_unsupported_and_exhausted_budgets_refused() -> Result<()> {
     let params = ShuffledDpSgdParams::new(0.5, 1.0, 1.0, 0.1, 10);
-    for mut ledger in
-        [Ledger::new_approx(PrivacyBudget::new(100.0, 1e-5)?), Ledger::new_zcdp(Rho::new(100.0)?)]
-    {
+    for mut ledger in [
+        Ledger::new_approx(PrivacyUnit::Record, PrivacyBudget::new(100.0, 1e-5)?),
+        Ledger::new_zcdp(PrivacyUnit::Record, Rho::new(100.0)?),
+    ] {
         let (r, calls) = refusal_case(&params, 20, &mut ledger);
         assert!(matches!(r, Err(Error::Unsupported { .. })), "{r:?}");
         assert_eq!(calls, 0);
@@ -1334,7 +1339,7 @@ fn non_rdp_ledgers_are_unsupported_and_exhausted_budgets_refused() -> Result<()>
     }
 
     // A tiny budget: refused at the charge, after the gradients were computed.
-    let mut ledger = Ledger::new_rdp(Epsilon::new(0.05)?, Delta::new(1e-5)?)?;
+    let mut ledger = Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(0.05)?, Delta::new(1e-5)?)?;
     let (r, calls) = refusal_case(&params, 20, &mut ledger);
     match r {
         Err(Error::Infeasible { lhs, rhs, .. }) => {
@@ -1351,7 +1356,8 @@ fn non_rdp_ledgers_are_unsupported_and_exhausted_budgets_refused() -> Result<()>
     let mech = SampledGaussianRdp::new(q, sigma)?;
     let e3 = epsilon_after_steps(&mech, 3, &DEFAULT_ORDERS, delta)?.epsilon;
     let e4 = epsilon_after_steps(&mech, 4, &DEFAULT_ORDERS, delta)?.epsilon;
-    let mut ledger = Ledger::new_rdp(Epsilon::new(0.5 * (e3 + e4))?, Delta::new(delta)?)?;
+    let mut ledger =
+        Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(0.5 * (e3 + e4))?, Delta::new(delta)?)?;
     let params = ShuffledDpSgdParams::new(q, 1.0, sigma, 0.1, 10);
     for _ in 0..3 {
         assert!(refusal_case(&params, 50, &mut ledger).0.is_ok());
@@ -1419,8 +1425,12 @@ fn base_case() -> Case {
 fn run_case(case: &Case) -> (Result<StepReport>, u64) {
     let (blocks, d) = small_blocks();
     let plan = ShufflePlan::new(&blocks, d).unwrap();
-    let mut ledger =
-        Ledger::new_rdp(Epsilon::new(50.0).unwrap(), Delta::new(1e-5).unwrap()).unwrap();
+    let mut ledger = Ledger::new_rdp(
+        PrivacyUnit::Record,
+        Epsilon::new(50.0).unwrap(),
+        Delta::new(1e-5).unwrap(),
+    )
+    .unwrap();
     let ledger0 = ledger.clone();
     let (mut w, mut s) = (case.weights.clone(), case.state.clone());
     let mut perms = vec![0u32; case.perms_len];

@@ -28,6 +28,7 @@ use alloc::vec::Vec;
 
 use crate::accounting::composition::basic_composition_k;
 use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::error::{Error, Result};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::{MatMut, MatRef};
@@ -162,7 +163,11 @@ impl DpCrossAttention {
     ) -> Result<Self> {
         let s = Self::build(keys, values, params, Some(stream))?;
         if let Some(ledger) = ledger {
-            ledger.try_charge_in(Charge::Approx(s.achieved_privacy()?), s.noise_mode())?;
+            ledger.try_charge_in(
+                PrivacyUnit::TOKEN,
+                Charge::Approx(s.achieved_privacy()?),
+                s.noise_mode(),
+            )?;
         }
         Ok(s)
     }

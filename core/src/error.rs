@@ -116,6 +116,14 @@ pub enum Error {
         /// The declared bound it was compared with.
         declared: f64,
     },
+    /// A mechanism charged a ledger kept for another privacy unit: guarantees about
+    /// different units cannot be added up (`accounting::privacy_unit`).
+    UnitMismatch {
+        /// The ledger's unit.
+        ledger: &'static str,
+        /// The unit the mechanism's guarantee is about.
+        charge: &'static str,
+    },
     /// A structure's memory estimate (computed from public parameters before anything is
     /// allocated) exceeds the limit the caller set.
     MemoryLimit {
@@ -163,6 +171,10 @@ impl fmt::Display for Error {
             Error::DomainViolation { condition, measured, declared } => write!(
                 f,
                 "private input outside the declared domain: `{condition}` fails (measured {measured}, declared {declared}); this refusal depends on private data"
+            ),
+            Error::UnitMismatch { ledger, charge } => write!(
+                f,
+                "privacy unit mismatch: the ledger accounts for {ledger}, the release protects {charge}; use one ledger per unit"
             ),
             Error::MemoryLimit { what, needed_bytes, limit_bytes } => write!(
                 f,

@@ -33,6 +33,7 @@
 
 use crate::accounting::composition::{Rho, basic_composition_k};
 use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::normalise_scores;
 use crate::attention_options::ScoreFn;
 use crate::batched::{BatchedMut, BatchedRef};
@@ -198,6 +199,7 @@ pub struct GramReport {
 /// `ρ` (zCDP and RDP ledgers) after every check and before anything is written.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
 /// use dpattn_core::sampling::NoiseKey;
@@ -206,7 +208,7 @@ pub struct GramReport {
 /// let x: Vec<f64> = (0..n * d).map(|i| ((i % 5) as f64 - 2.0) / 4.0).collect();
 /// let params = GramAttentionParams::new(PrivacyBudget::new(1.0, 1e-6)?, 1.0, 0.1);
 /// let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(2.0, 1e-5)?);
 /// let report = gram_attention(
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
 ///     BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
@@ -266,7 +268,7 @@ pub fn gram_attention<T: Element, const N: usize>(
             Amount::Approx { .. } => Charge::Approx(charged),
             _ => Charge::Zcdp(Rho::new(rho)?),
         };
-        ledger.try_charge_in(charge, NoiseMode::Exact)?;
+        ledger.try_charge_in(PrivacyUnit::FeatureColumn, charge, NoiseMode::Exact)?;
     }
     let factors = &mut scratch[..d];
     let draw = KeyedStream::new(key, stream);

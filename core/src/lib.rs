@@ -69,6 +69,7 @@ pub mod privacy_params;
 pub mod reference_attention;
 pub mod sampling;
 pub mod scratch;
+pub mod session;
 #[cfg(feature = "alloc")]
 pub mod softmax_tree;
 pub mod weight_shuffle;

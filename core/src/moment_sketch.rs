@@ -59,6 +59,7 @@
 use alloc::vec::Vec;
 
 use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_sigma;
 use crate::directed_rounding::{add_down, add_up, count_up, div_up, mul_up, sqrt_up};
 use crate::error::{Error, Result, mul_size};
@@ -349,6 +350,7 @@ impl SketchGrid {
 /// The released sketch `M̃` (row-major `r × (d+1)`; column 0 is `P(K)ᵀ1`).
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{MatRef, PrivacyBudget};
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
@@ -357,7 +359,7 @@ impl SketchGrid {
 /// let keys: Vec<f64> = (0..n * d).map(|i| ((i * 37) % 100) as f64 / 100.0).collect();
 /// let vals: Vec<f64> = (0..n * d).map(|i| ((i * 53) % 200) as f64 / 100.0 - 1.0).collect();
 /// let params = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
 /// let s = MomentSketch::new(MatRef::from_row_major(&keys, n, d)?, MatRef::from_row_major(&vals, n, d)?,
 ///     &params, &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 0), Some(&mut ledger))?;
 /// let mut out = [0.0; 2];
@@ -405,7 +407,7 @@ impl MomentSketch {
                 SketchNoise::Gaussian => Charge::Approx(params.budget),
                 SketchNoise::Laplace => Charge::Pure(Epsilon::new(params.budget.epsilon().get())?),
             };
-            if let Err(e) = ledger.try_charge_in(charge, params.noise_mode) {
+            if let Err(e) = ledger.try_charge_in(PrivacyUnit::TOKEN, charge, params.noise_mode) {
                 s.sketch.fill(0.0);
                 return Err(e);
             }

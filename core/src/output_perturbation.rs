@@ -39,6 +39,7 @@
 
 use crate::accounting::composition::Rho;
 use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::dispatch::{self, Operands};
 use crate::attention::tiled::{GridDraw, NoiseDraw, RowClamp};
 use crate::attention::{AttentionParams, Extras, attention_scratch_len, prepare_f32, prepare_f64};
@@ -415,6 +416,7 @@ fn grid_of_batch<T: Element>(
 /// [`crate::noisy_attention`] in float mode.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::output_perturbation::{OutputPerturbationParams, output_perturbation_attention,
 ///     output_perturbation_scratch_len};
@@ -426,7 +428,7 @@ fn grid_of_batch<T: Element>(
 /// let params = OutputPerturbationParams { key_norm: 1.0, value_norm: 1.0,
 ///     budget: PrivacyBudget::new(1.0, 1e-6)?, scale: Scale::InvSqrtDim, score: ScoreFn::Exp,
 ///     key_padding: None, kernel: Kernel::Auto, noise_mode: NoiseMode::Exact };
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
 /// let (mut out, mut sigma) = (vec![0f32; s_q * d], [0.0]);
 /// output_perturbation_attention(
 ///     BatchedMut::contiguous(&mut out, [1, 1, s_q, d])?,
@@ -550,7 +552,7 @@ impl Calibrated {
             _ if self.rho == 0.0 => return Ok(()),
             _ => Charge::Zcdp(Rho::new(self.rho)?),
         };
-        ledger.try_charge_in(charge, self.noise_mode)
+        ledger.try_charge_in(PrivacyUnit::TOKEN, charge, self.noise_mode)
     }
 }
 

@@ -6,6 +6,7 @@
 //! the CPU Gaussian sampler for the noise alone. Tolerances: the largest error relative to
 //! the largest reference magnitude, ≤ 1e-5 for `f32`, ≤ 1e-2 for bf16/f16 (the issue's).
 
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use std::sync::Arc;
 
 use dpattn_core::attention::attention_scratch_len;
@@ -290,7 +291,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
     let ws_len = exact_workspace_len([b, h, sk, d], [b, h, sq, d]).unwrap();
     let mut ws = s.alloc_zeros::<u8>(ws_len).unwrap();
     let mut sigma_gpu = vec![0.0; b * h];
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-5).unwrap());
+    let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
     {
         let (qp, _a) = qd.device_ptr(&s);
         let (kp, _b) = kd.device_ptr(&s);

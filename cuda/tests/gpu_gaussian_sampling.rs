@@ -9,6 +9,7 @@
 
 #[path = "support/gaussian_sampling.rs"]
 mod support;
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use support::{Release, compare, cpu_release, input, key, ledger, params};
 
 use std::sync::Arc;
@@ -203,7 +204,12 @@ fn raw_entry_point_runs_on_caller_memory_and_a_borrowed_stream() {
     assert!(typed.p.iter().zip(&gp).all(|(a, b)| a.to_bits() == b.to_bits()));
     let expected = check_release_parameters(&params, shape).unwrap();
     let mut reference = ledger();
-    reference.try_charge(dpattn_core::accounting::ledger::Charge::Approx(expected)).unwrap();
+    reference
+        .try_charge(
+            PrivacyUnit::FeatureColumn,
+            dpattn_core::accounting::ledger::Charge::Approx(expected),
+        )
+        .unwrap();
     assert_eq!(lg.spent(), reference.spent());
     drop(borrowed);
     owner.synchronize().unwrap(); // the borrowed wrapper did not destroy the stream

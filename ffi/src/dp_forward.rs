@@ -12,6 +12,7 @@
 //! once per input for the whole plan) or `dpattn_dp_forward_release_rho` (zCDP/RDP, per
 //! release) yourself.
 
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use std::ffi::c_void;
 
 use dpattn_core::dp_forward::{
@@ -963,14 +964,20 @@ pub(crate) mod ledger_testing {
             match kind {
                 Kind::Approx(e, d) => (
                     dpattn_ledger_new_approx(e, d, &mut h),
-                    Ledger::new_approx(PrivacyBudget::new(e, d).unwrap()),
+                    Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(e, d).unwrap()),
                 ),
-                Kind::Zcdp(r) => {
-                    (dpattn_ledger_new_zcdp(r, &mut h), Ledger::new_zcdp(Rho::new(r).unwrap()))
-                }
+                Kind::Zcdp(r) => (
+                    dpattn_ledger_new_zcdp(r, &mut h),
+                    Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(r).unwrap()),
+                ),
                 Kind::Rdp(e, d) => (
                     dpattn_ledger_new_rdp(e, d, &mut h),
-                    Ledger::new_rdp(Epsilon::new(e).unwrap(), Delta::new(d).unwrap()).unwrap(),
+                    Ledger::new_rdp(
+                        PrivacyUnit::Sequence,
+                        Epsilon::new(e).unwrap(),
+                        Delta::new(d).unwrap(),
+                    )
+                    .unwrap(),
                 ),
             }
         };

@@ -13,10 +13,14 @@
 //! | `dpattn_ledger_new_zcdp` | ρ | `Σρᵢ` | valid filter for adaptively chosen charges |
 //! | `dpattn_ledger_new_rdp` | `(ε, δ)` target | RDP curves add order by order on the 156 default orders, converted to ε at δ | the *sequence of charges* must be fixed in advance (use zCDP for fully adaptive parameters) |
 //!
-//! Every charge must be for the same neighbour relation as the total.
+//! A ledger is created for one privacy unit (`dpattn_privacy_unit`: one token, one feature
+//! column, one sequence, one prompt, one record) and refuses, with
+//! `DPATTN_STATUS_UNIT_MISMATCH`, a charge about another unit: guarantees about different
+//! units do not add up. Manual charges name the unit of the mechanism they pay for.
 
 use dpattn_core::accounting::composition::Rho;
 use dpattn_core::accounting::ledger::{Amount, Charge, Ledger};
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use dpattn_core::accounting::rdp::{
     DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, RdpCurve, SampledGaussianRdp,
 };
@@ -39,6 +43,58 @@ pub struct dpattn_ledger {
 impl Handle for dpattn_ledger {
     type Inner = Ledger;
     const NAME: &'static str = "dpattn_ledger";
+}
+
+/// `dpattn_privacy_unit.kind`: up to `tokens ≥ 1` tokens of one private context or sequence
+/// (output perturbation and paper 001: 1; DP-Forward's token level: `c`).
+pub const DPATTN_UNIT_TOKENS: u32 = 0;
+/// `dpattn_privacy_unit.kind`: one feature column (paper 000, the Gram-matrix attention).
+pub const DPATTN_UNIT_FEATURE_COLUMN: u32 = 1;
+/// `dpattn_privacy_unit.kind`: one whole sequence (DP-Forward's sequence level).
+pub const DPATTN_UNIT_SEQUENCE: u32 = 2;
+/// `dpattn_privacy_unit.kind`: one training prompt (NoisyHead).
+pub const DPATTN_UNIT_PROMPT: u32 = 3;
+/// `dpattn_privacy_unit.kind`: one training record, added or removed (DP-SGD).
+pub const DPATTN_UNIT_RECORD: u32 = 4;
+
+/// What neighbouring inputs differ in (the core `PrivacyUnit`): `kind` is a
+/// `DPATTN_UNIT_*` value; `tokens` is the group size for `DPATTN_UNIT_TOKENS` (at least 1)
+/// and must be 0 otherwise. A guarantee for up to `c` tokens covers a ledger for up to
+/// `c′ ≤ c` tokens; every other unit covers only itself.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct dpattn_privacy_unit {
+    /// `DPATTN_UNIT_*`.
+    pub kind: u32,
+    /// Tokens per group for `DPATTN_UNIT_TOKENS`, else 0.
+    pub tokens: u32,
+}
+
+impl dpattn_privacy_unit {
+    /// The core unit.
+    pub(crate) fn to_core(self) -> Result<PrivacyUnit, FfiError> {
+        let plain = |u| if self.tokens == 0 { Ok(u) } else { Err(bad_tokens(self.tokens)) };
+        match self.kind {
+            DPATTN_UNIT_TOKENS => Ok(PrivacyUnit::tokens(self.tokens)?),
+            DPATTN_UNIT_FEATURE_COLUMN => plain(PrivacyUnit::FeatureColumn),
+            DPATTN_UNIT_SEQUENCE => plain(PrivacyUnit::Sequence),
+            DPATTN_UNIT_PROMPT => plain(PrivacyUnit::Prompt),
+            DPATTN_UNIT_RECORD => plain(PrivacyUnit::Record),
+            k => Err(crate::boundary::unknown(
+                "unit.kind",
+                k,
+                "DPATTN_UNIT_TOKENS (0), _FEATURE_COLUMN (1), _SEQUENCE (2), _PROMPT (3), _RECORD (4)",
+            )),
+        }
+    }
+}
+
+fn bad_tokens(tokens: u32) -> FfiError {
+    FfiError::Core(dpattn_core::Error::OutOfRange {
+        name: "unit.tokens",
+        value: f64::from(tokens),
+        allowed: "0 for every unit but DPATTN_UNIT_TOKENS",
+    })
 }
 
 /// `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
@@ -102,25 +158,26 @@ unsafe fn create(
     })
 }
 
-/// A new approximate-DP ledger with total `(epsilon, delta)`: charges compose by basic
+/// A new approximate-DP ledger for `unit` with total `(epsilon, delta)`: charges compose by basic
 /// composition `(Σεᵢ, Σδᵢ)`, a valid filter even for adaptively chosen charges (Rogers,
 /// Roth, Ullman, Vadhan 2016). Accepts `dpattn_ledger_charge_approx` (`δ = 0` is a pure
 /// charge). `delta = 0` makes a pure-DP ledger. Writes the handle to `*out_ledger`
 /// (allocates; release with `dpattn_ledger_free`).
 ///
 /// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
-/// `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside
-/// `[0, 1)`). Thread-safe.
+/// `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`, `epsilon` not finite and `> 0`, `delta`
+/// outside `[0, 1)`). Thread-safe.
 ///
 /// ```c
 /// dpattn_ledger *ledger = NULL;
 /// dpattn_amount left;
-/// if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
-/// if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
+/// dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+/// if (dpattn_ledger_new_approx(token, 1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
+/// if (dpattn_ledger_charge_approx(ledger, token, 0.5, 5e-7) == DPATTN_STATUS_OK) {
 ///     // run the (0.5, 5e-7)-DP mechanism
 /// }
 /// // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
-/// dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
+/// dpattn_ledger_charge_approx(ledger, token, 0.75, 0.0);
 /// dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
 /// dpattn_ledger_free(ledger);
 /// ```
@@ -129,34 +186,40 @@ unsafe fn create(
 /// `out_ledger` must be NULL or valid for writing a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_new_approx(
+    unit: dpattn_privacy_unit,
     epsilon: f64,
     delta: f64,
     out_ledger: *mut *mut dpattn_ledger,
 ) -> dpattn_status {
     // SAFETY: forwarded caller contract.
-    unsafe { create(out_ledger, || Ok(Ledger::new_approx(PrivacyBudget::new(epsilon, delta)?))) }
+    unsafe {
+        create(out_ledger, || {
+            Ok(Ledger::new_approx(unit.to_core()?, PrivacyBudget::new(epsilon, delta)?))
+        })
+    }
 }
 
-/// A new zCDP ledger with total `rho`: charges compose by adding ρ, a valid filter for
+/// A new zCDP ledger for `unit` with total `rho`: charges compose by adding ρ, a valid filter for
 /// adaptively chosen charges (Feldman & Zrnic 2021). Accepts `dpattn_ledger_charge_zcdp`
 /// and `dpattn_ledger_charge_approx` with `δ = 0` (as `ρ = ε²/2`). Writes the handle to
 /// `*out_ledger` (allocates; release with `dpattn_ledger_free`).
 ///
 /// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
-/// `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative, NaN or infinite). Thread-safe.
+/// `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `rho` negative, NaN or infinite). Thread-safe.
 ///
 /// # Safety
 /// `out_ledger` must be NULL or valid for writing a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_new_zcdp(
+    unit: dpattn_privacy_unit,
     rho: f64,
     out_ledger: *mut *mut dpattn_ledger,
 ) -> dpattn_status {
     // SAFETY: forwarded caller contract.
-    unsafe { create(out_ledger, || Ok(Ledger::new_zcdp(Rho::new(rho)?))) }
+    unsafe { create(out_ledger, || Ok(Ledger::new_zcdp(unit.to_core()?, Rho::new(rho)?))) }
 }
 
-/// A new RDP ledger on the 156 default orders with target `(epsilon, delta)`: charges are
+/// A new RDP ledger for `unit` on the 156 default orders with target `(epsilon, delta)`: charges are
 /// composed as RDP curves and a charge is accepted while the composed curve converts to at
 /// most `epsilon` at `delta`. Accepts `dpattn_ledger_charge_sampled_gaussian`,
 /// `dpattn_ledger_charge_rdp`, `dpattn_ledger_charge_zcdp` (`ε(α) = αρ`) and
@@ -165,38 +228,44 @@ pub unsafe extern "C" fn dpattn_ledger_new_zcdp(
 /// `dpattn_ledger_free`).
 ///
 /// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
-/// `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`:
-/// RDP gives no pure-DP bound). Thread-safe.
+/// `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `epsilon` not finite and `> 0`, `delta`
+/// outside `(0, 1)`: RDP gives no pure-DP bound). Thread-safe.
 ///
 /// # Safety
 /// `out_ledger` must be NULL or valid for writing a pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_new_rdp(
+    unit: dpattn_privacy_unit,
     epsilon: f64,
     delta: f64,
     out_ledger: *mut *mut dpattn_ledger,
 ) -> dpattn_status {
     // SAFETY: forwarded caller contract.
     unsafe {
-        create(out_ledger, || Ok(Ledger::new_rdp(Epsilon::new(epsilon)?, Delta::new(delta)?)?))
+        create(out_ledger, || {
+            Ok(Ledger::new_rdp(unit.to_core()?, Epsilon::new(epsilon)?, Delta::new(delta)?)?)
+        })
     }
 }
 
 /// Charges `charge` (built by `make`, so that argument errors come before the lookup is
-/// used) to the ledger.
+/// used) for a release protecting `unit` to the ledger.
 fn charge(
     ledger: *mut dpattn_ledger,
+    unit: dpattn_privacy_unit,
     make: impl FnOnce() -> Result<Charge, FfiError>,
 ) -> dpattn_status {
     ffi_status(|| {
         let h = dpattn_ledger::lookup(ledger, "ledger")?;
+        let unit = unit.to_core()?;
         let c = make()?;
-        h.with(|l| l.try_charge(c))?;
+        h.with(|l| l.try_charge(unit, c))?;
         Ok(())
     })
 }
 
-/// Charges an `(epsilon, delta)`-DP mechanism (`delta = 0`: a pure ε-DP mechanism).
+/// Charges an `(epsilon, delta)`-DP mechanism protecting `unit` (`delta = 0`: a pure ε-DP
+/// mechanism).
 /// Accepted if the total still holds after it; otherwise refused and the ledger is left
 /// exactly as it was.
 ///
@@ -207,6 +276,8 @@ fn charge(
 /// * `DPATTN_STATUS_OUT_OF_RANGE`: `epsilon` not finite and `> 0`, `delta` outside `[0, 1)`,
 ///   or `delta > 0` on a zCDP or RDP ledger (such a mechanism satisfies no zCDP/RDP bound;
 ///   the ledger is unchanged);
+/// * `DPATTN_STATUS_UNIT_MISMATCH`: `unit` does not cover the ledger's unit (ledger
+///   unchanged);
 /// * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE` (freed or foreign
 ///   `ledger`).
 ///
@@ -218,10 +289,11 @@ fn charge(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_charge_approx(
     ledger: *mut dpattn_ledger,
+    unit: dpattn_privacy_unit,
     epsilon: f64,
     delta: f64,
 ) -> dpattn_status {
-    charge(ledger, || Ok(Charge::Approx(PrivacyBudget::new(epsilon, delta)?)))
+    charge(ledger, unit, || Ok(Charge::Approx(PrivacyBudget::new(epsilon, delta)?)))
 }
 
 /// Charges a ρ-zCDP mechanism (zCDP ledgers; RDP ledgers as the curve `ε(α) = αρ`).
@@ -236,9 +308,10 @@ pub unsafe extern "C" fn dpattn_ledger_charge_approx(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_charge_zcdp(
     ledger: *mut dpattn_ledger,
+    unit: dpattn_privacy_unit,
     rho: f64,
 ) -> dpattn_status {
-    charge(ledger, || Ok(Charge::Zcdp(Rho::new(rho)?)))
+    charge(ledger, unit, || Ok(Charge::Zcdp(Rho::new(rho)?)))
 }
 
 /// Charges `steps` steps of the Poisson-subsampled Gaussian mechanism (DP-SGD: rate
@@ -255,11 +328,12 @@ pub unsafe extern "C" fn dpattn_ledger_charge_zcdp(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_charge_sampled_gaussian(
     ledger: *mut dpattn_ledger,
+    unit: dpattn_privacy_unit,
     sample_rate: f64,
     noise_multiplier: f64,
     steps: u64,
 ) -> dpattn_status {
-    charge(ledger, || {
+    charge(ledger, unit, || {
         let m = SampledGaussianRdp::new(sample_rate, noise_multiplier)?;
         Ok(Charge::Rdp(RdpCurve::from_mechanism(DEFAULT_ORDERS, &m, steps)?))
     })
@@ -279,10 +353,11 @@ pub unsafe extern "C" fn dpattn_ledger_charge_sampled_gaussian(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_ledger_charge_rdp(
     ledger: *mut dpattn_ledger,
+    unit: dpattn_privacy_unit,
     rdp: *const f64,
     len: usize,
 ) -> dpattn_status {
-    charge(ledger, || {
+    charge(ledger, unit, || {
         // SAFETY: readable for `len` doubles per the caller contract.
         let r = unsafe { slice(rdp, len, "rdp") }?;
         let values: [f64; DEFAULT_ORDER_COUNT] = r.try_into().map_err(|_| {

@@ -55,6 +55,10 @@ pub enum dpattn_status {
     /// `dpattn_cuda_*` call); the message carries the driver's error name and description
     /// or NVRTC's compile log.
     CudaError = 18,
+    /// A release charged a ledger kept for another privacy unit (one token, one prompt, one
+    /// record, ...): guarantees about different units cannot be added up. Nothing was
+    /// released or charged.
+    UnitMismatch = 19,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -78,6 +82,7 @@ impl dpattn_status {
             E::Unsupported { .. } => Self::Unsupported,
             E::DomainViolation { .. } => Self::DomainViolation,
             E::MemoryLimit { .. } => Self::MemoryLimit,
+            E::UnitMismatch { .. } => Self::UnitMismatch,
             _ => Self::Internal,
         }
     }
@@ -117,6 +122,7 @@ impl dpattn_status {
             16 => b"invalid handle (freed, foreign, or of another type)\0",
             17 => b"CUDA unavailable (no driver, no NVRTC, or no such device)\0",
             18 => b"CUDA error (driver call, NVRTC compilation or kernel launch)\0",
+            19 => b"privacy unit mismatch between a release and its ledger\0",
             99 => b"internal error\0",
             100 => b"panic inside dpattn\0",
             _ => b"unknown status code\0",

@@ -51,8 +51,12 @@
 //!   an RDP curve on other orders than the ledger's is refused by
 //!   [`RdpCurve::compose_curve`] (`OutOfRange`, `name` `"other.orders"`).
 //!
-//! **Neighbour relation.** As for all composition: every charge must be for the same
-//! neighbour relation (add/remove-one or replace-one) as the total.
+//! **Privacy unit.** As for all composition, every charge must be about the same neighbour
+//! relation as the total. A ledger is created for one [`PrivacyUnit`] (one token, one
+//! feature column, one sequence, one prompt, one record) and refuses, with
+//! [`Error::UnitMismatch`], a charge from a release whose guarantee does not cover that unit:
+//! its total then bounds the privacy loss of one unit across every release charged to it.
+//! Keep one ledger per unit and per data subject; see [`PrivacyUnit`] for what covers what.
 //!
 //! **Floating point.** Amounts are the doubles you pass. Ten charges of `0.1` do *not* fit
 //! in a total of `1.0`: the double nearest 0.1 is `0.1000000000000000055…`, and ten of
@@ -60,6 +64,7 @@
 //! representable amounts (`0.125`, `0.25`, …) or leave a margin.
 
 use crate::accounting::composition::Rho;
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::accounting::rdp::{DEFAULT_ORDER_COUNT, DEFAULT_ORDERS, RdpCurve};
 use crate::directed_rounding::{add_down, add_up, mul_up};
 use crate::error::{Error, Result};
@@ -102,9 +107,10 @@ pub enum Charge<const N: usize = DEFAULT_ORDER_COUNT> {
 /// [`Ledger::remaining`] and [`Ledger::total`] return). Amounts can be zero.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::accounting::ledger::{Amount, Ledger};
-/// let ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6)?);
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6)?);
 /// assert_eq!(ledger.spent(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -149,13 +155,14 @@ enum Books<const N: usize> {
 /// kinds.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{Epsilon, Error, PrivacyBudget};
 /// use dpattn_core::accounting::ledger::{Amount, Charge, Ledger};
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6)?);
-/// ledger.try_charge(Charge::Approx(PrivacyBudget::new(0.5, 5e-7)?))?;
-/// ledger.try_charge(Charge::Pure(Epsilon::new(0.25)?))?;
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6)?);
+/// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(PrivacyBudget::new(0.5, 5e-7)?))?;
+/// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Pure(Epsilon::new(0.25)?))?;
 /// // 0.75 + 0.5 > 1: refused, and nothing changes.
-/// let refused = ledger.try_charge(Charge::Pure(Epsilon::new(0.5)?));
+/// let refused = ledger.try_charge(PrivacyUnit::TOKEN, Charge::Pure(Epsilon::new(0.5)?));
 /// assert!(matches!(refused, Err(Error::Infeasible { lhs: 1.25, rhs: 1.0, .. })));
 /// assert_eq!(ledger.spent(), Amount::Approx { epsilon: 0.75, delta: 5e-7 });
 /// assert_eq!(ledger.remaining(), Amount::Approx { epsilon: 0.25, delta: 5e-7 });
@@ -164,6 +171,7 @@ enum Books<const N: usize> {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ledger<const N: usize = DEFAULT_ORDER_COUNT> {
+    unit: PrivacyUnit,
     books: Books<N>,
     charges: u64,
     unsafe_float_charges: u64,
@@ -212,18 +220,15 @@ impl Ledger {
     /// Roth, Ullman, Vadhan 2016). Accepts [`Charge::Pure`] and [`Charge::Approx`].
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::PrivacyBudget;
     /// use dpattn_core::accounting::ledger::{Amount, Ledger};
-    /// let ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 0.0)?); // a pure-DP ledger
+    /// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 0.0)?); // a pure-DP ledger
     /// assert_eq!(ledger.total(), Amount::Approx { epsilon: 2.0, delta: 0.0 });
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn new_approx(total: PrivacyBudget) -> Self {
-        Self {
-            books: Books::Approx { total, epsilon: 0.0, delta: 0.0 },
-            charges: 0,
-            unsafe_float_charges: 0,
-        }
+    pub fn new_approx(unit: PrivacyUnit, total: PrivacyBudget) -> Self {
+        Self::with_books(unit, Books::Approx { total, epsilon: 0.0, delta: 0.0 })
     }
 
     /// A zCDP ledger with total ρ; charges compose by adding ρ, a valid filter for
@@ -231,16 +236,17 @@ impl Ledger {
     /// and [`Charge::Approx`] with `δ = 0`.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::Epsilon;
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Amount, Charge, Ledger};
-    /// let mut ledger = Ledger::new_zcdp(Rho::new(0.5)?);
-    /// ledger.try_charge(Charge::Pure(Epsilon::new(0.5)?))?; // ρ = 0.125
+    /// let mut ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(0.5)?);
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Pure(Epsilon::new(0.5)?))?; // ρ = 0.125
     /// assert_eq!(ledger.remaining(), Amount::Zcdp { rho: 0.375 });
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn new_zcdp(total: Rho) -> Self {
-        Self { books: Books::Zcdp { total, rho: 0.0 }, charges: 0, unsafe_float_charges: 0 }
+    pub fn new_zcdp(unit: PrivacyUnit, total: Rho) -> Self {
+        Self::with_books(unit, Books::Zcdp { total, rho: 0.0 })
     }
 
     /// An RDP ledger on the [`DEFAULT_ORDERS`]: charges are composed as RDP curves, and a
@@ -254,14 +260,19 @@ impl Ledger {
     /// [`Error::OutOfRange`] if `target_delta = 0` (RDP gives no pure-DP bound).
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Delta, Epsilon};
     /// use dpattn_core::accounting::ledger::Ledger;
-    /// assert!(Ledger::new_rdp(Epsilon::new(1.0)?, Delta::new(1e-5)?).is_ok());
-    /// assert!(Ledger::new_rdp(Epsilon::new(1.0)?, Delta::ZERO).is_err());
+    /// assert!(Ledger::new_rdp(PrivacyUnit::TOKEN, Epsilon::new(1.0)?, Delta::new(1e-5)?).is_ok());
+    /// assert!(Ledger::new_rdp(PrivacyUnit::TOKEN, Epsilon::new(1.0)?, Delta::ZERO).is_err());
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn new_rdp(target_epsilon: Epsilon, target_delta: Delta) -> Result<Self> {
-        Ledger::new_rdp_with_orders(target_epsilon, target_delta, DEFAULT_ORDERS)
+    pub fn new_rdp(
+        unit: PrivacyUnit,
+        target_epsilon: Epsilon,
+        target_delta: Delta,
+    ) -> Result<Self> {
+        Ledger::new_rdp_with_orders(unit, target_epsilon, target_delta, DEFAULT_ORDERS)
     }
 }
 
@@ -274,16 +285,18 @@ impl<const N: usize> Ledger<N> {
     /// [`Error::OutOfRange`] if `target_delta = 0` or an order is invalid.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Delta, Epsilon};
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Charge, Ledger};
     /// let orders = [2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
-    /// let mut ledger = Ledger::new_rdp_with_orders(Epsilon::new(3.0)?, Delta::new(1e-6)?, orders)?;
-    /// ledger.try_charge(Charge::Zcdp(Rho::new(0.1)?))?;
-    /// assert!(Ledger::new_rdp_with_orders(Epsilon::new(1.0)?, Delta::new(1e-6)?, [1.0]).is_err());
+    /// let mut ledger = Ledger::new_rdp_with_orders(PrivacyUnit::TOKEN, Epsilon::new(3.0)?, Delta::new(1e-6)?, orders)?;
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.1)?))?;
+    /// assert!(Ledger::new_rdp_with_orders(PrivacyUnit::TOKEN, Epsilon::new(1.0)?, Delta::new(1e-6)?, [1.0]).is_err());
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn new_rdp_with_orders(
+        unit: PrivacyUnit,
         target_epsilon: Epsilon,
         target_delta: Delta,
         orders: [f64; N],
@@ -294,11 +307,16 @@ impl<const N: usize> Ledger<N> {
         }
         let curve = RdpCurve::new(orders)?;
         let target = PrivacyBudget::from_parts(target_epsilon, target_delta);
-        Ok(Self {
-            books: Books::Rdp { target, curve, epsilon: 0.0 },
-            charges: 0,
-            unsafe_float_charges: 0,
-        })
+        Ok(Self::with_books(unit, Books::Rdp { target, curve, epsilon: 0.0 }))
+    }
+
+    fn with_books(unit: PrivacyUnit, books: Books<N>) -> Self {
+        Self { unit, books, charges: 0, unsafe_float_charges: 0 }
+    }
+
+    /// The privacy unit this ledger accounts for.
+    pub fn unit(&self) -> PrivacyUnit {
+        self.unit
     }
 
     /// Charges one mechanism: accepted (the spent budget grows and the charge count goes
@@ -312,25 +330,26 @@ impl<const N: usize> Ledger<N> {
     ///   [module documentation](self)).
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Error, PrivacyBudget};
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Charge, Ledger};
-    /// let mut ledger = Ledger::new_zcdp(Rho::new(1.0)?);
-    /// ledger.try_charge(Charge::Zcdp(Rho::new(0.75)?))?;
+    /// let mut ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0)?);
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.75)?))?;
     /// assert!(matches!(
-    ///     ledger.try_charge(Charge::Zcdp(Rho::new(0.5)?)),
+    ///     ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.5)?)),
     ///     Err(Error::Infeasible { condition: "spent rho + charge rho <= total rho", .. })
     /// ));
     /// assert!(matches!(
-    ///     ledger.try_charge(Charge::Approx(PrivacyBudget::new(0.1, 1e-9)?)),
+    ///     ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(PrivacyBudget::new(0.1, 1e-9)?)),
     ///     Err(Error::OutOfRange { name: "charge delta", .. })
     /// ));
-    /// ledger.try_charge(Charge::Zcdp(Rho::new(0.25)?))?; // fills it exactly
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.25)?))?; // fills it exactly
     /// assert_eq!(ledger.charges(), 2);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
-    pub fn try_charge(&mut self, charge: Charge<N>) -> Result<()> {
-        self.try_charge_in(charge, NoiseMode::Exact)
+    pub fn try_charge(&mut self, unit: PrivacyUnit, charge: Charge<N>) -> Result<()> {
+        self.try_charge_in(unit, charge, NoiseMode::Exact)
     }
 
     /// [`try_charge`](Self::try_charge) for a release made in `mode`; a charge for a
@@ -339,17 +358,24 @@ impl<const N: usize> Ledger<N> {
     /// what it accounts for is not DP as shipped.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{NoiseMode, PrivacyBudget};
     /// use dpattn_core::accounting::ledger::{Charge, Ledger};
-    /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6)?);
-    /// ledger.try_charge_in(Charge::Approx(PrivacyBudget::new(0.5, 0.0)?), NoiseMode::UnsafeFloat)?;
+    /// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6)?);
+    /// ledger.try_charge_in(PrivacyUnit::TOKEN, Charge::Approx(PrivacyBudget::new(0.5, 0.0)?), NoiseMode::UnsafeFloat)?;
     /// assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 1));
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     ///
     /// # Errors
     /// As [`try_charge`](Self::try_charge).
-    pub fn try_charge_in(&mut self, charge: Charge<N>, mode: NoiseMode) -> Result<()> {
+    pub fn try_charge_in(
+        &mut self,
+        unit: PrivacyUnit,
+        charge: Charge<N>,
+        mode: NoiseMode,
+    ) -> Result<()> {
+        unit.check_charge(self.unit)?;
         self.books = self.books.charged(&charge)?;
         self.charges = self.charges.saturating_add(1);
         if mode == NoiseMode::UnsafeFloat {
@@ -368,11 +394,12 @@ impl<const N: usize> Ledger<N> {
     /// of the composed RDP curve at the target δ (`0` before the first charge).
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Delta, Epsilon};
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Amount, Charge, Ledger};
-    /// let mut ledger = Ledger::new_rdp(Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
-    /// ledger.try_charge(Charge::Zcdp(Rho::new(0.5)?))?;
+    /// let mut ledger = Ledger::new_rdp(PrivacyUnit::TOKEN, Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.5)?))?;
     /// // Best default order 5.4: 2.7 + (ln 10⁵ − ln 5.4)/4.4 + ln(1 − 1/5.4) = 4.72851
     /// // (the continuous optimum, order 5.43, gives 4.72839).
     /// let Amount::Rdp { epsilon, delta } = ledger.spent() else { unreachable!() };
@@ -394,10 +421,11 @@ impl<const N: usize> Ledger<N> {
     /// sure to fit in.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::PrivacyBudget;
     /// use dpattn_core::accounting::ledger::{Amount, Charge, Ledger};
-    /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6)?);
-    /// ledger.try_charge(Charge::Approx(PrivacyBudget::new(1.0, 1e-6)?))?;
+    /// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6)?);
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(PrivacyBudget::new(1.0, 1e-6)?))?;
     /// assert_eq!(ledger.remaining(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
@@ -419,9 +447,10 @@ impl<const N: usize> Ledger<N> {
     /// The total the ledger was built with.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Amount, Ledger};
-    /// assert_eq!(Ledger::new_zcdp(Rho::new(0.5)?).total(), Amount::Zcdp { rho: 0.5 });
+    /// assert_eq!(Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(0.5)?).total(), Amount::Zcdp { rho: 0.5 });
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn total(&self) -> Amount {
@@ -439,10 +468,11 @@ impl<const N: usize> Ledger<N> {
     /// The number of accepted charges (saturating at `u64::MAX`).
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Epsilon, PrivacyBudget};
     /// use dpattn_core::accounting::ledger::{Charge, Ledger};
-    /// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 0.0)?);
-    /// let _ = ledger.try_charge(Charge::Pure(Epsilon::new(2.0)?)); // refused
+    /// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 0.0)?);
+    /// let _ = ledger.try_charge(PrivacyUnit::TOKEN, Charge::Pure(Epsilon::new(2.0)?)); // refused
     /// assert_eq!(ledger.charges(), 0);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
@@ -454,15 +484,16 @@ impl<const N: usize> Ledger<N> {
     /// `None` for the other kinds.
     ///
     /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     /// use dpattn_core::{Delta, Epsilon};
     /// use dpattn_core::accounting::composition::Rho;
     /// use dpattn_core::accounting::ledger::{Charge, Ledger};
     /// use dpattn_core::accounting::rdp::DEFAULT_ORDERS;
-    /// let mut ledger = Ledger::new_rdp(Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
-    /// ledger.try_charge(Charge::Zcdp(Rho::new(0.5)?))?;
+    /// let mut ledger = Ledger::new_rdp(PrivacyUnit::TOKEN, Epsilon::new(10.0)?, Delta::new(1e-5)?)?;
+    /// ledger.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.5)?))?;
     /// let curve = ledger.rdp_curve().unwrap();
     /// assert_eq!(curve.rdp()[9], 0.5 * DEFAULT_ORDERS[9]); // ε(α) = αρ
-    /// assert_eq!(Ledger::new_zcdp(Rho::new(1.0)?).rdp_curve(), None);
+    /// assert_eq!(Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0)?).rdp_curve(), None);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     pub fn rdp_curve(&self) -> Option<&RdpCurve<N>> {
@@ -470,6 +501,178 @@ impl<const N: usize> Ledger<N> {
             Books::Rdp { curve, .. } => Some(curve),
             _ => None,
         }
+    }
+}
+
+/// Reads and writes little-endian fields of a fixed-size record.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take<const K: usize>(&mut self) -> [u8; K] {
+        let mut b = [0u8; K];
+        b.copy_from_slice(&self.bytes[self.at..self.at + K]);
+        self.at += K;
+        b
+    }
+    fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+    /// A finite, non-negative `f64`.
+    fn amount(&mut self) -> Result<f64> {
+        let x = f64::from_le_bytes(self.take());
+        if x.is_finite() && x >= 0.0 { Ok(x) } else { Err(bad_record("amount")) }
+    }
+}
+
+fn bad_record(what: &'static str) -> Error {
+    Error::OutOfRange {
+        name: what,
+        value: f64::NAN,
+        allowed: "a record written by Ledger::encode with the same order count",
+    }
+}
+
+fn put(out: &mut [u8], at: &mut usize, bytes: &[u8]) {
+    out[*at..*at + bytes.len()].copy_from_slice(bytes);
+    *at += bytes.len();
+}
+
+impl<const N: usize> Ledger<N> {
+    /// Bytes of an [`encode`](Self::encode)d ledger with `N` RDP orders (every kind uses
+    /// the same fixed size).
+    pub const ENCODED_LEN: usize = 22 + if 28 + 16 * N > 32 { 28 + 16 * N } else { 32 };
+
+    /// Writes the ledger — its unit, kind, totals, what has been spent, and its charge
+    /// counts — to `out[..ENCODED_LEN]` (little-endian, fixed size), for a service that must
+    /// keep its budget across restarts. [`decode`](Self::decode) reads it back exactly.
+    ///
+    /// ```
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// use dpattn_core::accounting::cost::{Accountant, Cost};
+    /// use dpattn_core::accounting::ledger::Ledger;
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+    /// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-6)?);
+    /// ledger.charge(PrivacyUnit::Prompt, &Cost::Approx(PrivacyBudget::new(0.5, 1e-7)?), NoiseMode::Exact)?;
+    /// let mut bytes = [0u8; Ledger::ENCODED_LEN];
+    /// ledger.encode(&mut bytes)?;
+    /// assert_eq!(Ledger::decode(&bytes)?, ledger);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::BufferTooShort`] if `out` is shorter than [`ENCODED_LEN`](Self::ENCODED_LEN).
+    pub fn encode(&self, out: &mut [u8]) -> Result<()> {
+        if out.len() < Self::ENCODED_LEN {
+            return Err(Error::BufferTooShort {
+                arg: "ledger record",
+                needed: Self::ENCODED_LEN,
+                got: out.len(),
+            });
+        }
+        let out = &mut out[..Self::ENCODED_LEN];
+        out.fill(0);
+        let mut at = 0;
+        let (tag, count) = match self.unit {
+            PrivacyUnit::Tokens(c) => (0u8, c.get()),
+            PrivacyUnit::FeatureColumn => (1, 0),
+            PrivacyUnit::Sequence => (2, 0),
+            PrivacyUnit::Prompt => (3, 0),
+            PrivacyUnit::Record => (4, 0),
+        };
+        put(out, &mut at, &[tag]);
+        put(out, &mut at, &count.to_le_bytes());
+        let kind = match self.books {
+            Books::Approx { .. } => 0u8,
+            Books::Zcdp { .. } => 1,
+            Books::Rdp { .. } => 2,
+        };
+        put(out, &mut at, &[kind]);
+        put(out, &mut at, &self.charges.to_le_bytes());
+        put(out, &mut at, &self.unsafe_float_charges.to_le_bytes());
+        match self.books {
+            Books::Approx { total, epsilon, delta } => {
+                for x in [total.epsilon().get(), total.delta().get(), epsilon, delta] {
+                    put(out, &mut at, &x.to_le_bytes());
+                }
+            }
+            Books::Zcdp { total, rho } => {
+                for x in [total.get(), rho] {
+                    put(out, &mut at, &x.to_le_bytes());
+                }
+            }
+            Books::Rdp { target, curve, epsilon } => {
+                for x in [target.epsilon().get(), target.delta().get(), epsilon] {
+                    put(out, &mut at, &x.to_le_bytes());
+                }
+                put(out, &mut at, &(N as u32).to_le_bytes());
+                for x in curve.orders().iter().chain(curve.rdp().iter()) {
+                    put(out, &mut at, &x.to_le_bytes());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a ledger written by [`encode`](Self::encode).
+    ///
+    /// # Errors
+    /// [`Error::BufferTooShort`] for a short record; [`Error::OutOfRange`] for a record that
+    /// is not a valid ledger with `N` orders (unknown unit or kind, negative or non-finite
+    /// amounts, invalid orders).
+    pub fn decode(bytes: &[u8]) -> Result<Self> {
+        if bytes.len() < Self::ENCODED_LEN {
+            return Err(Error::BufferTooShort {
+                arg: "ledger record",
+                needed: Self::ENCODED_LEN,
+                got: bytes.len(),
+            });
+        }
+        let mut c = Cursor { bytes, at: 0 };
+        let (tag, count) = (c.u8(), c.u32());
+        let unit = match tag {
+            0 => PrivacyUnit::tokens(count).map_err(|_| bad_record("ledger unit"))?,
+            1 => PrivacyUnit::FeatureColumn,
+            2 => PrivacyUnit::Sequence,
+            3 => PrivacyUnit::Prompt,
+            4 => PrivacyUnit::Record,
+            _ => return Err(bad_record("ledger unit")),
+        };
+        let kind = c.u8();
+        let (charges, unsafe_float_charges) = (c.u64(), c.u64());
+        let books = match kind {
+            0 => {
+                let total = PrivacyBudget::new(c.amount()?, c.amount()?)?;
+                Books::Approx { total, epsilon: c.amount()?, delta: c.amount()? }
+            }
+            1 => Books::Zcdp { total: Rho::new(c.amount()?)?, rho: c.amount()? },
+            2 => {
+                let target = PrivacyBudget::new(c.amount()?, c.amount()?)?;
+                let epsilon = c.amount()?;
+                if c.u32() as usize != N {
+                    return Err(bad_record("ledger order count"));
+                }
+                let mut orders = [0.0; N];
+                let mut rdp = [0.0; N];
+                for x in orders.iter_mut() {
+                    *x = c.amount()?;
+                }
+                for x in rdp.iter_mut() {
+                    *x = c.amount()?;
+                }
+                Books::Rdp { target, curve: RdpCurve::from_values(orders, rdp)?, epsilon }
+            }
+            _ => return Err(bad_record("ledger kind")),
+        };
+        Ok(Self { unit, books, charges, unsafe_float_charges })
     }
 }
 
@@ -595,20 +798,20 @@ mod tests {
     #[test]
     fn refusal_leaves_every_kind_unchanged() {
         let mut ledgers = [
-            Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6).unwrap()),
-            Ledger::new_zcdp(Rho::new(0.5).unwrap()),
-            Ledger::new_rdp(eps(2.0), Delta::new(1e-6).unwrap()).unwrap(),
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6).unwrap()),
+            Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(0.5).unwrap()),
+            Ledger::new_rdp(PrivacyUnit::TOKEN, eps(2.0), Delta::new(1e-6).unwrap()).unwrap(),
         ];
         for l in &mut ledgers {
-            l.try_charge(Charge::Pure(eps(0.5))).unwrap();
+            l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(0.5))).unwrap();
             let before = l.clone();
-            assert!(l.try_charge(Charge::Pure(eps(5.0))).is_err());
+            assert!(l.try_charge(PrivacyUnit::TOKEN, Charge::Pure(eps(5.0))).is_err());
             assert_eq!(*l, before);
         }
         // Wrong-kind charges are refused without change, too.
         let before = ledgers[0].clone();
         assert!(matches!(
-            ledgers[0].try_charge(Charge::Zcdp(Rho::new(0.01).unwrap())),
+            ledgers[0].try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.01).unwrap())),
             Err(Error::OutOfRange { name: "charge", .. })
         ));
         assert_eq!(ledgers[0], before);
@@ -616,8 +819,9 @@ mod tests {
 
     #[test]
     fn approx_delta_over_budget_is_refused() {
-        let mut l = Ledger::new_approx(PrivacyBudget::new(10.0, 1e-6).unwrap());
-        let err = l.try_charge(Charge::Approx(PrivacyBudget::new(0.1, 2e-6).unwrap()));
+        let mut l = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-6).unwrap());
+        let err = l
+            .try_charge(PrivacyUnit::TOKEN, Charge::Approx(PrivacyBudget::new(0.1, 2e-6).unwrap()));
         assert!(matches!(
             err,
             Err(Error::Infeasible { condition: "spent delta + charge delta <= total delta", .. })
@@ -628,9 +832,9 @@ mod tests {
     #[test]
     fn rdp_ledger_matches_the_curve_conversion() {
         let delta = Delta::new(1e-5).unwrap();
-        let mut l = Ledger::new_rdp(eps(100.0), delta).unwrap();
+        let mut l = Ledger::new_rdp(PrivacyUnit::TOKEN, eps(100.0), delta).unwrap();
         for _ in 0..5 {
-            l.try_charge(Charge::Zcdp(Rho::new(0.1).unwrap())).unwrap();
+            l.try_charge(PrivacyUnit::TOKEN, Charge::Zcdp(Rho::new(0.1).unwrap())).unwrap();
         }
         let Amount::Rdp { epsilon, .. } = l.spent() else { panic!() };
         assert_eq!(epsilon, l.rdp_curve().unwrap().epsilon(1e-5).unwrap().epsilon);
@@ -647,14 +851,22 @@ mod tests {
 
     #[test]
     fn curves_on_other_orders_are_refused() {
-        let mut l =
-            Ledger::new_rdp_with_orders(eps(1.0), Delta::new(1e-5).unwrap(), [2.0, 4.0]).unwrap();
+        let mut l = Ledger::new_rdp_with_orders(
+            PrivacyUnit::TOKEN,
+            eps(1.0),
+            Delta::new(1e-5).unwrap(),
+            [2.0, 4.0],
+        )
+        .unwrap();
         let other = RdpCurve::from_values([2.0, 5.0], [0.1, 0.1]).unwrap();
-        assert!(matches!(l.try_charge(Charge::Rdp(other)), Err(Error::OutOfRange { .. })));
+        assert!(matches!(
+            l.try_charge(PrivacyUnit::TOKEN, Charge::Rdp(other)),
+            Err(Error::OutOfRange { .. })
+        ));
         assert_eq!(l.charges(), 0);
         let inf = RdpCurve::from_values([2.0, 4.0], [f64::INFINITY; 2]).unwrap();
         assert!(matches!(
-            l.try_charge(Charge::Rdp(inf)),
+            l.try_charge(PrivacyUnit::TOKEN, Charge::Rdp(inf)),
             Err(Error::Infeasible { lhs: f64::INFINITY, .. })
         ));
     }

@@ -25,6 +25,7 @@
 
 use crate::accounting::composition::Rho;
 use crate::accounting::ledger::Charge;
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::accounting::zcdp::zcdp_gaussian;
 use crate::calibration::amgm::amgm_sigma;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_epsilon;
@@ -140,6 +141,35 @@ impl DpForwardParams {
             });
         }
         Ok(())
+    }
+
+    /// The privacy unit of the guarantee: one sequence, or up to `count` tokens (rows of the
+    /// hidden matrix) at the token level.
+    ///
+    /// ```
+    /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+    /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
+    ///     NoisePosition, SensitivityRule};
+    /// use dpattn_core::{NoiseMode, PrivacyBudget};
+    /// let mut p = DpForwardParams {
+    ///     budget: PrivacyBudget::new(1.0, 1e-5)?, releases: 1, clip_norm: 1.0,
+    ///     region: ClipRegion::Rows, mode: ClipMode::Clip, neighbours: Neighbours::Tokens(2),
+    ///     position: NoisePosition::Embedding, tokens: 16, dim: 8,
+    ///     rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
+    /// };
+    /// assert_eq!(p.privacy_unit()?, PrivacyUnit::tokens(2)?);
+    /// p.neighbours = Neighbours::Sequence;
+    /// assert_eq!(p.privacy_unit()?, PrivacyUnit::Sequence);
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for a token count of 0 or above `u32::MAX`.
+    pub fn privacy_unit(&self) -> Result<PrivacyUnit> {
+        match self.neighbours {
+            Neighbours::Sequence => Ok(PrivacyUnit::Sequence),
+            Neighbours::Tokens(c) => PrivacyUnit::tokens(u32::try_from(c).unwrap_or(0)),
+        }
     }
 
     /// The true L2 sensitivity `S₂` of one release (the module table of

@@ -55,6 +55,7 @@ pub struct DpForwardReport {
 ///   ([`DpForwardParams::release_rho`]), for any `k`.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
 ///     NoiseFactors, NoisePosition, SensitivityRule, dp_forward};
@@ -67,7 +68,7 @@ pub struct DpForwardReport {
 ///     tokens: 4, dim: 8, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 /// };
 /// let mut x: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect(); // batch 2
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(8.0, 1e-4)?);
 /// let report = dp_forward(MatMut::from_row_major(&mut x, 8, 8)?, &p, &NoiseFactors::Iid,
 ///     &NoiseKey::for_replay([7; 32]), 0, 0, Some(&mut ledger), &mut [])?;
 /// assert_eq!(report.scaled, 2);
@@ -139,7 +140,7 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
             }
             _ => Charge::Zcdp(params.release_rho_at(floor)?),
         };
-        ledger.try_charge_in(charge, params.noise_mode)?;
+        ledger.try_charge_in(params.privacy_unit()?, charge, params.noise_mode)?;
     }
     // Every check of clip_hidden ran above (C by validate, shape, finiteness).
     let clip = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);

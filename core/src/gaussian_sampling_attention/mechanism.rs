@@ -9,6 +9,7 @@
 
 use crate::accounting::composition::basic_composition_k;
 use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::normalise_scores;
 use crate::attention_options::ScoreFn;
 use crate::batched::{BatchedMut, BatchedRef};
@@ -369,6 +370,7 @@ pub fn check_release_parameters(
 /// `b·heads + h` reads the elements the [`Sampler`] documents.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{BatchedMut, BatchedRef, PrivacyBudget};
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::gaussian_sampling_attention::{
@@ -386,7 +388,7 @@ pub fn check_release_parameters(
 ///     .unsafe_float(); // no floating-point-safe form (module docs)
 /// let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
 /// let mut scratch = vec![0.0; gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?];
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-5)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1.0, 1e-5)?);
 /// let report = gaussian_sampling_attention(
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?, BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
 ///     BatchedRef::contiguous(&x, [1, 1, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
@@ -467,7 +469,11 @@ fn release_all<T: Element, const N: usize>(
         }
     }
     if let Some(ledger) = ledger {
-        ledger.try_charge_in(Charge::Approx(total), params.noise_mode)?;
+        ledger.try_charge_in(
+            PrivacyUnit::FeatureColumn,
+            Charge::Approx(total),
+            params.noise_mode,
+        )?;
     }
 
     // Pass 2: the releases (the same deterministic Gram and Cholesky as pass 1). With one

@@ -14,6 +14,7 @@ use super::features::{Prompts, balanced_private_features, check_len, private_fea
 use super::params::{Calibration, NoisyHeadParams};
 use super::train::{Form, Stepper, project_ball};
 use crate::accounting::ledger::Ledger;
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::error::{Error, Result, add_size, mul_size};
 use crate::grid_release::NoiseMode;
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
@@ -49,6 +50,7 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 /// [`random_start`](super::random_start) with its own key).
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::noisy_head::{
@@ -60,7 +62,7 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 /// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
 /// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
-/// let mut ledger = Ledger::new_approx(PrivacyBudget::new(2.0, 1e-4)?);
+/// let mut ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-4)?);
 /// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
 /// let mut gamma = [0.0; 25];
 /// let key = NoiseKey::for_replay([2; 32]);
@@ -104,7 +106,7 @@ pub fn noisy_head<const K: usize>(
     let need = noisy_head_scratch_len(params, form)?;
     check_scratch(scratch.len(), need)?;
     if let Some(ledger) = ledger {
-        ledger.try_charge_in(cal.charge(), cal.noise_mode())?;
+        ledger.try_charge_in(PrivacyUnit::Prompt, cal.charge(), cal.noise_mode())?;
     }
 
     let used = &mut scratch[..need];

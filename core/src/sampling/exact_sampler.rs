@@ -198,8 +198,8 @@ impl<'a, B: BitSource + ?Sized> BitBuf<'a, B> {
 pub(crate) mod tests {
     use super::*;
     use crate::error::Error;
-    use crate::sampling::exact_bernoulli::{Bernoulli, BernoulliExp};
     use crate::sampling::NoiseKey;
+    use crate::sampling::exact_bernoulli::{Bernoulli, BernoulliExp};
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 

@@ -223,9 +223,9 @@ pub(crate) fn ceil_log2(x: f64) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampling::NoiseKey;
     use crate::sampling::grid_gaussian::GridGaussian;
     use crate::sampling::grid_laplace::GridLaplace;
-    use crate::sampling::NoiseKey;
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 

@@ -79,6 +79,7 @@
 //! sequentially from word 0) — on the stream ids of [`StepStreams`].
 
 use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
 use crate::directed_rounding::{add_up, count_up, gamma_up, mul_up, sqrt_up};
 use crate::dp_forward::GAUSSIAN_SUPPORT;
@@ -565,6 +566,7 @@ fn step_charge<const N: usize>(
 ///   bounded support would be visible.
 ///
 /// ```
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{Delta, Epsilon};
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::sampling::NoiseKey;
@@ -576,7 +578,7 @@ fn step_charge<const N: usize>(
 /// let plan = ShufflePlan::new(&blocks, 12)?;
 /// let mut w = [0.1f32; 12];
 /// let mut momentum = [0.0f32; 12];
-/// let mut ledger = Ledger::new_rdp(Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
+/// let mut ledger = Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
 /// let params = ShuffledDpSgdParams::new(0.1, 1.0, 1.1, 0.05, 100);
 /// let mut perms = [0u32; 3];
 /// let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
@@ -704,7 +706,7 @@ where
     }
     let perms = plan.sample_keyed(&KeyedStream::new(key, streams.permutation), perms)?;
     if let (Some(ledger), Some(charge)) = (ledger, charge) {
-        ledger.try_charge_in(charge, params.noise_mode)?;
+        ledger.try_charge_in(PrivacyUnit::Record, charge, params.noise_mode)?;
     }
     // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state, and
     // g̃ = P[(ĝ + z)/B] left in `sum` for optimizers with state.

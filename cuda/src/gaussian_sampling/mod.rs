@@ -54,6 +54,7 @@
 //! Cost: `O(k·n·(d + n))` multiply-adds and `k·(d + n)` normals per problem, all in `f64`.
 //!
 //! ```no_run
+//! use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 //! use dpattn_core::{Layout4, PrivacyBudget};
 //! use dpattn_core::accounting::ledger::Ledger;
 //! use dpattn_core::gaussian_sampling_attention::{
@@ -73,7 +74,7 @@
 //! params.sampler = Sampler::FactorFree;
 //! params.out_of_domain = OutOfDomain::ClipAndRidge;
 //! params.noise_mode = dpattn_core::NoiseMode::UnsafeFloat; // no floating-point-safe form
-//! let mut ledger = Ledger::new_approx(PrivacyBudget::new(8.0, 1e-4)?);
+//! let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(8.0, 1e-4)?);
 //! gaussian_sampling_attention(&dev, &stream, &mut b, &mut p, &x,
 //!     Layout4::contiguous([batch, heads, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
 //!     Some(&mut ledger))?;
@@ -83,7 +84,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use dpattn_core::NoiseMode;
 use dpattn_core::accounting::ledger::{Charge, Ledger};
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use dpattn_core::gaussian_sampling_attention::{
     GaussianSamplingParams, OutOfDomain, Sampler, check_release_parameters,
 };
@@ -177,7 +180,12 @@ fn validate(params: &GaussianSamplingParams, x: &Layout4) -> Result<(SamplingPla
 
 fn charge<const N: usize>(ledger: Option<&mut Ledger<N>>, total: PrivacyBudget) -> Result<()> {
     if let Some(ledger) = ledger {
-        ledger.try_charge(Charge::Approx(total))?;
+        // Paper 000 runs only in the unsafe float mode (check_release_parameters).
+        ledger.try_charge_in(
+            PrivacyUnit::FeatureColumn,
+            Charge::Approx(total),
+            NoiseMode::UnsafeFloat,
+        )?;
     }
     Ok(())
 }

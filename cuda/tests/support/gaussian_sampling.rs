@@ -16,6 +16,7 @@
 #![allow(dead_code)]
 
 use dpattn_core::accounting::ledger::Ledger;
+use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use dpattn_core::gaussian_sampling_attention::{
     Domain, GaussianSamplingParams, OutOfDomain, Sampler,
     gaussian_sampling_attention as cpu_attention, gaussian_sampling_attention_scratch_len,
@@ -44,7 +45,7 @@ pub(crate) fn params(k: u64, score: ScoreFn) -> GaussianSamplingParams {
 }
 
 pub(crate) fn ledger() -> Ledger {
-    Ledger::new_approx(PrivacyBudget::new(1000.0, 0.5).unwrap())
+    Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1000.0, 0.5).unwrap())
 }
 
 /// `X` in a `[batch, n, heads, d]` buffer (the usual projection output) viewed as
