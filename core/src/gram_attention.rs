@@ -31,8 +31,8 @@
 //! `√(2/k)`, where the privacy condition caps `k` by `ε`, `δ`, `α`, `β`, `η` and `n`
 //! (`docs/PRIVACY.md` §3); the quickstart prints both on the spec's worked example.
 
-use crate::accounting::composition::{Rho, basic_composition_k};
-use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::composition::basic_composition_k;
+use crate::accounting::cost::{Accountant, Cost};
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::normalise_scores;
 use crate::attention_options::ScoreFn;
@@ -44,8 +44,15 @@ use crate::error::{Error, Result, positive_finite};
 use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::{KeyedStream, MAX_WINDOW_ELEMENTS, NoiseKey};
+use crate::sampling::MAX_WINDOW_ELEMENTS;
+use crate::session::{Draw, Session};
 use crate::scratch::check_scratch;
+
+/// The privacy unit: one feature column of one problem, moved by at most `β`.
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::FeatureColumn;
+
+/// Stream ids one release uses.
+pub const STREAMS: u64 = 1;
 
 /// Unit roundoff of `f64`.
 const U: f64 = 1.0 / 9_007_199_254_740_992.0;
@@ -194,32 +201,33 @@ pub struct GramReport {
 /// [module documentation](self).
 ///
 /// Entry `(i, j)`, `i ≤ j`, of problem `p = b·heads + h` draws its integer noise from the
-/// exact-sampler window of element `p·n(n+1)/2 + i·n − i(i−1)/2 + (j − i)` of
-/// `(key, stream)`. The ledger is charged the composed `(ε, δ)` (approximate-DP ledgers) or
-/// `ρ` (zCDP and RDP ledgers) after every check and before anything is written.
+/// exact-sampler window of element `p·n(n+1)/2 + i·n − i(i−1)/2 + (j − i)` of the release's
+/// stream (a fresh one from `session`). The session's ledger (kept for [`PRIVACY_UNIT`]) is
+/// charged the composed `(ε, δ)` (approximate-DP ledgers) or `ρ` (zCDP and RDP ledgers)
+/// after every check and before anything is written.
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::{BatchedMut, BatchedRef, PrivacyBudget};
 /// let (n, d) = (4, 8);
 /// let x: Vec<f64> = (0..n * d).map(|i| ((i % 5) as f64 - 2.0) / 4.0).collect();
 /// let params = GramAttentionParams::new(PrivacyBudget::new(1.0, 1e-6)?, 1.0, 0.1);
 /// let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(2.0, 1e-5)?);
+/// let ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
 /// let report = gram_attention(
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
 ///     BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
 ///     BatchedRef::contiguous(&x, [1, 1, n, d])?,
-///     &params, &NoiseKey::for_replay([5; 32]), 0, Some(&mut ledger),
-///     &mut vec![0.0; gram_attention_scratch_len(d)],
+///     &params, &mut session, &mut vec![0.0; gram_attention_scratch_len(d)],
 /// )?;
 /// let l = report.grid.resolution();
 /// assert!(b.iter().all(|v| (v / l).fract() == 0.0)); // on the public grid
 /// assert!((p[..n].iter().sum::<f64>() - 1.0).abs() < 1e-12);
-/// assert_eq!(ledger.charges(), 1);
+/// assert_eq!(session.ledger().charges(), 1);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -229,15 +237,31 @@ pub struct GramReport {
 /// `[batch, heads, n, n]`; [`Error::ScratchTooSmall`]; the ledger's error when the charge does
 /// not fit. Nothing about the private `X` can make the call fail. On error nothing is written
 /// and nothing is charged.
-#[allow(clippy::too_many_arguments)]
 pub fn gram_attention<T: Element, const N: usize>(
+    out_b: BatchedMut<'_, f64>,
+    out_p: BatchedMut<'_, f64>,
+    x: BatchedRef<'_, T>,
+    params: &GramAttentionParams,
+    session: &mut Session<N>,
+    scratch: &mut [f64],
+) -> Result<GramReport> {
+    let r = session.begin(STREAMS)?;
+    gram_attention_keyed(out_b, out_p, x, params, r.draw, Some(r.ledger), scratch)
+}
+
+/// [`gram_attention`] with an explicit key and stream id (`draw.stream` is its one stream)
+/// and an optional ledger: **for replay, audit, and hosts that manage their own stream ids**
+/// — a `(key, stream)` pair must never serve two releases.
+///
+/// # Errors
+/// As [`gram_attention`].
+pub fn gram_attention_keyed<T: Element>(
     mut out_b: BatchedMut<'_, f64>,
     mut out_p: BatchedMut<'_, f64>,
     x: BatchedRef<'_, T>,
     params: &GramAttentionParams,
-    key: &NoiseKey,
-    stream: u64,
-    ledger: Option<&mut Ledger<N>>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     scratch: &mut [f64],
 ) -> Result<GramReport> {
     let [batch, heads, n, d] = x.layout().shape();
@@ -264,14 +288,11 @@ pub fn gram_attention<T: Element, const N: usize>(
     }
     let (charged, rho) = params.total(batch, heads, &grid)?;
     if let Some(ledger) = ledger {
-        let charge = match ledger.total() {
-            Amount::Approx { .. } => Charge::Approx(charged),
-            _ => Charge::Zcdp(Rho::new(rho)?),
-        };
-        ledger.try_charge_in(PrivacyUnit::FeatureColumn, charge, NoiseMode::Exact)?;
+        let cost = Cost::Gaussian { approx: Some(charged), rho };
+        ledger.charge(PRIVACY_UNIT, &cost, NoiseMode::Exact)?;
     }
     let factors = &mut scratch[..d];
-    let draw = KeyedStream::new(key, stream);
+    let draw = draw.keyed(0);
     let mut run = || -> Result<()> {
         for b in 0..batch {
             for h in 0..heads {

@@ -37,8 +37,7 @@
 //! (same stream layout as the GPU kernel's float path). The sensitivity shrinks like `1/n`
 //! for long contexts, which is what makes output perturbation useful here.
 
-use crate::accounting::composition::Rho;
-use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::dispatch::{self, Operands};
 use crate::attention::tiled::{GridDraw, NoiseDraw, RowClamp};
@@ -51,8 +50,16 @@ use crate::element::Element;
 use crate::error::{Error, Result, positive_finite};
 use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::{KeyedStream, NoiseKey};
+use crate::sampling::KeyedStream;
+use crate::session::{Draw, Session};
 use crate::scratch::check_scratch;
+
+/// The privacy unit: one token (position) of the private context, its key and value rows in
+/// every head.
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
+
+/// Stream ids one release uses (`draw.stream` only).
+pub const STREAMS: u64 = 1;
 
 /// Allowed range of the norm bounds `R_k`, `R_v`: wide enough for any model, narrow enough
 /// that clamped rows keep their bound through `f32` rounding (no subnormal clamp factors).
@@ -392,7 +399,9 @@ fn grid_of_batch<T: Element>(
 }
 
 /// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise for every batch
-/// element `b`, `(ε, δ)`-DP for one position of the private context (see the module docs).
+/// element `b`, `(ε, δ)`-DP for one position of the private context (see the module docs),
+/// drawing fresh randomness from `session` and charging its ledger (which must be kept for
+/// [`PRIVACY_UNIT`]; [`Error::UnitMismatch`] otherwise).
 ///
 /// **Exact mode** (the default, [`NoiseMode::Exact`]): the attention is computed in `f64`
 /// ([`AttentionErrorModel::CPU_F64`]) and each output element is released on batch element
@@ -403,24 +412,25 @@ fn grid_of_batch<T: Element>(
 ///
 /// `sigma` (`batch · heads` entries) receives the noise scale of each `(b, h)`: `σ_b`, or in
 /// exact mode the discrete Gaussian's parameter `s·Λ` (`0` where no noise is needed) — keep
-/// it with the key and `stream` for audit. `scratch` has
-/// [`output_perturbation_scratch_len`] `f32` elements. If `ledger` is given, the release is
-/// charged after every input has been validated and before anything is computed (as
+/// it, with the session's epoch and the stream id (`session.next_stream()` before the call),
+/// for audit. `scratch` has [`output_perturbation_scratch_len`] `f32` elements. The ledger
+/// is charged after every input has been validated and before anything is computed (as
 /// `(ε, δ)` on an approximate-DP ledger, as `ρ` on zCDP and RDP ledgers; in its mode); a
 /// refused charge or any invalid input leaves `out` and the ledger untouched (`sigma` may
-/// then hold the computed values). When no batch element sees any key the release is a
-/// constant: zCDP and RDP ledgers are not charged.
+/// then hold the computed values; the stream id is consumed either way). When no batch
+/// element sees any key the release is a constant: zCDP and RDP ledgers are not charged.
 ///
 /// Noise element `(b, h, i, c)` is element `((b · heads + h) · s_q + i) · d_v + c` of the
-/// draw `(key, stream)`: its exact-sampler window in exact mode, the `f64` Gaussian layout of
+/// release's stream: its exact-sampler window in exact mode, the `f64` Gaussian layout of
 /// [`crate::noisy_attention`] in float mode.
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::output_perturbation::{OutputPerturbationParams, output_perturbation_attention,
 ///     output_perturbation_scratch_len};
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::{BatchedMut, BatchedRef, Kernel, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 /// let (s_q, s_k, d) = (2, 512, 4);
 /// let q = vec![0.5f32; s_q * d];
@@ -428,19 +438,21 @@ fn grid_of_batch<T: Element>(
 /// let params = OutputPerturbationParams { key_norm: 1.0, value_norm: 1.0,
 ///     budget: PrivacyBudget::new(1.0, 1e-6)?, scale: Scale::InvSqrtDim, score: ScoreFn::Exp,
 ///     key_padding: None, kernel: Kernel::Auto, noise_mode: NoiseMode::Exact };
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// // A session: a key from the operating system, fresh stream ids, a ledger for tokens.
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
 /// let (mut out, mut sigma) = (vec![0f32; s_q * d], [0.0]);
 /// output_perturbation_attention(
 ///     BatchedMut::contiguous(&mut out, [1, 1, s_q, d])?,
 ///     BatchedRef::contiguous(&q, [1, 1, s_q, d])?,
 ///     BatchedRef::contiguous(&kv, [1, 1, s_k, d])?,
 ///     BatchedRef::contiguous(&kv, [1, 1, s_k, d])?,
-///     &params, &NoiseKey::for_replay([3; 32]), 0, Some(&mut ledger), &mut sigma,
+///     &params, &mut session, &mut sigma,
 ///     &mut vec![0f32; output_perturbation_scratch_len(d, d)?],
 /// )?;
 /// // ‖q‖ = 1, a = 1/2: Δ = √2 · 2 / (1 + 511/e) ≈ 0.015, and σ ≈ 4.2 Δ at (1, 1e-6).
 /// assert!(sigma[0] > 0.05 && sigma[0] < 0.08);
-/// assert_eq!(ledger.charges(), 1);
+/// assert_eq!(session.ledger().charges(), 1);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -457,12 +469,56 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
     k: BatchedRef<'_, T>,
     v: BatchedRef<'_, T>,
     params: &OutputPerturbationParams<'_>,
-    key: &NoiseKey,
-    stream: u64,
-    ledger: Option<&mut Ledger<N>>,
+    session: &mut Session<N>,
     sigma: &mut [f64],
     scratch: &mut [f32],
 ) -> Result<Calibrated> {
+    let r = session.begin(STREAMS)?;
+    output_perturbation_attention_keyed(out, q, k, v, params, r.draw, Some(r.ledger), sigma, scratch)
+}
+
+/// [`output_perturbation_attention`] with an explicit key and stream id (its one stream is
+/// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage their
+/// own stream ids** — a `(key, stream)` pair must never serve two releases.
+///
+/// ```
+/// use dpattn_core::output_perturbation::{OutputPerturbationParams,
+///     output_perturbation_attention_keyed, output_perturbation_scratch_len};
+/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Draw;
+/// use dpattn_core::{BatchedMut, BatchedRef, Kernel, NoiseMode, PrivacyBudget, Scale, ScoreFn};
+/// let (q, kv) = (vec![0.5f32; 4], vec![0.25f32; 64]);
+/// let params = OutputPerturbationParams { key_norm: 1.0, value_norm: 1.0,
+///     budget: PrivacyBudget::new(1.0, 1e-6)?, scale: Scale::InvSqrtDim, score: ScoreFn::Exp,
+///     key_padding: None, kernel: Kernel::Auto, noise_mode: NoiseMode::Exact };
+/// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
+/// let mut replay = |out: &mut [f32]| output_perturbation_attention_keyed(
+///     BatchedMut::contiguous(out, [1, 1, 1, 4])?, BatchedRef::contiguous(&q, [1, 1, 1, 4])?,
+///     BatchedRef::contiguous(&kv, [1, 1, 16, 4])?, BatchedRef::contiguous(&kv, [1, 1, 16, 4])?,
+///     &params, Draw { key: &key, stream: 12 }, None, &mut [0.0],
+///     &mut vec![0f32; output_perturbation_scratch_len(4, 4)?]);
+/// let (mut a, mut b) = ([0f32; 4], [0f32; 4]);
+/// replay(&mut a)?;
+/// replay(&mut b)?;
+/// assert_eq!(a, b); // the same key and stream reproduce the release exactly
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`output_perturbation_attention`].
+#[allow(clippy::too_many_arguments)]
+pub fn output_perturbation_attention_keyed<T: Element, O: Element>(
+    out: BatchedMut<'_, O>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &OutputPerturbationParams<'_>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
+    sigma: &mut [f64],
+    scratch: &mut [f32],
+) -> Result<Calibrated> {
+    let (key, stream) = (draw.key, draw.stream);
     let total = crate::error::mul_size(q.layout().batch(), q.layout().heads(), "batch * heads")?;
     let (s_k, d_v) = (k.layout().seq(), v.layout().dim());
     let attn = AttentionParams {
@@ -546,13 +602,9 @@ impl Calibrated {
     ///
     /// # Errors
     /// The ledger's error when the charge does not fit (the ledger is then unchanged).
-    pub fn charge<const N: usize>(&self, ledger: &mut Ledger<N>) -> Result<()> {
-        let charge = match ledger.total() {
-            Amount::Approx { .. } => Charge::Approx(self.budget),
-            _ if self.rho == 0.0 => return Ok(()),
-            _ => Charge::Zcdp(Rho::new(self.rho)?),
-        };
-        ledger.try_charge_in(PrivacyUnit::TOKEN, charge, self.noise_mode)
+    pub fn charge(&self, ledger: &mut dyn Accountant) -> Result<()> {
+        let cost = Cost::Gaussian { approx: Some(self.budget), rho: self.rho };
+        ledger.charge(PRIVACY_UNIT, &cost, self.noise_mode)
     }
 }
 

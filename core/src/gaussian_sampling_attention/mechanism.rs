@@ -8,7 +8,7 @@
 //! when the caller declares them disjoint) and is charged to the ledger once.
 
 use crate::accounting::composition::basic_composition_k;
-use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::attention::normalise_scores;
 use crate::attention_options::ScoreFn;
@@ -18,7 +18,7 @@ use crate::error::{Error, Result, mul_size};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::{KeyedStream, NoiseKey};
+use crate::session::{Draw, Session};
 use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
 
 use super::calibration::{Calibration, DeltaConstants, Domain, SensitivityBound, check_privacy};
@@ -27,6 +27,12 @@ use super::covariance::{
     sample_from_factor,
 };
 use crate::linalg::{cholesky_in_place, gram, symmetric_min_eigenvalue};
+
+/// The privacy unit: one feature column of one problem's `X`, moved by at most `β`.
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::FeatureColumn;
+
+/// Stream ids one release uses.
+pub const STREAMS: u64 = 1;
 
 /// What the mechanism does with private data outside the declared domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -376,7 +382,7 @@ pub fn check_release_parameters(
 /// use dpattn_core::gaussian_sampling_attention::{
 ///     Domain, GaussianSamplingParams, OutOfDomain, Sampler, gaussian_sampling_attention,
 ///     gaussian_sampling_attention_scratch_len};
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// // Two tokens, 64 features; X Xᵀ = 0.05·I, columns of norm 0.04 (spec §5.4's shape).
 /// let (n, d) = (2, 64);
 /// let x: Vec<f64> = (0..n * d).map(|i| {
@@ -388,12 +394,13 @@ pub fn check_release_parameters(
 ///     .unsafe_float(); // no floating-point-safe form (module docs)
 /// let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
 /// let mut scratch = vec![0.0; gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?];
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1.0, 1e-5)?);
+/// let ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(1.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
 /// let report = gaussian_sampling_attention(
 ///     BatchedMut::contiguous(&mut b, [1, 1, n, n])?, BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
-///     BatchedRef::contiguous(&x, [1, 1, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
-///     Some(&mut ledger), &mut scratch)?;
-/// assert!((p[0] + p[1] - 1.0).abs() < 1e-15 && ledger.charges() == 1);
+///     BatchedRef::contiguous(&x, [1, 1, n, d])?, &params, &mut session, &mut scratch)?;
+/// assert!((p[0] + p[1] - 1.0).abs() < 1e-15);
+/// assert_eq!(session.ledger().unsafe_float_charges(), 1); // counted as not DP as shipped
 /// assert!(report.alpha_hat <= 0.04); // private: for the data holder only
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -407,19 +414,35 @@ pub fn check_release_parameters(
 /// condition, or an empty declared domain), [`Error::NonFinite`],
 /// [`Error::ScratchTooSmall`], [`Error::DomainViolation`] (private data outside the
 /// domain: **a data-dependent refusal**), or the ledger's error when the charge does not fit.
-#[allow(clippy::too_many_arguments)]
 pub fn gaussian_sampling_attention<T: Element, const N: usize>(
     out_b: BatchedMut<'_, f64>,
     out_p: BatchedMut<'_, f64>,
     x: BatchedRef<'_, T>,
     params: &GaussianSamplingParams,
-    key: &NoiseKey,
-    stream: u64,
-    ledger: Option<&mut Ledger<N>>,
+    session: &mut Session<N>,
+    scratch: &mut [f64],
+) -> Result<PrivateReport> {
+    let r = session.begin(STREAMS)?;
+    gaussian_sampling_attention_keyed(out_b, out_p, x, params, r.draw, Some(r.ledger), scratch)
+}
+
+/// [`gaussian_sampling_attention`] with an explicit key and stream id (`draw.stream` is its
+/// one stream) and an optional ledger: **for replay, audit, and hosts that manage their own
+/// stream ids** — a `(key, stream)` pair must never serve two releases.
+///
+/// # Errors
+/// As [`gaussian_sampling_attention`].
+pub fn gaussian_sampling_attention_keyed<T: Element>(
+    out_b: BatchedMut<'_, f64>,
+    out_p: BatchedMut<'_, f64>,
+    x: BatchedRef<'_, T>,
+    params: &GaussianSamplingParams,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     scratch: &mut [f64],
 ) -> Result<PrivateReport> {
     let [_, _, n, d] = x.layout().shape();
-    let result = release_all(out_b, out_p, x, params, key, stream, ledger, scratch);
+    let result = release_all(out_b, out_p, x, params, draw, ledger, scratch);
     // The scratch held A = XXᵀ and its Cholesky factor: private intermediates are not left
     // behind in the caller's memory (spec §6.5), whatever the outcome.
     if let Ok(used) =
@@ -431,15 +454,13 @@ pub fn gaussian_sampling_attention<T: Element, const N: usize>(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-fn release_all<T: Element, const N: usize>(
+fn release_all<T: Element>(
     mut out_b: BatchedMut<'_, f64>,
     mut out_p: BatchedMut<'_, f64>,
     x: BatchedRef<'_, T>,
     params: &GaussianSamplingParams,
-    key: &NoiseKey,
-    stream: u64,
-    ledger: Option<&mut Ledger<N>>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     scratch: &mut [f64],
 ) -> Result<PrivateReport> {
     let [batch, heads, n, d] = x.layout().shape();
@@ -469,16 +490,12 @@ fn release_all<T: Element, const N: usize>(
         }
     }
     if let Some(ledger) = ledger {
-        ledger.try_charge_in(
-            PrivacyUnit::FeatureColumn,
-            Charge::Approx(total),
-            params.noise_mode,
-        )?;
+        ledger.charge(PRIVACY_UNIT, &Cost::Approx(total), params.noise_mode)?;
     }
 
     // Pass 2: the releases (the same deterministic Gram and Cholesky as pass 1). With one
     // problem, `a` and `factors` still hold its Gram matrix and clip factors from pass 1.
-    let stream = KeyedStream::new(key, stream);
+    let stream = draw.keyed(0);
     let ridge = if reject { 0.0 } else { params.domain.eta };
     for b in 0..batch {
         for h in 0..heads {

@@ -71,6 +71,7 @@ pub use covariance::{
     dp_covariance_from_data_scratch_len, dp_covariance_scratch_len,
 };
 pub use mechanism::{
-    GaussianSamplingParams, OutOfDomain, PrivateReport, check_release_parameters,
-    gaussian_sampling_attention, gaussian_sampling_attention_scratch_len, measure_domain,
+    GaussianSamplingParams, OutOfDomain, PRIVACY_UNIT, PrivateReport, STREAMS,
+    check_release_parameters, gaussian_sampling_attention, gaussian_sampling_attention_keyed,
+    gaussian_sampling_attention_scratch_len, measure_domain,
 };
