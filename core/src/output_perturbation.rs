@@ -425,7 +425,6 @@ fn grid_of_batch<T: Element>(
 /// [`crate::noisy_attention`] in float mode.
 ///
 /// ```
-/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::output_perturbation::{OutputPerturbationParams, output_perturbation_attention,

@@ -89,6 +89,103 @@ pub fn epoch_key(master: &NoiseKey, epoch: u64) -> NoiseKey {
     key
 }
 
+/// A master key, its current epoch key and the next unused stream id: the randomness half
+/// of a [`Session`], usable alone by hosts that keep their ledger elsewhere (the C ABI's
+/// session shares a ledger handle). It hands out every stream id of an epoch once.
+///
+/// ```
+/// use dpattn_core::session::NoiseSource;
+/// let mut source = NoiseSource::new()?;
+/// let (a, b) = (source.reserve(2)?.stream, source.reserve(1)?.stream);
+/// assert_eq!(b, a + 2);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct NoiseSource {
+    master: NoiseKey,
+    epoch: u64,
+    key: NoiseKey,
+    next_stream: u64,
+}
+
+impl NoiseSource {
+    /// A master key and an epoch from the operating system.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] if the operating system's generator fails.
+    #[cfg(feature = "std")]
+    pub fn new() -> Result<Self> {
+        Ok(Self::for_replay(NoiseKey::generate()?, os_epoch()?, 0))
+    }
+
+    /// A master key and an epoch from `rng` (`no_std` and enclave targets).
+    pub fn from_rng<R: CryptoRng + ?Sized>(rng: &mut R) -> Self {
+        let master = NoiseKey::from_rng(rng);
+        Self::for_replay(master, rng.next_u64(), 0)
+    }
+
+    /// `master` at the stated `epoch` and next stream id: **for replay and audit only** —
+    /// it reissues the stream ids of a past run on purpose. A service restarts with
+    /// [`restore`](Self::restore), which picks a fresh epoch.
+    pub fn for_replay(master: NoiseKey, epoch: u64, next_stream: u64) -> Self {
+        let key = epoch_key(&master, epoch);
+        Self { master, epoch, key, next_stream }
+    }
+
+    /// `master` with the saved next stream id, in a fresh epoch from the operating system
+    /// (module docs: no `(key, stream)` pair used before can be reissued).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] if the operating system's generator fails.
+    #[cfg(feature = "std")]
+    pub fn restore(master: NoiseKey, next_stream: u64) -> Result<Self> {
+        Ok(Self::for_replay(master, os_epoch()?, next_stream))
+    }
+
+    /// [`restore`](Self::restore) with the new epoch from `rng`.
+    pub fn restore_with_rng<R: CryptoRng + ?Sized>(
+        master: NoiseKey,
+        next_stream: u64,
+        rng: &mut R,
+    ) -> Self {
+        Self::for_replay(master, rng.next_u64(), next_stream)
+    }
+
+    /// The current epoch (module docs).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The first stream id the next release will get.
+    pub fn next_stream(&self) -> u64 {
+        self.next_stream
+    }
+
+    /// The master key, for a key store and for audit. As sensitive as the data.
+    pub fn master_key(&self) -> &NoiseKey {
+        &self.master
+    }
+
+    /// Reserves `streams ≥ 1` fresh consecutive stream ids and returns them with the epoch
+    /// key. The ids are consumed even if the release then fails: a stream id is never handed
+    /// out twice in an epoch.
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] for `streams = 0`; [`Error::SizeOverflow`] when the epoch's
+    /// `2⁶⁴ − 1` stream ids are used up (restore to start a new epoch).
+    pub fn reserve(&mut self, streams: u64) -> Result<Draw<'_>> {
+        if streams == 0 {
+            return Err(Error::OutOfRange { name: "streams", value: 0.0, allowed: ">= 1" });
+        }
+        let first = self.next_stream;
+        self.next_stream = first
+            .checked_add(streams)
+            .filter(|&n| n < DERIVATION_STREAM)
+            .ok_or(Error::SizeOverflow { what: "the session's stream ids (start a new epoch)" })?;
+        Ok(Draw { key: &self.key, stream: first })
+    }
+}
+
 /// A key, the next unused stream id and a ledger: see the [module documentation](self).
 ///
 /// ```
@@ -106,10 +203,7 @@ pub fn epoch_key(master: &NoiseKey, epoch: u64) -> NoiseKey {
 /// ```
 #[derive(Debug)]
 pub struct Session<const N: usize = DEFAULT_ORDER_COUNT> {
-    master: NoiseKey,
-    epoch: u64,
-    key: NoiseKey,
-    next_stream: u64,
+    source: NoiseSource,
     ledger: Ledger<N>,
 }
 
@@ -130,21 +224,19 @@ impl<const N: usize> Session<N> {
     /// [`Error::Unsupported`] if the operating system's generator fails.
     #[cfg(feature = "std")]
     pub fn new(ledger: Ledger<N>) -> Result<Self> {
-        let master = NoiseKey::generate()?;
-        Ok(Self::with_epoch(master, os_epoch()?, 0, ledger))
+        Ok(Self { source: NoiseSource::new()?, ledger })
     }
 
     /// A session over `ledger` whose master key and epoch come from `rng` (`no_std` and
     /// enclave targets).
     pub fn from_rng<R: CryptoRng + ?Sized>(ledger: Ledger<N>, rng: &mut R) -> Self {
-        let master = NoiseKey::from_rng(rng);
-        let epoch = rng.next_u64();
-        Self::with_epoch(master, epoch, 0, ledger)
+        Self { source: NoiseSource::from_rng(rng), ledger }
     }
 
-    fn with_epoch(master: NoiseKey, epoch: u64, next_stream: u64, ledger: Ledger<N>) -> Self {
-        let key = epoch_key(&master, epoch);
-        Self { master, epoch, key, next_stream, ledger }
+    /// A session over `ledger` drawing from `source` (e.g. [`NoiseSource::for_replay`] for
+    /// an audit).
+    pub fn with_source(source: NoiseSource, ledger: Ledger<N>) -> Self {
+        Self { source, ledger }
     }
 
     /// The privacy unit of the session's ledger.
@@ -157,49 +249,42 @@ impl<const N: usize> Session<N> {
         &self.ledger
     }
 
+    /// The randomness half (epoch, next stream id, master key).
+    pub fn source(&self) -> &NoiseSource {
+        &self.source
+    }
+
     /// The current epoch (module docs).
     pub fn epoch(&self) -> u64 {
-        self.epoch
+        self.source.epoch
     }
 
     /// The first stream id the next release will get.
     pub fn next_stream(&self) -> u64 {
-        self.next_stream
+        self.source.next_stream
     }
 
     /// The master key, for a key store and for audit. As sensitive as the data.
     pub fn master_key(&self) -> &NoiseKey {
-        &self.master
+        &self.source.master
     }
 
-    /// Reserves `streams ≥ 1` fresh consecutive stream ids for one release and lends it the
-    /// epoch key and the ledger. The ids are consumed even if the release then fails: a
-    /// stream id is never handed out twice in an epoch.
+    /// Reserves `streams ≥ 1` fresh consecutive stream ids for one release
+    /// ([`NoiseSource::reserve`]) and lends it the epoch key and the ledger.
     ///
     /// # Errors
-    /// [`Error::OutOfRange`] for `streams = 0`; [`Error::SizeOverflow`] when the epoch's
-    /// `2⁶⁴ − 1` stream ids are used up (restore the session to start a new epoch).
+    /// As [`NoiseSource::reserve`].
     pub fn begin(&mut self, streams: u64) -> Result<Release<'_>> {
-        if streams == 0 {
-            return Err(Error::OutOfRange { name: "streams", value: 0.0, allowed: ">= 1" });
-        }
-        let first = self.next_stream;
-        self.next_stream = first
-            .checked_add(streams)
-            .filter(|&n| n < DERIVATION_STREAM)
-            .ok_or(Error::SizeOverflow { what: "the session's stream ids (start a new epoch)" })?;
-        Ok(Release {
-            draw: Draw { key: &self.key, stream: first },
-            epoch: self.epoch,
-            ledger: &mut self.ledger,
-        })
+        let epoch = self.source.epoch;
+        let draw = self.source.reserve(streams)?;
+        Ok(Release { draw, epoch, ledger: &mut self.ledger })
     }
 
     /// The state to store for a restart: the master key, the next stream id and the ledger.
     pub fn save(&self) -> SessionState<N> {
         SessionState {
-            master: self.master.clone(),
-            next_stream: self.next_stream,
+            master: self.source.master.clone(),
+            next_stream: self.source.next_stream,
             ledger: self.ledger.clone(),
         }
     }
@@ -211,14 +296,14 @@ impl<const N: usize> Session<N> {
     /// [`Error::Unsupported`] if the operating system's generator fails.
     #[cfg(feature = "std")]
     pub fn restore(state: SessionState<N>) -> Result<Self> {
-        let epoch = os_epoch()?;
-        Ok(Self::with_epoch(state.master, epoch, state.next_stream, state.ledger))
+        let source = NoiseSource::restore(state.master, state.next_stream)?;
+        Ok(Self { source, ledger: state.ledger })
     }
 
     /// [`restore`](Self::restore) with the new epoch from `rng`.
     pub fn restore_with_rng<R: CryptoRng + ?Sized>(state: SessionState<N>, rng: &mut R) -> Self {
-        let epoch = rng.next_u64();
-        Self::with_epoch(state.master, epoch, state.next_stream, state.ledger)
+        let source = NoiseSource::restore_with_rng(state.master, state.next_stream, rng);
+        Self { source, ledger: state.ledger }
     }
 }
 
@@ -255,6 +340,17 @@ impl<const N: usize> SessionState<N> {
     /// The next stream id as saved.
     pub fn next_stream(&self) -> u64 {
         self.next_stream
+    }
+
+    /// A state from its parts (a host that keeps the ledger apart from its
+    /// [`NoiseSource`]).
+    pub fn from_parts(source: &NoiseSource, ledger: Ledger<N>) -> Self {
+        Self { master: source.master.clone(), next_stream: source.next_stream, ledger }
+    }
+
+    /// The parts: the master key, the next stream id and the ledger.
+    pub fn into_parts(self) -> (NoiseKey, u64, Ledger<N>) {
+        (self.master, self.next_stream, self.ledger)
     }
 
     /// Writes the state to `out[..ENCODED_LEN]`: a magic, the master key, the next stream id

@@ -12,7 +12,6 @@
 //! once per input for the whole plan) or `dpattn_dp_forward_release_rho` (zCDP/RDP, per
 //! release) yourself.
 
-use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use std::ffi::c_void;
 
 use dpattn_core::dp_forward::{
@@ -25,7 +24,7 @@ use dpattn_core::{Epsilon, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, unknown};
-use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype, dpattn_key};
 
@@ -674,10 +673,7 @@ pub unsafe extern "C" fn dpattn_dp_forward(
     row_stride: usize,
     params: *const dpattn_dp_forward_params,
     factors: *const dpattn_dp_forward_factors,
-    key: *const dpattn_key,
-    stream: u64,
-    first: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_dp_forward_clip_report,
@@ -686,8 +682,6 @@ pub unsafe extern "C" fn dpattn_dp_forward(
         let out = Out::new(out_report, "out_report")?;
         // SAFETY: forwarded caller contract.
         let p = unsafe { params_arg(params) }?;
-        // SAFETY: forwarded caller contract.
-        let key = unsafe { read(key, "key") }?.to_core();
         let n = matrix_extent("x", x_len, rows, cols, row_stride)?;
         let elem = match dtype {
             DPATTN_DTYPE_F32 => 4usize,
@@ -706,15 +700,15 @@ pub unsafe extern "C" fn dpattn_dp_forward(
             // SAFETY: forwarded caller contract (`n <= x_len`), disjoint (checked).
             let data = unsafe { slice_mut(x.cast::<f32>(), n, "x") }?;
             let m = MatMut::new(data, rows, cols, row_stride)?;
-            with_ledger(ledger, |l| {
-                Ok(dpf::dp_forward(m, &p, &f, &key, stream, first, l, scratch)?)
+            with_session(session, dpf::STREAMS, |draw, l| {
+                Ok(dpf::dp_forward_keyed(m, &p, &f, draw, 0, l, scratch)?)
             })?
         } else {
             // SAFETY: as above.
             let data = unsafe { slice_mut(x.cast::<f64>(), n, "x") }?;
             let m = MatMut::new(data, rows, cols, row_stride)?;
-            with_ledger(ledger, |l| {
-                Ok(dpf::dp_forward(m, &p, &f, &key, stream, first, l, scratch)?)
+            with_session(session, dpf::STREAMS, |draw, l| {
+                Ok(dpf::dp_forward_keyed(m, &p, &f, draw, 0, l, scratch)?)
             })?
         };
         let report = dpattn_dp_forward_clip_report { scaled: r.scaled, max_norm: r.max_norm };
@@ -939,10 +933,11 @@ pub unsafe extern "C" fn dpattn_dp_forward_spectral_norm_upper_bound(
 pub(crate) mod ledger_testing {
     use dpattn_core::accounting::composition::Rho;
     use dpattn_core::accounting::ledger::{Amount, Ledger};
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::{Delta, Epsilon, PrivacyBudget};
 
     use crate::ledger::{
-        dpattn_amount, dpattn_ledger, dpattn_ledger_charges, dpattn_ledger_free,
+        dpattn_amount, dpattn_privacy_unit, dpattn_ledger, dpattn_ledger_charges, dpattn_ledger_free,
         dpattn_ledger_new_approx, dpattn_ledger_new_rdp, dpattn_ledger_new_zcdp,
         dpattn_ledger_spent,
     };
@@ -956,24 +951,25 @@ pub(crate) mod ledger_testing {
         Rdp(f64, f64),
     }
 
-    /// A C ledger handle and a core ledger with the same total.
-    pub(crate) fn pair(kind: Kind) -> (*mut dpattn_ledger, Ledger) {
+    /// A C ledger handle and a core ledger with the same unit and total.
+    pub(crate) fn pair(unit: PrivacyUnit, kind: Kind) -> (*mut dpattn_ledger, Ledger) {
         let mut h = std::ptr::null_mut();
+        let u = dpattn_privacy_unit::from_core(unit);
         // SAFETY: valid out-pointer.
         let (st, core) = unsafe {
             match kind {
                 Kind::Approx(e, d) => (
-                    dpattn_ledger_new_approx(e, d, &mut h),
-                    Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(e, d).unwrap()),
+                    dpattn_ledger_new_approx(u, e, d, &mut h),
+                    Ledger::new_approx(unit, PrivacyBudget::new(e, d).unwrap()),
                 ),
                 Kind::Zcdp(r) => (
-                    dpattn_ledger_new_zcdp(r, &mut h),
-                    Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(r).unwrap()),
+                    dpattn_ledger_new_zcdp(u, r, &mut h),
+                    Ledger::new_zcdp(unit, Rho::new(r).unwrap()),
                 ),
                 Kind::Rdp(e, d) => (
-                    dpattn_ledger_new_rdp(e, d, &mut h),
+                    dpattn_ledger_new_rdp(u, e, d, &mut h),
                     Ledger::new_rdp(
-                        PrivacyUnit::Sequence,
+                        unit,
                         Epsilon::new(e).unwrap(),
                         Delta::new(d).unwrap(),
                     )
@@ -1021,7 +1017,7 @@ pub(crate) mod ledger_testing {
 
     /// A handle that was freed (its id is never reused).
     pub(crate) fn freed() -> *mut dpattn_ledger {
-        let (h, _) = pair(Kind::Zcdp(1.0));
+        let (h, _) = pair(PrivacyUnit::Sequence, Kind::Zcdp(1.0));
         // SAFETY: live handle, freed once.
         unsafe { dpattn_ledger_free(h) };
         h
@@ -1044,6 +1040,7 @@ pub(crate) mod ledger_testing {
 
 #[cfg(test)]
 mod tests {
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use super::ledger_testing::{self as lt, Kind};
     use super::*;
     use crate::last_error::last_error_string;
@@ -1207,7 +1204,7 @@ mod tests {
             for releases in [1u32, 3] {
                 p.releases = releases;
                 let core = p.to_core().unwrap();
-                let (h, mut cl) = lt::pair(kind);
+                let (h, mut cl) = lt::pair(PrivacyUnit::Sequence, kind);
                 let mut a = x0.clone();
                 let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
                 let st = hook_call(&mut a, &p, h, &mut rep);
@@ -1250,7 +1247,7 @@ mod tests {
         p.epsilon = 4.0;
         let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
         for kind in [Kind::Approx(1.0, 1e-4), Kind::Zcdp(1e-3), Kind::Rdp(0.5, 1e-5)] {
-            let (h, _) = lt::pair(kind);
+            let (h, _) = lt::pair(PrivacyUnit::Sequence, kind);
             let mut a = x0.clone();
             let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
             assert_eq!(hook_call(&mut a, &p, h, &mut rep), dpattn_status::Infeasible, "{kind:?}");

@@ -18,7 +18,7 @@ use dpattn_core::{MatMut, MatRef, PrivacyBudget, ScoreFn};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
-use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{
     HasDtype, dpattn_dtype, dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype,
@@ -436,9 +436,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
     out_p: *const dpattn_tensor4_mut,
     x: *const dpattn_tensor4,
     params: *const dpattn_gaussian_sampling_params,
-    key: *const dpattn_key,
-    stream: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_gaussian_sampling_report,
@@ -446,17 +444,15 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
     ffi_status(|| {
         let out = Out::new(out_report, "out_report")?;
         // SAFETY: each pointer is readable per the caller's contract (NULL is rejected).
-        let (ob, op, xt, params, key) = unsafe {
+        let (ob, op, xt, params) = unsafe {
             (
                 read(out_b, "out_b")?,
                 read(out_p, "out_p")?,
                 read(x, "x")?,
                 read(params, "params")?,
-                read(key, "key")?,
             )
         };
         let params = params.to_core()?;
-        let key = key.to_core();
         let report = with_dtype!(xt.dtype, "x", |T| {
             let mut bufs = Buffers::default();
             xt.record::<T>("x", &mut bufs);
@@ -474,8 +470,8 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
                     slice_mut(scratch, scratch_len, "scratch")?,
                 )
             };
-            with_ledger(ledger, |l| {
-                Ok(gsa::gaussian_sampling_attention(bv, pv, xv, &params, &key, stream, l, sc)?)
+            with_session(session, gsa::STREAMS, |draw, l| {
+                Ok(gsa::gaussian_sampling_attention_keyed(bv, pv, xv, &params, draw, l, sc)?)
             })?
         });
         // SAFETY: checked non-NULL; writable per the caller's contract.
@@ -1378,7 +1374,7 @@ mod tests {
             }
         };
         for kind in [Kind::Approx(1.0, 1e-5), Kind::Zcdp(10.0), Kind::Rdp(10.0, 1e-5)] {
-            let (h, mut cl) = lt::pair(kind);
+            let (h, mut cl) = lt::pair(PrivacyUnit::FeatureColumn, kind);
             b.fill(5.0);
             let mut rep3 = rep2;
             let st = call_l(&p, &mut sc, h, &mut rep3);
@@ -1418,7 +1414,7 @@ mod tests {
         // Refused over budget, a domain violation (charges nothing), a freed ledger:
         // outputs untouched.
         b.fill(5.0);
-        let (h, _) = lt::pair(Kind::Approx(0.05, 1e-5));
+        let (h, _) = lt::pair(PrivacyUnit::FeatureColumn, Kind::Approx(0.05, 1e-5));
         assert_eq!(call_l(&p, &mut sc, h, &mut rep2), dpattn_status::Infeasible);
         let mut q = p;
         q.domain.eta = 0.055;

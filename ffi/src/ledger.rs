@@ -71,6 +71,18 @@ pub struct dpattn_privacy_unit {
 }
 
 impl dpattn_privacy_unit {
+    /// The C form of a core unit.
+    pub(crate) fn from_core(unit: PrivacyUnit) -> Self {
+        let (kind, tokens) = match unit {
+            PrivacyUnit::Tokens(c) => (DPATTN_UNIT_TOKENS, c.get()),
+            PrivacyUnit::FeatureColumn => (DPATTN_UNIT_FEATURE_COLUMN, 0),
+            PrivacyUnit::Sequence => (DPATTN_UNIT_SEQUENCE, 0),
+            PrivacyUnit::Prompt => (DPATTN_UNIT_PROMPT, 0),
+            PrivacyUnit::Record => (DPATTN_UNIT_RECORD, 0),
+        };
+        Self { kind, tokens }
+    }
+
     /// The core unit.
     pub(crate) fn to_core(self) -> Result<PrivacyUnit, FfiError> {
         let plain = |u| if self.tokens == 0 { Ok(u) } else { Err(bad_tokens(self.tokens)) };

@@ -47,6 +47,7 @@ mod noisy_attention;
 mod noisy_head;
 mod output_perturbation;
 mod privacy;
+mod session;
 mod softmax_tree;
 mod status;
 mod tensor;
@@ -90,6 +91,7 @@ pub use output_perturbation::{
     dpattn_output_perturbation_worst_case_sensitivity,
 };
 pub use privacy::dpattn_check_privacy_params;
+pub use session::*;
 pub use softmax_tree::*;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{

@@ -648,7 +648,7 @@ mod tests {
             p.noise = noise;
             p.delta = delta;
             for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(2.0), Kind::Rdp(10.0, 1e-5)] {
-                let (l, mut cl) = lt::pair(kind);
+                let (l, mut cl) = lt::pair(PrivacyUnit::TOKEN, kind);
                 let mut h = null_mut();
                 let st = sketch_with(&p, l, &mut h);
                 let core = MomentSketch::new(
@@ -685,7 +685,7 @@ mod tests {
             }
         }
         // Refused (over budget): no handle, ledger unchanged; a freed ledger.
-        let (l, _) = lt::pair(Kind::Approx(0.5, 1e-5));
+        let (l, _) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(0.5, 1e-5));
         let mut h = 0x10 as *mut dpattn_moment_sketch;
         assert_eq!(sketch_with(&p, l, &mut h), dpattn_status::Infeasible);
         assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);

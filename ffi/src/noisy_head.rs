@@ -1614,7 +1614,7 @@ mod tests {
             p.accounting = accounting;
             let core = p.to_core().unwrap();
             for kind in [Kind::Approx(2.0, 1e-4), Kind::Zcdp(5.0), Kind::Rdp(20.0, 1e-5)] {
-                let (h, mut cl) = lt::pair(kind);
+                let (h, mut cl) = lt::pair(PrivacyUnit::Prompt, kind);
                 let mut gamma = [7.0; 25];
                 let st = release(&p, &pr, h, &mut gamma);
                 let mut expect = [7.0; 25];
@@ -1663,7 +1663,7 @@ mod tests {
             (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Rdp(0.1, 1e-5)),
         ] {
             p.accounting = accounting;
-            let (h, _) = lt::pair(kind);
+            let (h, _) = lt::pair(PrivacyUnit::Prompt, kind);
             let mut gamma = [7.0; 25];
             assert_eq!(release(&p, &pr, h, &mut gamma), dpattn_status::Infeasible, "{kind:?}");
             assert_eq!(gamma, [7.0; 25]);

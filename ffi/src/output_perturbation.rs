@@ -31,6 +31,7 @@ use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, accounting_of, copies_of, query_policy_of,
     temperature_of,
 };
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 
@@ -325,9 +326,7 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
     k: *const dpattn_tensor4,
     v: *const dpattn_tensor4,
     params: *const dpattn_output_perturbation_params,
-    key: *const dpattn_key,
-    stream: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     sigma: *mut f64,
     sigma_len: usize,
     scratch: *mut f32,
@@ -339,17 +338,15 @@ pub unsafe extern "C" fn dpattn_output_perturbation_attention(
         let mut bufs = Buffers::default();
         // SAFETY: as above.
         let p = unsafe { decode_op(params, &mut bufs) }?;
-        // SAFETY: as above.
-        let key = unsafe { read(key, "key") }?.to_core();
         bufs.output("sigma", sigma, sigma_len);
         with_dtype!(t.q.dtype, "q.dtype", |T| with_dtype!(t.out.dtype, "out.dtype", |O| {
             // SAFETY: as above; `views` proves every output (sigma included) disjoint.
             let w = unsafe { t.views::<T, O, f32>(scratch, scratch_len, &mut bufs) }?;
             // SAFETY: as above; `sigma` was proven disjoint by `views`.
             let sigma = unsafe { slice_mut(sigma, sigma_len, "sigma") }?;
-            with_ledger(ledger, |l| {
-                op::output_perturbation_attention(
-                    w.out, w.q, w.k, w.v, &p, &key, stream, l, sigma, w.scratch,
+            with_session(session, op::STREAMS, |draw, l| {
+                op::output_perturbation_attention_keyed(
+                    w.out, w.q, w.k, w.v, &p, draw, l, sigma, w.scratch,
                 )?;
                 Ok(())
             })
@@ -1097,7 +1094,7 @@ mod tests {
         };
         let key = dpattn_key { bytes: [4; 32] };
         for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
-            let (h, mut cl) = lt::pair(kind);
+            let (h, mut cl) = lt::pair(PrivacyUnit::TOKEN, kind);
             let (st, got, sig) = ffi_release_with(&params(&[]), Some(&key), 6, h);
             assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
             let (mut want, mut wsig) = (vec![7f32; 120], vec![-1f64; 6]);
@@ -1123,7 +1120,7 @@ mod tests {
         }
         // Refused (over budget in every kind): nothing written, ledger unchanged.
         for kind in [Kind::Approx(0.5, 1e-5), Kind::Zcdp(1e-6), Kind::Rdp(0.01, 1e-5)] {
-            let (h, _) = lt::pair(kind);
+            let (h, _) = lt::pair(PrivacyUnit::TOKEN, kind);
             let (st, got, _) = ffi_release_with(&params(&[]), Some(&key), 6, h);
             assert_eq!(st, dpattn_status::Infeasible, "{kind:?}");
             assert!(got.iter().all(|&x| x == 7.0));
@@ -1179,7 +1176,7 @@ mod tests {
             )
         };
         for kind in [Kind::Approx(100.0, 1e-2), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
-            let (l, mut cl) = lt::pair(kind);
+            let (l, mut cl) = lt::pair(PrivacyUnit::TOKEN, kind);
             let mut h: *mut dpattn_cross_attention = std::ptr::null_mut();
             let st = cross_new(l, &mut h);
             let core = core_new(&mut cl);
@@ -1229,7 +1226,7 @@ mod tests {
             lt::free(l);
         }
         // Refused: nothing returned, ledger unchanged; a freed ledger.
-        let (l, _) = lt::pair(Kind::Approx(1e-3, 1e-9));
+        let (l, _) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(1e-3, 1e-9));
         let mut h = 0x10 as *mut dpattn_cross_attention;
         assert_eq!(cross_new(l, &mut h), dpattn_status::Infeasible);
         assert_eq!(h, 0x10 as *mut dpattn_cross_attention);

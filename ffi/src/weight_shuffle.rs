@@ -1561,7 +1561,7 @@ mod tests {
         let cp = ShufflePlan::new(&blocks, 17).unwrap();
         let cparams = p.to_core().unwrap();
         for kind in [Kind::Rdp(8.0, 1e-5), Kind::Approx(8.0, 1e-5), Kind::Zcdp(8.0)] {
-            let (h, mut cl) = lt::pair(kind);
+            let (h, mut cl) = lt::pair(PrivacyUnit::Record, kind);
             let mut scratch = [0.0; 34];
             let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut scratch);
             let (mut w2, mut m2, mut perms2, mut scratch2) =
@@ -1602,8 +1602,8 @@ mod tests {
             lt::free(h);
         }
         // Exactly what the generic sampled-Gaussian charge of one step costs.
-        let (h, _) = lt::pair(Kind::Rdp(8.0, 1e-5));
-        let (h2, _) = lt::pair(Kind::Rdp(8.0, 1e-5));
+        let (h, _) = lt::pair(PrivacyUnit::Record, Kind::Rdp(8.0, 1e-5));
+        let (h2, _) = lt::pair(PrivacyUnit::Record, Kind::Rdp(8.0, 1e-5));
         assert_eq!(ledger_step(plan, &p, h, &mut [0.0; 34]).0, dpattn_status::Ok);
         // SAFETY: live handle.
         let st = unsafe { crate::ledger::dpattn_ledger_charge_sampled_gaussian(h2, 0.1, 1.1, 1) };
@@ -1621,7 +1621,7 @@ mod tests {
         let p = sgd_params();
         let untouched = ([0.1f64; 17], [0.5f64; 17], [7u32; 3], 9u64);
         // Over budget: refused after the noisy sum was formed; scratch is erased.
-        let (h, _) = lt::pair(Kind::Rdp(0.05, 1e-5));
+        let (h, _) = lt::pair(PrivacyUnit::Record, Kind::Rdp(0.05, 1e-5));
         let mut scratch = [3.0; 34];
         let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut scratch);
         assert_eq!(s, dpattn_status::Infeasible, "{}", last_error_string());
@@ -1635,7 +1635,7 @@ mod tests {
         // The C path is the exact release (NoiseMode::Exact), which has no bounded support:
         // at a δ where the f64 Gaussian's support would be visible the step is not refused
         // for it; this δ makes the charge exceed the budget, refused after the sum as above.
-        let (h, _) = lt::pair(Kind::Rdp(8.0, 1e-300));
+        let (h, _) = lt::pair(PrivacyUnit::Record, Kind::Rdp(8.0, 1e-300));
         let mut scratch = [3.0; 34];
         let (s, w, m, _, rep) = ledger_step(plan, &p, h, &mut scratch);
         assert_eq!(s, dpattn_status::Infeasible);

@@ -96,7 +96,7 @@ pub use clip::{ClipMode, ClipRegion, ClipReport, clip_hidden};
 pub use labels::{MAX_CLASSES, RandomizedResponse, full_ldp_budget, randomize_label_in};
 pub use noise::{GAUSSIAN_SUPPORT, NoiseFactors, check_factors, dp_forward_scratch_len};
 pub use params::{DpForwardParams, SensitivityRule};
-pub use release::{DpForwardReport, dp_forward};
+pub use release::{DpForwardReport, STREAMS, dp_forward, dp_forward_keyed};
 pub use sensitivity::{
     Neighbours, NoisePosition, SubLayer, check_neighbours, sensitivity, spectral_norm_upper_bound,
 };

@@ -1,7 +1,7 @@
 //! The DP-Forward hook: clip or normalise, then add aMGM noise, on a batch of hidden-state
 //! matrices in place (seed-003 §3.10, §4.2, §4.4, §4.8).
 
-use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
 use crate::dp_forward::clip::{check_finite_hidden, clip_checked};
 use crate::dp_forward::exact::{plan_exact, release_exact};
 use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
@@ -9,8 +9,12 @@ use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatMut;
-use crate::sampling::{KeyedStream, NoiseFloat, NoiseKey};
+use crate::sampling::NoiseFloat;
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
+
+/// Stream ids one release uses (`draw.stream` only).
+pub const STREAMS: u64 = 1;
 
 /// What one call of [`dp_forward`] did.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,11 +50,13 @@ pub struct DpForwardReport {
 /// bits). Both layouts: `docs/RANDOMNESS.md` §5.4. **Never reuse** `(key, stream)` element
 /// ranges across releases: equal noise on two different matrices reveals their difference.
 ///
-/// If `ledger` is given it is charged (in the params' mode) after every check and before
-/// `x` is touched:
+/// The randomness is a fresh stream of `session` and the session's ledger, which must be kept
+/// for [`DpForwardParams::privacy_unit`] ([`Error::UnitMismatch`] otherwise), is charged (in
+/// the params' mode) after every check and before `x` is touched:
 /// * an approximate-DP ledger, `Charge::Approx(params.guarantee())`, only for a plan of one
 ///   release (`releases = 1`); a plan of `k > 1` composes exactly only as a whole: charge
-///   [`DpForwardParams::plan_charge`] once per input yourself and pass no ledger;
+///   [`DpForwardParams::plan_charge`] once per input yourself and use
+///   [`dp_forward_keyed`] without a ledger;
 /// * a zCDP or RDP ledger, the exact `ρ = S₂²/(2σ²)` of one release
 ///   ([`DpForwardParams::release_rho`]), for any `k`.
 ///
@@ -59,7 +65,7 @@ pub struct DpForwardReport {
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,
 ///     NoiseFactors, NoisePosition, SensitivityRule, dp_forward};
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::{MatMut, NoiseMode, PrivacyBudget};
 /// let p = DpForwardParams {
 ///     budget: PrivacyBudget::new(4.0, 1e-5)?, releases: 1, clip_norm: 1.0,
@@ -68,11 +74,13 @@ pub struct DpForwardReport {
 ///     tokens: 4, dim: 8, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 /// };
 /// let mut x: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect(); // batch 2
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(8.0, 1e-4)?);
+/// // A session: a key from the operating system, fresh stream ids, a ledger for sequences.
+/// let ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(8.0, 1e-4)?);
+/// let mut session = Session::new(ledger)?;
 /// let report = dp_forward(MatMut::from_row_major(&mut x, 8, 8)?, &p, &NoiseFactors::Iid,
-///     &NoiseKey::for_replay([7; 32]), 0, 0, Some(&mut ledger), &mut [])?;
+///     &mut session, &mut [])?;
 /// assert_eq!(report.scaled, 2);
-/// assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
+/// assert_eq!((session.ledger().charges(), session.ledger().unsafe_float_charges()), (1, 0));
 /// // σ = 2C/A(4, 1e-5) = 2.16232369904 (seed-003 §5-A) per entry, against a signal of
 /// // norm 1 spread over 32 entries.
 /// assert!((p.noise_floor()? / 2.16232369904 - 1.0).abs() < 1e-10);
@@ -96,17 +104,34 @@ pub struct DpForwardReport {
 /// error when the charge does not fit. On every error `x` and the ledger are untouched
 /// (but for an exhausted randomness window, probability below `2^−1000`, after which `x`
 /// is all NaN).
-#[allow(clippy::too_many_arguments)]
 pub fn dp_forward<T: NoiseFloat, const N: usize>(
+    x: MatMut<'_, T>,
+    params: &DpForwardParams,
+    factors: &NoiseFactors<'_>,
+    session: &mut Session<N>,
+    scratch: &mut [f64],
+) -> Result<DpForwardReport> {
+    let r = session.begin(STREAMS)?;
+    dp_forward_keyed(x, params, factors, r.draw, 0, Some(r.ledger), scratch)
+}
+
+/// [`dp_forward`] with an explicit key and stream id and an optional ledger: **for replay,
+/// audit, and hosts that manage their own stream ids** — a `(key, stream)` pair must never
+/// serve two releases. `first` offsets the element indices (noise element `(r, j)` is
+/// element `first + r·dim + j` of the stream), so that one batch split across calls (or
+/// across the CPU and the GPU) draws what one call would; the session route uses `first = 0`.
+///
+/// # Errors
+/// As [`dp_forward`].
+#[allow(clippy::too_many_arguments)]
+pub fn dp_forward_keyed<T: NoiseFloat>(
     mut x: MatMut<'_, T>,
     params: &DpForwardParams,
     factors: &NoiseFactors<'_>,
-    key: &NoiseKey,
-    stream: u64,
+    draw: Draw<'_>,
     first: u64,
-    ledger: Option<&mut Ledger<N>>,
-    scratch: &mut [f64],
-) -> Result<DpForwardReport> {
+    ledger: Option<&mut dyn Accountant>,
+    scratch: &mut [f64]) -> Result<DpForwardReport> {
     let floor = check_factors(params, factors)?;
     let (tokens, dim) = (params.tokens, params.dim);
     if x.cols() != dim {
@@ -129,22 +154,16 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
     };
     check_finite_hidden(&x)?;
     if let Some(ledger) = ledger {
-        let charge = match ledger.total() {
-            Amount::Approx { .. } if params.releases == 1 => {
-                Charge::Approx(params.guarantee_at(floor)?)
-            }
-            Amount::Approx { .. } => {
-                return Err(Error::Unsupported {
-                    what: "an approximate-DP ledger cannot take one release of a k > 1 plan: charge plan_charge() once per input, or use a zCDP ledger",
-                });
-            }
-            _ => Charge::Zcdp(params.release_rho_at(floor)?),
+        let approx = match params.releases {
+            1 => Some(params.guarantee_at(floor)?),
+            _ => None, // one release of a k > 1 plan has no stand-alone (ε, δ)
         };
-        ledger.try_charge_in(params.privacy_unit()?, charge, params.noise_mode)?;
+        let rho = params.release_rho_at(floor)?.get();
+        ledger.charge(params.privacy_unit()?, &Cost::Gaussian { approx, rho }, params.noise_mode)?;
     }
     // Every check of clip_hidden ran above (C by validate, shape, finiteness).
     let clip = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);
-    let noise_stream = KeyedStream::new(key, stream);
+    let noise_stream = draw.keyed(0);
     match &grid {
         Some(g) => release_exact(x, tokens, factors, g, floor, &noise_stream, first, scratch)?,
         None => add_noise(x, tokens, factors, floor, &noise_stream, first, scratch)?,
