@@ -72,6 +72,7 @@ pub struct dpattn_privacy_unit {
 
 impl dpattn_privacy_unit {
     /// The C form of a core unit.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn from_core(unit: PrivacyUnit) -> Self {
         let (kind, tokens) = match unit {
             PrivacyUnit::Tokens(c) => (DPATTN_UNIT_TOKENS, c.get()),
