@@ -10,14 +10,14 @@
 //!
 //! Run: `cargo bench --bench dp_forward` (numbers in docs/BENCHMARKS.md).
 
+use dpattn::session::Draw;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpattn::accounting::ledger::Ledger;
 use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
-    SensitivityRule, dp_forward,
+    SensitivityRule, dp_forward_keyed,
 };
 use dpattn::sampling::NoiseKey;
 use dpattn::{MatMut, NoiseMode, PrivacyBudget};
@@ -72,14 +72,13 @@ fn bench(c: &mut Criterion) {
             let mut x = x0.clone();
             b.iter(|| {
                 x.copy_from_slice(&x0);
-                dp_forward(
+                dp_forward_keyed(
                     MatMut::from_row_major(&mut x, BATCH * TOKENS, DIM).unwrap(),
                     &p,
                     &NoiseFactors::Iid,
-                    &key,
+                    Draw { key: &key, stream: 0 },
                     0,
-                    0,
-                    None::<&mut Ledger>,
+                    None,
                     &mut [],
                 )
                 .unwrap();
@@ -94,14 +93,13 @@ fn bench(c: &mut Criterion) {
         let f = NoiseFactors::Diagonal { row_std: &rows, col_std: &cols };
         b.iter(|| {
             x.copy_from_slice(&x0);
-            dp_forward(
+            dp_forward_keyed(
                 MatMut::from_row_major(&mut x, BATCH * TOKENS, DIM).unwrap(),
                 &p,
                 &f,
-                &key,
+                Draw { key: &key, stream: 0 },
                 0,
-                0,
-                None::<&mut Ledger>,
+                None,
                 &mut [],
             )
             .unwrap();

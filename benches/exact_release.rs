@@ -17,6 +17,7 @@
 //!
 //! Run: `cargo bench --bench exact_release` (numbers in docs/BENCHMARKS.md).
 
+use dpattn::session::Draw;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -25,15 +26,17 @@ use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
-    SensitivityRule, dp_forward,
+    SensitivityRule, dp_forward_keyed,
 };
 use dpattn::gaussian_sampling_attention::{
     Calibration, Domain, GaussianSamplingParams, OutOfDomain, Sampler, feasible_k,
-    gaussian_sampling_attention, gaussian_sampling_attention_scratch_len,
+    gaussian_sampling_attention_keyed, gaussian_sampling_attention_scratch_len,
 };
-use dpattn::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
+use dpattn::gram_attention::{
+    GramAttentionParams, gram_attention_keyed, gram_attention_scratch_len,
+};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
+    OutputPerturbationParams, output_perturbation_attention_keyed, output_perturbation_scratch_len,
 };
 use dpattn::sampling::NoiseKey;
 use dpattn::{BatchedMut, BatchedRef, Kernel, MatMut, NoiseMode, PrivacyBudget, Scale, ScoreFn};
@@ -70,15 +73,14 @@ fn output_perturbation(c: &mut Criterion) {
         };
         g.bench_function(mode.name(), |b| {
             b.iter(|| {
-                output_perturbation_attention(
+                output_perturbation_attention_keyed(
                     BatchedMut::contiguous(&mut out, qs).unwrap(),
                     BatchedRef::contiguous(&q, qs).unwrap(),
                     BatchedRef::contiguous(&k, ks).unwrap(),
                     BatchedRef::contiguous(&v, ks).unwrap(),
                     &params,
-                    &key,
-                    0,
-                    None::<&mut Ledger>,
+                    Draw { key: &key, stream: 0 },
+                    None,
                     &mut sigma,
                     &mut scratch,
                 )
@@ -130,14 +132,13 @@ fn dp_forward_modes(c: &mut Criterion) {
         g.bench_function(mode.name(), |b| {
             b.iter(|| {
                 x.copy_from_slice(&x0);
-                dp_forward(
+                dp_forward_keyed(
                     MatMut::from_row_major(&mut x, batch * tokens, dim).unwrap(),
                     &p,
                     &NoiseFactors::Iid,
-                    &key,
+                    Draw { key: &key, stream: 0 },
                     0,
-                    0,
-                    None::<&mut Ledger>,
+                    None,
                     &mut [],
                 )
                 .unwrap();
@@ -169,14 +170,13 @@ fn feature_column(c: &mut Criterion) {
     let mut scratch = vec![0.0; gram_attention_scratch_len(d)];
     g.bench_function("Gram release (exact)", |bch| {
         bch.iter(|| {
-            gram_attention(
+            gram_attention_keyed(
                 BatchedMut::contiguous(&mut b, [1, 1, n, n]).unwrap(),
                 BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
                 BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
                 &gram,
-                &key,
-                0,
-                None::<&mut Ledger>,
+                Draw { key: &key, stream: 0 },
+                None,
                 &mut scratch,
             )
             .unwrap();
@@ -192,14 +192,13 @@ fn feature_column(c: &mut Criterion) {
         ];
     g.bench_function(format!("paper 000 Bartlett, k = {k} (unsafe-float)"), |bch| {
         bch.iter(|| {
-            gaussian_sampling_attention(
+            gaussian_sampling_attention_keyed(
                 BatchedMut::contiguous(&mut b, [1, 1, n, n]).unwrap(),
                 BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
                 BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
                 &paper,
-                &key,
-                0,
-                None::<&mut Ledger>,
+                Draw { key: &key, stream: 0 },
+                None,
                 &mut scratch,
             )
             .unwrap();

@@ -13,11 +13,11 @@
 //! ABI overhead. Run: `taskset -c 1 cargo bench --bench ffi_overhead -- --warm-up-time 1
 //! --measurement-time 3` (numbers in docs/BENCHMARKS.md).
 
-use dpattn::accounting::privacy_unit::PrivacyUnit;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use dpattn::accounting::ledger::{Charge, Ledger};
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::{BatchedMut, BatchedRef, PrivacyBudget};
@@ -129,12 +129,13 @@ fn bench_ledger(c: &mut Criterion) {
         b.iter(|| ledger.try_charge(PrivacyUnit::TOKEN, Charge::Approx(black_box(step))).unwrap())
     });
     let mut h: *mut dpattn_ledger = std::ptr::null_mut();
+    let unit = dpattn_privacy_unit { kind: DPATTN_UNIT_TOKENS, tokens: 1 };
     // SAFETY: `h` is a valid out-parameter.
-    assert_eq!(unsafe { dpattn_ledger_new_approx(1e300, 0.5, &mut h) }, dpattn_status::Ok);
+    assert_eq!(unsafe { dpattn_ledger_new_approx(unit, 1e300, 0.5, &mut h) }, dpattn_status::Ok);
     g.bench_function("c abi", |b| {
         b.iter(|| {
             // SAFETY: `h` is a live handle created above.
-            let st = unsafe { dpattn_ledger_charge_approx(h, black_box(1e-9), 0.0) };
+            let st = unsafe { dpattn_ledger_charge_approx(h, unit, black_box(1e-9), 0.0) };
             assert_eq!(st, dpattn_status::Ok);
         })
     });

@@ -9,13 +9,14 @@
 //!
 //! Run: `cargo bench --bench gaussian_sampling_attention` (numbers in docs/BENCHMARKS.md).
 
+use dpattn::session::Draw;
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use dpattn::attention::attention_matrix;
 use dpattn::gaussian_sampling_attention::{
-    Domain, GaussianSamplingParams, OutOfDomain, Sampler, gaussian_sampling_attention,
+    Domain, GaussianSamplingParams, OutOfDomain, Sampler, gaussian_sampling_attention_keyed,
     gaussian_sampling_attention_scratch_len,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
@@ -51,13 +52,12 @@ fn release(c: &mut Criterion) {
         ];
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let mut run = |params: &GaussianSamplingParams, scratch: &mut [f64]| {
-            gaussian_sampling_attention::<f64, 16>(
+            gaussian_sampling_attention_keyed(
                 BatchedMut::contiguous(&mut b, [1, 1, n, n]).unwrap(),
                 BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
                 BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
                 params,
-                &NoiseKey::for_replay([1; 32]),
-                0,
+                Draw { key: &NoiseKey::for_replay([1; 32]), stream: 0 },
                 None,
                 scratch,
             )

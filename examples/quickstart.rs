@@ -10,12 +10,13 @@
 //! unit: one sequence), and a table: mechanism, ε, δ, relative error against exact
 //! attention, time. Later mechanism issues add their rows.
 
+use dpattn::session::Draw;
 use std::time::Instant;
 
 use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
+    OutputPerturbationParams, output_perturbation_attention_keyed, output_perturbation_scratch_len,
     output_perturbation_sensitivity,
 };
 use dpattn::reference_attention::reference_attention_vec;
@@ -129,14 +130,13 @@ fn main() -> Result<(), dpattn::Error> {
         let mut released = vec![0f32; exact.len()];
         let mut sigma = [0.0; HEADS];
         let t = Instant::now();
-        output_perturbation_attention(
+        output_perturbation_attention_keyed(
             BatchedMut::contiguous(&mut released, qshape)?,
             pq,
             k,
             v,
             &params,
-            &NoiseKey::for_replay([7; 32]),
-            i as u64, // one stream id per release
+            Draw { key: &NoiseKey::for_replay([7; 32]), stream: i as u64 }, // one stream id per release
             Some(&mut ledger),
             &mut sigma,
             &mut op_scratch,
@@ -201,7 +201,7 @@ fn main() -> Result<(), dpattn::Error> {
 fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpattn::Error> {
     use dpattn::gaussian_sampling_attention::{
         Calibration, Domain, GaussianSamplingParams, OutOfDomain, Sampler, feasible_k,
-        gaussian_sampling_attention, gaussian_sampling_attention_scratch_len,
+        gaussian_sampling_attention_keyed, gaussian_sampling_attention_scratch_len,
     };
     let (n, d) = (4usize, 4096usize);
     let x: Vec<f64> = (0..n * d)
@@ -231,13 +231,12 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
         let params = GaussianSamplingParams::new(budget, domain, k).unsafe_float();
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
-        gaussian_sampling_attention(
+        gaussian_sampling_attention_keyed(
             BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            &NoiseKey::for_replay([9; 32]),
-            i as u64,
+            Draw { key: &NoiseKey::for_replay([9; 32]), stream: i as u64 },
             Some(&mut *ledger),
             &mut scratch,
         )?;
@@ -254,18 +253,17 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
     // The exact route for the same privacy unit: the Gram matrix on a grid (PRIVACY.md §3.6).
     {
         use dpattn::gram_attention::{
-            GramAttentionParams, gram_attention, gram_attention_scratch_len,
+            GramAttentionParams, gram_attention_keyed, gram_attention_scratch_len,
         };
         let params = GramAttentionParams::new(budget, domain.alpha, domain.beta);
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
-        gram_attention(
+        gram_attention_keyed(
             BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            &NoiseKey::for_replay([9; 32]),
-            2,
+            Draw { key: &NoiseKey::for_replay([9; 32]), stream: 2 },
             Some(&mut *ledger),
             &mut vec![0.0; gram_attention_scratch_len(d)],
         )?;
@@ -451,7 +449,7 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
     use dpattn::MatMut;
     use dpattn::dp_forward::{
         ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
-        SensitivityRule, dp_forward,
+        SensitivityRule, dp_forward_keyed,
     };
     const D: usize = 768;
     let feature: Vec<f32> = (0..D).map(|j| ((j * 37 % 101) as f32 / 50.0) - 1.0).collect();
@@ -476,12 +474,11 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
         let mut user_ledger = Ledger::new_approx(PrivacyBudget::new(50.0, 1e-4)?);
         let mut x = feature.clone();
         let t = Instant::now();
-        dp_forward(
+        dp_forward_keyed(
             MatMut::from_row_major(&mut x, 1, D)?,
             &params,
             &NoiseFactors::Iid,
-            &NoiseKey::for_replay([15; 32]),
-            i as u64,
+            Draw { key: &NoiseKey::for_replay([15; 32]), stream: i as u64 },
             0,
             Some(&mut user_ledger),
             &mut [],

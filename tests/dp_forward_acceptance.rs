@@ -30,10 +30,11 @@ use dpattn::calibration::gaussian_mechanism::{
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors,
     NoisePosition, RandomizedResponse, SensitivityRule, SubLayer, check_factors, check_neighbours,
-    clip_hidden, dp_forward, dp_forward_scratch_len, full_ldp_budget, mvg_iid_std,
+    clip_hidden, dp_forward_keyed, dp_forward_scratch_len, full_ldp_budget, mvg_iid_std,
     randomize_label_in, sensitivity, spectral_norm_upper_bound,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{Epsilon, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::DMatrix;
 use support::problem::Rng;
@@ -1134,14 +1135,13 @@ fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
     // Zero input stays zero under Normalize: the release is pure noise, element (r, j) the
     // standard normal element first + r·dim + j, times σ.
     let mut z = vec![0.0f64; rows * dim];
-    let rep = dp_forward(
+    let rep = dp_forward_keyed(
         MatMut::from_row_major(&mut z, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        stream,
+        Draw { key: &k, stream: stream },
         first,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     assert_eq!(rep.scaled, 0);
@@ -1154,27 +1154,25 @@ fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
     let mut rng = Rng(0x1a7);
     let x: Vec<f64> = (0..rows * dim).map(|_| rng.normal()).collect();
     let mut whole = x.clone();
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut whole, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        stream,
+        Draw { key: &k, stream: stream },
         first,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     for b in 0..batch {
         let block = tokens * dim;
         let mut one = x[b * block..(b + 1) * block].to_vec();
-        dp_forward(
+        dp_forward_keyed(
             MatMut::from_row_major(&mut one, tokens, dim)?,
             &p,
             &NoiseFactors::Iid,
-            &k,
-            stream,
+            Draw { key: &k, stream: stream },
             first + (b * block) as u64,
-            None::<&mut Ledger>,
+            None,
             &mut [],
         )?;
         assert_eq!(bits(&one), bits(&whole[b * block..(b + 1) * block]), "sequence {b}");
@@ -1187,14 +1185,13 @@ fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
     }
     // Another stream id gives other noise.
     let mut other = vec![0.0f64; rows * dim];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut other, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        stream + 1,
+        Draw { key: &k, stream: stream + 1 },
         first,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     assert!(other.iter().zip(&z).all(|(a, b)| a != b));
@@ -1209,14 +1206,13 @@ fn release_noise_statistics_iid_and_diagonal() -> Res<()> {
     let floor = p.noise_floor()?;
     // I.i.d.: per-entry variance (S/B)² (§7.3 item 6).
     let mut z = vec![0.0f64; rows * dim];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut z, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &key(31),
+        Draw { key: &key(31), stream: 0 },
         0,
-        0,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     let m = moments(&z);
@@ -1229,14 +1225,13 @@ fn release_noise_statistics_iid_and_diagonal() -> Res<()> {
     let v: Vec<f64> = (0..dim).map(|j| 1.0 + 0.02 * j as f64).collect();
     let f = NoiseFactors::Diagonal { row_std: &u, col_std: &v };
     let mut z = vec![0.0f64; rows * dim];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut z, rows, dim)?,
         &p,
         &f,
-        &key(32),
+        Draw { key: &key(32), stream: 0 },
         0,
-        0,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     let w: Vec<f64> =
@@ -1246,24 +1241,22 @@ fn release_noise_statistics_iid_and_diagonal() -> Res<()> {
     // f32 output: the same noise, rounded.
     let mut z32 = vec![0.0f32; tokens * dim];
     let mut z64 = vec![0.0f64; tokens * dim];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut z32, tokens, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &key(33),
+        Draw { key: &key(33), stream: 0 },
         0,
-        0,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut z64, tokens, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &key(33),
+        Draw { key: &key(33), stream: 0 },
         0,
-        0,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     assert!(z32.iter().zip(&z64).all(|(&a, &b)| a == b as f32));
@@ -1285,14 +1278,13 @@ fn release_noise_statistics_matrix_normal() -> Res<()> {
     let mut scratch = vec![0.0; dp_forward_scratch_len(&f, tokens, dim)];
     let rows = tokens * batch;
     let mut z = vec![0.0f64; rows * dim];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut z, rows, dim)?,
         &p,
         &f,
-        &key(41),
-        2,
+        Draw { key: &key(41), stream: 2 },
         0,
-        None::<&mut Ledger>,
+        None,
         &mut scratch,
     )?;
     let cov = |a: usize, b: usize| sigma[(a / dim) * 2 + b / dim] * psi[(a % dim) * 3 + b % dim];
@@ -1317,12 +1309,11 @@ fn ledger_charges_per_release() -> Res<()> {
     let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(2.5, 2.5e-5)?);
     for call in 1..=2u64 {
         let mut x = x0.clone();
-        dp_forward(
+        dp_forward_keyed(
             MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
             &p,
             &NoiseFactors::Iid,
-            &key(51),
-            0,
+            Draw { key: &key(51), stream: 0 },
             1000 * call,
             Some(&mut ledger),
             &mut [],
@@ -1333,12 +1324,11 @@ fn ledger_charges_per_release() -> Res<()> {
     assert!(rel(epsilon, 2.0) < 1e-15 && rel(delta, 2e-5) < 1e-15);
     // A third release does not fit: refused, x and the ledger untouched.
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &key(51),
-        0,
+        Draw { key: &key(51), stream: 0 },
         5000,
         Some(&mut ledger),
         &mut [],
@@ -1354,12 +1344,11 @@ fn ledger_charges_per_release() -> Res<()> {
     };
     let mut ledger = Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(20.0, 1e-5)?);
     let mut x = x0.clone();
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
         &code,
         &NoiseFactors::Iid,
-        &key(52),
-        0,
+        Draw { key: &key(52), stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
@@ -1374,12 +1363,11 @@ fn ledger_charges_per_release() -> Res<()> {
     let mut rdp =
         Ledger::new_rdp(PrivacyUnit::Sequence, Epsilon::new(50.0)?, dpattn::Delta::new(1e-5)?)?;
     let mut x = x0.clone();
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
         &code,
         &NoiseFactors::Iid,
-        &key(55),
-        0,
+        Draw { key: &key(55), stream: 0 },
         0,
         Some(&mut rdp),
         &mut [],
@@ -1395,12 +1383,11 @@ fn ledger_charges_per_release() -> Res<()> {
     let mut ledger = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(1.0)?);
     for call in 1..=3u64 {
         let mut x = x0.clone();
-        dp_forward(
+        dp_forward_keyed(
             MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
             &p3,
             &NoiseFactors::Iid,
-            &key(53),
-            call,
+            Draw { key: &key(53), stream: call },
             0,
             Some(&mut ledger),
             &mut [],
@@ -1415,23 +1402,21 @@ fn ledger_charges_per_release() -> Res<()> {
     // A zCDP ledger too small for the next release: refused, untouched.
     let mut small = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(rho_one * 1.5)?);
     let mut x = x0.clone();
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
         &p3,
         &NoiseFactors::Iid,
-        &key(54),
-        0,
+        Draw { key: &key(54), stream: 0 },
         0,
         Some(&mut small),
         &mut [],
     )?;
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, 3 * tokens, dim)?,
         &p3,
         &NoiseFactors::Iid,
-        &key(54),
-        1,
+        Draw { key: &key(54), stream: 1 },
         0,
         Some(&mut small),
         &mut [],
@@ -1458,24 +1443,22 @@ fn release_on_strided_rows_matches_contiguous() -> Res<()> {
     let v = [1.0, 1.0, 1.5, 2.0, 1.0];
     let f = NoiseFactors::Diagonal { row_std: &u, col_std: &v };
     let mut a = dense.clone();
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut a, rows, dim)?,
         &p,
         &f,
-        &key(81),
-        4,
+        Draw { key: &key(81), stream: 4 },
         17,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
-    dp_forward(
+    dp_forward_keyed(
         MatMut::new(&mut strided, rows, dim, stride)?,
         &p,
         &f,
-        &key(81),
-        4,
+        Draw { key: &key(81), stream: 4 },
         17,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     )?;
     for r in 0..rows {
@@ -1660,24 +1643,22 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     let mut x = x0.clone();
     x[7] = f64::NAN;
     let before = bits(&x);
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
     );
     assert!(matches!(got, Err(Error::NonFinite { arg: "x", index: 7 })), "{got:?}");
     assert_eq!(bits(&x), before);
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut zledger),
         &mut [],
@@ -1687,12 +1668,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     untouched(&x0, &ledger, &zledger);
     // Wrong number of columns.
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows * dim / 2, 2)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
@@ -1701,12 +1681,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     untouched(&x, &ledger, &zledger);
     // Rows not a multiple of tokens (3 rows, tokens 2), and zero rows.
     let mut x3 = x0[..3 * dim].to_vec();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x3, 3, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
@@ -1714,12 +1693,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     assert!(matches!(got, Err(Error::ShapeMismatch { arg: "x", .. })), "{got:?}");
     assert_eq!(bits(&x3), bits(&x0[..3 * dim]));
     let mut empty: [f64; 0] = [];
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut empty, 0, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
@@ -1729,12 +1707,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     // An approximate-DP ledger cannot take one release of a k = 3 plan.
     let p3 = DpForwardParams { releases: 3, ..p };
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p3,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut ledger),
         &mut [],
@@ -1744,12 +1721,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     // Overflowing first.
     for first in [u64::MAX, u64::MAX - (rows * dim) as u64 + 1] {
         let mut x = x0.clone();
-        let got = dp_forward(
+        let got = dp_forward_keyed(
             MatMut::from_row_major(&mut x, rows, dim)?,
             &p,
             &NoiseFactors::Iid,
-            &k,
-            0,
+            Draw { key: &k, stream: 0 },
             first,
             Some(&mut zledger),
             &mut [],
@@ -1760,12 +1736,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     // Infeasible diagonal factors.
     let (u, v) = ([1.0, 1.0], [1.0, 1.0, 1.0]);
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &NoiseFactors::Diagonal { row_std: &u, col_std: &v },
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut zledger),
         &mut [],
@@ -1780,12 +1755,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     assert!(need > 0);
     let mut short = vec![0.0; need - 1];
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &f,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         0,
         Some(&mut zledger),
         &mut short,
@@ -1796,12 +1770,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     // docs/RANDOMNESS.md §4); one past the last admissible offset is refused untouched.
     let n = (rows * dim) as u64;
     let mut x = x0.clone();
-    let got = dp_forward(
+    let got = dp_forward_keyed(
         MatMut::from_row_major(&mut x, rows, dim)?,
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         (1 << 40) - n + 1,
         Some(&mut zledger),
         &mut [],
@@ -1813,12 +1786,11 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
     for (mode, first) in [(NoiseMode::Exact, (1 << 40) - n), (NoiseMode::UnsafeFloat, u64::MAX - n)]
     {
         let mut x = x0.clone();
-        dp_forward(
+        dp_forward_keyed(
             MatMut::from_row_major(&mut x, rows, dim)?,
             &DpForwardParams { noise_mode: mode, ..p },
             &NoiseFactors::Iid,
-            &k,
-            0,
+            Draw { key: &k, stream: 0 },
             first,
             Some(&mut zledger),
             &mut [],

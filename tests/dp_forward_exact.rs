@@ -25,12 +25,13 @@ use dpattn::accounting::ledger::Ledger;
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors,
-    NoisePosition, SensitivityRule, clip_hidden, dp_forward, dp_forward_scratch_len,
+    NoisePosition, SensitivityRule, clip_hidden, dp_forward_keyed, dp_forward_scratch_len,
 };
 use dpattn::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn::sampling::{
     ExactSampler, FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseFloat, NoiseKey,
 };
+use dpattn::session::Draw;
 use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, SymmetricEigen};
 use support::problem::Rng;
@@ -217,14 +218,13 @@ fn run<T: NoiseFloat>(
     )
     .unwrap();
     let mut scratch = vec![0.0; dp_forward_scratch_len(f, p.tokens, p.dim)];
-    let rep = dp_forward(
+    let rep = dp_forward_keyed(
         MatMut::new(&mut y, rows, p.dim, stride).unwrap(),
         p,
         f,
-        k,
-        stream,
+        Draw { key: k, stream: stream },
         first,
-        None::<&mut Ledger>,
+        None,
         &mut scratch,
     )
     .unwrap();
@@ -489,12 +489,11 @@ fn exact_refusals_leave_x_and_ledger_untouched() {
         let x0: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
         let rows = x.len() / p.dim;
         let mut scratch = vec![0.0; dp_forward_scratch_len(f, p.tokens, p.dim)];
-        let got = dp_forward(
+        let got = dp_forward_keyed(
             MatMut::from_row_major(x, rows, p.dim).unwrap(),
             p,
             f,
-            &k,
-            0,
+            Draw { key: &k, stream: 0 },
             first,
             Some(&mut ledger),
             &mut scratch,
@@ -536,24 +535,22 @@ fn exact_refusals_leave_x_and_ledger_untouched() {
     assert!(matches!(got, Err(Error::OutOfRange { name: "first", .. })), "{got:?}");
     // The i.i.d. release of the same size fits there.
     let mut x = [0.5f32; 24];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut x, 6, 4).unwrap(),
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         (1 << 40) - n - extra + 1,
         Some(&mut ledger),
         &mut [],
     )
     .unwrap();
     let mut scratch = vec![0.0; dp_forward_scratch_len(&f, 2, 4)];
-    dp_forward(
+    dp_forward_keyed(
         MatMut::from_row_major(&mut x, 6, 4).unwrap(),
         &p,
         &f,
-        &k,
-        1,
+        Draw { key: &k, stream: 1 },
         (1 << 40) - n - extra,
         Some(&mut ledger),
         &mut scratch,
@@ -576,12 +573,11 @@ fn exact_mode_charges_what_the_float_path_charges_and_reports_its_grid() {
         let mut zcdp = Ledger::new_zcdp(PrivacyUnit::Sequence, Rho::new(10.0).unwrap());
         for ledger in [&mut approx, &mut zcdp] {
             let mut x = x0.clone();
-            let rep = dp_forward(
+            let rep = dp_forward_keyed(
                 MatMut::from_row_major(&mut x, 8, 8).unwrap(),
                 &p,
                 &NoiseFactors::Iid,
-                &key(7),
-                0,
+                Draw { key: &key(7), stream: 0 },
                 0,
                 Some(ledger),
                 &mut [],
@@ -657,14 +653,13 @@ fn exact_error_is_within_one_percent_of_the_float_error_at_quickstart_sizes() {
         for (m, mode) in [NoiseMode::Exact, NoiseMode::UnsafeFloat].into_iter().enumerate() {
             let p = DpForwardParams { noise_mode: mode, ..p };
             let mut x: Vec<f32> = feature.repeat(RELEASES);
-            dp_forward(
+            dp_forward_keyed(
                 MatMut::from_row_major(&mut x, RELEASES, D).unwrap(),
                 &p,
                 &NoiseFactors::Iid,
-                &key(15),
-                m as u64,
+                Draw { key: &key(15), stream: m as u64 },
                 0,
-                None::<&mut Ledger>,
+                None,
                 &mut [],
             )
             .unwrap();

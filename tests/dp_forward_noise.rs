@@ -28,15 +28,15 @@
 
 mod support;
 
-use dpattn::accounting::ledger::Ledger;
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, ClipReport, DpForwardParams, DpForwardReport,
     Neighbours, NoiseFactors, NoisePosition, SensitivityRule, check_factors, clip_hidden,
-    dp_forward, dp_forward_scratch_len,
+    dp_forward_keyed, dp_forward_scratch_len,
 };
 use dpattn::sampling::{
     FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseFloat, NoiseKey,
 };
+use dpattn::session::Draw;
 use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, SymmetricEigen};
 use support::problem::Rng;
@@ -107,7 +107,7 @@ fn release<T: NoiseFloat>(
 ) -> DpForwardReport {
     let mut scratch = vec![0.0f64; dp_forward_scratch_len(factors, p.tokens, p.dim)];
     let x = MatMut::new(x, rows, p.dim, stride).unwrap();
-    dp_forward(x, p, factors, key, stream, first, None::<&mut Ledger>, &mut scratch).unwrap()
+    dp_forward_keyed(x, p, factors, Draw { key, stream }, first, None, &mut scratch).unwrap()
 }
 
 fn view(data: &[f64], n: usize) -> MatRef<'_, f64> {
@@ -272,14 +272,13 @@ fn noise_element_r_j_is_element_first_plus_r_dim_plus_j_of_the_stream() {
     // A range past the end of the element space is refused and x is untouched.
     let p = seq_params(2, 5);
     let mut x = vec![0.25f64; 10];
-    let r = dp_forward(
+    let r = dp_forward_keyed(
         MatMut::from_row_major(&mut x, 2, 5).unwrap(),
         &p,
         &NoiseFactors::Iid,
-        &k,
-        0,
+        Draw { key: &k, stream: 0 },
         u64::MAX - 5,
-        None::<&mut Ledger>,
+        None,
         &mut [],
     );
     assert!(matches!(r, Err(Error::SizeOverflow { .. })), "{r:?}");

@@ -12,14 +12,17 @@
 
 mod support;
 
+use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::gaussian_sampling_attention::{
     Domain, GaussianSamplingParams, OutOfDomain, PrivateReport, RhoModel, Sampler, dp_covariance,
     dp_covariance_from_data, dp_covariance_from_data_scratch_len, dp_covariance_scratch_len,
-    gaussian_sampling_attention, gaussian_sampling_attention_scratch_len, measure_domain, rho,
+    gaussian_sampling_attention_keyed, gaussian_sampling_attention_scratch_len, measure_domain,
+    rho,
 };
 use dpattn::sampling::{KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{BatchedMut, BatchedRef, Error, Layout4, MatMut, MatRef, PrivacyBudget, ScoreFn};
 use nalgebra::{DMatrix, SymmetricEigen};
 use support::problem::Rng;
@@ -75,7 +78,7 @@ fn release_in(
     d: usize,
     params: &GaussianSamplingParams,
     stream: u64,
-    ledger: Option<&mut Ledger>,
+    ledger: Option<&mut dyn Accountant>,
 ) -> Result<(Vec<f64>, Vec<f64>, PrivateReport), Error> {
     let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
     let mut scratch =
@@ -83,13 +86,12 @@ fn release_in(
             0.0;
             gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?
         ];
-    let report = gaussian_sampling_attention(
+    let report = gaussian_sampling_attention_keyed(
         BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
         BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
         BatchedRef::contiguous(x, [1, 1, n, d])?,
         params,
-        &NoiseKey::for_replay(KEY),
-        stream,
+        Draw { key: &NoiseKey::for_replay(KEY), stream: stream },
         ledger,
         &mut scratch,
     );
@@ -420,26 +422,24 @@ fn bad_input_gets_clear_errors_and_leaves_outputs_untouched() {
     // Zero sizes and mismatched output shapes.
     let mut scratch = vec![0.0; 1024];
     let (mut b, mut pm) = (vec![0.0; 16], vec![0.0; 9]);
-    let err = gaussian_sampling_attention::<f64, 16>(
+    let err = gaussian_sampling_attention_keyed(
         BatchedMut::contiguous(&mut b, [1, 1, 4, 4]).unwrap(),
         BatchedMut::contiguous(&mut pm, [1, 1, 3, 3]).unwrap(),
         BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::for_replay(KEY),
-        0,
+        Draw { key: &NoiseKey::for_replay(KEY), stream: 0 },
         None,
         &mut scratch,
     );
     assert!(matches!(err, Err(Error::ShapeMismatch { .. })));
     assert!(b.iter().chain(&pm).all(|v| *v == 0.0), "outputs written on error");
     // Scratch too small.
-    let err = gaussian_sampling_attention::<f64, 16>(
+    let err = gaussian_sampling_attention_keyed(
         BatchedMut::contiguous(&mut b, [1, 1, 4, 4]).unwrap(),
         BatchedMut::contiguous(&mut [0.0; 16], [1, 1, 4, 4]).unwrap(),
         BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::for_replay(KEY),
-        0,
+        Draw { key: &NoiseKey::for_replay(KEY), stream: 0 },
         None,
         &mut scratch[..10],
     );
@@ -530,13 +530,12 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
             ];
         let mut ledger =
             Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
-        gaussian_sampling_attention(
+        gaussian_sampling_attention_keyed(
             BatchedMut::contiguous(&mut b, [batch, heads, n, n]).unwrap(),
             BatchedMut::contiguous(&mut p, [batch, heads, n, n]).unwrap(),
             BatchedRef::new(data, layout).unwrap(),
             params,
-            &NoiseKey::for_replay(KEY),
-            7,
+            Draw { key: &NoiseKey::for_replay(KEY), stream: 7 },
             Some(&mut ledger),
             &mut scratch,
         )
@@ -597,13 +596,12 @@ fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {
     let (b1, _, _) = run(&params, contiguous, &x);
     let (mut b4, mut p4) = (vec![0.0; batch * heads * n * n], vec![0.0; batch * heads * n * n]);
     let mut scratch = vec![0.0; 1024];
-    gaussian_sampling_attention::<f64, 16>(
+    gaussian_sampling_attention_keyed(
         BatchedMut::contiguous(&mut b4, [batch, heads, n, n]).unwrap(),
         BatchedMut::contiguous(&mut p4, [batch, heads, n, n]).unwrap(),
         BatchedRef::contiguous(&x, [batch, heads, n, d]).unwrap(),
         &params,
-        &NoiseKey::for_replay(KEY),
-        8,
+        Draw { key: &NoiseKey::for_replay(KEY), stream: 8 },
         None,
         &mut scratch,
     )
@@ -631,13 +629,12 @@ fn the_ledger_is_charged_once_and_refusals_change_nothing() {
     let mut scratch = vec![0.0; 4096];
     let mut call = |params: &GaussianSamplingParams, ledger: &mut Ledger| {
         let (mut b, mut p) = (vec![0.0; 4 * n * n], vec![0.0; 4 * n * n]);
-        let r = gaussian_sampling_attention(
+        let r = gaussian_sampling_attention_keyed(
             BatchedMut::contiguous(&mut b, [2, 2, n, n]).unwrap(),
             BatchedMut::contiguous(&mut p, [2, 2, n, n]).unwrap(),
             BatchedRef::contiguous(&xs, [2, 2, n, d]).unwrap(),
             params,
-            &NoiseKey::for_replay(KEY),
-            0,
+            Draw { key: &NoiseKey::for_replay(KEY), stream: 0 },
             Some(ledger),
             &mut scratch,
         );
@@ -678,13 +675,12 @@ fn low_precision_inputs_are_accepted() {
             gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)
                 .unwrap()
         ];
-    gaussian_sampling_attention::<f32, 16>(
+    gaussian_sampling_attention_keyed(
         BatchedMut::contiguous(&mut b, [1, 1, n, n]).unwrap(),
         BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
         BatchedRef::contiguous(&xf, [1, 1, n, d]).unwrap(),
         &params,
-        &NoiseKey::for_replay(KEY),
-        0,
+        Draw { key: &NoiseKey::for_replay(KEY), stream: 0 },
         None,
         &mut scratch,
     )

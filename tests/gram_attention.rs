@@ -9,11 +9,15 @@
 mod support;
 
 use dpattn::accounting::composition::Rho;
+use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_sigma;
-use dpattn::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
+use dpattn::gram_attention::{
+    GramAttentionParams, gram_attention_keyed, gram_attention_scratch_len,
+};
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{BatchedMut, BatchedRef, Error, PrivacyBudget};
 use support::problem::{Rng, norm};
 
@@ -50,17 +54,16 @@ fn release(
     params: &GramAttentionParams,
     key: &NoiseKey,
     stream: u64,
-    ledger: Option<&mut Ledger>,
+    ledger: Option<&mut dyn Accountant>,
 ) -> dpattn::Result<(Vec<f64>, Vec<f64>, dpattn::gram_attention::GramReport)> {
     let [b, h, n, d] = shape;
     let (mut ob, mut op) = (vec![f64::NAN; b * h * n * n], vec![f64::NAN; b * h * n * n]);
-    let report = gram_attention(
+    let report = gram_attention_keyed(
         BatchedMut::contiguous(&mut ob, [b, h, n, n]).unwrap(),
         BatchedMut::contiguous(&mut op, [b, h, n, n]).unwrap(),
         BatchedRef::contiguous(x, shape).unwrap(),
         params,
-        key,
-        stream,
+        Draw { key, stream },
         ledger,
         &mut vec![0.0; gram_attention_scratch_len(d)],
     )?;

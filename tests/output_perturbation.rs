@@ -24,6 +24,7 @@
 mod support;
 
 use dpattn::accounting::composition::Rho;
+use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::rdp::DEFAULT_ORDERS;
@@ -33,10 +34,11 @@ use dpattn::grid_release::{GaussianGrid, GridFormat};
 use dpattn::noisy_attention::{NoiseSpec, NoiseStream, noisy_attention};
 use dpattn::output_perturbation::{
     AttentionErrorModel, OutputPerturbationParams, attention_error_bound,
-    output_perturbation_attention, output_perturbation_grid, output_perturbation_scratch_len,
+    output_perturbation_attention_keyed, output_perturbation_grid, output_perturbation_scratch_len,
     output_perturbation_sensitivity, row_sensitivity, worst_case_sensitivity,
 };
 use dpattn::sampling::{ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{
     BatchedMut, BatchedRef, Delta, Epsilon, Error, Kernel, Mask, NoiseMode, PrivacyBudget, Scale,
     ScoreFn,
@@ -729,12 +731,12 @@ fn dp_params<'a>(
 
 /// `output_perturbation` into `out` (sentinel-filled by the caller) with `sigma` of
 /// `batch · heads` entries.
-fn try_release_into<const N: usize>(
+fn try_release_into(
     c: &Context,
     params: &OutputPerturbationParams<'_>,
     key: &NoiseKey,
     stream: u64,
-    ledger: Option<&mut Ledger<N>>,
+    ledger: Option<&mut dyn Accountant>,
     out: &mut [f32],
     sigma: &mut [f64],
 ) -> dpattn::Result<()> {
@@ -742,8 +744,18 @@ fn try_release_into<const N: usize>(
     let (q, k, v) = c.views();
     let o = BatchedMut::contiguous(out, [s.b, s.h, s.sq, s.dv]).unwrap();
     let mut scratch = vec![0f32; output_perturbation_scratch_len(s.d, s.dv).unwrap()];
-    output_perturbation_attention(o, q, k, v, params, key, stream, ledger, sigma, &mut scratch)
-        .map(|_| ())
+    output_perturbation_attention_keyed(
+        o,
+        q,
+        k,
+        v,
+        params,
+        Draw { key, stream },
+        ledger,
+        sigma,
+        &mut scratch,
+    )
+    .map(|_| ())
 }
 
 /// A release without a ledger: the output and `σ` per `(b, h)`.
@@ -752,7 +764,7 @@ fn release(
     params: &OutputPerturbationParams<'_>,
     key: &NoiseKey,
     stream: u64,
-    ledger: Option<&mut Ledger>,
+    ledger: Option<&mut dyn Accountant>,
 ) -> dpattn::Result<(Vec<f32>, Vec<f64>)> {
     let mut out = vec![SENTINEL; c.s.out_len()];
     let mut sigma = vec![f64::NAN; c.s.b * c.s.h];
@@ -1123,14 +1135,13 @@ fn invalid_input_errors_without_charging() {
     let mut out = vec![SENTINEL; s.out_len()];
     let (q, k, v) = c.views();
     let o = BatchedMut::contiguous(&mut out, [s.b, s.h, s.sq, s.dv]).unwrap();
-    let r = output_perturbation_attention(
+    let r = output_perturbation_attention_keyed(
         o,
         q,
         k,
         v,
         &base,
-        &key,
-        0,
+        Draw { key: &key, stream: 0 },
         Some(&mut ledger),
         &mut [0.0; 4],
         &mut [0f32; 8],
@@ -1352,15 +1363,14 @@ fn release_as<O: dpattn::Element>(
     let mut sigma = vec![0.0; s.b * s.h];
     let mut scratch = vec![0f32; output_perturbation_scratch_len(s.d, s.dv).unwrap()];
     let o = BatchedMut::contiguous(&mut out, [s.b, s.h, s.sq, s.dv]).unwrap();
-    output_perturbation_attention(
+    output_perturbation_attention_keyed(
         o,
         q,
         k,
         v,
         params,
-        key,
-        4,
-        None::<&mut Ledger>,
+        Draw { key, stream: 4 },
+        None,
         &mut sigma,
         &mut scratch,
     )
@@ -1417,14 +1427,13 @@ fn exact_mode_charges_in_its_mode_and_the_unsafe_mode_is_counted() {
     let mut out = vec![SENTINEL; s.out_len()];
     let (q, k, v) = c.views();
     let o = BatchedMut::contiguous(&mut out, [s.b, s.h, s.sq, s.dv]).unwrap();
-    let r = output_perturbation_attention(
+    let r = output_perturbation_attention_keyed(
         o,
         q,
         k,
         v,
         &params,
-        &key,
-        0,
+        Draw { key: &key, stream: 0 },
         Some(&mut ledger),
         &mut vec![0.0; s.b * s.h],
         &mut vec![0f32; attention_scratch_len(s.d, s.dv).unwrap()],

@@ -45,8 +45,8 @@ use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode}
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::MAX_WINDOW_ELEMENTS;
-use crate::session::{Draw, Session};
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
 
 /// The privacy unit: one feature column of one problem, moved by at most `β`.
 pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::FeatureColumn;

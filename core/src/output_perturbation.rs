@@ -51,8 +51,8 @@ use crate::error::{Error, Result, positive_finite};
 use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
-use crate::session::{Draw, Session};
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
 
 /// The privacy unit: one token (position) of the private context, its key and value rows in
 /// every head.
@@ -473,7 +473,17 @@ pub fn output_perturbation_attention<T: Element, O: Element, const N: usize>(
     scratch: &mut [f32],
 ) -> Result<Calibrated> {
     let r = session.begin(STREAMS)?;
-    output_perturbation_attention_keyed(out, q, k, v, params, r.draw, Some(r.ledger), sigma, scratch)
+    output_perturbation_attention_keyed(
+        out,
+        q,
+        k,
+        v,
+        params,
+        r.draw,
+        Some(r.ledger),
+        sigma,
+        scratch,
+    )
 }
 
 /// [`output_perturbation_attention`] with an explicit key and stream id (its one stream is

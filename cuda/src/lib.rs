@@ -51,8 +51,8 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use float_dtype::{FloatDtype, FloatElement};
 pub use gaussian_sampling::{
-    SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_raw,
-    gaussian_sampling_attention_workspace_len,
+    SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_keyed,
+    gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
 };
 pub use grid_release::{GridGroup, grid_release, grid_release_raw};
 pub use noise_fill::{

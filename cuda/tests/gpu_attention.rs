@@ -7,6 +7,7 @@
 //! the largest reference magnitude, ≤ 1e-5 for `f32`, ≤ 1e-2 for bf16/f16 (the issue's).
 
 use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+use dpattn_core::session::Draw;
 use std::sync::Arc;
 
 use dpattn_core::attention::attention_scratch_len;
@@ -130,7 +131,7 @@ fn output_noise_is_the_cpu_draw_bit_for_bit() {
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn dp_cross_attention_equals_the_cpu_release() {
     use dpattn_core::output_perturbation::{
-        OutputPerturbationParams, output_perturbation_attention,
+        OutputPerturbationParams, output_perturbation_attention_keyed,
     };
     use dpattn_core::{Kernel, PrivacyBudget};
     use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw, workspace_len};
@@ -155,14 +156,13 @@ fn dp_cross_attention_equals_the_cpu_release() {
     };
     let mut want = vec![0f32; b * h * sq * d];
     let mut sigma_cpu = vec![0.0; b * h];
-    output_perturbation_attention::<f32, f32, 1>(
+    output_perturbation_attention_keyed(
         BatchedMut::contiguous(&mut want, [b, h, sq, d]).unwrap(),
         BatchedRef::contiguous(&q, [b, h, sq, d]).unwrap(),
         BatchedRef::contiguous(&k, [b, h, sk, d]).unwrap(),
         BatchedRef::contiguous(&v, [b, h, sk, d]).unwrap(),
         &params,
-        &key,
-        3,
+        Draw { key: &key, stream: 3 },
         None,
         &mut sigma_cpu,
         &mut vec![0.0; attention_scratch_len(d, d).unwrap()],

@@ -10,6 +10,7 @@
 #[path = "support/gaussian_sampling.rs"]
 mod support;
 use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+use dpattn_core::session::Draw;
 use support::{Release, compare, cpu_release, input, key, ledger, params};
 
 use std::sync::Arc;
@@ -17,13 +18,13 @@ use std::sync::Arc;
 use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::gaussian_sampling_attention::{
     GaussianSamplingParams, OutOfDomain, Sampler, check_release_parameters,
-    gaussian_sampling_attention as cpu_attention, gaussian_sampling_attention_scratch_len,
+    gaussian_sampling_attention_keyed as cpu_attention, gaussian_sampling_attention_scratch_len,
 };
 use dpattn_core::sampling::NoiseKey;
 use dpattn_core::{BatchedMut, BatchedRef, Element, Layout4, ScoreFn};
 use dpattn_cuda::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use dpattn_cuda::gaussian_sampling::{
-    STATUS_CLEAN, SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_raw,
+    STATUS_CLEAN, SamplingPlan, gaussian_sampling_attention_keyed, gaussian_sampling_attention_raw,
     gaussian_sampling_attention_workspace_len,
 };
 use dpattn_cuda::{Device, Error, FloatDtype, FloatElement};
@@ -51,7 +52,7 @@ fn gpu_release<T: FloatElement>(
     let xd = s.clone_htod(x).unwrap();
     let mut b = s.alloc_zeros::<f64>(len).unwrap();
     let mut p = s.alloc_zeros::<f64>(len).unwrap();
-    gaussian_sampling_attention(
+    gaussian_sampling_attention_keyed(
         dev,
         s,
         &mut b,
@@ -59,8 +60,7 @@ fn gpu_release<T: FloatElement>(
         &xd,
         layout,
         params,
-        key,
-        stream_id,
+        Draw { key, stream: stream_id },
         Some(ledger),
     )
     .unwrap();
@@ -187,8 +187,7 @@ fn raw_entry_point_runs_on_caller_memory_and_a_borrowed_stream() {
                 FloatDtype::F32,
                 layout,
                 &params,
-                &key(4),
-                3,
+                Draw { key: &key(4), stream: 3 },
                 Some(&mut lg),
                 wp,
                 ws_len,
@@ -232,7 +231,7 @@ fn non_finite_input_releases_nothing() {
     let mut b = s.clone_htod(&vec![7.0f64; len]).unwrap();
     let mut p = s.clone_htod(&vec![7.0f64; len]).unwrap();
     let mut lg = ledger();
-    let e = gaussian_sampling_attention(
+    let e = gaussian_sampling_attention_keyed(
         &dev,
         &s,
         &mut b,
@@ -240,8 +239,7 @@ fn non_finite_input_releases_nothing() {
         &xd,
         layout,
         &params,
-        &key(1),
-        0,
+        Draw { key: &key(1), stream: 0 },
         Some(&mut lg),
     )
     .unwrap_err();
@@ -258,9 +256,8 @@ fn non_finite_input_releases_nothing() {
         BatchedMut::contiguous(&mut cp, [2, 1, 6, 6]).unwrap(),
         BatchedRef::new(&x, layout).unwrap(),
         &params,
-        &key(1),
-        0,
-        None::<&mut Ledger>,
+        Draw { key: &key(1), stream: 0 },
+        None,
         &mut scratch,
     )
     .unwrap_err();
@@ -292,9 +289,8 @@ fn non_finite_input_releases_nothing() {
                 FloatDtype::F64,
                 layout,
                 &params,
-                &key(1),
-                0,
-                None::<&mut Ledger>,
+                Draw { key: &key(1), stream: 0 },
+                None,
                 wp,
                 ws_len,
                 sp,
@@ -324,7 +320,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
     let infeasible = params(1 << 50, ScoreFn::Exp);
     for (prm, what) in [(&bartlett, "bartlett"), (&reject, "reject"), (&infeasible, "k too large")]
     {
-        let e = gaussian_sampling_attention(
+        let e = gaussian_sampling_attention_keyed(
             &dev,
             &s,
             &mut b,
@@ -332,8 +328,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
             &xd,
             layout,
             prm,
-            &key(1),
-            0,
+            Draw { key: &key(1), stream: 0 },
             Some(&mut lg),
         )
         .unwrap_err();
@@ -346,7 +341,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
             _ => assert!(matches!(e, Error::Unsupported { .. }), "{what}: {e}"),
         }
     }
-    let e = gaussian_sampling_attention(
+    let e = gaussian_sampling_attention_keyed(
         &dev,
         &s,
         &mut short,
@@ -354,8 +349,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
         &xd,
         layout,
         &params(1000, ScoreFn::Exp),
-        &key(1),
-        0,
+        Draw { key: &key(1), stream: 0 },
         Some(&mut lg),
     )
     .unwrap_err();
@@ -365,7 +359,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
     );
     let big = Layout4::contiguous([1, 1, 65, 64]).unwrap();
     let xbig = s.alloc_zeros::<f32>(65 * 64).unwrap();
-    let e = gaussian_sampling_attention(
+    let e = gaussian_sampling_attention_keyed(
         &dev,
         &s,
         &mut b,
@@ -373,8 +367,7 @@ fn refusals_happen_before_any_launch_and_charge_nothing() {
         &xbig,
         big,
         &params(1000, ScoreFn::Exp),
-        &key(1),
-        0,
+        Draw { key: &key(1), stream: 0 },
         Some(&mut lg),
     )
     .unwrap_err();

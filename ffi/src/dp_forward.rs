@@ -937,9 +937,9 @@ pub(crate) mod ledger_testing {
     use dpattn_core::{Delta, Epsilon, PrivacyBudget};
 
     use crate::ledger::{
-        dpattn_amount, dpattn_privacy_unit, dpattn_ledger, dpattn_ledger_charges, dpattn_ledger_free,
+        dpattn_amount, dpattn_ledger, dpattn_ledger_charges, dpattn_ledger_free,
         dpattn_ledger_new_approx, dpattn_ledger_new_rdp, dpattn_ledger_new_zcdp,
-        dpattn_ledger_spent,
+        dpattn_ledger_spent, dpattn_privacy_unit,
     };
     use crate::status::dpattn_status;
 
@@ -968,12 +968,8 @@ pub(crate) mod ledger_testing {
                 ),
                 Kind::Rdp(e, d) => (
                     dpattn_ledger_new_rdp(u, e, d, &mut h),
-                    Ledger::new_rdp(
-                        unit,
-                        Epsilon::new(e).unwrap(),
-                        Delta::new(d).unwrap(),
-                    )
-                    .unwrap(),
+                    Ledger::new_rdp(unit, Epsilon::new(e).unwrap(), Delta::new(d).unwrap())
+                        .unwrap(),
                 ),
             }
         };
@@ -1040,10 +1036,10 @@ pub(crate) mod ledger_testing {
 
 #[cfg(test)]
 mod tests {
-    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use super::ledger_testing::{self as lt, Kind};
     use super::*;
     use crate::last_error::last_error_string;
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
     use std::ptr::{null, null_mut};
 

@@ -445,12 +445,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
         let out = Out::new(out_report, "out_report")?;
         // SAFETY: each pointer is readable per the caller's contract (NULL is rejected).
         let (ob, op, xt, params) = unsafe {
-            (
-                read(out_b, "out_b")?,
-                read(out_p, "out_p")?,
-                read(x, "x")?,
-                read(params, "params")?,
-            )
+            (read(out_b, "out_b")?, read(out_p, "out_p")?, read(x, "x")?, read(params, "params")?)
         };
         let params = params.to_core()?;
         let report = with_dtype!(xt.dtype, "x", |T| {

@@ -23,6 +23,7 @@ use crate::attention::{
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
 use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER, DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT,
     DPATTN_SOFTMAX_TREE_COPIES_FIXED, DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING,
@@ -31,7 +32,6 @@ use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, accounting_of, copies_of, query_policy_of,
     temperature_of,
 };
-use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 

@@ -41,7 +41,10 @@ impl Handle for dpattn_session {
 pub(crate) fn with_session<R>(
     session: *mut dpattn_session,
     streams: u64,
-    f: impl FnOnce(Draw<'_>, Option<&mut dyn dpattn_core::accounting::cost::Accountant>) -> Result<R, FfiError>,
+    f: impl FnOnce(
+        Draw<'_>,
+        Option<&mut dyn dpattn_core::accounting::cost::Accountant>,
+    ) -> Result<R, FfiError>,
 ) -> Result<R, FfiError> {
     let handle = dpattn_session::lookup(session, "session")?;
     handle.with(|s| {
@@ -73,7 +76,9 @@ pub unsafe extern "C" fn dpattn_session_new(
         let ledger = dpattn_ledger::lookup(ledger, "ledger")?;
         let source = NoiseSource::new()?;
         // SAFETY: non-NULL (checked), writable per the caller contract.
-        unsafe { out.write(dpattn_session::into_handle(FfiSession { source, ledger: Some(ledger) })) };
+        unsafe {
+            out.write(dpattn_session::into_handle(FfiSession { source, ledger: Some(ledger) }))
+        };
         Ok(())
     })
 }
@@ -125,7 +130,8 @@ pub unsafe extern "C" fn dpattn_session_position(
     out_next_stream: *mut u64,
 ) -> dpattn_status {
     ffi_status(|| {
-        let (e, n) = (Out::new(out_epoch, "out_epoch")?, Out::new(out_next_stream, "out_next_stream")?);
+        let (e, n) =
+            (Out::new(out_epoch, "out_epoch")?, Out::new(out_next_stream, "out_next_stream")?);
         let (epoch, next) = dpattn_session::lookup(session, "session")?
             .with(|s| (s.source.epoch(), s.source.next_stream()));
         // SAFETY: non-NULL (checked), writable per the caller contract.
@@ -164,9 +170,10 @@ pub unsafe extern "C" fn dpattn_session_save(
         // SAFETY: forwarded caller contract.
         let out = unsafe { slice_mut(out, len, "out") }?;
         let state = dpattn_session::lookup(session, "session")?.with(|s| {
-            let ledger = s.ledger.as_ref().ok_or(Error::Unsupported {
-                what: "saving a replay session without a ledger",
-            })?;
+            let ledger = s
+                .ledger
+                .as_ref()
+                .ok_or(Error::Unsupported { what: "saving a replay session without a ledger" })?;
             Ok::<_, Error>(SessionState::from_parts(&s.source, ledger.with(|l| l.clone())))
         })?;
         state.encode(out)?;

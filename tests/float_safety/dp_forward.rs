@@ -22,12 +22,12 @@
 //! path stays unproved — so the `f32` audit checks the exact mode only; the distinguisher's
 //! power is shown by the `f64` audits and the harness's planted-leak test.
 
-use dpattn::accounting::ledger::Ledger;
 use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
-    SensitivityRule, dp_forward,
+    SensitivityRule, dp_forward_keyed,
 };
 use dpattn::sampling::{NoiseFloat, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{MatMut, NoiseMode, PrivacyBudget};
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation};
@@ -69,14 +69,13 @@ fn audit<T: NoiseFloat>(
     for (input, signal) in [SIGNAL, 0.0].into_iter().enumerate() {
         for call in 0..CALLS {
             let mut x = vec![T::from_f64(signal); BATCH * DIM];
-            let report = dp_forward(
+            let report = dp_forward_keyed(
                 MatMut::from_row_major(&mut x, BATCH, DIM).unwrap(),
                 &p,
                 factors,
-                &key,
-                ((input as u64) << 32) | call,
+                Draw { key: &key, stream: ((input as u64) << 32) | call },
                 0,
-                None::<&mut Ledger>,
+                None,
                 &mut [],
             )
             .unwrap();

@@ -3,8 +3,11 @@
 //! release is audited: neighbours differ in one feature column (`0` vs `β·e₁`), which moves
 //! the Gram entry `(0, 0)` from exactly `0.25` to exactly `0.25 + β²` and leaves the rest.
 
-use dpattn::gram_attention::{GramAttentionParams, gram_attention, gram_attention_scratch_len};
+use dpattn::gram_attention::{
+    GramAttentionParams, gram_attention_keyed, gram_attention_scratch_len,
+};
 use dpattn::sampling::NoiseKey;
+use dpattn::session::Draw;
 use dpattn::{BatchedMut, BatchedRef, PrivacyBudget};
 
 use crate::low_bits::{LowBits, assert_no_separation};
@@ -24,13 +27,12 @@ fn audit(neighbour: bool) -> LowBits {
     let mut scratch = vec![0.0; gram_attention_scratch_len(d)];
     let mut bits = LowBits::new();
     for stream in 0..RELEASES {
-        let rep = gram_attention::<f64, 1>(
+        let rep = gram_attention_keyed(
             BatchedMut::contiguous(&mut b, [1, 1, n, n]).unwrap(),
             BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
             BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
             &params,
-            &key,
-            stream,
+            Draw { key: &key, stream: stream },
             None,
             &mut scratch,
         )

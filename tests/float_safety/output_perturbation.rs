@@ -10,10 +10,11 @@
 
 use dpattn::grid_release::GridFormat;
 use dpattn::output_perturbation::{
-    AttentionErrorModel, OutputPerturbationParams, output_perturbation_attention,
+    AttentionErrorModel, OutputPerturbationParams, output_perturbation_attention_keyed,
     output_perturbation_grid, output_perturbation_scratch_len,
 };
 use dpattn::sampling::NoiseKey;
+use dpattn::session::Draw;
 use dpattn::{BatchedMut, BatchedRef, Kernel, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation};
@@ -60,14 +61,13 @@ fn audit(mode: NoiseMode, neighbour: bool) -> LowBits {
     let mut bits = LowBits::new();
     for stream in 0..RELEASES {
         let o = BatchedMut::contiguous(&mut out, [1, 1, 1, DV]).unwrap();
-        output_perturbation_attention::<f32, f32, 1>(
+        output_perturbation_attention_keyed(
             o,
             q,
             k,
             v,
             &p,
-            &key,
-            stream,
+            Draw { key: &key, stream: stream },
             None,
             &mut sigma,
             &mut scratch,

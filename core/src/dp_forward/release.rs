@@ -131,7 +131,8 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
     draw: Draw<'_>,
     first: u64,
     ledger: Option<&mut dyn Accountant>,
-    scratch: &mut [f64]) -> Result<DpForwardReport> {
+    scratch: &mut [f64],
+) -> Result<DpForwardReport> {
     let floor = check_factors(params, factors)?;
     let (tokens, dim) = (params.tokens, params.dim);
     if x.cols() != dim {
@@ -159,7 +160,11 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
             _ => None, // one release of a k > 1 plan has no stand-alone (ε, δ)
         };
         let rho = params.release_rho_at(floor)?.get();
-        ledger.charge(params.privacy_unit()?, &Cost::Gaussian { approx, rho }, params.noise_mode)?;
+        ledger.charge(
+            params.privacy_unit()?,
+            &Cost::Gaussian { approx, rho },
+            params.noise_mode,
+        )?;
     }
     // Every check of clip_hidden ran above (C by validate, shape, finiteness).
     let clip = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);

@@ -18,8 +18,8 @@ use crate::error::{Error, Result, mul_size};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
-use crate::session::{Draw, Session};
 use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
+use crate::session::{Draw, Session};
 
 use super::calibration::{Calibration, DeltaConstants, Domain, SensitivityBound, check_privacy};
 use super::covariance::{

@@ -59,7 +59,7 @@
 //! use dpattn_core::accounting::ledger::Ledger;
 //! use dpattn_core::gaussian_sampling_attention::{
 //!     Domain, GaussianSamplingParams, OutOfDomain, Sampler};
-//! use dpattn_core::sampling::NoiseKey;
+//! use dpattn_core::session::Session;
 //! use dpattn_cuda::Device;
 //! use dpattn_cuda::gaussian_sampling::gaussian_sampling_attention;
 //! let dev = Device::get(0)?;
@@ -74,10 +74,10 @@
 //! params.sampler = Sampler::FactorFree;
 //! params.out_of_domain = OutOfDomain::ClipAndRidge;
 //! params.noise_mode = dpattn_core::NoiseMode::UnsafeFloat; // no floating-point-safe form
-//! let mut ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(8.0, 1e-4)?);
+//! let ledger = Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(8.0, 1e-4)?);
+//! let mut session = Session::new(ledger)?;
 //! gaussian_sampling_attention(&dev, &stream, &mut b, &mut p, &x,
-//!     Layout4::contiguous([batch, heads, n, d])?, &params, &NoiseKey::for_replay([7; 32]), 0,
-//!     Some(&mut ledger))?;
+//!     Layout4::contiguous([batch, heads, n, d])?, &params, &mut session)?;
 //! # Ok::<(), dpattn_cuda::Error>(())
 //! ```
 
@@ -85,12 +85,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 use dpattn_core::NoiseMode;
-use dpattn_core::accounting::ledger::{Charge, Ledger};
-use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+use dpattn_core::accounting::cost::{Accountant, Cost};
 use dpattn_core::gaussian_sampling_attention::{
-    GaussianSamplingParams, OutOfDomain, Sampler, check_release_parameters,
+    GaussianSamplingParams, OutOfDomain, PRIVACY_UNIT, STREAMS, Sampler, check_release_parameters,
 };
-use dpattn_core::sampling::NoiseKey;
+use dpattn_core::session::{Draw, Session};
 use dpattn_core::{Layout4, PrivacyBudget};
 
 use crate::device::Device;
@@ -178,14 +177,10 @@ fn validate(params: &GaussianSamplingParams, x: &Layout4) -> Result<(SamplingPla
     Ok((plan, total))
 }
 
-fn charge<const N: usize>(ledger: Option<&mut Ledger<N>>, total: PrivacyBudget) -> Result<()> {
+fn charge(ledger: Option<&mut dyn Accountant>, total: PrivacyBudget) -> Result<()> {
     if let Some(ledger) = ledger {
         // Paper 000 runs only in the unsafe float mode (check_release_parameters).
-        ledger.try_charge_in(
-            PrivacyUnit::FeatureColumn,
-            Charge::Approx(total),
-            NoiseMode::UnsafeFloat,
-        )?;
+        ledger.charge(PRIVACY_UNIT, &Cost::Approx(total), NoiseMode::UnsafeFloat)?;
     }
     Ok(())
 }
@@ -219,9 +214,40 @@ pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
     x: &impl DevicePtr<T>,
     x_layout: Layout4,
     params: &GaussianSamplingParams,
-    key: &NoiseKey,
-    stream_id: u64,
-    ledger: Option<&mut Ledger<N>>,
+    session: &mut Session<N>,
+) -> Result<()> {
+    let r = session.begin(STREAMS)?;
+    gaussian_sampling_attention_keyed(
+        dev,
+        stream,
+        out_b,
+        out_p,
+        x,
+        x_layout,
+        params,
+        r.draw,
+        Some(r.ledger),
+    )
+}
+
+/// [`gaussian_sampling_attention`] with an explicit key and stream id and an optional
+/// ledger: **for replay, audit, and hosts that manage their own stream ids** — a
+/// `(key, stream)` pair must never serve two releases. With the same `draw` it releases
+/// what the CPU's `gaussian_sampling_attention_keyed` releases.
+///
+/// # Errors
+/// As [`gaussian_sampling_attention`].
+#[allow(clippy::too_many_arguments)]
+pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    out_b: &mut impl DevicePtrMut<f64>,
+    out_p: &mut impl DevicePtrMut<f64>,
+    x: &impl DevicePtr<T>,
+    x_layout: Layout4,
+    params: &GaussianSamplingParams,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
 ) -> Result<()> {
     let (plan, total) = validate(params, &x_layout)?;
     in_context("x: a buffer", x.stream(), dev)?;
@@ -248,7 +274,7 @@ pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
             workspace: (wp, ws_len),
             status: sp,
         };
-        let job = Job::new(dev, stream, &x_layout, plan, bufs, params, key, stream_id)?;
+        let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
         // SAFETY: every pointer comes from a live cudarc buffer of this device (checked by
         // `in_context`), alive and guarded until the queued work is recorded.
         unsafe { job.queue_factors() }?;
@@ -287,7 +313,7 @@ pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
 /// [`Error::Core`] for a null or misaligned pointer, a short buffer or workspace
 /// (`ScratchTooSmall`), or written buffers that overlap each other or `x`.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn gaussian_sampling_attention_raw<const N: usize>(
+pub unsafe fn gaussian_sampling_attention_raw(
     dev: &Device,
     stream: &Arc<CudaStream>,
     out_b: u64,
@@ -299,9 +325,8 @@ pub unsafe fn gaussian_sampling_attention_raw<const N: usize>(
     x_dtype: FloatDtype,
     x_layout: Layout4,
     params: &GaussianSamplingParams,
-    key: &NoiseKey,
-    stream_id: u64,
-    ledger: Option<&mut Ledger<N>>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     workspace: u64,
     workspace_len: usize,
     status: u64,
@@ -315,7 +340,7 @@ pub unsafe fn gaussian_sampling_attention_raw<const N: usize>(
         status,
     };
     let (plan, total) = validate(params, &x_layout)?;
-    let job = Job::new(dev, stream, &x_layout, plan, bufs, params, key, stream_id)?;
+    let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
     charge(ledger, total)?;
     // SAFETY: the caller guarantees the pointers (contract above); `Job::new` checked them
     // non-null, aligned, long enough and disjoint.

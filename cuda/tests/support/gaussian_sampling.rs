@@ -19,9 +19,10 @@ use dpattn_core::accounting::ledger::Ledger;
 use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 use dpattn_core::gaussian_sampling_attention::{
     Domain, GaussianSamplingParams, OutOfDomain, Sampler,
-    gaussian_sampling_attention as cpu_attention, gaussian_sampling_attention_scratch_len,
+    gaussian_sampling_attention_keyed as cpu_attention, gaussian_sampling_attention_scratch_len,
 };
 use dpattn_core::sampling::NoiseKey;
+use dpattn_core::session::Draw;
 use dpattn_core::{BatchedMut, BatchedRef, Element, Layout4, PrivacyBudget, ScoreFn};
 use dpattn_cuda::gaussian_sampling::{MIN_CHUNK_SAMPLES, SamplingPlan};
 
@@ -104,8 +105,7 @@ pub(crate) fn cpu_release<T: Element>(
         BatchedMut::contiguous(&mut p, [batch, heads, n, n]).unwrap(),
         BatchedRef::new(x, layout).unwrap(),
         params,
-        key,
-        stream_id,
+        Draw { key, stream: stream_id },
         Some(ledger),
         &mut scratch,
     )
