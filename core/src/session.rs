@@ -62,7 +62,7 @@ pub struct Draw<'a> {
 
 impl Draw<'_> {
     /// The keyed stream of the release's `i`-th stream id (`stream + i`, wrapping is never
-    /// reached: sessions refuse to hand out ids past `2⁶⁴ − 2`).
+    /// reached: sessions never hand out `2⁶⁴ − 1`).
     pub fn keyed(&self, i: u64) -> crate::sampling::KeyedStream {
         crate::sampling::KeyedStream::new(self.key, self.stream.wrapping_add(i))
     }
@@ -180,7 +180,7 @@ impl NoiseSource {
         let first = self.next_stream;
         self.next_stream = first
             .checked_add(streams)
-            .filter(|&n| n < DERIVATION_STREAM)
+            .filter(|&n| n <= DERIVATION_STREAM) // ids below it only
             .ok_or(Error::SizeOverflow { what: "the session's stream ids (start a new epoch)" })?;
         Ok(Draw { key: &self.key, stream: first })
     }
@@ -416,5 +416,59 @@ impl<const N: usize> SessionState<N> {
             next_stream: u64::from_le_bytes(next),
             ledger: Ledger::decode(&bytes[48..])?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::privacy_params::PrivacyBudget;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::{Rng, SeedableRng};
+
+    #[test]
+    fn the_epoch_key_is_the_chacha20_block_at_counter_epoch_on_the_last_stream() {
+        // Independent reference: rand_chacha's ChaCha20 at word position 16·epoch of stream
+        // 2⁶⁴ − 1 (RANDOMNESS.md §1 maps block counter c to word position 16c).
+        let master = [0x5Au8; 32];
+        for epoch in [0u64, 1, 0x0123_4567_89AB_CDEF, u64::MAX >> 4] {
+            let mut rng = ChaCha20Rng::from_seed(master);
+            rng.set_stream(u64::MAX);
+            rng.set_word_pos(u128::from(epoch) * 16);
+            let mut expected = [0u8; 32];
+            for chunk in expected.chunks_exact_mut(4) {
+                chunk.copy_from_slice(&rng.next_u32().to_le_bytes());
+            }
+            let got = epoch_key(&NoiseKey::for_replay(master), epoch);
+            assert_eq!(got.expose_bytes(), &expected, "epoch {epoch}");
+        }
+    }
+
+    #[test]
+    fn reserve_refuses_the_derivation_stream_and_zero_streams() {
+        let mut s = NoiseSource::for_replay(NoiseKey::for_replay([1; 32]), 3, u64::MAX - 3);
+        assert_eq!(s.reserve(2).unwrap().stream, u64::MAX - 3);
+        // Ids u64::MAX − 1 and u64::MAX are left: the last one derives epoch keys.
+        assert!(matches!(s.reserve(2), Err(Error::SizeOverflow { .. })));
+        assert_eq!(s.next_stream(), u64::MAX - 1, "a refused reservation consumes nothing");
+        assert!(matches!(s.reserve(0), Err(Error::OutOfRange { .. })));
+        assert_eq!(s.reserve(1).unwrap().stream, u64::MAX - 1);
+    }
+
+    #[test]
+    fn a_state_survives_encoding_and_refuses_foreign_bytes() {
+        let ledger =
+            Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-6).unwrap());
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let mut session: Session = Session::from_rng(ledger, &mut rng);
+        session.begin(3).unwrap();
+        let mut bytes = [0u8; SessionState::<DEFAULT_ORDER_COUNT>::ENCODED_LEN];
+        session.save().encode(&mut bytes).unwrap();
+        let back = SessionState::decode(&bytes).unwrap();
+        assert_eq!(back, session.save());
+        assert_eq!(back.next_stream(), session.next_stream());
+        bytes[0] ^= 1;
+        assert!(SessionState::<DEFAULT_ORDER_COUNT>::decode(&bytes).is_err());
+        assert!(SessionState::<DEFAULT_ORDER_COUNT>::decode(&bytes[..10]).is_err());
     }
 }
