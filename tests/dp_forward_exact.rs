@@ -222,7 +222,7 @@ fn run<T: NoiseFloat>(
         MatMut::new(&mut y, rows, p.dim, stride).unwrap(),
         p,
         f,
-        Draw { key: k, stream: stream },
+        Draw { key: k, stream },
         first,
         None,
         &mut scratch,

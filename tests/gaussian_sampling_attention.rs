@@ -91,7 +91,7 @@ fn release_in(
         BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
         BatchedRef::contiguous(x, [1, 1, n, d])?,
         params,
-        Draw { key: &NoiseKey::for_replay(KEY), stream: stream },
+        Draw { key: &NoiseKey::for_replay(KEY), stream },
         ledger,
         &mut scratch,
     );

@@ -178,9 +178,10 @@ impl NoiseSource {
             return Err(Error::OutOfRange { name: "streams", value: 0.0, allowed: ">= 1" });
         }
         let first = self.next_stream;
+        // `next_stream ≤ 2⁶⁴ − 1` always, so the id `2⁶⁴ − 1` (DERIVATION_STREAM) is never
+        // handed out: a reservation starting there overflows.
         self.next_stream = first
             .checked_add(streams)
-            .filter(|&n| n <= DERIVATION_STREAM) // ids below it only
             .ok_or(Error::SizeOverflow { what: "the session's stream ids (start a new epoch)" })?;
         Ok(Draw { key: &self.key, stream: first })
     }

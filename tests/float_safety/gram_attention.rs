@@ -32,7 +32,7 @@ fn audit(neighbour: bool) -> LowBits {
             BatchedMut::contiguous(&mut p, [1, 1, n, n]).unwrap(),
             BatchedRef::contiguous(&x, [1, 1, n, d]).unwrap(),
             &params,
-            Draw { key: &key, stream: stream },
+            Draw { key: &key, stream },
             None,
             &mut scratch,
         )

@@ -67,7 +67,7 @@ fn audit(mode: NoiseMode, neighbour: bool) -> LowBits {
             k,
             v,
             &p,
-            Draw { key: &key, stream: stream },
+            Draw { key: &key, stream },
             None,
             &mut sigma,
             &mut scratch,

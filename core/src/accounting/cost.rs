@@ -109,7 +109,7 @@ impl<const N: usize> Accountant for Ledger<N> {
                            ledger, or charge the whole plan once",
                 });
             }
-            Cost::Gaussian { rho, .. } if rho == 0.0 => return Ok(()),
+            Cost::Gaussian { rho: 0.0, .. } => return Ok(()),
             Cost::Gaussian { rho, .. } => Charge::Zcdp(Rho::new(rho)?),
             Cost::SubsampledGaussian { rate, noise_multiplier, steps } => {
                 let Some(curve) = self.rdp_curve() else {
