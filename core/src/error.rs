@@ -307,7 +307,8 @@ impl PrivateDetail {
     }
 
     /// A `Display` of the values, for the data holder: `"measured 2.5"`, `"entry 7"`,
-    /// `"entry 7 (value 1e300)"` or `"3 entries"`. Never log it.
+    /// `"entry 7 (value 1e300)"` or `"3 entries"` (values as `f64`'s `Debug` writes them,
+    /// in exponent form when very large or small). Never log it.
     pub fn reveal(&self) -> impl fmt::Display + '_ {
         Revealed(self)
     }
@@ -324,9 +325,9 @@ struct Revealed<'a>(&'a PrivateDetail);
 impl fmt::Display for Revealed<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0.0 {
-            Detail::Measured(v) => write!(f, "measured {v}"),
+            Detail::Measured(v) => write!(f, "measured {v:?}"),
             Detail::Index(i) => write!(f, "entry {i}"),
-            Detail::Entry(i, v) => write!(f, "entry {i} (value {v})"),
+            Detail::Entry(i, v) => write!(f, "entry {i} (value {v:?})"),
             Detail::Count(1) => f.write_str("1 entry"),
             Detail::Count(n) => write!(f, "{n} entries"),
         }
@@ -467,6 +468,8 @@ mod tests {
     #[test]
     fn revealed_details_read_as_sentences() {
         assert_eq!(PrivateDetail::from_measured(2.5).reveal().to_string(), "measured 2.5");
+        let huge = PrivateDetail::from_entry(7, 1.2345678e300).reveal().to_string();
+        assert_eq!(huge, "entry 7 (value 1.2345678e300)");
         assert_eq!(PrivateDetail::from_index(7).reveal().to_string(), "entry 7");
         assert_eq!(PrivateDetail::from_count(1).reveal().to_string(), "1 entry");
         assert_eq!(PrivateDetail::from_count(3).reveal().to_string(), "3 entries");
