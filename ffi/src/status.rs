@@ -92,7 +92,6 @@ impl dpattn_status {
             E::Core(e) => Self::of(e),
             E::Unavailable(_) | E::NoSuchDevice { .. } => Self::CudaUnavailable,
             E::Unsupported { .. } => Self::Unsupported,
-            E::NonFiniteRows { .. } => Self::NonFinite,
             // Compile, Driver, DriverTooOld, Panicked and variants added later: the message
             // carries the full text.
             _ => Self::CudaError,
@@ -175,11 +174,10 @@ mod tests {
             E::Driver { during: "d".into(), name: "CUDA_ERROR_X".into(), message: "m".into() },
             E::DriverTooOld { nvrtc: (12, 8), driver: 12020, error: "e".into() },
             E::Unsupported { what: "a".into() },
-            E::NonFiniteRows { arg: "x", rows: 1 },
             E::Panicked("p".into()),
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of_cuda(e) as u32).collect();
-        assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 4, 18]);
+        assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 18]);
     }
 
     #[test]
