@@ -149,7 +149,7 @@ fn cross_attention_reject_keeps_the_count_of_out_of_domain_entries_private() -> 
         &KeyedStream::new(&key(), 1),
         None::<&mut Ledger>,
     );
-    let e = r.err().expect("refused");
+    let e = r.expect_err("refused");
     assert!(matches!(e, Error::DomainViolation { .. }), "{e}");
     assert_withheld(&e, &["37"]);
     assert_eq!(e.private_detail().and_then(|d| d.count()), Some(37));
@@ -229,7 +229,7 @@ fn attention_range_check_keeps_the_measured_row_norm_private() {
 fn non_private_audit_tree_keeps_the_index_of_a_non_finite_value_private() {
     let mut values = vec![0.5; 4400];
     values[4321] = f64::INFINITY;
-    let e = DpTree::non_private_exact(&values).err().expect("refused");
+    let e = DpTree::non_private_exact(&values).expect_err("refused");
     assert!(matches!(e, Error::PrivateNonFinite { arg: "values", .. }), "{e}");
     assert_withheld(&e, &["4321"]);
     assert_eq!(e.private_detail().and_then(|d| d.index()), Some(4321));
