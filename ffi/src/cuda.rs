@@ -414,7 +414,8 @@ pub unsafe extern "C" fn dpattn_cuda_fill_stream_words(
 /// * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`,
 ///   `DPATTN_STATUS_UNSUPPORTED`: as in `dpattn_cuda_fill_noise`.
 ///
-/// Non-finite rows are private data: never refused, only counted in `counters[0]`. Thread-safe as `dpattn_cuda_fill_noise`.
+/// Non-finite rows are private data: never refused, only counted in `counters[0]`.
+/// Thread-safe as `dpattn_cuda_fill_noise`.
 ///
 /// # Safety
 /// `key` must be NULL or valid for reading a `dpattn_key`. `x` must address `len` elements
