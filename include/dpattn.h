@@ -578,7 +578,8 @@ enum dpattn_status
    */
   DPATTN_STATUS_BUFFER_TOO_SHORT = 3,
   /**
-   * An input contains NaN or infinity.
+   * An input contains NaN or infinity. For private data the message withholds where
+   * (`dpattn_last_error_private_detail` has the position, for the data holder).
    */
   DPATTN_STATUS_NON_FINITE = 4,
   /**
@@ -611,8 +612,10 @@ enum dpattn_status
   DPATTN_STATUS_UNSUPPORTED = 11,
   /**
    * Private input lies outside the declared public domain of a mechanism (or a matrix
-   * that must be positive definite is not). The refusal depends on private data: show it
-   * only to the data holder.
+   * that must be positive definite is not, or private data is too large for the
+   * computation's range). The refusal depends on private data: show it only to the data
+   * holder. The message names the condition but withholds the measured value
+   * (`dpattn_last_error_private_detail` has it).
    */
   DPATTN_STATUS_DOMAIN_VIOLATION = 12,
   /**
@@ -990,9 +993,14 @@ typedef struct {
    */
   size_t scaled;
   /**
-   * The largest block norm before clipping.
+   * The largest block norm before clipping (of the sanitised input).
    */
   double max_norm;
+  /**
+   * Rows that held NaN or ±∞ and were set to zero before clipping (sanitised, never
+   * refused). Private: a count of private entries.
+   */
+  size_t private_sanitized_rows;
 } dpattn_dp_forward_clip_report;
 
 /**
@@ -3029,9 +3037,9 @@ dpattn_status dpattn_cuda_fill_stream_words(int32_t device,
  *   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.
  * * `clip_norm` in `[1e-100, 1e100]`, `sigma` finite and `>= 0`.
  * * `counters`: device pointer to two `uint32_t`, not overlapping `x`. The call queues a
- *   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (with
- *   `sigma > 0` they are released as the zero row, like any other row; with `sigma = 0`
- *   they are overwritten with NaN) and `counters[1]` = rows that were rescaled. Both are
+ *   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (they
+ *   are sanitised to the zero row and released like any other row; with `sigma = 0` the
+ *   zero row is written) and `counters[1]` = rows that were rescaled. Both are
  *   **asynchronous** results: read them after the stream reaches the work. Both depend on
  *   private data: keep them on the data owner's side. An element whose exact sampler
  *   failed (probability below `2^−1000`) is NaN.
@@ -3051,8 +3059,8 @@ dpattn_status dpattn_cuda_fill_stream_words(int32_t device,
  * * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`,
  *   `DPATTN_STATUS_UNSUPPORTED`: as in `dpattn_cuda_fill_noise`.
  *
- * Non-finite rows are reported only through `counters[0]` (the status is `OK`: the kernel
- * has not run when the call returns). Thread-safe as `dpattn_cuda_fill_noise`.
+ * Non-finite rows are private data: never refused, only counted in `counters[0]`.
+ * Thread-safe as `dpattn_cuda_fill_noise`.
  *
  * # Safety
  * `key` must be NULL or valid for reading a `dpattn_key`. `x` must address `len` elements
@@ -3291,14 +3299,15 @@ dpattn_status dpattn_dp_forward_scratch_len(const dpattn_dp_forward_factors *fac
  * Clips or normalises `x` (`rows × cols`, `f32` or `f64`, any row stride ≥ cols) in place,
  * block by block: a block is `block_rows` consecutive rows (one sequence) for Frobenius
  * clipping and one row for row clipping. After the call every block has exact Euclidean
- * norm `≤ C`, rounding included. `*out_report` receives the number of rescaled blocks and
- * the largest norm seen — private data, keep it on the data owner's side.
+ * norm `≤ C`, rounding included. A row holding NaN or ±∞ is set to the zero row first
+ * (private data is sanitised, never refused; the zero row is inside the ball).
+ * `*out_report` receives the number of rescaled blocks, the largest norm seen and the
+ * number of sanitised rows — private data, keep it on the data owner's side.
  *
  * Returns `DPATTN_STATUS_OUT_OF_RANGE` for `C ∉ [1e-100, 1e100]`, `block_rows = 0`,
  * `row_stride < cols` with several rows, an unknown `region`/`mode`, or a dtype other than
  * F32/F64; `DPATTN_STATUS_SHAPE_MISMATCH` for zero columns or `rows` not a multiple of
- * `block_rows`; `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x`;
- * `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_NULL_ARGUMENT`;
+ * `block_rows`; `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_NULL_ARGUMENT`;
  * `DPATTN_STATUS_MISALIGNED`. `x` is untouched on error. Thread-safe; no shared state.
  *
  * # Safety
@@ -3351,12 +3360,12 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
  * with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
  * call (concurrent calls on it from other threads wait). `*out_report` receives the clip
- * report (private data).
+ * report (private data). A row of `x` holding NaN or ±∞ is released as the zero row plus
+ * noise, never refused (counted in `private_sanitized_rows`).
  *
  * Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
  * when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
- * `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x` (data-dependent: report it only to the
- * data holder); `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
+ * `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
  * `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
  * `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
  * fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
@@ -3976,12 +3985,37 @@ size_t dpattn_live_handle_count(void);
  * call on this thread succeeded: every function returning `dpattn_status` clears the
  * message on entry (infallible functions leave it alone unless they catch a panic).
  *
+ * The message never carries a value computed from private data (no measured statistic,
+ * no index into private data, no count of private entries), so it may be logged; for a
+ * refusal of private data those values are in `dpattn_last_error_private_detail`.
+ *
  * Thread-safe: each thread has its own message.
  *
  * # Safety
  * `buf` must be NULL or valid for writes of `len` bytes.
  */
 size_t dpattn_last_error_message(char *buf, size_t len);
+
+/**
+ * **For the data holder only — never log it.** Copies the private detail of the last
+ * failed call on this thread into `buf`, with the semantics of
+ * `dpattn_last_error_message` (NUL-terminated, full length returned, `buf == NULL` or
+ * `len == 0` to query the length). The detail is what the message withholds when a call
+ * refuses private data (`DPATTN_STATUS_NON_FINITE` on private data,
+ * `DPATTN_STATUS_DOMAIN_VIOLATION`): the position of a non-finite entry (`"entry 4321"`),
+ * a data entry and its value (`"entry 7 (value 1e300)"`), a statistic measured on the
+ * data (`"measured 2.5"`) or a count of offending entries (`"37 entries"`). Positions are
+ * logical, row-major over the argument's shape. Returns 0 (an empty string) when the last
+ * fallible call succeeded or failed on public input.
+ *
+ * These values are computed from private data and no privacy guarantee covers them.
+ *
+ * Thread-safe: each thread has its own detail.
+ *
+ * # Safety
+ * `buf` must be NULL or valid for writes of `len` bytes.
+ */
+size_t dpattn_last_error_private_detail(char *buf, size_t len);
 
 /**
  * Computes how many elements a buffer needs for a `[batch, heads, seq, dim]` tensor with
@@ -4617,7 +4651,8 @@ dpattn_status dpattn_discrete_gaussian_ratio(double sigma, uint64_t *out_num, ui
  * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `data` NULL with `len > 0`;
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `l1_sensitivity`/`epsilon` not finite and `> 0`,
  *   `dimension` 0 or above 2^53, `k` outside `[-1023, 960]`, an integer scale above 2^56,
- *   an element index `>= 2^40`, or a data value with `|x| >= 2^53·r` (data-dependent);
+ *   or an element index `>= 2^40`;
+ * * `DPATTN_STATUS_DOMAIN_VIOLATION`: a data value with `|x| >= 2^53·r` (data-dependent);
  * * `DPATTN_STATUS_NON_FINITE`: NaN or infinity in `data` (data-dependent);
  * * `DPATTN_STATUS_SHAPE_MISMATCH`: `first_index + len > dimension`;
  * * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_RANDOMNESS_EXHAUSTED`,
@@ -4625,6 +4660,8 @@ dpattn_status dpattn_discrete_gaussian_ratio(double sigma, uint64_t *out_num, ui
  *
  * The data-dependent refusals are a usability check on private data, not part of the
  * mechanism: show them only to the data holder, and clamp data to a public bound first.
+ * Their message withholds the offending position and value
+ * (`dpattn_last_error_private_detail` has them).
  * Parameter and data errors leave `data` untouched; if the sampler fails mid-way (window
  * exhausted or an integer overflow, probability below 2^-60) every element of `data` is
  * set to NaN, so no un-noised value can be released by mistake. Thread-safe; no shared

@@ -18,7 +18,8 @@ use dpattn::attention::{
 };
 use dpattn::reference_attention::reference_attention_vec;
 use dpattn::{
-    BatchedMut, BatchedRef, Element, Error, Kernel, Layout4, Mask, MatMut, MatRef, Scale, ScoreFn,
+    BatchedMut, BatchedRef, Element, Error, Kernel, Layout4, Mask, MatMut, MatRef, PrivateDetail,
+    Scale, ScoreFn,
 };
 use half::{bf16, f16};
 use support::problem::{Rng, Shape, bshd, scatter, shape};
@@ -994,7 +995,9 @@ fn normalise_scores_rejects_nan_and_positive_infinity_untouched() {
             // Row 0 is valid, so a routine that normalised row by row would already have
             // written it.
             let r = normalise_scores(MatMut::from_row_major(&mut a, 2, 4).unwrap(), score);
-            assert_eq!(r, Err(Error::NonFinite { arg: "scores", index: 5 }), "{bad} {score:?}");
+            let e = r.unwrap_err();
+            assert!(matches!(e, Error::PrivateNonFinite { arg: "scores", .. }), "{e}");
+            assert_eq!(e.private_detail().and_then(|d| d.index()), Some(5), "{bad} {score:?}");
             assert_eq!(bits(&a), bits(&orig), "{bad} {score:?}: matrix modified");
         }
     }
@@ -1056,12 +1059,12 @@ fn attention_matrix_errors_leave_the_output_untouched() {
     let qn = [1.0f32, f32::NAN, 3.0, 4.0];
     assert_eq!(
         call(&qn, 2, &k, 3, 2, Mask::NONE, one, (2, 3)),
-        Err(Error::NonFinite { arg: "q", index: 1 })
+        Err(Error::PrivateNonFinite { arg: "q", detail: PrivateDetail::from_index(1) })
     );
     let kn = [1.0f32, 0.0, 0.0, 1.0, f32::INFINITY, 1.0];
     assert_eq!(
         call(&q, 2, &kn, 3, 2, Mask::NONE, one, (2, 3)),
-        Err(Error::NonFinite { arg: "k", index: 4 })
+        Err(Error::PrivateNonFinite { arg: "k", detail: PrivateDetail::from_index(4) })
     );
     // Logits beyond f64 range: refused, not turned into NaN.
     let mut p = [SENTINEL; 1];
@@ -1074,7 +1077,10 @@ fn attention_matrix_errors_leave_the_output_untouched() {
         Scale::Custom(1.0),
         ScoreFn::Exp,
     );
-    assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
+    let e = r.unwrap_err();
+    assert!(matches!(e, Error::DomainViolation { .. }), "{e:?}");
+    // The measured logit bound (1e320 overflows to +inf) is private: only in the detail.
+    assert_eq!(e.private_detail().and_then(|d| d.value()), Some(f64::INFINITY));
     assert_eq!(p, [SENTINEL]);
 }
 
@@ -1232,7 +1238,9 @@ fn attention_with_a_partial_output_is_a_shape_mismatch() {
 }
 
 #[test]
-fn non_finite_inputs_name_the_argument_and_logical_index() {
+fn non_finite_inputs_name_the_argument_and_keep_the_logical_index_private() {
+    let private =
+        |arg, index| Error::PrivateNonFinite { arg, detail: PrivateDetail::from_index(index) };
     let s = shape(2, 2, 5, 7, 3, 4);
     for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         for (arg, at) in [("q", 37usize), ("k", 0), ("v", 111)] {
@@ -1243,16 +1251,16 @@ fn non_finite_inputs_name_the_argument_and_logical_index() {
                 _ => case.v.0[at] = bad,
             }
             let e = case.fails(&default_params(), None);
-            assert_eq!(e, Error::NonFinite { arg, index: at }, "{bad} in {arg}");
+            assert_eq!(e, private(arg, at), "{bad} in {arg}");
         }
     }
     // f16 and bf16 infinities and NaNs are caught too.
     let mut c16 = Case::<f16>::good(s);
     c16.k.0[20] = f16::INFINITY;
-    assert_eq!(c16.fails(&default_params(), None), Error::NonFinite { arg: "k", index: 20 });
+    assert_eq!(c16.fails(&default_params(), None), private("k", 20));
     let mut cb = Case::<bf16>::good(s);
     cb.v.0[3] = bf16::NAN;
-    assert_eq!(cb.fails(&default_params(), None), Error::NonFinite { arg: "v", index: 3 });
+    assert_eq!(cb.fails(&default_params(), None), private("v", 3));
     // attention_alloc validates the same way, before allocating or writing.
     let mut case = Case::<f32>::good(s);
     case.v.0[50] = f32::NAN;
@@ -1265,7 +1273,7 @@ fn non_finite_inputs_name_the_argument_and_logical_index() {
         v,
         &default_params(),
     );
-    assert_eq!(r, Err(Error::NonFinite { arg: "v", index: 50 }));
+    assert_eq!(r, Err(private("v", 50)));
     assert!(out.iter().all(|&x| f64::from(x) == SENTINEL));
 }
 
@@ -1338,13 +1346,13 @@ fn inputs_that_would_overflow_f32_are_refused_untouched() {
             let p = params(mask, Scale::InvDim, score, kernel);
             for case in [&huge, &big_v] {
                 let e = case.fails_f32(&p, None);
-                assert!(matches!(e, Error::OutOfRange { .. }), "{kernel:?} {score:?}: {e:?}");
+                assert!(matches!(e, Error::DomainViolation { .. }), "{kernel:?} {score:?}: {e:?}");
                 let heads = Case { out: [1, 1, 5, 6], ..clone_case(case) };
                 let e = heads.fails_f32(&p, Some(1));
-                assert!(matches!(e, Error::OutOfRange { .. }), "{kernel:?} {score:?}: {e:?}");
+                assert!(matches!(e, Error::DomainViolation { .. }), "{kernel:?} {score:?}: {e:?}");
             }
             let p = AttentionParams { kernel, score, ..big_scale };
-            assert!(matches!(modest.fails_f32(&p, None), Error::OutOfRange { .. }));
+            assert!(matches!(modest.fails_f32(&p, None), Error::DomainViolation { .. }));
         }
     }
     // The f64 path: q = k = 1e20 are far inside f64 range; every key is the same, so the

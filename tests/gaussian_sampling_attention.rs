@@ -393,7 +393,7 @@ fn bad_input_gets_clear_errors_and_leaves_outputs_untouched() {
     bad[5] = f64::NAN;
     assert!(matches!(
         release(&bad, n, d, &params, 0),
-        Err(Error::NonFinite { arg: "x", index: 5 })
+        Err(Error::PrivateNonFinite { arg: "x", detail }) if detail.index() == Some(5)
     ));
     // n > d: Theorem 4.1 needs d ≥ n.
     assert!(matches!(
@@ -452,23 +452,33 @@ fn bad_input_gets_clear_errors_and_leaves_outputs_untouched() {
 }
 
 #[test]
-fn private_data_outside_the_declared_domain_is_refused_with_the_measured_value() {
+fn private_data_outside_the_declared_domain_is_refused_with_the_measured_value_kept_private() {
     let (n, d) = (4, 8);
     let (x, a, domain) = problem(n, d, 3);
     let eta_true = eigenvalues(&a, n).into_iter().fold(f64::INFINITY, f64::min);
     // Declared η above the true λ_min: refused, reporting λ_min (Jacobi) to 1e-12.
     let p = default_params(Domain { eta: eta_true * 1.5, beta: 1e-9, ..domain });
     match release(&x, n, d, &p, 0) {
-        Err(Error::DomainViolation { measured, declared, .. }) => {
-            assert!((measured / eta_true - 1.0).abs() < 1e-12 && declared == eta_true * 1.5);
+        Err(Error::DomainViolation { condition, detail }) => {
+            assert_eq!(condition, "λ_min(X Xᵀ) ≥ η");
+            let measured = detail.value().unwrap();
+            assert!((measured / eta_true - 1.0).abs() < 1e-12, "{measured} vs {eta_true}");
         }
         other => panic!("{other:?}"),
     }
-    // A column longer than α.
+    // A column longer than α: the detail holds the longest column norm, computed here.
     let p = default_params(Domain { alpha: domain.alpha / 2.0, beta: 1e-9, ..domain });
-    assert!(
-        matches!(release(&x, n, d, &p, 0), Err(Error::DomainViolation { declared, .. }) if declared == domain.alpha / 2.0)
-    );
+    let longest = (0..d)
+        .map(|c| (0..n).map(|r| x[r * d + c] * x[r * d + c]).sum::<f64>().sqrt())
+        .fold(0.0, f64::max);
+    match release(&x, n, d, &p, 0) {
+        Err(Error::DomainViolation { condition, detail }) => {
+            assert!(condition.contains("≤ α"), "{condition}");
+            let measured = detail.value().unwrap();
+            assert!((measured / longest - 1.0).abs() < 1e-14, "{measured} vs {longest}");
+        }
+        other => panic!("{other:?}"),
+    }
     // A singular Gram matrix (two equal rows) with a tiny declared η: not positive definite.
     let mut sing = x.clone();
     sing.copy_within(0..d, d);

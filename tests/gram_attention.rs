@@ -221,13 +221,12 @@ fn ledgers_are_charged_the_composed_cost_and_errors_change_nothing() {
     let mut op = vec![7.0; b * h * n * n];
     let mut l =
         Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
-    let e = gram_attention(
+    let e = gram_attention_keyed(
         BatchedMut::contiguous(&mut ob, [b, h, n, n]).unwrap(),
         BatchedMut::contiguous(&mut op, [b, h, n, n]).unwrap(),
         BatchedRef::contiguous(&x, [b, h, n, d]).unwrap(),
         &params,
-        &key,
-        0,
+        Draw { key: &key, stream: 0 },
         Some(&mut l),
         &mut [0.0; 3], // d = 4 needed
     );

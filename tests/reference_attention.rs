@@ -348,7 +348,9 @@ fn bad_inputs_are_errors_and_leave_the_output_untouched() {
     // NaN in k (logical index 5).
     let mut c = Call::valid();
     c.k[5] = f64::NAN;
-    assert_eq!(c.run(&mut out), Err(Error::NonFinite { arg: "k", index: 5 }));
+    let e = c.run(&mut out).unwrap_err();
+    assert!(matches!(e, Error::PrivateNonFinite { arg: "k", .. }), "{e}");
+    assert_eq!(e.private_detail().and_then(|d| d.index()), Some(5));
     // Short scratch.
     let c = Call { scratch_len: 2, ..Call::valid() };
     assert_eq!(c.run(&mut out), Err(Error::ScratchTooSmall { needed: 3, got: 2 }));
@@ -392,7 +394,10 @@ fn overflowing_logits_are_an_error_not_nan() {
             Scale::Custom(1.0),
             &mut scratch,
         );
-        assert!(matches!(r, Err(Error::NonFinite { arg: "logits", .. })), "{q:?} {k:?}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::PrivateNonFinite { arg: "logits", .. })),
+            "{q:?} {k:?}: {r:?}"
+        );
         assert_eq!(out, [9.0], "output untouched on error");
     }
     // A masked key may overflow: it is never used.

@@ -1354,7 +1354,7 @@ fn private_domain_policy() {
     assert_eq!(a.sketch(), b.sketch(), "MomentSketch clamps private rows");
     // The non-private constructors refuse non-finite data instead.
     let r = MomentSketch::non_private_exact(m(&bad_k), m(&clamped_v), &sp);
-    assert!(matches!(r, Err(Error::NonFinite { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::PrivateNonFinite { arg: "keys", .. })), "{r:?}");
 
     let mut reject = tiny_params();
     reject.domain_policy = DomainPolicy::Reject;
@@ -1364,6 +1364,16 @@ fn private_domain_policy() {
     for (k, v) in [(&one_bad_key[..], &tv[..]), (&clamped_k, &bad_v), (&bad_k, &tv)] {
         let r = DpCrossAttention::new(m(k), m(v), &reject, &stream(12, 3), None::<&mut Ledger>);
         assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
+        // The count of offending entries is private: in the detail, equal to check_domain's.
+        let want = check_domain(
+            m(k),
+            m(v),
+            reject.adaptive.tree.radius,
+            reject.adaptive.tree.weight_bound,
+        );
+        let want = (want.keys_outside + want.values_outside + want.non_finite) as u64;
+        let got = r.err().and_then(|e| e.private_detail()).and_then(|d| d.count());
+        assert_eq!(got, Some(want));
     }
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());

@@ -1143,11 +1143,11 @@ fn bad_input_gives_typed_errors() {
     assert!(DpTree::new(&[1.0], 1.0, big_delta, &st).is_ok());
     assert!(matches!(
         DpTree::non_private_exact(&[1.0, f64::NAN, 2.0]),
-        Err(Error::NonFinite { index: 1, .. })
+        Err(Error::PrivateNonFinite { detail, .. }) if detail.index() == Some(1)
     ));
     assert!(matches!(
         DpTree::non_private_exact(&[1.0, 2.0, f64::NEG_INFINITY]),
-        Err(Error::NonFinite { index: 2, .. })
+        Err(Error::PrivateNonFinite { detail, .. }) if detail.index() == Some(2)
     ));
     let tree = DpTree::non_private_exact(&x).unwrap();
     assert_eq!(tree.n_leaves(), 4);
@@ -1202,11 +1202,11 @@ fn bad_input_gives_typed_errors() {
     }
     assert!(matches!(
         DpTreeDistance::non_private_exact(&[0.1, f64::NAN], &[1.0, 1.0], 4, &ok),
-        Err(Error::NonFinite { arg: "x", index: 1 })
+        Err(Error::PrivateNonFinite { arg: "x", detail }) if detail.index() == Some(1)
     ));
     assert!(matches!(
         DpTreeDistance::non_private_exact(&[0.1, 0.2], &[f64::INFINITY, 1.0], 4, &ok),
-        Err(Error::NonFinite { arg: "w", index: 0 })
+        Err(Error::PrivateNonFinite { arg: "w", detail }) if detail.index() == Some(0)
     ));
     // Queries are public: rejected, not clamped.
     let noisy = DpTreeDistance::new(&x, &w, &ok, &st).unwrap();

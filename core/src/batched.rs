@@ -258,19 +258,32 @@ impl<'a, T: Copy> BatchedRef<'a, T> {
 }
 
 impl<T: crate::Element> BatchedRef<'_, T> {
-    /// [`Error::NonFinite`] naming `arg` and the logical (row-major over
-    /// `[batch, heads, seq, dim]`) index of the first NaN or infinity, if any.
+    /// [`Error::PrivateNonFinite`] naming `arg` if the tensor holds a NaN or infinity: the
+    /// tensor is treated as private data (the safe default), so the logical index of the
+    /// first such value (row-major over `[batch, heads, seq, dim]`) is only in
+    /// [`Error::private_detail`].
     pub fn check_finite(&self, arg: &'static str) -> Result<()> {
-        let per_head = self.layout.seq() * self.layout.dim();
-        for b in 0..self.layout.batch() {
-            for h in 0..self.layout.heads() {
-                if let Err(Error::NonFinite { index, .. }) = self.head(b, h).check_finite(arg) {
-                    let head_index = b * self.layout.heads() + h;
-                    return Err(Error::NonFinite { arg, index: head_index * per_head + index });
-                }
-            }
+        match self.first_non_finite() {
+            Some(index) => Err(Error::private_non_finite(arg, index)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// [`Error::NonFinite`] with the index in the message: only for a **public** tensor
+    /// (e.g. output perturbation's public queries).
+    pub(crate) fn check_finite_public(&self, arg: &'static str) -> Result<()> {
+        match self.first_non_finite() {
+            Some(index) => Err(Error::NonFinite { arg, index }),
+            None => Ok(()),
+        }
+    }
+
+    fn first_non_finite(&self) -> Option<usize> {
+        let (heads, per_head) = (self.layout.heads(), self.layout.seq() * self.layout.dim());
+        (0..self.layout.batch()).flat_map(|b| (0..heads).map(move |h| (b, h))).find_map(|(b, h)| {
+            let at = self.head(b, h).first_non_finite()?;
+            Some((b * heads + h) * per_head + at)
+        })
     }
 }
 
@@ -442,7 +455,7 @@ mod tests {
         let data = [1.0f32, f32::NAN];
         let l = Layout4::new([1, 1, 1 << 20, 2], [0, 0, 0, 1]).unwrap();
         let x = BatchedRef::new(&data, l).unwrap();
-        assert_eq!(x.check_finite("x"), Err(Error::NonFinite { arg: "x", index: 1 }));
+        assert_eq!(x.check_finite("x"), Err(Error::private_non_finite("x", 1)));
     }
 
     #[test]
@@ -460,7 +473,8 @@ mod tests {
         data[l.offset(1, 0, 2, 1)] = f32::NAN;
         let x = BatchedRef::new(&data, l).unwrap();
         // logical index over [b, h, s, d] = ((1*2 + 0)*3 + 2)*2 + 1 = 17
-        assert_eq!(x.check_finite("k"), Err(Error::NonFinite { arg: "k", index: 17 }));
+        assert_eq!(x.check_finite("k"), Err(Error::private_non_finite("k", 17)));
+        assert_eq!(x.check_finite_public("k"), Err(Error::NonFinite { arg: "k", index: 17 }));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use alloc::vec::Vec;
 use crate::accounting::composition::basic_composition_k;
 use crate::accounting::ledger::{Charge, Ledger};
 use crate::accounting::privacy_unit::PrivacyUnit;
-use crate::error::{Error, Result};
+use crate::error::{Error, PrivateDetail, Result};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::{MatMut, MatRef};
 use crate::privacy_params::PrivacyBudget;
@@ -57,7 +57,9 @@ pub enum DomainPolicy {
     #[default]
     Clamp,
     /// Refuse with [`Error::DomainViolation`]. **Not DP** (a data-dependent refusal): only for
-    /// trusted pipelines, and the error must reach the data holder only.
+    /// trusted pipelines, and the error must reach the data holder only. The number of
+    /// offending entries is withheld from the error's text; [`Error::private_detail`] returns
+    /// it ([`check_domain`] splits it by kind).
     Reject,
 }
 
@@ -177,7 +179,7 @@ impl DpCrossAttention {
     /// audits only.
     ///
     /// # Errors
-    /// As [`DpCrossAttention::new`], plus [`Error::NonFinite`].
+    /// As [`DpCrossAttention::new`], plus [`Error::PrivateNonFinite`].
     pub fn non_private_exact(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
@@ -219,11 +221,12 @@ impl DpCrossAttention {
         let (r_bound, w_bound) = (a.tree.radius, a.tree.weight_bound);
         if params.domain_policy == DomainPolicy::Reject {
             let rep = check_domain(keys, values, r_bound, w_bound);
-            if rep.keys_outside + rep.values_outside + rep.non_finite > 0 {
+            let outside = rep.keys_outside + rep.values_outside + rep.non_finite;
+            if outside > 0 {
+                // The count is private: only the detail carries it (check_domain splits it).
                 return Err(Error::DomainViolation {
                     condition: "K in [0, R]^{n x d}, V in [-R_w, R_w]^{n x d}, all finite",
-                    measured: (rep.keys_outside + rep.values_outside + rep.non_finite) as f64,
-                    declared: 0.0,
+                    detail: PrivateDetail::from_count(outside as u64),
                 });
             }
         }

@@ -4,6 +4,14 @@
 //! shapes, strides, buffer lengths, floating-point values, privacy parameters, scratch
 //! sizes — is validated and reported through [`Error`]; no routine panics on it. A panic in
 //! this crate is a bug.
+//!
+//! **Errors and private data** (`docs/PRIVACY.md` §9). An error's `Display` and `Debug` carry
+//! no value computed from private data: no measured statistic, no index into private data,
+//! no count of private entries. A refusal of private data names what failed
+//! ([`Error::PrivateNonFinite`], [`Error::DomainViolation`]); its numbers live in a
+//! [`PrivateDetail`], printed as `<withheld>`, which the data holder reads through
+//! [`Error::private_detail`]. Errors about public inputs (shapes, parameters, public arrays)
+//! keep their values: they are public.
 
 use core::fmt;
 
@@ -13,6 +21,9 @@ use core::fmt;
 /// each variant to a stable status code. `PartialEq` compares the `f64` fields with `==`,
 /// so an error that carries a NaN value is not equal to itself; match on the variant
 /// (`matches!`) in that case.
+///
+/// `Display` and `Debug` are safe to log: values computed from private data are kept in a
+/// [`PrivateDetail`] and withheld from both (see [`Error::private_detail`]).
 ///
 /// ```
 /// use dpattn_core::Error;
@@ -42,13 +53,27 @@ pub enum Error {
         /// Elements in the buffer.
         got: usize,
     },
-    /// A NaN or infinity in an input.
+    /// A NaN or infinity in a **public** input (a parameter array such as a covariance, a
+    /// standard deviation, a public query or a model's weights): its position is public.
+    /// Non-finite private data is [`Error::PrivateNonFinite`].
     NonFinite {
         /// The argument holding the value.
         arg: &'static str,
         /// Logical index of the first non-finite value, counted in row-major order over the
         /// argument's logical shape (not its memory offset).
         index: usize,
+    },
+    /// A NaN or infinity in **private** data that the routine refuses rather than sanitises
+    /// (a non-private audit routine, an attention kernel, a mechanism whose documented
+    /// setting refuses). The refusal itself depends on private data: report it only to the
+    /// data holder. Where the value sits is withheld from `Display` and `Debug`;
+    /// [`Error::private_detail`] returns its logical index (row-major over the argument's
+    /// logical shape).
+    PrivateNonFinite {
+        /// The argument holding the value.
+        arg: &'static str,
+        /// The logical index of the first non-finite value (withheld when printed).
+        detail: PrivateDetail,
     },
     /// A scalar parameter outside its domain (this includes zero sizes where a size must be
     /// positive, and strides that would alias output elements).
@@ -105,16 +130,17 @@ pub enum Error {
         what: &'static str,
     },
     /// Private input lies outside the public domain the privacy guarantee is stated for
-    /// (e.g. a column of `X` longer than the declared `α`), or a matrix that must be
-    /// positive definite is not. **The refusal itself depends on private data**: report it
-    /// only to the data holder (see `gaussian_sampling_attention`).
+    /// (e.g. a column of `X` longer than the declared `α`), a matrix that must be positive
+    /// definite is not, or private data is too large for the computation's floating-point
+    /// range. **The refusal itself depends on private data**: report it only to the data
+    /// holder. The measured value (or count) is withheld from `Display` and `Debug`;
+    /// [`Error::private_detail`] returns it.
     DomainViolation {
-        /// The condition that failed, e.g. `"max column norm ≤ α"`.
+        /// The condition that failed, naming the public bound, e.g.
+        /// `"every column norm ‖X[:, c]‖₂ ≤ α"`.
         condition: &'static str,
-        /// The measured (private) value.
-        measured: f64,
-        /// The declared bound it was compared with.
-        declared: f64,
+        /// The measured statistic or the count of offending entries (withheld when printed).
+        detail: PrivateDetail,
     },
     /// A mechanism charged a ledger kept for another privacy unit: guarantees about
     /// different units cannot be added up (`accounting::privacy_unit`).
@@ -149,6 +175,10 @@ impl fmt::Display for Error {
             Error::NonFinite { arg, index } => {
                 write!(f, "non-finite value (NaN or infinity) in `{arg}` at logical index {index}")
             }
+            Error::PrivateNonFinite { arg, .. } => write!(
+                f,
+                "non-finite value (NaN or infinity) in the private input `{arg}`; its position is withheld (Error::private_detail); this refusal depends on private data"
+            ),
             Error::OutOfRange { name, value, allowed } => {
                 write!(f, "parameter `{name}` = {value} is out of range; allowed: {allowed}")
             }
@@ -168,9 +198,9 @@ impl fmt::Display for Error {
                 "the noise-stream window of element {element} is exhausted (an exact sampler needed more randomness than its window holds)"
             ),
             Error::Unsupported { what } => write!(f, "unsupported: {what}"),
-            Error::DomainViolation { condition, measured, declared } => write!(
+            Error::DomainViolation { condition, .. } => write!(
                 f,
-                "private input outside the declared domain: `{condition}` fails (measured {measured}, declared {declared}); this refusal depends on private data"
+                "private input outside the declared domain: `{condition}` fails; the measured value is withheld (Error::private_detail); this refusal depends on private data"
             ),
             Error::UnitMismatch { ledger, charge } => write!(
                 f,
@@ -185,6 +215,136 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+impl Error {
+    /// The values behind a refusal of private data — for the **data holder only**: a
+    /// measured statistic, the index of an offending entry, a count of offending entries.
+    /// `None` for every error about public inputs (whose values are in the error itself).
+    ///
+    /// Neither `Display` nor `Debug` of an error prints these values, so an error can be
+    /// logged; what this returns must not be (it is computed from private data, and a
+    /// refusal of private data is not covered by any privacy guarantee).
+    ///
+    /// ```
+    /// use dpattn_core::{Error, PrivateDetail};
+    /// let e = Error::PrivateNonFinite { arg: "x", detail: PrivateDetail::from_index(4321) };
+    /// assert!(!format!("{e} {e:?}").contains("4321"));
+    /// assert_eq!(e.private_detail().and_then(|d| d.index()), Some(4321));
+    /// assert_eq!(Error::SizeOverflow { what: "n" }.private_detail(), None);
+    /// ```
+    pub fn private_detail(&self) -> Option<PrivateDetail> {
+        match *self {
+            Error::PrivateNonFinite { detail, .. } | Error::DomainViolation { detail, .. } => {
+                Some(detail)
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Error::PrivateNonFinite`] for the entry at logical `index` of the private `arg`.
+    pub(crate) fn private_non_finite(arg: &'static str, index: usize) -> Self {
+        Error::PrivateNonFinite { arg, detail: PrivateDetail::from_index(index) }
+    }
+}
+
+/// Values computed from private data that explain a refusal: a measured statistic, the
+/// logical index (and value) of an offending entry, or a count of offending entries.
+///
+/// `Debug` prints `PrivateDetail(<withheld>)` and there is no `Display`, so an [`Error`]
+/// that holds one can be printed, logged or sent across the C ABI without its values. The
+/// data holder reads them through the accessors, or prints them deliberately with
+/// [`reveal`](Self::reveal).
+///
+/// ```
+/// use dpattn_core::PrivateDetail;
+/// let d = PrivateDetail::from_entry(4321, 123456.789);
+/// assert_eq!(format!("{d:?}"), "PrivateDetail(<withheld>)");
+/// assert_eq!((d.index(), d.value(), d.count()), (Some(4321), Some(123456.789), None));
+/// assert_eq!(d.reveal().to_string(), "entry 4321 (value 123456.789)");
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+pub struct PrivateDetail(Detail);
+
+#[derive(Clone, Copy, PartialEq)]
+enum Detail {
+    Measured(f64),
+    Index(usize),
+    Entry(usize, f64),
+    Count(u64),
+}
+
+impl PrivateDetail {
+    /// A statistic measured on the data (a norm, an eigenvalue, a pivot, a bound).
+    pub fn from_measured(value: f64) -> Self {
+        Self(Detail::Measured(value))
+    }
+
+    /// The logical index of the first offending entry.
+    pub fn from_index(index: usize) -> Self {
+        Self(Detail::Index(index))
+    }
+
+    /// The logical index of an offending entry and its value.
+    pub fn from_entry(index: usize, value: f64) -> Self {
+        Self(Detail::Entry(index, value))
+    }
+
+    /// How many entries (rows, columns, …) were offending.
+    pub fn from_count(count: u64) -> Self {
+        Self(Detail::Count(count))
+    }
+
+    /// The logical index of the offending entry, if the detail names one.
+    pub fn index(&self) -> Option<usize> {
+        match self.0 {
+            Detail::Index(i) | Detail::Entry(i, _) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The measured statistic, or the offending entry's value.
+    pub fn value(&self) -> Option<f64> {
+        match self.0 {
+            Detail::Measured(v) | Detail::Entry(_, v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The number of offending entries, if the detail is a count.
+    pub fn count(&self) -> Option<u64> {
+        match self.0 {
+            Detail::Count(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// A `Display` of the values, for the data holder: `"measured 2.5"`, `"entry 7"`,
+    /// `"entry 7 (value 1e300)"` or `"3 entries"` (values as `f64`'s `Debug` writes them,
+    /// in exponent form when very large or small). Never log it.
+    pub fn reveal(&self) -> impl fmt::Display + '_ {
+        Revealed(self)
+    }
+}
+
+impl fmt::Debug for PrivateDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PrivateDetail(<withheld>)")
+    }
+}
+
+struct Revealed<'a>(&'a PrivateDetail);
+
+impl fmt::Display for Revealed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.0 {
+            Detail::Measured(v) => write!(f, "measured {v:?}"),
+            Detail::Index(i) => write!(f, "entry {i}"),
+            Detail::Entry(i, v) => write!(f, "entry {i} (value {v:?})"),
+            Detail::Count(1) => f.write_str("1 entry"),
+            Detail::Count(n) => write!(f, "{n} entries"),
+        }
+    }
+}
 
 /// `Result` with [`Error`] as the error type.
 pub type Result<T> = core::result::Result<T, Error>;
@@ -266,6 +426,65 @@ mod tests {
         assert_eq!(e.to_string(), "parameter `epsilon` = -1 is out of range; allowed: (0, inf)");
         let e = Error::Infeasible { condition: "x < y", lhs: 2.0, rhs: 1.0 };
         assert!(e.to_string().contains("`x < y` fails (left side 2, right side 1)"));
+    }
+
+    /// Every rendering an error has (`Display`, `Debug`, alternate `Debug`).
+    fn renderings(e: &Error) -> std::string::String {
+        std::format!("{e}\n{e:?}\n{e:#?}")
+    }
+
+    #[test]
+    fn private_values_are_withheld_from_display_and_debug() {
+        let cases = [
+            Error::PrivateNonFinite { arg: "x", detail: PrivateDetail::from_index(4321) },
+            Error::DomainViolation {
+                condition: "every column norm ≤ α",
+                detail: PrivateDetail::from_measured(123456.789),
+            },
+            Error::DomainViolation {
+                condition: "all entries in the box",
+                detail: PrivateDetail::from_count(4321),
+            },
+            Error::DomainViolation {
+                condition: "|x| / r < 2^53",
+                detail: PrivateDetail::from_entry(4321, 123456.789),
+            },
+        ];
+        for e in cases {
+            let text = renderings(&e);
+            for secret in ["4321", "123456", "789"] {
+                assert!(!text.contains(secret), "{secret} leaked: {text}");
+            }
+            assert!(text.contains("withheld"), "{text}");
+            let d = e.private_detail().expect("a private refusal has a detail");
+            let revealed = d.reveal().to_string();
+            assert!(revealed.contains("4321") || revealed.contains("123456.789"), "{revealed}");
+        }
+        let d = cases[3].private_detail().unwrap();
+        assert_eq!((d.index(), d.value(), d.count()), (Some(4321), Some(123456.789), None));
+        assert_eq!(cases[2].private_detail().unwrap().count(), Some(4321));
+        assert_eq!(cases[1].private_detail().unwrap().value(), Some(123456.789));
+        assert_eq!(Error::private_non_finite("x", 4321), cases[0]);
+    }
+
+    #[test]
+    fn public_errors_keep_their_values_and_have_no_private_detail() {
+        let e = Error::NonFinite { arg: "row_cov", index: 4321 };
+        assert!(e.to_string().contains("4321"));
+        assert_eq!(e.private_detail(), None);
+        let e = Error::OutOfRange { name: "epsilon", value: 123456.789, allowed: "(0, 1)" };
+        assert!(e.to_string().contains("123456.789"));
+        assert_eq!(e.private_detail(), None);
+    }
+
+    #[test]
+    fn revealed_details_read_as_sentences() {
+        assert_eq!(PrivateDetail::from_measured(2.5).reveal().to_string(), "measured 2.5");
+        let huge = PrivateDetail::from_entry(7, 1.2345678e300).reveal().to_string();
+        assert_eq!(huge, "entry 7 (value 1.2345678e300)");
+        assert_eq!(PrivateDetail::from_index(7).reveal().to_string(), "entry 7");
+        assert_eq!(PrivateDetail::from_count(1).reveal().to_string(), "1 entry");
+        assert_eq!(PrivateDetail::from_count(3).reveal().to_string(), "3 entries");
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub mod weight_shuffle;
 pub use attention_options::{Kernel, Mask, Scale, ScoreFn};
 pub use batched::{BatchedMut, BatchedRef, Layout4};
 pub use element::Element;
-pub use error::{Error, Result};
+pub use error::{Error, PrivateDetail, Result};
 pub use grid_release::NoiseMode;
 pub use matrix_view::{MatMut, MatRef};
 pub use privacy_params::{Delta, Epsilon, PrivacyBudget, Sensitivity};

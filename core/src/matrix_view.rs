@@ -161,15 +161,39 @@ impl<T: Element> MatRef<'_, T> {
         self.get(i, j).map(Element::to_f64)
     }
 
-    /// [`Error::NonFinite`] naming `arg` and the row-major logical index of the first NaN or
-    /// infinity, if there is one.
+    /// [`Error::PrivateNonFinite`] naming `arg` if the matrix holds a NaN or infinity: the
+    /// matrix is treated as private data (the safe default), so the row-major logical index
+    /// of the first such value is only in [`Error::private_detail`].
+    ///
+    /// ```
+    /// use dpattn_core::{Error, MatRef};
+    /// let x = [1.0, 2.0, f64::NAN, 4.0];
+    /// let e = MatRef::from_row_major(&x, 2, 2)?.check_finite("x").unwrap_err();
+    /// assert!(matches!(e, Error::PrivateNonFinite { arg: "x", .. }));
+    /// assert_eq!(e.private_detail().and_then(|d| d.index()), Some(2));
+    /// # Ok::<(), Error>(())
+    /// ```
     pub fn check_finite(&self, arg: &'static str) -> Result<()> {
-        for i in 0..self.rows {
-            if let Some(j) = self.row(i).iter().position(|x| !x.is_finite()) {
-                return Err(Error::NonFinite { arg, index: i * self.cols + j });
-            }
+        match self.first_non_finite() {
+            Some(index) => Err(Error::private_non_finite(arg, index)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// [`Error::NonFinite`] with the index in the message: only for a **public** matrix (a
+    /// covariance, a model weight).
+    pub(crate) fn check_finite_public(&self, arg: &'static str) -> Result<()> {
+        match self.first_non_finite() {
+            Some(index) => Err(Error::NonFinite { arg, index }),
+            None => Ok(()),
+        }
+    }
+
+    /// The row-major logical index of the first NaN or infinity.
+    pub(crate) fn first_non_finite(&self) -> Option<usize> {
+        (0..self.rows).find_map(|i| {
+            self.row(i).iter().position(|x| !x.is_finite()).map(|j| i * self.cols + j)
+        })
     }
 }
 
@@ -407,7 +431,8 @@ mod tests {
         let mut data = [0.0f32; 10];
         data[7] = f32::NAN; // row 1 (stride 5), column 2 -> logical index 1*3 + 2
         let m = MatRef::new(&data, 2, 3, 5).unwrap();
-        assert_eq!(m.check_finite("q"), Err(Error::NonFinite { arg: "q", index: 5 }));
+        assert_eq!(m.check_finite("q"), Err(Error::private_non_finite("q", 5)));
+        assert_eq!(m.check_finite_public("q"), Err(Error::NonFinite { arg: "q", index: 5 }));
         // Elements between rows are not part of the view.
         data[7] = 0.0;
         data[4] = f32::INFINITY;

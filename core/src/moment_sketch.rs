@@ -473,7 +473,7 @@ impl MomentSketch {
     /// `params.noise_mode`'s release sums it (blocked in exact mode; tests and audits only).
     ///
     /// # Errors
-    /// As [`MomentSketch::new`], plus [`Error::NonFinite`].
+    /// As [`MomentSketch::new`], plus [`Error::PrivateNonFinite`].
     pub fn non_private_exact(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,

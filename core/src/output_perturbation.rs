@@ -221,7 +221,7 @@ fn check_inputs<T: Element>(
     }
     Mask { causal: false, key_padding: params.key_padding }.validate(batch, s_k)?;
     let scale = params.scale.value(d)?;
-    q.check_finite("q")?;
+    q.check_finite_public("q")?; // public queries
     Ok(scale)
 }
 

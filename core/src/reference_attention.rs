@@ -7,7 +7,7 @@
 //! cancel), and the output row is a convex combination of value rows computed with
 //! normalised weights, so it never leaves their range by more than rounding. Logits that
 //! overflow `f64` (finite inputs near 1e154 or a huge custom scale) are reported as
-//! [`Error::NonFinite`] for the argument `"logits"`, not turned into NaN. It is deliberately
+//! [`Error::PrivateNonFinite`] for the argument `"logits"`, not turned into NaN. It is deliberately
 //! simple —
 //! one query row at a time, no tiling, no SIMD — so that it can be read and trusted; the
 //! fast kernels of later modules and the GPU crate are tested against it. It is not a fast
@@ -36,7 +36,7 @@ pub fn reference_attention_scratch_len(s_k: usize) -> usize {
 /// Computes exact attention into `out`, in `f64`.
 ///
 /// Errors: [`Error::ShapeMismatch`] for inconsistent shapes, [`Error::OutOfRange`] for a
-/// zero extent or a bad scale, [`Error::NonFinite`] for NaN/∞ in `q`, `k` or `v`,
+/// zero extent or a bad scale, [`Error::PrivateNonFinite`] for NaN/∞ in `q`, `k` or `v`,
 /// [`Error::ScratchTooSmall`] when `scratch.len() <
 /// reference_attention_scratch_len(s_k)`. On error `out` is not written.
 ///
@@ -104,10 +104,8 @@ pub fn reference_attention<T: Element>(
                 let overflowed =
                     |(j, x): (usize, &f64)| mask.visible(b, i, j, s_q, s_k) && !x.is_finite();
                 if let Some(j) = scores.iter().enumerate().position(overflowed) {
-                    return Err(Error::NonFinite {
-                        arg: "logits",
-                        index: ((b * heads + h) * s_q + i) * s_k + j,
-                    });
+                    let index = ((b * heads + h) * s_q + i) * s_k + j;
+                    return Err(Error::private_non_finite("logits", index));
                 }
             }
         }

@@ -21,16 +21,17 @@
 //! `dpattn_core::dp_forward::sensitivity`) and the noise multiplier of the accounting —
 //! which is what `DpForwardParams::exact_grid(GridFormat::of::<T>())` returns for
 //! token-level DP-Forward with i.i.d. noise, so the GPU release equals the CPU hook's.
-//! A **row holding NaN or ±∞** is private data too: it is sanitised to the zero row (inside
-//! the ball, so the sensitivity bound still holds) and released like every other row,
-//! never refused and never written as NaN (issue 28).
+//! A **row holding NaN or ±∞** is private data too: on both paths it is sanitised to the
+//! zero row (inside the ball, so the sensitivity bound still holds; as the CPU's
+//! `clip_hidden`) and released like every other row, never refused and never written as
+//! NaN (issue 28). How many rows were sanitised is private:
+//! [`ClipRowsReport::sanitized_rows`].
 //!
 //! **The unsafe float path** ([`clip_rows_add_gaussian_unsafe_float`],
 //! [`NoiseMode::UnsafeFloat`]): adds `σ·N` with `N` the standard normals
 //! `first + r·dim + j` of the 53-bit Gaussian layout, bit-identical to the CPU's float
 //! noise. Not differentially private as shipped: the low bits of `x + σN` reveal `x`
-//! (Mironov 2012). A row holding NaN or ±∞ is overwritten with NaN and the call reports
-//! [`Error::NonFiniteRows`]; `σ = 0` clips only.
+//! (Mironov 2012). `σ = 0` clips only.
 //!
 //! ```no_run
 //! use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
@@ -59,7 +60,7 @@ use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn_core::sampling::KeyedStream;
 
 use crate::device::Device;
-use crate::error::{Error, Result, driver, guarded};
+use crate::error::{Result, driver, guarded};
 use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::grid_release::{GridGroup, check_window_range, release_status};
 use crate::kernels::KernelSpec;
@@ -77,7 +78,7 @@ impl ClipRowsParams {
     /// `C ∈ [1e-100, 1e100]` (the CPU's range for radii), `σ ∈ [0, ∞)` (0 clips only).
     ///
     /// # Errors
-    /// [`Error::Core`] (`OutOfRange`) otherwise, NaN included.
+    /// [`Error::Core`](crate::Error::Core) (`OutOfRange`) otherwise, NaN included.
     pub fn new(clip_norm: f64, sigma: f64) -> Result<Self> {
         use dpattn_core::Error as E;
         if !(1e-100..=1e100).contains(&clip_norm) {
@@ -128,8 +129,8 @@ impl ClipRowsParams {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Core`] (`OutOfRange`) for `σ = 0` (nothing to release) or `dim = 0`, or a
-    /// release no grid of the format holds.
+    /// [`Error::Core`](crate::Error::Core) (`OutOfRange`) for `σ = 0` (nothing to release)
+    /// or `dim = 0`, or a release no grid of the format holds.
     pub fn exact_grid(&self, dim: usize, dtype: FloatDtype) -> Result<GaussianGrid> {
         let delta = 2.0 * self.clip_norm; // exact: a power-of-two multiple
         let spec = GaussianGridSpec {
@@ -151,8 +152,8 @@ impl ClipRowsParams {
 pub struct ClipRowsReport {
     /// Rows whose entries were rescaled. Private data: keep it on the data owner's side.
     pub scaled_rows: u32,
-    /// Rows that held NaN or ±∞ and were released as the zero row (exact path only).
-    /// Private data: keep it on the data owner's side.
+    /// Rows that held NaN or ±∞ and were released as the zero row. Private data: keep it
+    /// on the data owner's side.
     pub sanitized_rows: u32,
     /// Which noise ran.
     pub noise_mode: NoiseMode,
@@ -166,8 +167,10 @@ pub struct ClipRowsReport {
 /// the kernel's counters.
 ///
 /// # Errors
-/// Shape, buffer and index-range errors before any launch ([`Error::Core`]);
-/// [`Error::NonFiniteRows`] after it (those rows are NaN); driver and compile errors.
+/// Shape, buffer and index-range errors before any launch
+/// ([`Error::Core`](crate::Error::Core)); driver and compile errors. Rows holding NaN or ±∞
+/// are not an error: they are released as the zero row (counted in
+/// [`ClipRowsReport::sanitized_rows`]).
 #[allow(clippy::too_many_arguments)]
 pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
     dev: &Device,
@@ -207,12 +210,9 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
             }?;
         }
         let s = stream.clone_dtoh(&status).map_err(driver("read clip status"))?;
-        if s[0] > 0 {
-            return Err(Error::NonFiniteRows { arg: "x", rows: s[0] });
-        }
         Ok(ClipRowsReport {
             scaled_rows: s[1],
-            sanitized_rows: 0,
+            sanitized_rows: s[0],
             noise_mode: NoiseMode::UnsafeFloat,
             resolution: None,
         })
@@ -220,9 +220,9 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
 }
 
 /// [`clip_rows_add_gaussian_unsafe_float`] on caller-owned device memory, asynchronous on `stream`: the
-/// counters `[non-finite rows, rescaled rows]` are written to the two `u32` at `status`
-/// (zeroed first, on the stream); read them after the stream completes. Nothing is
-/// allocated, freed or synchronised.
+/// counters `[sanitised rows, rescaled rows]` are written to the two `u32` at `status`
+/// (zeroed first, on the stream); read them after the stream completes (both are private
+/// data). Nothing is allocated, freed or synchronised.
 ///
 /// # Safety
 /// `x` must address `len` elements of `dtype` and `status` two `u32`, in this device's
@@ -231,7 +231,7 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
 ///
 /// # Errors
 /// As [`clip_rows_add_gaussian_unsafe_float`] for what is checked before the launch (null
-/// or misaligned pointers included); non-finite rows are reported only through `status`.
+/// or misaligned pointers included).
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
     dev: &Device,
@@ -287,8 +287,8 @@ pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
 /// kernel's counters.
 ///
 /// # Errors
-/// Before any launch ([`Error::Core`]): `clip_norm ∉ [1e-100, 1e100]`, a grid not
-/// calibrated for `T`'s format, shape and buffer errors, an element index at or beyond
+/// Before any launch ([`Error::Core`](crate::Error::Core)): `clip_norm ∉ [1e-100, 1e100]`, a
+/// grid not calibrated for `T`'s format, shape and buffer errors, an element index at or beyond
 /// `2^40`; after it, a sampler failure (probability below `2^−1000` per element; that
 /// element is NaN, see [`mod@crate::grid_release`]); driver and compile errors.
 #[allow(clippy::too_many_arguments)]

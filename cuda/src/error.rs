@@ -62,14 +62,6 @@ pub enum Error {
         /// What was asked for.
         what: String,
     },
-    /// A kernel found NaN or ±∞ in `rows` rows of its input. Those rows were overwritten
-    /// with NaN (never released un-noised); every other row was processed.
-    NonFiniteRows {
-        /// The argument, e.g. `"x"`.
-        arg: &'static str,
-        /// How many rows held a non-finite value.
-        rows: u32,
-    },
     /// cudarc panicked (a library or symbol missing, an internal `unwrap`); the message is kept.
     Panicked(String),
 }
@@ -101,16 +93,24 @@ impl fmt::Display for Error {
             ),
             Error::Core(e) => write!(f, "{e}"),
             Error::Unsupported { what } => write!(f, "unsupported on the GPU: {what}"),
-            Error::NonFiniteRows { arg, rows } => write!(
-                f,
-                "{arg}: {rows} row(s) held NaN or infinity; they were overwritten with NaN"
-            ),
             Error::Panicked(m) => write!(f, "CUDA call panicked inside cudarc: {m}"),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// The values behind a refusal of private data, for the **data holder only**: the core
+    /// error's [`private_detail`](dpattn_core::Error::private_detail) (`Display` and `Debug`
+    /// withhold them). `None` for every other error.
+    pub fn private_detail(&self) -> Option<dpattn_core::PrivateDetail> {
+        match self {
+            Error::Core(e) => e.private_detail(),
+            _ => None,
+        }
+    }
+}
 
 impl From<dpattn_core::Error> for Error {
     fn from(e: dpattn_core::Error) -> Self {

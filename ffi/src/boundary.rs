@@ -9,7 +9,7 @@ use std::any::Any;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::last_error::{clear_last_error, set_last_error};
+use crate::last_error::{clear_last_error, set_last_error, set_last_private_detail};
 use crate::status::dpattn_status;
 
 /// Why an entry point failed.
@@ -50,6 +50,14 @@ impl From<dpattn_cuda::Error> for FfiError {
 }
 
 impl FfiError {
+    /// The private detail of a refusal of private data (never part of the message).
+    fn private_detail(&self) -> Option<dpattn_core::PrivateDetail> {
+        match self {
+            FfiError::Core(e) => e.private_detail(),
+            _ => None,
+        }
+    }
+
     fn status(&self) -> dpattn_status {
         match self {
             FfiError::Core(e) => dpattn_status::of(e),
@@ -104,6 +112,9 @@ pub(crate) fn ffi_status(body: impl FnOnce() -> Result<(), FfiError>) -> dpattn_
         Ok(Ok(())) => dpattn_status::Ok,
         Ok(Err(e)) => {
             set_last_error(&e.to_string());
+            if let Some(d) = e.private_detail() {
+                set_last_private_detail(&d.reveal().to_string());
+            }
             e.status()
         }
         Err(payload) => {

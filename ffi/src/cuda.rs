@@ -392,9 +392,9 @@ pub unsafe extern "C" fn dpattn_cuda_fill_stream_words(
 ///   `rows, dim >= 1`, `ld >= dim`, `(rows − 1)·ld + dim <= len`.
 /// * `clip_norm` in `[1e-100, 1e100]`, `sigma` finite and `>= 0`.
 /// * `counters`: device pointer to two `uint32_t`, not overlapping `x`. The call queues a
-///   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (with
-///   `sigma > 0` they are released as the zero row, like any other row; with `sigma = 0`
-///   they are overwritten with NaN) and `counters[1]` = rows that were rescaled. Both are
+///   zeroing of both, then the kernel writes `counters[0]` = rows that held NaN or ±∞ (they
+///   are sanitised to the zero row and released like any other row; with `sigma = 0` the
+///   zero row is written) and `counters[1]` = rows that were rescaled. Both are
 ///   **asynchronous** results: read them after the stream reaches the work. Both depend on
 ///   private data: keep them on the data owner's side. An element whose exact sampler
 ///   failed (probability below `2^−1000`) is NaN.
@@ -414,8 +414,8 @@ pub unsafe extern "C" fn dpattn_cuda_fill_stream_words(
 /// * `DPATTN_STATUS_CUDA_UNAVAILABLE`, `DPATTN_STATUS_CUDA_ERROR`,
 ///   `DPATTN_STATUS_UNSUPPORTED`: as in `dpattn_cuda_fill_noise`.
 ///
-/// Non-finite rows are reported only through `counters[0]` (the status is `OK`: the kernel
-/// has not run when the call returns). Thread-safe as `dpattn_cuda_fill_noise`.
+/// Non-finite rows are private data: never refused, only counted in `counters[0]`.
+/// Thread-safe as `dpattn_cuda_fill_noise`.
 ///
 /// # Safety
 /// `key` must be NULL or valid for reading a `dpattn_key`. `x` must address `len` elements

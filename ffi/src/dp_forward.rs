@@ -130,8 +130,17 @@ pub struct dpattn_dp_forward_factors {
 pub struct dpattn_dp_forward_clip_report {
     /// Blocks whose entries were rescaled.
     pub scaled: usize,
-    /// The largest block norm before clipping.
+    /// The largest block norm before clipping (of the sanitised input).
     pub max_norm: f64,
+    /// Rows that held NaN or ±∞ and were set to zero before clipping (sanitised, never
+    /// refused). Private: a count of private entries.
+    pub private_sanitized_rows: usize,
+}
+
+impl dpattn_dp_forward_clip_report {
+    fn of(scaled: usize, max_norm: f64, private_sanitized_rows: usize) -> Self {
+        Self { scaled, max_norm, private_sanitized_rows }
+    }
 }
 
 fn region(v: u32) -> Result<ClipRegion, FfiError> {
@@ -542,14 +551,15 @@ pub unsafe extern "C" fn dpattn_dp_forward_scratch_len(
 /// Clips or normalises `x` (`rows × cols`, `f32` or `f64`, any row stride ≥ cols) in place,
 /// block by block: a block is `block_rows` consecutive rows (one sequence) for Frobenius
 /// clipping and one row for row clipping. After the call every block has exact Euclidean
-/// norm `≤ C`, rounding included. `*out_report` receives the number of rescaled blocks and
-/// the largest norm seen — private data, keep it on the data owner's side.
+/// norm `≤ C`, rounding included. A row holding NaN or ±∞ is set to the zero row first
+/// (private data is sanitised, never refused; the zero row is inside the ball).
+/// `*out_report` receives the number of rescaled blocks, the largest norm seen and the
+/// number of sanitised rows — private data, keep it on the data owner's side.
 ///
 /// Returns `DPATTN_STATUS_OUT_OF_RANGE` for `C ∉ [1e-100, 1e100]`, `block_rows = 0`,
 /// `row_stride < cols` with several rows, an unknown `region`/`mode`, or a dtype other than
 /// F32/F64; `DPATTN_STATUS_SHAPE_MISMATCH` for zero columns or `rows` not a multiple of
-/// `block_rows`; `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x`;
-/// `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_NULL_ARGUMENT`;
+/// `block_rows`; `DPATTN_STATUS_BUFFER_TOO_SHORT`; `DPATTN_STATUS_NULL_ARGUMENT`;
 /// `DPATTN_STATUS_MISALIGNED`. `x` is untouched on error. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -589,7 +599,8 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
             }
             v => return Err(unknown("dtype", v, "DPATTN_DTYPE_F32 (0), _F64 (1)")),
         };
-        let report = dpattn_dp_forward_clip_report { scaled: r.scaled, max_norm: r.max_norm };
+        let report =
+            dpattn_dp_forward_clip_report::of(r.scaled, r.max_norm, r.private_sanitized_rows());
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe { out.write(report) };
         Ok(())
@@ -629,12 +640,12 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
 /// with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
 /// call (concurrent calls on it from other threads wait). `*out_report` receives the clip
-/// report (private data).
+/// report (private data). A row of `x` holding NaN or ±∞ is released as the zero row plus
+/// noise, never refused (counted in `private_sanitized_rows`).
 ///
 /// Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
 /// when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
-/// `DPATTN_STATUS_NON_FINITE` for NaN/±∞ in `x` (data-dependent: report it only to the
-/// data holder); `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
+/// `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
 /// `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
 /// `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
 /// fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
@@ -711,7 +722,8 @@ pub unsafe extern "C" fn dpattn_dp_forward(
                 Ok(dpf::dp_forward_keyed(m, &p, &f, draw, 0, l, scratch)?)
             })?
         };
-        let report = dpattn_dp_forward_clip_report { scaled: r.scaled, max_norm: r.max_norm };
+        let report =
+            dpattn_dp_forward_clip_report::of(r.scaled, r.max_norm, r.private_sanitized_rows());
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe { out.write(report) };
         Ok(())
@@ -1073,7 +1085,7 @@ mod tests {
         let core = p.to_core().unwrap();
         let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
         let mut a = x0.clone();
-        let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 0.0 };
+        let mut rep = dpattn_dp_forward_clip_report::of(9, 0.0, 9);
         // SAFETY: valid buffers and structs.
         let s = unsafe {
             dpattn_dp_forward(
@@ -1202,7 +1214,7 @@ mod tests {
                 let core = p.to_core().unwrap();
                 let (h, mut cl) = lt::pair(PrivacyUnit::Sequence, kind);
                 let mut a = x0.clone();
-                let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+                let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
                 let st = hook_call(&mut a, &p, h, &mut rep);
                 let mut b = x0.clone();
                 let r = dpf::dp_forward(
@@ -1245,7 +1257,7 @@ mod tests {
         for kind in [Kind::Approx(1.0, 1e-4), Kind::Zcdp(1e-3), Kind::Rdp(0.5, 1e-5)] {
             let (h, _) = lt::pair(PrivacyUnit::Sequence, kind);
             let mut a = x0.clone();
-            let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+            let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
             assert_eq!(hook_call(&mut a, &p, h, &mut rep), dpattn_status::Infeasible, "{kind:?}");
             assert_eq!(a, x0);
             assert_eq!((rep.scaled, rep.max_norm), (9, 9.0));
@@ -1253,7 +1265,7 @@ mod tests {
             lt::free(h);
         }
         let mut a = x0.clone();
-        let mut rep = dpattn_dp_forward_clip_report { scaled: 9, max_norm: 9.0 };
+        let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
         assert_eq!(hook_call(&mut a, &p, lt::freed(), &mut rep), dpattn_status::InvalidHandle);
         assert!(last_error_string().contains("ledger"));
         assert_eq!(a, x0);
@@ -1293,10 +1305,43 @@ mod tests {
     }
 
     #[test]
+    fn hook_releases_a_non_finite_row_as_the_zero_row() {
+        let p = params(2, 2);
+        let run = |x: &mut [f64; 4]| {
+            let mut rep = dpattn_dp_forward_clip_report::of(7, 7.0, 7);
+            // SAFETY: valid locals.
+            let st = unsafe {
+                dpattn_dp_forward(
+                    x.as_mut_ptr().cast(),
+                    4,
+                    DPATTN_DTYPE_F64,
+                    2,
+                    2,
+                    2,
+                    &p,
+                    &IID,
+                    &key(0),
+                    0,
+                    0,
+                    null_mut(),
+                    null_mut(),
+                    0,
+                    &mut rep,
+                )
+            };
+            assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+            rep.private_sanitized_rows
+        };
+        let (mut bad, mut zeroed) = ([1.0, 2.0, 3.0, f64::NAN], [1.0, 2.0, 0.0, 0.0]);
+        assert_eq!((run(&mut bad), run(&mut zeroed)), (1, 0));
+        assert_eq!(bad.map(f64::to_bits), zeroed.map(f64::to_bits));
+    }
+
+    #[test]
     fn errors_leave_outputs_alone_and_name_the_argument() {
         let p = params(2, 2);
-        let mut x = [1.0f64, 2.0, 3.0, f64::NAN];
-        let mut rep = dpattn_dp_forward_clip_report { scaled: 7, max_norm: 7.0 };
+        let mut x = [1.0f64, 2.0, 3.0, 4.0];
+        let mut rep = dpattn_dp_forward_clip_report::of(7, 7.0, 7);
         let call = |x: &mut [f64], p: &dpattn_dp_forward_params, rep: &mut _, ledger, dtype| {
             // SAFETY: valid locals.
             unsafe {
@@ -1319,12 +1364,6 @@ mod tests {
                 )
             }
         };
-        assert_eq!(
-            call(&mut x, &p, &mut rep, null_mut(), DPATTN_DTYPE_F64),
-            dpattn_status::NonFinite
-        );
-        assert!(last_error_string().contains("`x`"));
-        x[3] = 4.0;
         let mut dummy = 0u8;
         let ledger = (&mut dummy as *mut u8).cast();
         assert_eq!(

@@ -66,7 +66,7 @@ pub use boundary::dpattn_test_panic;
 pub use dp_forward::*;
 pub use gaussian_sampling::*;
 pub use handle::dpattn_live_handle_count;
-pub use last_error::dpattn_last_error_message;
+pub use last_error::{dpattn_last_error_message, dpattn_last_error_private_detail};
 pub use layout::dpattn_layout4_required_len;
 pub use moment_sketch::*;
 pub use noisy_attention::{

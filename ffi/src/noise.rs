@@ -508,7 +508,8 @@ unsafe fn grid_add(
 /// * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `data` NULL with `len > 0`;
 /// * `DPATTN_STATUS_OUT_OF_RANGE`: `l1_sensitivity`/`epsilon` not finite and `> 0`,
 ///   `dimension` 0 or above 2^53, `k` outside `[-1023, 960]`, an integer scale above 2^56,
-///   an element index `>= 2^40`, or a data value with `|x| >= 2^53·r` (data-dependent);
+///   or an element index `>= 2^40`;
+/// * `DPATTN_STATUS_DOMAIN_VIOLATION`: a data value with `|x| >= 2^53·r` (data-dependent);
 /// * `DPATTN_STATUS_NON_FINITE`: NaN or infinity in `data` (data-dependent);
 /// * `DPATTN_STATUS_SHAPE_MISMATCH`: `first_index + len > dimension`;
 /// * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_RANDOMNESS_EXHAUSTED`,
@@ -516,6 +517,8 @@ unsafe fn grid_add(
 ///
 /// The data-dependent refusals are a usability check on private data, not part of the
 /// mechanism: show them only to the data holder, and clamp data to a public bound first.
+/// Their message withholds the offending position and value
+/// (`dpattn_last_error_private_detail` has them).
 /// Parameter and data errors leave `data` untouched; if the sampler fails mid-way (window
 /// exhausted or an integer overflow, probability below 2^-60) every element of `data` is
 /// set to NaN, so no un-noised value can be released by mistake. Thread-safe; no shared

@@ -18,7 +18,8 @@ pub enum dpattn_status {
     ShapeMismatch = 2,
     /// A buffer is shorter than its shape and strides require.
     BufferTooShort = 3,
-    /// An input contains NaN or infinity.
+    /// An input contains NaN or infinity. For private data the message withholds where
+    /// (`dpattn_last_error_private_detail` has the position, for the data holder).
     NonFinite = 4,
     /// A parameter is outside its domain (including zero sizes and aliasing strides).
     OutOfRange = 5,
@@ -35,8 +36,10 @@ pub enum dpattn_status {
     /// The request needs a capability this build or CPU lacks (e.g. a forced SIMD kernel).
     Unsupported = 11,
     /// Private input lies outside the declared public domain of a mechanism (or a matrix
-    /// that must be positive definite is not). The refusal depends on private data: show it
-    /// only to the data holder.
+    /// that must be positive definite is not, or private data is too large for the
+    /// computation's range). The refusal depends on private data: show it only to the data
+    /// holder. The message names the condition but withholds the measured value
+    /// (`dpattn_last_error_private_detail` has it).
     DomainViolation = 12,
     /// A structure's memory estimate exceeds the caller's memory limit (nothing was
     /// allocated).
@@ -72,7 +75,7 @@ impl dpattn_status {
         match e {
             E::ShapeMismatch { .. } => Self::ShapeMismatch,
             E::BufferTooShort { .. } => Self::BufferTooShort,
-            E::NonFinite { .. } => Self::NonFinite,
+            E::NonFinite { .. } | E::PrivateNonFinite { .. } => Self::NonFinite,
             E::OutOfRange { .. } => Self::OutOfRange,
             E::ScratchTooSmall { .. } => Self::ScratchTooSmall,
             E::SizeOverflow { .. } => Self::SizeOverflow,
@@ -94,7 +97,6 @@ impl dpattn_status {
             E::Core(e) => Self::of(e),
             E::Unavailable(_) | E::NoSuchDevice { .. } => Self::CudaUnavailable,
             E::Unsupported { .. } => Self::Unsupported,
-            E::NonFiniteRows { .. } => Self::NonFinite,
             // Compile, Driver, DriverTooOld, Panicked and variants added later: the message
             // carries the full text.
             _ => Self::CudaError,
@@ -145,7 +147,7 @@ mod tests {
 
     #[test]
     fn every_core_error_has_a_specific_code() {
-        use dpattn_core::Error as E;
+        use dpattn_core::{Error as E, PrivateDetail};
         let errors = [
             E::ShapeMismatch { arg: "a", axis: "b", expected: 1, got: 2 },
             E::BufferTooShort { arg: "a", needed: 1, got: 0 },
@@ -157,11 +159,12 @@ mod tests {
             E::AllocationFailed { what: "a", elements: 1 },
             E::RandomnessExhausted { element: 0 },
             E::Unsupported { what: "a" },
-            E::DomainViolation { condition: "a", measured: 0.0, declared: 0.0 },
+            E::DomainViolation { condition: "a", detail: PrivateDetail::from_measured(0.0) },
             E::MemoryLimit { what: "a", needed_bytes: 2, limit_bytes: 1 },
+            E::PrivateNonFinite { arg: "a", detail: PrivateDetail::from_index(0) },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 4]);
     }
 
     #[test]
@@ -177,11 +180,10 @@ mod tests {
             E::Driver { during: "d".into(), name: "CUDA_ERROR_X".into(), message: "m".into() },
             E::DriverTooOld { nvrtc: (12, 8), driver: 12020, error: "e".into() },
             E::Unsupported { what: "a".into() },
-            E::NonFiniteRows { arg: "x", rows: 1 },
             E::Panicked("p".into()),
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of_cuda(e) as u32).collect();
-        assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 4, 18]);
+        assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 18]);
     }
 
     #[test]

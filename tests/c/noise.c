@@ -275,6 +275,28 @@ static int test_grid(void) {
     CHECK(dpattn_grid_gaussian_add(&key, 3, 0, 1.0, 4.0, 2, DPATTN_GRID_DEFAULT_RESOLUTION, x, 2) ==
           DPATTN_STATUS_NON_FINITE);
     CHECK(msg_has("data") && x[0] == 1.0);
+    /* Errors leak nothing (docs/PRIVACY.md §9): the message withholds the private position
+       and value; dpattn_last_error_private_detail has them, for the data holder only. */
+    {
+        char detail[64];
+        for (i = 0; i < 5000; i++) x[i] = 0.5;
+        x[4321] = 1.2345678e300; /* |x| / r far above 2^53 */
+        CHECK(dpattn_grid_laplace_add(&key, 3, 0, 1.0, 1.0, 5000, -2, x, 5000) ==
+              DPATTN_STATUS_DOMAIN_VIOLATION);
+        CHECK(msg_has("withheld") && !msg_has("4321") && !msg_has("12345678") && !msg_has("e300"));
+        CHECK(dpattn_last_error_private_detail(NULL, 0) == strlen("entry 4321 (value 1.2345678e300)"));
+        CHECK(dpattn_last_error_private_detail(detail, sizeof detail) > 0);
+        CHECK(strcmp(detail, "entry 4321 (value 1.2345678e300)") == 0 && x[4321] == 1.2345678e300);
+        x[4321] = -INFINITY;
+        CHECK(dpattn_grid_laplace_add(&key, 3, 0, 1.0, 1.0, 5000, -2, x, 5000) ==
+              DPATTN_STATUS_NON_FINITE);
+        CHECK(msg_has("data") && !msg_has("4321"));
+        CHECK(dpattn_last_error_private_detail(detail, sizeof detail) > 0 && strcmp(detail, "entry 4321") == 0);
+        /* A success clears it. */
+        x[4321] = 0.5;
+        CHECK(dpattn_grid_laplace_add(&key, 3, 0, 1.0, 1.0, 5000, -2, x, 5000) == DPATTN_STATUS_OK);
+        CHECK(dpattn_last_error_private_detail(NULL, 0) == 0);
+    }
     CHECK(dpattn_grid_laplace_add(&key, 3, 1, 1.0, 1.0, 2, DPATTN_GRID_DEFAULT_RESOLUTION, x, 2) ==
           DPATTN_STATUS_SHAPE_MISMATCH);
     CHECK(dpattn_grid_laplace_describe(1.0, 1.0, 1, 5000, &info) == DPATTN_STATUS_OUT_OF_RANGE);

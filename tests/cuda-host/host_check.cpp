@@ -58,7 +58,8 @@ void dpck_fill(int sampler, int uw, int out_kind, double p, const u32* key, u64 
 }
 
 // One row of dp_clip_rows_gaussian with a sequential sum (the CPU's order): returns 1 if the
-// row was rescaled, 0 if not, -1 if it held a non-finite value (then it is all NaN).
+// row was rescaled, 0 if not, 2 if it held a non-finite value (then it was released as the
+// zero row).
 // is_f32: the row is f32 (read from and written to `x32`), else f64 (`x64`).
 int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double sigma, const u32* key,
                   u64 stream, u64 e_begin) {
@@ -70,12 +71,7 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
         if (!dp_is_finite(a)) bad = 1;
         else { m = std::fmax(m, a); raw += a * a; }
     }
-    if (bad) {
-        for (u64 j = 0; j < dim; ++j) {
-            if (is_f32) x32[j] = dp_nan_f32(); else x64[j] = dp_nan_f64();
-        }
-        return -1;
-    }
+    if (bad) m = 0.0;
     double root = 0.0;
     if (m != 0.0) {
         if (dp_norm_raw_ok(m)) {
@@ -95,7 +91,7 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
     u64 cached = ~0ull;
     for (u64 j = 0; j < dim; ++j) {
         const u64 e = e_begin + j, q = e / 8;
-        double v = is_f32 ? (double)x32[j] : x64[j];
+        double v = bad ? 0.0 : (is_f32 ? (double)x32[j] : x64[j]);
         if (factor >= 0.0) v = is_f32 ? (double)dp_f64_to_f32_rz((v / m) * factor) : (v / m) * factor;
         if (sigma > 0.0) {
             if (q != cached) {
@@ -108,7 +104,7 @@ int dpck_clip_row(int is_f32, float* x32, double* x64, u64 dim, double c, double
         }
         if (is_f32) x32[j] = (float)v; else x64[j] = v;
     }
-    return factor >= 0.0 ? 1 : 0;
+    return bad ? 2 : factor >= 0.0 ? 1 : 0;
 }
 
 // dp_noise2 / dp_noise8 of attention_common.cuh: logit and output noise of the fused

@@ -10,7 +10,7 @@
 
 use crate::attention_options::{Mask, Scale, ScoreFn};
 use crate::element::Element;
-use crate::error::{Error, Result};
+use crate::error::{Error, PrivateDetail, Result};
 use crate::matrix_view::{MatMut, MatRef};
 
 /// Replaces every row of `a` by its normalisation `f(a_i·) / Σ_j f(a_ij)`. Entries equal to
@@ -28,12 +28,13 @@ use crate::matrix_view::{MatMut, MatRef};
 /// ```
 ///
 /// # Errors
-/// [`Error::NonFinite`] (argument `"scores"`) for NaN or `+inf`; `a` is then untouched.
+/// [`Error::PrivateNonFinite`] (argument `"scores"`) for NaN or `+inf` (scores are treated as
+/// private data); `a` is then untouched.
 pub fn normalise_scores(mut a: MatMut<'_, f64>, score: ScoreFn) -> Result<()> {
     let cols = a.cols();
     for i in 0..a.rows() {
         if let Some(j) = a.rb().row(i).iter().position(|x| x.is_nan() || *x == f64::INFINITY) {
-            return Err(Error::NonFinite { arg: "scores", index: i * cols + j });
+            return Err(Error::private_non_finite("scores", i * cols + j));
         }
     }
     for i in 0..a.rows() {
@@ -84,8 +85,9 @@ fn normalise_row(row: &mut [f64], score: ScoreFn) {
 /// ```
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`], [`Error::OutOfRange`] (zero size, bad scale, logits that
-/// could overflow `f64`), [`Error::NonFinite`]; `out` is then untouched.
+/// [`Error::ShapeMismatch`], [`Error::OutOfRange`] (zero size, bad scale),
+/// [`Error::DomainViolation`] (logits that could overflow `f64`; the measured bound only
+/// through [`Error::private_detail`]), [`Error::PrivateNonFinite`]; `out` is then untouched.
 pub fn attention_matrix<T: Element>(
     mut out: MatMut<'_, f64>,
     q: MatRef<'_, T>,
@@ -121,10 +123,9 @@ pub fn attention_matrix<T: Element>(
     let kmax = (0..s_k).map(|j| norm(&k, j)).fold(0.0, f64::max);
     let bound = scale * qmax * kmax;
     if bound.is_nan() || bound >= f64::MAX / 4.0 {
-        return Err(Error::OutOfRange {
-            name: "logit bound scale * max|q| * max|k|",
-            value: bound,
-            allowed: "below 1/4 of the largest f64",
+        return Err(Error::DomainViolation {
+            condition: "logit bound scale * max|q| * max|k| below 1/4 of the largest f64",
+            detail: PrivateDetail::from_measured(bound),
         });
     }
     for i in 0..s_q {

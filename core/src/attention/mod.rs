@@ -41,7 +41,7 @@ pub use matrix::{attention_matrix, normalise_scores};
 use crate::attention_options::{Kernel, Mask, Scale, ScoreFn};
 use crate::batched::{BatchedMut, BatchedRef};
 use crate::element::Element;
-use crate::error::{Error, Result};
+use crate::error::{Error, PrivateDetail, Result};
 use crate::scratch::check_scratch;
 use dispatch::Operands;
 use tiled::{GridDraw, NoiseDraw, Plan, RowClamp};
@@ -110,8 +110,10 @@ pub fn attention_scratch_len(d: usize, d_v: usize) -> Result<usize> {
 /// ```
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`], [`Error::OutOfRange`] (zero extent, bad scale, inputs too
-/// large for `f32`), [`Error::NonFinite`], [`Error::ScratchTooSmall`],
+/// [`Error::ShapeMismatch`], [`Error::OutOfRange`] (zero extent, bad scale),
+/// [`Error::DomainViolation`] (inputs too large for the compute precision or the output
+/// type; the measured bound only through [`Error::private_detail`]),
+/// [`Error::PrivateNonFinite`], [`Error::ScratchTooSmall`],
 /// [`Error::BufferTooShort`] (mask), [`Error::Unsupported`] (forced kernel). On error
 /// `out` is untouched.
 pub fn attention<T: Element, O: Element>(
@@ -350,7 +352,10 @@ fn validate<'a, T: Element, O: Element>(
     if draw >= 1u128 << 64 {
         return Err(Error::SizeOverflow { what: "noise draw element index (u64)" });
     }
-    check_range::<O>(s_k, scale, [q_stats, k_stats, v_stats], sigma_max, max_finite)?;
+    // Without clamping the statistics are measured on the data: a refusal keeps them private.
+    let measured_on_data = extras.clamp.is_none();
+    let stats = [q_stats, k_stats, v_stats];
+    check_range::<O>(s_k, scale, stats, sigma_max, max_finite, measured_on_data)?;
     check_scratch(scratch_len, tiled::scratch_len(d, dv)?)?;
     Ok(Plan {
         s_q,
@@ -378,7 +383,7 @@ struct RowStats {
 }
 
 impl RowStats {
-    /// One pass over `x`; [`Error::NonFinite`] naming `arg` at the first NaN/∞.
+    /// One pass over `x`; [`Error::PrivateNonFinite`] naming `arg` at the first NaN/∞.
     fn of<T: Element>(x: &BatchedRef<'_, T>, arg: &'static str) -> Result<Self> {
         let [b, h, s, _] = x.layout().shape();
         let (mut norm_sq, mut abs_max, mut finite) = (0.0f64, 0.0f64, true);
@@ -404,44 +409,90 @@ impl RowStats {
 
 /// Refuses inputs whose scaled queries, logits, accumulators or noisy outputs could overflow
 /// the compute precision (a quarter of its range is kept as margin for rounding) or the
-/// output type, from the statistics of `[q, k, v]`.
+/// output type, from the public `σ` and the statistics of `[q, k, v]`. Noise alone too large
+/// is an [`Error::OutOfRange`] (`σ` is public). With `measured_on_data` the statistics come
+/// from (possibly private) data, and a refusal they cause is an [`Error::DomainViolation`]
+/// whose measured bound is withheld; otherwise (public queries and public bounds) it is an
+/// [`Error::OutOfRange`] showing it.
 fn check_range<O: Element>(
     s_k: usize,
     scale: f64,
     [q, k, v]: [RowStats; 3],
     sigma_max: [f64; 2],
     max_finite: f64,
+    measured_on_data: bool,
 ) -> Result<()> {
-    let limit = max_finite / 4.0;
-    let refuse = |name, value: f64, allowed| {
-        if value.is_nan() || value >= limit {
-            Err(Error::OutOfRange { name, value, allowed })
-        } else {
-            Ok(())
-        }
-    };
-    let quarter = "below 1/4 of the compute precision's largest finite value";
-    let qmax = q.norm_max;
-    refuse("scale * max|q| (row norm)", (scale * qmax).max(qmax), quarter)?;
-    let (kmax, vmax, velem) = (k.norm_max, v.norm_max, v.abs_max);
-    refuse("max|k| (row norm)", kmax, quarter)?;
+    macro_rules! quarter {
+        () => {
+            "below 1/4 of the compute precision's largest finite value"
+        };
+    }
+    macro_rules! eighth {
+        () => {
+            "below 1/8 of the compute precision's largest finite value"
+        };
+    }
+    macro_rules! output_max {
+        () => {
+            "below the output type's largest finite value"
+        };
+    }
+    let over = |value: f64, limit: f64| value.is_nan() || value >= limit;
+    let (quarter, eighth) = (max_finite / 4.0, max_finite / 8.0);
     // |f64 Gaussian| ≤ σ · √(2 · 53 · ln 2) < 9σ (docs/RANDOMNESS.md).
-    let logit = scale * qmax * kmax + 9.0 * sigma_max[0];
-    refuse(
-        "logit bound scale * max|q| * max|k| (+ logit noise)",
-        2.0 * logit,
-        "below 1/8 of the compute precision's largest finite value",
-    )?;
-    let accum = 2.0 * s_k as f64 * vmax + 9.0 * sigma_max[1];
-    refuse("accumulator bound 2 * s_k * max|v| (+ output noise)", accum, quarter)?;
-    // Outputs are convex combinations of value rows (plus noise): |o| ≤ max|v| + 9σ.
-    let out_bound = velem + 9.0 * sigma_max[1];
-    if out_bound.is_nan() || out_bound >= O::MAX {
-        return Err(Error::OutOfRange {
-            name: "output bound max|v| (+ output noise)",
-            value: out_bound,
-            allowed: "below the output type's largest finite value",
-        });
+    let [logit_noise, out_noise] = sigma_max.map(|s| 9.0 * s);
+    let noise = [
+        ("logit noise bound 9 * sigma", eighth!(), logit_noise, eighth),
+        ("output noise bound 9 * sigma", quarter!(), out_noise, quarter),
+        ("output noise bound 9 * sigma", output_max!(), out_noise, O::MAX),
+    ];
+    for (name, allowed, value, limit) in noise {
+        if over(value, limit) {
+            return Err(Error::OutOfRange { name, value, allowed });
+        }
+    }
+    let (qmax, kmax, vmax) = (q.norm_max, k.norm_max, v.norm_max);
+    // (what is bounded, its allowed range, the two as one condition, the bound, the limit);
+    // outputs are convex combinations of value rows (plus noise): |o| ≤ max|v| + 9σ.
+    let bounds = [
+        (
+            "scale * max|q| (row norm)",
+            quarter!(),
+            concat!("scale * max|q| (row norm) ", quarter!()),
+            (scale * qmax).max(qmax),
+            quarter,
+        ),
+        ("max|k| (row norm)", quarter!(), concat!("max|k| (row norm) ", quarter!()), kmax, quarter),
+        (
+            "logit bound scale * max|q| * max|k| + 9 * sigma",
+            eighth!(),
+            concat!("logit bound scale * max|q| * max|k| + 9 * sigma ", eighth!()),
+            scale * qmax * kmax + logit_noise,
+            eighth,
+        ),
+        (
+            "accumulator bound 2 * s_k * max|v| + 9 * sigma",
+            quarter!(),
+            concat!("accumulator bound 2 * s_k * max|v| + 9 * sigma ", quarter!()),
+            2.0 * s_k as f64 * vmax + out_noise,
+            quarter,
+        ),
+        (
+            "output bound max|v| + 9 * sigma",
+            output_max!(),
+            concat!("output bound max|v| + 9 * sigma ", output_max!()),
+            v.abs_max + out_noise,
+            O::MAX,
+        ),
+    ];
+    for (name, allowed, condition, value, limit) in bounds {
+        if over(value, limit) {
+            return Err(if measured_on_data {
+                Error::DomainViolation { condition, detail: PrivateDetail::from_measured(value) }
+            } else {
+                Error::OutOfRange { name, value, allowed }
+            });
+        }
     }
     Ok(())
 }

@@ -15,7 +15,16 @@
 //!   for reproduction, with the same rounding margin on top.
 //!
 //! Norms are computed with scaling (no overflow for entries near `f64::MAX`, no underflow
-//! for tiny ones). NaN or ±∞ anywhere is an error before anything is written.
+//! for tiny ones).
+//!
+//! **Non-finite rows are sanitised, never refused** (issue 28; as the GPU's
+//! `clip_rows_release_exact`). A row holding NaN or ±∞ is private data like any other, and
+//! refusing it would reveal that it exists; it becomes the zero row before the block is
+//! clipped. This keeps the guarantee: the map "zero the non-finite rows, then clip each
+//! block" still acts on each row's block alone (a row belongs to one block, so inputs that
+//! differ in one sequence, or in `c` rows, still differ only there), and its output still
+//! lies in the ball, since the zero row has norm 0 and the block is clipped after it. The
+//! number of sanitised rows is private: [`ClipReport::private_sanitized_rows`].
 
 use crate::error::{Error, Result, check_radius};
 use crate::matrix_view::MatMut;
@@ -47,8 +56,17 @@ pub enum ClipMode {
 pub struct ClipReport {
     /// Blocks whose entries were multiplied by a factor other than 1.
     pub scaled: usize,
-    /// The largest block norm before clipping.
+    /// The largest block norm (before clipping) of the sanitised input.
     pub max_norm: f64,
+    sanitized_rows: usize,
+}
+
+impl ClipReport {
+    /// How many rows held NaN or ±∞ and were set to zero before clipping. **Private** (a
+    /// count of private entries): for the data holder only, never logged or released.
+    pub fn private_sanitized_rows(&self) -> usize {
+        self.sanitized_rows
+    }
 }
 
 /// The relative margin kept inside the ball for a block of `len` entries.
@@ -88,16 +106,18 @@ fn block_norm<T: NoiseFloat>(x: &MatMut<'_, T>, rows: core::ops::Range<usize>) -
     (m, libm::sqrt(s))
 }
 
-/// Checks that `x` holds only finite values; the error names the first bad entry by its
-/// row-major index.
-pub(crate) fn check_finite_hidden<T: NoiseFloat>(x: &MatMut<'_, T>) -> Result<()> {
-    let view = x.rb();
-    for i in 0..view.rows() {
-        if let Some(j) = view.row(i).iter().position(|v| !v.to_f64().is_finite()) {
-            return Err(Error::NonFinite { arg: "x", index: i * view.cols() + j });
+/// Sets every row of `x` that holds NaN or ±∞ to the zero row; returns how many.
+fn zero_non_finite_rows<T: NoiseFloat>(x: &mut MatMut<'_, T>) -> usize {
+    let zero = T::from_f64_toward_zero(0.0);
+    let mut count = 0;
+    for i in 0..x.rows() {
+        let row = x.row_mut(i);
+        if row.iter().any(|v| !v.to_f64().is_finite()) {
+            row.fill(zero);
+            count += 1;
         }
     }
-    Ok(())
+    count
 }
 
 /// Clips or normalises `x` (`rows × dim`, any row stride) block by block, where a block is
@@ -114,14 +134,20 @@ pub(crate) fn check_finite_hidden<T: NoiseFloat>(x: &MatMut<'_, T>) -> Result<()
 /// assert!((x[0] - 0.6).abs() < 1e-12 && (x[1] - 0.8).abs() < 1e-12);
 /// assert_eq!(&x[2..], &[0.0, 0.0]); // the zero sequence stays zero
 /// assert_eq!((r.scaled, r.max_norm), (1, 5.0));
+/// // A row holding NaN is sanitised to the zero row, not refused.
+/// let mut y = [f64::NAN, 1.0, 0.3, 0.4];
+/// let r = clip_hidden(MatMut::from_row_major(&mut y, 2, 2)?, 1, ClipRegion::Rows,
+///     ClipMode::Clip, 1.0)?;
+/// assert_eq!(y, [0.0, 0.0, 0.3, 0.4]);
+/// assert_eq!(r.private_sanitized_rows(), 1); // private: for the data holder only
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for `C ∉ [1e-100, 1e100]` or `block_rows = 0`;
 /// [`Error::ShapeMismatch`] for zero columns or a row count that is not a multiple of
-/// `block_rows`;
-/// [`Error::NonFinite`] for NaN or ±∞ in `x`. `x` is untouched on error.
+/// `block_rows`. `x` is untouched on error. Non-finite values are not an error: their rows
+/// are sanitised (module docs).
 pub fn clip_hidden<T: NoiseFloat>(
     x: MatMut<'_, T>,
     block_rows: usize,
@@ -144,13 +170,12 @@ pub fn clip_hidden<T: NoiseFloat>(
             got: x.rows(),
         });
     }
-    check_finite_hidden(&x)?;
     Ok(clip_checked(x, block_rows, region, mode, c))
 }
 
-/// [`clip_hidden`] after its checks (`C` in range, `x` finite with a positive number of
-/// columns and a row count that is a multiple of `block_rows ≥ 1`): the hook runs the checks
-/// once, before its ledger charge, and then this.
+/// [`clip_hidden`] after its checks (`C` in range, a positive number of columns and a row
+/// count that is a multiple of `block_rows ≥ 1`): the hook runs the checks once, before its
+/// ledger charge, and then this. Rows holding NaN or ±∞ are zeroed first.
 pub(crate) fn clip_checked<T: NoiseFloat>(
     mut x: MatMut<'_, T>,
     block_rows: usize,
@@ -162,7 +187,8 @@ pub(crate) fn clip_checked<T: NoiseFloat>(
         ClipRegion::Frobenius => block_rows,
         ClipRegion::Rows => 1,
     };
-    let mut report = ClipReport { scaled: 0, max_norm: 0.0 };
+    let sanitized_rows = zero_non_finite_rows(&mut x);
+    let mut report = ClipReport { scaled: 0, max_norm: 0.0, sanitized_rows };
     let mut start = 0;
     while start < x.rows() {
         let range = start..start + rows_per_block;

@@ -2,7 +2,7 @@
 //! matrices in place (seed-003 §3.10, §4.2, §4.4, §4.8).
 
 use crate::accounting::cost::{Accountant, Cost};
-use crate::dp_forward::clip::{check_finite_hidden, clip_checked};
+use crate::dp_forward::clip::clip_checked;
 use crate::dp_forward::exact::{plan_exact, release_exact};
 use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
 use crate::dp_forward::params::DpForwardParams;
@@ -30,6 +30,16 @@ pub struct DpForwardReport {
     /// i.i.d. and diagonal noise is a multiple of it (matrix factors add float noise to the
     /// grid release afterwards). `None` in [`NoiseMode::UnsafeFloat`].
     pub resolution: Option<f64>,
+    sanitized_rows: usize,
+}
+
+impl DpForwardReport {
+    /// How many rows of `x` held NaN or ±∞ and were released as the zero row (plus noise).
+    /// **Private** (a count of private entries): for the data holder only, never logged or
+    /// released.
+    pub fn private_sanitized_rows(&self) -> usize {
+        self.sanitized_rows
+    }
 }
 
 /// Releases `x ← clip(x) + Z` for every sequence of a batch, in place: `x` is
@@ -59,6 +69,11 @@ pub struct DpForwardReport {
 ///   [`dp_forward_keyed`] without a ledger;
 /// * a zCDP or RDP ledger, the exact `ρ = S₂²/(2σ²)` of one release
 ///   ([`DpForwardParams::release_rho`]), for any `k`.
+///
+/// A row of `x` holding NaN or ±∞ is released as the zero row plus noise, never refused
+/// (a refusal would depend on private data; the zero row is inside the ball, so the
+/// guarantee holds: [`clip_hidden`](crate::dp_forward::clip_hidden)); how many rows were
+/// sanitised is private: [`DpForwardReport::private_sanitized_rows`].
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
@@ -98,8 +113,7 @@ pub struct DpForwardReport {
 /// format holds), [`Error::OutOfRange`] for diagonal noise beyond the exact sampler's
 /// range or an element index reaching `2^40`;
 /// [`Error::ShapeMismatch`] when `x` has not `dim` columns or its row count is not a
-/// positive multiple of `tokens`; [`Error::NonFinite`] for NaN or ±∞ in `x`;
-/// [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when `first + rows·dim` overflows;
+/// positive multiple of `tokens`; [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when `first + rows·dim` overflows;
 /// [`Error::Unsupported`] for an approximate-DP ledger with `releases > 1`; the ledger's
 /// error when the charge does not fit. On every error `x` and the ledger are untouched
 /// (but for an exhausted randomness window, probability below `2^−1000`, after which `x`
@@ -153,7 +167,6 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
         NoiseMode::Exact => Some(plan_exact::<T>(params, factors, floor, first, total)?),
         NoiseMode::UnsafeFloat => None,
     };
-    check_finite_hidden(&x)?;
     if let Some(ledger) = ledger {
         let approx = match params.releases {
             1 => Some(params.guarantee_at(floor)?),
@@ -166,7 +179,8 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
             params.noise_mode,
         )?;
     }
-    // Every check of clip_hidden ran above (C by validate, shape, finiteness).
+    // Every check of clip_hidden ran above (C by validate, shape). Non-finite rows are
+    // private data: the clip sanitises them to the zero row (inside the ball), never refuses.
     let clip = clip_checked(x.rb_mut(), tokens, params.region, params.mode, params.clip_norm);
     let noise_stream = draw.keyed(0);
     match &grid {
@@ -178,5 +192,6 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
         max_norm: clip.max_norm,
         noise_mode: params.noise_mode,
         resolution: grid.map(|g| g.resolution()),
+        sanitized_rows: clip.private_sanitized_rows(),
     })
 }

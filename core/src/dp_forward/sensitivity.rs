@@ -179,7 +179,7 @@ pub fn spectral_norm_upper_bound(w: MatRef<'_, f64>) -> Result<f64> {
     if w.rows() == 0 || w.cols() == 0 {
         return Err(Error::OutOfRange { name: "w", value: 0.0, allowed: "a non-empty matrix" });
     }
-    w.check_finite("w")?;
+    w.check_finite_public("w")?; // a public weight matrix
     let mut frob_sq = 0.0f64;
     for i in 0..w.rows() {
         for &v in w.row(i) {

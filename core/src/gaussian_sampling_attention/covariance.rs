@@ -30,7 +30,7 @@
 //!   `q = d` (plus `n` ridge coordinates when a ridge is used).
 
 use crate::element::Element;
-use crate::error::{Error, Result, mul_size};
+use crate::error::{Error, PrivateDetail, Result, mul_size};
 use crate::matrix_view::{MatMut, MatRef};
 use crate::sampling::ElementBits;
 use crate::sampling::gamma::standard_normal;
@@ -109,9 +109,10 @@ pub fn dp_covariance_scratch_len(n: usize, sampler: Sampler) -> Result<usize> {
 /// ```
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`] (non-square `Σ`, wrong `out`), [`Error::NonFinite`],
+/// [`Error::ShapeMismatch`] (non-square `Σ`, wrong `out`), [`Error::PrivateNonFinite`],
 /// [`Error::DomainViolation`] when `Σ` is not positive definite (a Cholesky pivot is not
-/// positive; never regularised: a singular `Σ` has unbounded privacy loss),
+/// positive, kept in the private detail; never regularised: a singular `Σ` has unbounded
+/// privacy loss),
 /// [`Error::OutOfRange`] (`k ∉ [1, 2^53]`, Bartlett with `k < n`, `FactorFree`),
 /// [`Error::ScratchTooSmall`]; `out` is then untouched.
 pub fn dp_covariance(
@@ -137,8 +138,7 @@ pub fn dp_covariance(
     mirror_lower(l, n);
     cholesky_in_place(l, n).map_err(|(_, pivot)| Error::DomainViolation {
         condition: "Σ positive definite (a Cholesky pivot of Σ is not positive)",
-        measured: pivot,
-        declared: 0.0,
+        detail: PrivateDetail::from_measured(pivot),
     })?;
     sample_from_factor(out, l, n, k, sampler, stream, problem, rest)
 }
@@ -355,7 +355,7 @@ pub(crate) fn factor_free_scratch_len(n: usize, d: usize, ridge: bool) -> Result
 /// on `XXᵀ`, without a privacy check.
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`], [`Error::NonFinite`], [`Error::OutOfRange`] (`k`, zero sizes),
+/// [`Error::ShapeMismatch`], [`Error::PrivateNonFinite`], [`Error::OutOfRange`] (`k`, zero sizes),
 /// [`Error::ScratchTooSmall`], [`Error::SizeOverflow`] (noise element indices past `2^64`);
 /// `out` is then untouched.
 pub fn dp_covariance_from_data<T: Element>(

@@ -14,7 +14,7 @@ use crate::attention::normalise_scores;
 use crate::attention_options::ScoreFn;
 use crate::batched::{BatchedMut, BatchedRef};
 use crate::element::Element;
-use crate::error::{Error, Result, mul_size};
+use crate::error::{Error, PrivateDetail, Result, mul_size};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
@@ -209,7 +209,7 @@ fn prepare<T: Element>(
 
 /// The private domain check of one problem (Reject mode): `max‖x_c‖ ≤ α` and
 /// `λ_min(XXᵀ) ≥ η` (Cholesky of `A − ηI`; on failure the exact `λ_min` by Jacobi goes into
-/// the error), then that `A` itself factors. `work` holds `n²` elements.
+/// the error's private detail), then that `A` itself factors. `work` holds `n²` elements.
 fn check_domain(
     a: &[f64],
     n: usize,
@@ -221,8 +221,7 @@ fn check_domain(
         if prob.alpha_hat > p.domain.alpha {
             return Err(Error::DomainViolation {
                 condition: "every column norm ‖X[:, c]‖₂ ≤ α",
-                measured: prob.alpha_hat,
-                declared: p.domain.alpha,
+                detail: PrivateDetail::from_measured(prob.alpha_hat),
             });
         }
         work[..n * n].copy_from_slice(&a[..n * n]);
@@ -234,8 +233,7 @@ fn check_domain(
             let lambda = symmetric_min_eigenvalue(&mut work[..n * n], n);
             return Err(Error::DomainViolation {
                 condition: "λ_min(X Xᵀ) ≥ η",
-                measured: lambda,
-                declared: p.domain.eta,
+                detail: PrivateDetail::from_measured(lambda),
             });
         }
     }
@@ -245,8 +243,7 @@ fn check_domain(
     work[..n * n].copy_from_slice(&a[..n * n]);
     cholesky_in_place(&mut work[..n * n], n).map_err(|(_, pivot)| Error::DomainViolation {
         condition: "X Xᵀ positive definite (a Cholesky pivot is not positive)",
-        measured: pivot,
-        declared: 0.0,
+        detail: PrivateDetail::from_measured(pivot),
     })
 }
 
@@ -411,9 +408,10 @@ pub fn check_release_parameters(
 /// [`Error::ShapeMismatch`] (any axis; `d < n` in reject mode), [`Error::OutOfRange`]
 /// (`ε ∉ (0, 1)`, `δ ∉ (0, 0.1)`, `k ∉ [1, 2^53]`, Bartlett with `k < n`, a bad domain,
 /// problem indices past the stream's window range), [`Error::Infeasible`] (the privacy
-/// condition, or an empty declared domain), [`Error::NonFinite`],
+/// condition, or an empty declared domain), [`Error::PrivateNonFinite`],
 /// [`Error::ScratchTooSmall`], [`Error::DomainViolation`] (private data outside the
-/// domain: **a data-dependent refusal**), or the ledger's error when the charge does not fit.
+/// domain: **a data-dependent refusal**; the measured `α̂`, `λ_min` or pivot only through
+/// [`Error::private_detail`]), or the ledger's error when the charge does not fit.
 pub fn gaussian_sampling_attention<T: Element, const N: usize>(
     out_b: BatchedMut<'_, f64>,
     out_p: BatchedMut<'_, f64>,
@@ -547,7 +545,7 @@ fn release_all<T: Element>(
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`] (zero size), [`Error::NonFinite`], [`Error::ScratchTooSmall`].
+/// [`Error::OutOfRange`] (zero size), [`Error::PrivateNonFinite`], [`Error::ScratchTooSmall`].
 pub fn measure_domain<T: Element>(
     x: MatRef<'_, T>,
     scratch: &mut [f64],

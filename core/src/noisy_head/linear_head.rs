@@ -80,7 +80,8 @@ pub fn linear_attention_head_scratch_len(rows: usize, cols: usize) -> Result<usi
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] when shapes disagree or `E` has fewer than 2 rows or columns;
-/// [`Error::NonFinite`] for non-finite weights or embedding; [`Error::ScratchTooSmall`].
+/// [`Error::NonFinite`] for non-finite weights, [`Error::PrivateNonFinite`] for a non-finite
+/// embedding; [`Error::ScratchTooSmall`].
 pub fn linear_attention_head(
     mut out: MatMut<'_, f64>,
     e: MatRef<'_, f64>,
@@ -108,8 +109,8 @@ pub fn linear_attention_head(
         });
     }
     e.check_finite("e")?;
-    w_pv.check_finite("w_pv")?;
-    w_kq.check_finite("w_kq")?;
+    w_pv.check_finite_public("w_pv")?;
+    w_kq.check_finite_public("w_kq")?;
     let need = linear_attention_head_scratch_len(rows, cols)?;
     crate::scratch::check_scratch(scratch.len(), need)?;
     let (pe, rest) = scratch.split_at_mut(rows * cols);

@@ -24,7 +24,8 @@
 //! range.
 //!
 //! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are
-//! reported before `data` is touched; if the sampler fails mid-way (window exhausted, or
+//! reported before `data` is touched (the position and value of a bad data entry only
+//! through [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window exhausted, or
 //! an integer overflow of probability below 2^−60), every element of `data` is set to NaN
 //! so that no un-noised value can be released by mistake.
 //!

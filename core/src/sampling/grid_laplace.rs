@@ -22,7 +22,8 @@
 //! takes `k` (`−1023 ≤ k ≤ 960`) from the caller, up to an integer scale of `2^56`.
 //!
 //! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are
-//! reported before `data` is touched; if the sampler fails mid-way (window exhausted, or
+//! reported before `data` is touched (the position and value of a bad data entry only
+//! through [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window exhausted, or
 //! an integer overflow of probability below 2^−60), every element of `data` is set to NaN
 //! so that no un-noised value can be released by mistake.
 //!
@@ -196,7 +197,7 @@ impl GridLaplace {
     /// `rng`.
     ///
     /// # Errors
-    /// [`Error::NonFinite`], [`Error::OutOfRange`] (`|x| ≥ 2^53·r`) or
+    /// [`Error::PrivateNonFinite`], [`Error::DomainViolation`] (`|x| ≥ 2^53·r`) or
     /// [`Error::ShapeMismatch`] (`data.len() > d`) with `data` untouched; a sampler error
     /// with `data` set to NaN (module docs).
     pub fn add_noise<R: CryptoRng + ?Sized>(&self, rng: &mut R, data: &mut [f64]) -> Result<()> {

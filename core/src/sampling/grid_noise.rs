@@ -42,10 +42,11 @@
 //! the nearest `f64` — still a multiple of `r`, still a function of the integer alone, so
 //! the guarantee is unaffected. Inputs need `|round(x/r)| < 2^53`, i.e. `|x| ≲ 2^53·r`
 //! (`≈ 2^13·Δ₁/ε` at the default Laplace resolution, `≈ 2^23·σ` at the Gaussian one);
-//! larger inputs and NaN/infinities are errors, reported before `data` is touched. Such an
-//! error depends on the data, so it is a usability check, not part of the mechanism:
-//! callers clamp their data to a public bound (as the sensitivity requires anyway) before
-//! calling.
+//! larger inputs and NaN/infinities are errors ([`Error::DomainViolation`],
+//! [`Error::PrivateNonFinite`]), reported before `data` is touched. Such an error depends on
+//! the data, so it is a usability check, not part of the mechanism: callers clamp their
+//! data to a public bound (as the sensitivity requires anyway) before calling. The
+//! offending index and value are private: only [`Error::private_detail`] returns them.
 //! Floating point appears only in the calibration (choosing `r`, converting `ε`, `σ` and
 //! the sensitivities, all rounded conservatively) and in the reporting helpers.
 //!
@@ -66,7 +67,7 @@
 
 use rand_core::CryptoRng;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, PrivateDetail, Result};
 use crate::sampling::bit_source::{RngBits, check_element, fill_windows};
 use crate::sampling::exact_sampler::ExactSampler;
 use crate::sampling::keyed_stream::KeyedStream;
@@ -107,18 +108,18 @@ impl Grid {
         Ok(Self { k, r: pow2(k), inv_r: pow2(-k), dimension })
     }
 
-    /// `round(x/r)`, half away from zero.
+    /// `round(x/r)`, half away from zero. `x` is private data: an error keeps `i` and `x` in
+    /// its [`PrivateDetail`].
     #[inline]
     fn index(&self, x: f64, i: usize) -> Result<i64> {
         if !x.is_finite() {
-            return Err(Error::NonFinite { arg: "data", index: i });
+            return Err(Error::private_non_finite("data", i));
         }
         let n = libm::round(x * self.inv_r);
         if n.abs() >= MAX_GRID_INDEX {
-            return Err(Error::OutOfRange {
-                name: "data value (|x| / resolution must be below 2^53)",
-                value: x,
-                allowed: "|x| < 2^53 * resolution",
+            return Err(Error::DomainViolation {
+                condition: "every |data[i]| / resolution below 2^53",
+                detail: PrivateDetail::from_entry(i, x),
             });
         }
         Ok(n as i64)
@@ -243,13 +244,13 @@ mod tests {
         let lap = GridLaplace::with_resolution(1.0, 1.0, 4, -2).unwrap();
         let mut rng = ChaCha20Rng::from_seed([0; 32]);
         let mut data = [1.0, 2.0, f64::INFINITY, 3.0];
-        assert_eq!(
-            lap.add_noise(&mut rng, &mut data),
-            Err(Error::NonFinite { arg: "data", index: 2 })
-        );
+        assert_eq!(lap.add_noise(&mut rng, &mut data), Err(Error::private_non_finite("data", 2)));
         assert_eq!(data[..2], [1.0, 2.0]);
         let mut data = [1.0, 2f64.powi(51)]; // |x/r| = 2^53
-        assert!(matches!(lap.add_noise(&mut rng, &mut data), Err(Error::OutOfRange { .. })));
+        let e = lap.add_noise(&mut rng, &mut data).unwrap_err();
+        assert!(matches!(e, Error::DomainViolation { .. }), "{e}");
+        let d = e.private_detail().unwrap();
+        assert_eq!((d.index(), d.value()), (Some(1), Some(2f64.powi(51))));
         assert_eq!(data[0], 1.0);
         let mut data = [1.0, 2f64.powi(51) - 1.0]; // fine
         assert!(lap.add_noise(&mut rng, &mut data).is_ok());

@@ -208,8 +208,8 @@ impl MatrixGaussian {
     pub fn new(row_cov: MatRef<'_, f64>, col_cov: MatRef<'_, f64>) -> Result<Self> {
         check_square(row_cov, ROW_COV.arg)?;
         check_square(col_cov, COL_COV.arg)?;
-        row_cov.check_finite(ROW_COV.arg)?;
-        col_cov.check_finite(COL_COV.arg)?;
+        row_cov.check_finite_public(ROW_COV.arg)?;
+        col_cov.check_finite_public(COL_COV.arg)?;
         let (rows, cols) = (row_cov.rows(), col_cov.rows());
         check_dense_size(rows, cols)?;
         check_symmetric(row_cov, &ROW_COV)?;
@@ -255,8 +255,8 @@ impl MatrixGaussian {
     pub fn from_factors(row_factor: MatRef<'_, f64>, col_factor: MatRef<'_, f64>) -> Result<Self> {
         check_square(row_factor, "row_factor")?;
         check_square(col_factor, "col_factor")?;
-        row_factor.check_finite("row_factor")?;
-        col_factor.check_finite("col_factor")?;
+        row_factor.check_finite_public("row_factor")?;
+        col_factor.check_finite_public("col_factor")?;
         let (rows, cols) = (row_factor.rows(), col_factor.rows());
         check_dense_size(rows, cols)?;
         let copy = |f: MatRef<'_, f64>| -> Result<Factor> {

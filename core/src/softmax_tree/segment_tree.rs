@@ -118,10 +118,10 @@ impl DpTree {
     /// measuring error; never release it.
     ///
     /// # Errors
-    /// [`Error::OutOfRange`] for an empty input; [`Error::NonFinite`].
+    /// [`Error::OutOfRange`] for an empty input; [`Error::PrivateNonFinite`].
     pub fn non_private_exact(values: &[f64]) -> Result<Self> {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::NonFinite { arg: "values", index: i });
+            return Err(Error::private_non_finite("values", i));
         }
         Self::build(values, f64::INFINITY, None)
     }

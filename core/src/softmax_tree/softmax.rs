@@ -263,7 +263,7 @@ impl DpTreeSoftmax {
     /// what [`DpTreeSoftmax::new`] perturbs (tests, audits, bias measurement only).
     ///
     /// # Errors
-    /// As [`DpTreeSoftmax::new`], plus [`Error::NonFinite`].
+    /// As [`DpTreeSoftmax::new`], plus [`Error::PrivateNonFinite`].
     pub fn non_private_exact(
         keys: MatRef<'_, f64>,
         weights: &[f64],
@@ -271,7 +271,7 @@ impl DpTreeSoftmax {
     ) -> Result<Self> {
         keys.check_finite("keys")?;
         if let Some(i) = weights.iter().position(|v| !v.is_finite()) {
-            return Err(Error::NonFinite { arg: "weights", index: i });
+            return Err(Error::private_non_finite("weights", i));
         }
         Self::build(keys, weights, params, None)
     }

@@ -131,7 +131,7 @@ impl DpTreeDistance {
     /// For tests, audits and bias measurement only.
     ///
     /// # Errors
-    /// As [`DpTreeDistance::new`], plus [`Error::NonFinite`] and a bad `n_leaves`.
+    /// As [`DpTreeDistance::new`], plus [`Error::PrivateNonFinite`] and a bad `n_leaves`.
     pub fn non_private_exact(
         x: &[f64],
         w: &[f64],
@@ -149,7 +149,7 @@ impl DpTreeDistance {
         }
         for (arg, v) in [("x", x), ("w", w)] {
             if let Some(i) = v.iter().position(|a| !a.is_finite()) {
-                return Err(Error::NonFinite { arg, index: i });
+                return Err(Error::private_non_finite(arg, i));
             }
         }
         Self::build(x, w, n_leaves, params, None)

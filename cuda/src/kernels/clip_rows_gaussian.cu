@@ -7,14 +7,13 @@
 // Variant macros: DP_T 0 f32, 1 f64 (the element type, read and written in place);
 // DP_EXACT 0 or 1:
 // * 0, dp_clip_rows_gaussian (the unsafe float path): adds σ times the standard normals of
-//   the 53-bit ("f64") Gaussian layout, rounded once to the element type. status (two u32)
-//   [0] counts rows with NaN/±∞ (written as all-NaN, never released un-noised), [1] rows
-//   that were rescaled.
+//   the 53-bit ("f64") Gaussian layout, rounded once to the element type.
 // * 1, dp_clip_rows_exact: releases each clipped value on the grid with the discrete
-//   Gaussian of the element's window (grid_release.cuh). A row with NaN/±∞ is sanitised to
-//   the zero row (inside the ball) and released like any other. status (two u32) [0]
-//   counts the sanitised rows, [1] the rescaled rows; `fail` (two u64, or NULL) receives
+//   Gaussian of the element's window (grid_release.cuh); `fail` (two u64, or NULL) receives
 //   the release status of grid_release.cu (a failed element is NaN either way).
+// Both: a row with NaN/±∞ is private data like any other; it is sanitised to the zero row
+// (inside the ball, as the CPU's clip_hidden) and released like any other row, never
+// refused. status (two u32): [0] counts the sanitised rows, [1] the rescaled rows.
 #ifndef DP_EXACT
 #define DP_EXACT 0
 #endif
@@ -23,12 +22,10 @@
 typedef float dp_t;
 DP_FN dp_t dp_round_rn(double v) { return dp_f64_to_f32_rn(v); }
 DP_FN dp_t dp_round_rz(double v) { return dp_f64_to_f32_rz(v); }
-DP_FN dp_t dp_nan() { return dp_nan_f32(); }
 #else
 typedef double dp_t;
 DP_FN dp_t dp_round_rn(double v) { return v; }
 DP_FN dp_t dp_round_rz(double v) { return v; }
-DP_FN dp_t dp_nan() { return dp_nan_f64(); }
 #endif
 
 #define DP_CLIP_THREADS 256
@@ -86,17 +83,9 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
             else { m = fmax(m, a); raw += a * a; }
         }
         dp_reduce(&m, &raw, &bad, sh_m, sh_s, sh_b);
-#if DP_EXACT
         // Sanitised: the zero row (m = 0: no rescaling), released below.
         if (bad && threadIdx.x == 0) atomicAdd(&status[0], 1u);
         if (bad) m = 0.0;
-#else
-        if (bad) {
-            for (u64 j = threadIdx.x; j < dim; j += DP_CLIP_THREADS) xr[j] = dp_nan();
-            if (threadIdx.x == 0) atomicAdd(&status[0], 1u);
-            continue;
-        }
-#endif
         double root = 0.0;
         if (m != 0.0) {
             if (dp_norm_raw_ok(m)) {
@@ -139,7 +128,7 @@ dp_clip_rows_gaussian(dp_t* __restrict__ x, u64 rows, u64 dim, u64 ld, double c,
                 const u64 e = q * 8 + t;
                 if (e < e_begin || e > e_last) continue;
                 const u64 j = e - e_begin;
-                double v = (double)xr[j];
+                double v = bad ? 0.0 : (double)xr[j];
                 if (factor >= 0.0) v = (double)dp_round_rz((v / m) * factor);
                 if (sigma > 0.0) v = (double)dp_round_rn(v + sigma * z[t]);
                 xr[j] = (dp_t)v;

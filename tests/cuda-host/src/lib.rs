@@ -29,7 +29,8 @@ unsafe extern "C" {
         n: u64,
         out: *mut core::ffi::c_void,
     );
-    /// One row of `dp_clip_rows_gaussian` (sequential sum).
+    /// One row of `dp_clip_rows_gaussian` (sequential sum): 1 rescaled, 0 not, 2 sanitised
+    /// (a non-finite row released as the zero row).
     pub fn dpck_clip_row(
         is_f32: i32,
         x32: *mut f32,

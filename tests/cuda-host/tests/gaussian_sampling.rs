@@ -201,6 +201,8 @@ fn a_non_finite_entry_releases_nothing_and_reports_the_cpus_index() {
             None::<&mut dpattn_core::accounting::ledger::Ledger<8>>,
             &mut scratch,
         );
-        assert_eq!(cpu.unwrap_err(), dpattn_core::Error::NonFinite { arg: "x", index: first });
+        let e = cpu.unwrap_err();
+        assert!(matches!(e, dpattn_core::Error::PrivateNonFinite { arg: "x", .. }), "{e}");
+        assert_eq!(e.private_detail().and_then(|d| d.index()), Some(first));
     }
 }

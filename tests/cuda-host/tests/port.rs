@@ -341,14 +341,51 @@ fn clip_rows_then_noise_equals_the_cpu_release() {
             }
         }
     }
-    // A row with NaN is poisoned, never released.
-    let mut row = [1.0f64, f64::NAN, 2.0];
-    // SAFETY: row holds 3 f64.
-    let rc = unsafe {
-        dpck_clip_row(0, std::ptr::null_mut(), row.as_mut_ptr(), 3, 1.0, 1.0, kw.as_ptr(), 5, 0)
-    };
-    assert_eq!(rc, -1);
-    assert!(row.iter().all(|v| v.is_nan()));
+    // A row with NaN or ±∞ is released as the zero row, as the CPU does (issue 28): the
+    // bits of the CPU's release of that row (which sanitises it) and of the zero row.
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let mut row = [1.0f64, bad, 2.0];
+        let mut cpu = row;
+        cpu_clip_row(&mut cpu, 1.0, 1.0, &draw, 40);
+        let mut zero = [0.0f64; 3];
+        cpu_clip_row(&mut zero, 1.0, 1.0, &draw, 40);
+        // SAFETY: row holds 3 f64.
+        let rc = unsafe {
+            dpck_clip_row(
+                0,
+                std::ptr::null_mut(),
+                row.as_mut_ptr(),
+                3,
+                1.0,
+                1.0,
+                kw.as_ptr(),
+                5,
+                40,
+            )
+        };
+        assert_eq!(rc, 2, "{bad}");
+        assert_eq!(row.map(f64::to_bits), cpu.map(f64::to_bits), "{bad}");
+        assert_eq!(row.map(f64::to_bits), zero.map(f64::to_bits), "{bad}");
+        let mut row32 = [1.0f32, bad as f32, 2.0];
+        let mut cpu32 = [0.0f32; 3];
+        cpu_clip_row(&mut cpu32, 1.0, 1.0, &draw, 40);
+        // SAFETY: row32 holds 3 f32.
+        let rc = unsafe {
+            dpck_clip_row(
+                1,
+                row32.as_mut_ptr(),
+                std::ptr::null_mut(),
+                3,
+                1.0,
+                1.0,
+                kw.as_ptr(),
+                5,
+                40,
+            )
+        };
+        assert_eq!(rc, 2, "f32 {bad}");
+        assert_eq!(row32.map(f32::to_bits), cpu32.map(f32::to_bits), "f32 {bad}");
+    }
 }
 
 /// The CPU's noise element `e` of `Gaussian(σ)` in the f64 layout, rounded once to f32: what
