@@ -3691,7 +3691,7 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * dpattn_ledger *ledger = NULL;
  * dpattn_session *session = NULL;
  * dpattn_ledger_new_approx(column, 1.0, 1e-5, &ledger);
- * dpattn_session_new(ledger, &session); /* a master key from the operating system */
+ * dpattn_session_new(ledger, &session); // a master key from the operating system
  * dpattn_gaussian_sampling_report rep;
  * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, session,
  *                                                      scratch, len, &rep);
@@ -5634,7 +5634,7 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  * dpattn_ledger *ledger = NULL;
  * dpattn_session *session = NULL;
  * dpattn_ledger_new_approx(token, 4.0, 1e-5, &ledger);
- * dpattn_session_new(ledger, &session); /* a master key from the operating system */
+ * dpattn_session_new(ledger, &session); // a master key from the operating system
  * double sigma[B * H];
  * dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, session,
  *     sigma, B * H, scratch, scratch_len);

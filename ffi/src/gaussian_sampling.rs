@@ -429,7 +429,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// dpattn_ledger *ledger = NULL;
 /// dpattn_session *session = NULL;
 /// dpattn_ledger_new_approx(column, 1.0, 1e-5, &ledger);
-/// dpattn_session_new(ledger, &session); /* a master key from the operating system */
+/// dpattn_session_new(ledger, &session); // a master key from the operating system
 /// dpattn_gaussian_sampling_report rep;
 /// dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, session,
 ///                                                      scratch, len, &rep);

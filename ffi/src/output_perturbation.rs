@@ -309,7 +309,7 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 /// dpattn_ledger *ledger = NULL;
 /// dpattn_session *session = NULL;
 /// dpattn_ledger_new_approx(token, 4.0, 1e-5, &ledger);
-/// dpattn_session_new(ledger, &session); /* a master key from the operating system */
+/// dpattn_session_new(ledger, &session); // a master key from the operating system
 /// double sigma[B * H];
 /// dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, session,
 ///     sigma, B * H, scratch, scratch_len);
