@@ -13,9 +13,15 @@ What the noise is (docs/RANDOMNESS.md §5): output element (b, h, i, c) receives
 layout, added after the softmax normalisation; with logit noise, logit (b, h, i, j) (already
 scaled) receives element ((b·H + h)·S_q + i)·S_k + j of the draw (key, logit stream) before
 the mask and the softmax. The index is logical — never a memory offset or a thread id — so
-anyone holding the key can recompute every noise value, as the end of this example does on
-the CPU. Keep the key secret, and never reuse a (key, stream) pair for a second release.
-This call adds noise of the σ you give; it does not choose σ or claim a privacy guarantee.
+anyone holding the key can recompute every noise value, as this example does on the CPU.
+Keep the key secret, and never reuse a (key, stream) pair for a second release. This call
+adds noise of the σ you give; it does not choose σ or claim a privacy guarantee.
+
+For a release *with* a guarantee, the end of this example takes the safe route on PyTorch
+tensors: `dpattn_output_perturbation_attention` (ε, δ)-DP for one token of the keys and
+values, charged to a ledger kept for that privacy unit, through a session whose master key
+comes from the operating system — it picks a fresh stream id for each release, so no noise
+is ever reused, and no key bytes appear in the program.
 """
 
 import ctypes as C
@@ -67,6 +73,39 @@ lib.dpattn_last_error_message.restype = C.c_size_t
 lib.dpattn_last_error_message.argtypes = [C.c_char_p, C.c_size_t]
 
 
+class PrivacyUnit(C.Structure):  # dpattn_privacy_unit, passed by value
+    _fields_ = [("kind", C.c_uint32), ("tokens", C.c_uint32)]
+
+
+class OutputPerturbationParams(C.Structure):  # dpattn_output_perturbation_params
+    _fields_ = [("key_norm", C.c_double), ("value_norm", C.c_double), ("epsilon", C.c_double),
+                ("delta", C.c_double), ("score", C.c_uint32), ("scale_kind", C.c_uint32),
+                ("scale", C.c_double), ("kernel", C.c_uint32), ("key_padding", C.c_void_p),
+                ("key_padding_len", C.c_size_t)]
+
+
+TOKEN = PrivacyUnit(0, 1)  # DPATTN_UNIT_TOKENS, one token
+lib.dpattn_ledger_new_approx.restype = C.c_uint32
+lib.dpattn_ledger_new_approx.argtypes = [PrivacyUnit, C.c_double, C.c_double, C.POINTER(C.c_void_p)]
+lib.dpattn_ledger_charges.restype = C.c_uint32
+lib.dpattn_ledger_charges.argtypes = [C.c_void_p, C.POINTER(C.c_uint64)]
+lib.dpattn_ledger_free.restype = None
+lib.dpattn_ledger_free.argtypes = [C.c_void_p]
+lib.dpattn_session_new.restype = C.c_uint32
+lib.dpattn_session_new.argtypes = [C.c_void_p, C.POINTER(C.c_void_p)]
+lib.dpattn_session_position.restype = C.c_uint32
+lib.dpattn_session_position.argtypes = [C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
+lib.dpattn_session_free.restype = None
+lib.dpattn_session_free.argtypes = [C.c_void_p]
+lib.dpattn_output_perturbation_params_default.restype = C.c_uint32
+lib.dpattn_output_perturbation_params_default.argtypes = [C.POINTER(OutputPerturbationParams)]
+lib.dpattn_output_perturbation_scratch_len.restype = C.c_uint32
+lib.dpattn_output_perturbation_scratch_len.argtypes = [C.c_size_t, C.c_size_t, C.POINTER(C.c_size_t)]
+lib.dpattn_output_perturbation_attention.restype = C.c_uint32
+lib.dpattn_output_perturbation_attention.argtypes = [C.POINTER(Tensor4)] * 4 + [
+    C.POINTER(OutputPerturbationParams), C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t]
+
+
 def check(status):
     if status != 0:
         msg = C.create_string_buffer(1024)
@@ -110,3 +149,43 @@ got = (noisy.float() - plain.float()).transpose(1, 2).cpu().double()
 bound = (noisy.float().abs() + plain.float().abs()).transpose(1, 2).cpu().double() * 2.0**-8 + 1e-6
 assert ((got - expected).abs() <= bound).all(), (got - expected).abs().max()
 print(f"output noise = the keyed draw recomputed on the CPU (std {got.std().item():.4f}, σ = 0.1)")
+
+# A DP release with a guarantee, on PyTorch CPU tensors (f32, [B, S, H, D] viewed as
+# [B, H, S, D] by strides): output perturbation protects one token's key and value rows, so
+# the ledger is kept for one token; the session's master key comes from the operating system.
+DTYPE_F32 = 0
+
+
+def cpu_tensor4(t):
+    """A [batch, heads, seq, dim] view of a CPU f32 tensor."""
+    assert not t.is_cuda and t.dtype == torch.float32 and t.stride(3) == 1
+    return Tensor4(t.data_ptr(), sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1,
+                   DTYPE_F32, (C.c_size_t * 4)(*t.shape), (C.c_size_t * 4)(*t.stride()))
+
+
+ledger, session = C.c_void_p(), C.c_void_p()
+check(lib.dpattn_ledger_new_approx(TOKEN, 2.0, 1e-5, C.byref(ledger)))  # total (2, 1e-5)
+check(lib.dpattn_session_new(ledger, C.byref(session)))
+params = OutputPerturbationParams()
+check(lib.dpattn_output_perturbation_params_default(C.byref(params)))
+params.key_norm = params.value_norm = 12.0  # public bounds: longer rows are clamped
+params.epsilon, params.delta = 1.0, 1e-6
+qc, kc, vc = (x.float().cpu() for x in (q, k, v))
+released = torch.empty_like(qc)
+n = C.c_size_t()
+check(lib.dpattn_output_perturbation_scratch_len(D, D, C.byref(n)))
+scratch = torch.empty(n.value, dtype=torch.float32)
+noise_scale = torch.empty(B * H, dtype=torch.float64)
+epoch, stream = C.c_uint64(), C.c_uint64()
+check(lib.dpattn_session_position(session, C.byref(epoch), C.byref(stream)))  # log it (public)
+views = [cpu_tensor4(x.transpose(1, 2)) for x in (released, qc, kc, vc)]
+check(lib.dpattn_output_perturbation_attention(
+    *[C.byref(t) for t in views], C.byref(params), session, noise_scale.data_ptr(), B * H,
+    scratch.data_ptr(), n.value))
+charges = C.c_uint64()
+check(lib.dpattn_ledger_charges(ledger, C.byref(charges)))
+assert charges.value == 1 and torch.isfinite(released).all()
+print(f"DP release (ε = 1, δ = 1e-6, one token) at stream id {stream.value}: "
+      f"noise scale {noise_scale[0].item():.4g}, ledger charges {charges.value}")
+lib.dpattn_session_free(session)
+lib.dpattn_ledger_free(ledger)

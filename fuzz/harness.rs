@@ -109,6 +109,10 @@ impl Arena {
             .collect();
         Self { words }
     }
+    /// Finite values only (the mechanisms' public inputs must be finite).
+    fn finite() -> Self {
+        Self::new(CAP, &mut Bytes::new(&[1]))
+    }
     fn ptr(&mut self) -> *mut c_void {
         self.words.as_mut_ptr().cast()
     }
@@ -268,12 +272,13 @@ pub fn privacy_params(data: &[u8]) {
     check_status(dpattn_check_privacy_params(b.f64(), b.f64()));
     let mut h: *mut dpattn_ledger = std::ptr::null_mut();
     let (te, td) = (b.f64(), b.f64());
+    let ledger_unit = unit(&mut b);
     // SAFETY: valid out-parameter.
     let st = unsafe {
         match b.u8() % 3 {
-            0 => dpattn_ledger_new_approx(te, td, &mut h),
-            1 => dpattn_ledger_new_zcdp(te, &mut h),
-            _ => dpattn_ledger_new_rdp(te, td, &mut h),
+            0 => dpattn_ledger_new_approx(ledger_unit, te, td, &mut h),
+            1 => dpattn_ledger_new_zcdp(ledger_unit, te, &mut h),
+            _ => dpattn_ledger_new_rdp(ledger_unit, te, td, &mut h),
         }
     };
     check_status(st);
@@ -282,20 +287,413 @@ pub fn privacy_params(data: &[u8]) {
         return;
     }
     for _ in 0..8 {
+        // Mostly the ledger's own unit; sometimes another (or a malformed) one.
+        let u = if b.u8().is_multiple_of(3) { unit(&mut b) } else { ledger_unit };
+        let before = charges(h);
         // SAFETY: `h` is live until freed below (a freed handle is also allowed: detected).
         let st = unsafe {
             match b.u8() % 4 {
-                0 => dpattn_ledger_charge_approx(h, b.f64(), b.f64()),
-                1 => dpattn_ledger_charge_zcdp(h, b.f64()),
-                2 => dpattn_ledger_charge_sampled_gaussian(h, b.f64(), b.f64(), b.u64() % 100_000),
+                0 => dpattn_ledger_charge_approx(h, u, b.f64(), b.f64()),
+                1 => dpattn_ledger_charge_zcdp(h, u, b.f64()),
+                2 => {
+                    dpattn_ledger_charge_sampled_gaussian(h, u, b.f64(), b.f64(), b.u64() % 100_000)
+                }
                 _ => {
                     dpattn_ledger_free(h);
-                    dpattn_ledger_charge_approx(h, 1.0, 0.0)
+                    dpattn_ledger_charge_approx(h, u, 1.0, 0.0)
                 }
             }
         };
         check_status(st);
+        if let (Some(n0), Some(n1)) = (before, charges(h)) {
+            // A refused charge changes nothing (the count stands for the whole state: the
+            // unit tests compare every amount); an accepted one is counted once.
+            let want = if st == dpattn_status::Ok { n0 + 1 } else { n0 };
+            assert_eq!(n1, want, "charge count after {st:?}");
+        }
+        if st == dpattn_status::UnitMismatch {
+            assert_ne!(u, ledger_unit, "the ledger refused its own unit");
+        }
     }
     // SAFETY: freeing a live or already-freed handle is allowed.
     unsafe { dpattn_ledger_free(h) };
+}
+
+/// A privacy unit: mostly well-formed (`tokens` 1–4 for `DPATTN_UNIT_TOKENS`, else 0),
+/// sometimes malformed (0 tokens, stray tokens, arbitrary bits). An exhausted input gives
+/// one token.
+fn unit(b: &mut Bytes<'_>) -> dpattn_privacy_unit {
+    match b.u8() % 8 {
+        7 => dpattn_privacy_unit { kind: b.u32(), tokens: b.u32() },
+        n => {
+            let kind = u32::from(n % 5);
+            let tokens = match (kind, b.u8() % 8) {
+                (DPATTN_UNIT_TOKENS, 7) | (_, 6) => u32::from(b.u8() % 3),
+                (DPATTN_UNIT_TOKENS, t) => 1 + u32::from(t % 4),
+                _ => 0,
+            };
+            dpattn_privacy_unit { kind, tokens }
+        }
+    }
+}
+
+/// `sane` unless the next byte says otherwise (1 in `n`): then an arbitrary f64. An
+/// exhausted input keeps `sane`, so short inputs still reach the mechanisms.
+fn or_f64(b: &mut Bytes<'_>, n: u8, sane: f64) -> f64 {
+    if b.u8() % n == 1 { b.f64() } else { sane }
+}
+
+/// A scratch length: mostly what the `_scratch_len` query said (`need`), sometimes an
+/// arbitrary one; at most `cap`.
+fn scratch_len(b: &mut Bytes<'_>, need: usize, cap: usize) -> usize {
+    match b.u8() % 6 {
+        1 => b.size(cap),
+        2 => need.saturating_sub(1),
+        _ => need,
+    }
+    .min(cap)
+}
+
+/// Accepted charges of a ledger, or `None` for a handle that is not live.
+fn charges(h: *const dpattn_ledger) -> Option<u64> {
+    let mut n = 0u64;
+    // SAFETY: valid out-parameter; `h` is any value (a stale one is detected).
+    (unsafe { dpattn_ledger_charges(h, &mut n) } == dpattn_status::Ok).then_some(n)
+}
+
+/// `(epoch, next stream id)` of a session, or `None` for a handle that is not live.
+fn position(s: *const dpattn_session) -> Option<(u64, u64)> {
+    let (mut e, mut n) = (0u64, 0u64);
+    // SAFETY: valid out-parameters; `s` is any value (a stale one is detected).
+    (unsafe { dpattn_session_position(s, &mut e, &mut n) } == dpattn_status::Ok).then_some((e, n))
+}
+
+/// Sessions — created from the operating system, for replay at arbitrary positions
+/// (stream ids near exhaustion included), restored from saved, corrupted or arbitrary
+/// bytes, NULL or freed — saved into buffers of arbitrary length, and used by the three
+/// session releases (output perturbation, paper 000, DP-Forward) with arbitrary shapes,
+/// parameters and ledger units. Beyond the boundary invariants: a failed call writes no
+/// output and leaves the ledger's charge count as it was; a release uses exactly one
+/// stream id of its session when it succeeds and at most one when it fails; the epoch
+/// never changes; a restore starts a fresh epoch.
+pub fn sessions(data: &[u8]) {
+    let mut b = Bytes::new(data);
+    let mut ledger: *mut dpattn_ledger = std::ptr::null_mut();
+    let ledger_unit = unit(&mut b);
+    let budget = match b.u8() % 6 {
+        1 => 0.5,
+        2 => 1e-3,
+        3 => b.f64(),
+        _ => 50.0,
+    };
+    // SAFETY: valid out-parameter.
+    let st = unsafe {
+        match b.u8() % 3 {
+            0 => dpattn_ledger_new_approx(ledger_unit, budget, 1e-3, &mut ledger),
+            1 => dpattn_ledger_new_zcdp(ledger_unit, budget, &mut ledger),
+            _ => dpattn_ledger_new_rdp(ledger_unit, budget, 1e-5, &mut ledger),
+        }
+    };
+    check_status(st);
+    let key = dpattn_key { bytes: std::array::from_fn(|_| b.u8()) };
+    let mut session: *mut dpattn_session = std::ptr::null_mut();
+    let mut restored: *mut dpattn_ledger = std::ptr::null_mut();
+    // SAFETY: valid out-parameters; handles are live, NULL, or freed (detected).
+    let st = unsafe {
+        match b.u8() % 6 {
+            0 | 1 => dpattn_session_new(ledger, &mut session),
+            2 => {
+                let next = match b.u8() % 4 {
+                    0 => u64::MAX - u64::from(b.u8() % 4),
+                    _ => b.u64(),
+                };
+                let l = if b.u8().is_multiple_of(2) { std::ptr::null_mut() } else { ledger };
+                dpattn_session_new_for_replay(&key, b.u64(), next, l, &mut session)
+            }
+            3 => {
+                // A saved state, possibly corrupted in one byte and cut short.
+                let mut first: *mut dpattn_session = std::ptr::null_mut();
+                let mut state = vec![0u8; dpattn_session_state_len()];
+                let ok = dpattn_session_new(ledger, &mut first) == dpattn_status::Ok
+                    && dpattn_session_save(first, state.as_mut_ptr(), state.len())
+                        == dpattn_status::Ok;
+                let old = position(first);
+                dpattn_session_free(first);
+                if ok && b.u8().is_multiple_of(2) {
+                    let i = usize::from(b.u8()) % state.len();
+                    state[i] ^= b.u8();
+                }
+                let len = state.len() - usize::from(b.u8().is_multiple_of(4));
+                let st = dpattn_session_restore(state.as_ptr(), len, &mut session, &mut restored);
+                if st == dpattn_status::Ok {
+                    let (e0, n0) = old.expect("saved from a live session");
+                    let (e1, n1) = position(session).expect("restored session is live");
+                    assert_eq!(n1, n0, "restore keeps the next stream id");
+                    assert_ne!(e1, e0, "restore must start a new epoch");
+                }
+                st
+            }
+            4 => {
+                // Arbitrary bytes as a state.
+                let bytes: Vec<u8> =
+                    (0..b.size(dpattn_session_state_len() + 8).min(dpattn_session_state_len() + 8))
+                        .map(|_| b.u8())
+                        .collect();
+                dpattn_session_restore(bytes.as_ptr(), bytes.len(), &mut session, &mut restored)
+            }
+            _ => dpattn_session_new(std::ptr::null_mut(), &mut session),
+        }
+    };
+    check_status(st);
+    if st != dpattn_status::Ok {
+        assert!(session.is_null() && restored.is_null(), "handle written on failure");
+    }
+    if b.u8() % 9 == 1 {
+        // SAFETY: a live session (or NULL): later calls see a freed handle.
+        unsafe { dpattn_session_free(session) };
+    }
+    let charged = if restored.is_null() { ledger } else { restored };
+    for _ in 0..3 {
+        let (before_pos, before_charges) = (position(session), charges(charged));
+        let (st, untouched) = match b.u8() % 3 {
+            0 => release_output_perturbation(&mut b, session),
+            1 => release_gaussian_sampling(&mut b, session),
+            _ => release_dp_forward(&mut b, session),
+        };
+        check_status(st);
+        if st != dpattn_status::Ok {
+            assert!(untouched, "output written on failure ({st:?})");
+            assert_eq!(charges(charged), before_charges, "charged on failure ({st:?})");
+        }
+        if let Some((e0, n0)) = before_pos {
+            let (e1, n1) = position(session).expect("the session is still live");
+            assert_eq!(e1, e0, "a release changed the epoch");
+            let used = n1.wrapping_sub(n0);
+            match st {
+                dpattn_status::Ok => assert_eq!(used, 1, "a release uses one stream id"),
+                _ => assert!(used <= 1, "a failed release used {used} stream ids"),
+            }
+        }
+    }
+    let mut state = vec![0xA5u8; dpattn_session_state_len() + 1];
+    let len = b.size(state.len()).min(state.len());
+    // SAFETY: `state` is writable for `len` bytes.
+    let st = unsafe { dpattn_session_save(session, state.as_mut_ptr(), len) };
+    check_status(st);
+    if st != dpattn_status::Ok {
+        assert!(state.iter().all(|&x| x == 0xA5), "state written on failure");
+    }
+    let mut k = dpattn_key { bytes: [0; 32] };
+    // SAFETY: valid out-parameter.
+    check_status(unsafe { dpattn_session_master_key(session, &mut k) });
+    // SAFETY: live, NULL or freed handles: freeing each is allowed.
+    unsafe {
+        dpattn_session_free(session);
+        dpattn_ledger_free(ledger);
+        dpattn_ledger_free(restored);
+    }
+}
+
+/// One `dpattn_output_perturbation_attention` on small arbitrary shapes; whether `out` was
+/// left untouched.
+fn release_output_perturbation(
+    b: &mut Bytes<'_>,
+    session: *mut dpattn_session,
+) -> (dpattn_status, bool) {
+    let (batch, heads, s_q, s_k, d) =
+        (b.size(2).min(2), b.size(2).min(2), b.size(4).min(4), b.size(6).min(6), b.size(8).min(8));
+    let mut arena = Arena::new(CAP, b);
+    let mut q_mem = if b.u8() % 4 == 1 { Arena::new(CAP, b) } else { Arena::finite() };
+    let mut out_mem = Arena::new(CAP, b);
+    let qs = [batch, heads, s_q, d];
+    let ks = [batch, heads, s_k, d];
+    let dt = if b.u8() % 5 == 1 { dtype(b) } else { DPATTN_DTYPE_F32 };
+    let tensor = |shape: [usize; 4], data: *const c_void| dpattn_tensor4 {
+        data,
+        len: numel(shape),
+        dtype: dt,
+        shape,
+        strides: dense(shape),
+    };
+    let q = tensor(qs, q_mem.ptr());
+    let k = tensor(ks, arena.ptr());
+    let out = dpattn_tensor4_mut {
+        data: out_mem.ptr(),
+        len: numel(qs),
+        dtype: dt,
+        shape: qs,
+        strides: dense(qs),
+    };
+    let mut p = std::mem::MaybeUninit::<dpattn_output_perturbation_params>::uninit();
+    // SAFETY: fills every field.
+    unsafe { dpattn_output_perturbation_params_default(p.as_mut_ptr()) };
+    // SAFETY: initialised above.
+    let mut p = unsafe { p.assume_init() };
+    p.key_norm = or_f64(b, 4, 1.0);
+    p.value_norm = or_f64(b, 4, 2.0);
+    p.epsilon = or_f64(b, 4, 1.0);
+    p.delta = or_f64(b, 4, 1e-6);
+    p.score = u32::from(b.u8() % 5 / 2);
+    let mut sigma = vec![-1f64; b.size(8).min(8)];
+    let mut need = 0usize;
+    // SAFETY: valid out-parameter.
+    unsafe { dpattn_output_perturbation_scratch_len(d, d, &mut need) };
+    let mut scratch = vec![0f32; scratch_len(b, need, 1 << 15)];
+    let before = out_mem.words.clone();
+    // SAFETY: every pointer refers to live memory at least as long as the length passed.
+    let st = unsafe {
+        dpattn_output_perturbation_attention(
+            &out,
+            &q,
+            &k,
+            &k,
+            &p,
+            session,
+            sigma.as_mut_ptr(),
+            sigma.len(),
+            scratch.as_mut_ptr(),
+            scratch.len(),
+        )
+    };
+    (st, before == out_mem.words)
+}
+
+/// One `dpattn_gaussian_sampling_attention` on a small problem; whether `out_b` and `out_p`
+/// were left untouched.
+fn release_gaussian_sampling(
+    b: &mut Bytes<'_>,
+    session: *mut dpattn_session,
+) -> (dpattn_status, bool) {
+    let (n, d) = (b.size(4).min(8), b.size(12).min(32));
+    let x_mem = if b.u8() % 4 == 1 { Arena::new(CAP, b) } else { Arena::finite() };
+    let mut outs = [Arena::new(CAP, b), Arena::new(CAP, b)];
+    let xs = [1, 1, n, d];
+    let os = [1, 1, n, n];
+    let x = dpattn_tensor4 {
+        data: x_mem.words.as_ptr().cast(),
+        len: numel(xs),
+        dtype: dtype(b),
+        shape: xs,
+        strides: dense(xs),
+    };
+    let [ob, op] = &mut outs;
+    let out_b = dpattn_tensor4_mut {
+        data: ob.ptr(),
+        len: numel(os),
+        dtype: DPATTN_DTYPE_F64,
+        shape: os,
+        strides: dense(os),
+    };
+    let out_p = dpattn_tensor4_mut {
+        data: op.ptr(),
+        len: numel(os),
+        dtype: DPATTN_DTYPE_F64,
+        shape: os,
+        strides: dense(os),
+    };
+    let mut p = std::mem::MaybeUninit::<dpattn_gaussian_sampling_params>::uninit();
+    // SAFETY: fills every field.
+    unsafe { dpattn_gaussian_sampling_params_default(p.as_mut_ptr()) };
+    // SAFETY: initialised above.
+    let mut p = unsafe { p.assume_init() };
+    p.epsilon = or_f64(b, 4, 0.5);
+    p.delta = or_f64(b, 4, 1e-6);
+    p.domain.alpha = or_f64(b, 3, 2.5);
+    p.domain.eta = or_f64(b, 3, 1e-3);
+    p.domain.beta = or_f64(b, 3, 1e-6);
+    p.sampler = u32::from(b.u8() % 7 / 2);
+    p.out_of_domain = u32::from(b.u8() % 5 / 2);
+    p.batch_elements_disjoint = u32::from(b.u8() % 5 / 2);
+    // Large k only for the Bartlett sampler, whose cost does not grow with k.
+    p.k = match b.u8() % 8 {
+        1 => 0,
+        2 => DPATTN_GAUSSIAN_SAMPLING_K_LIMIT + 1,
+        3 if p.sampler == DPATTN_GAUSSIAN_SAMPLING_SAMPLER_BARTLETT => {
+            DPATTN_GAUSSIAN_SAMPLING_K_LIMIT
+        }
+        _ => 100 + 10 * u64::from(b.u8()),
+    };
+    p.noise_mode = match b.u8() % 5 {
+        1 => b.u32() % 3,
+        _ => DPATTN_NOISE_MODE_UNSAFE_FLOAT,
+    };
+    let mut need = 0usize;
+    // SAFETY: valid out-parameter.
+    unsafe {
+        dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &mut need)
+    };
+    let mut scratch = vec![0f64; scratch_len(b, need, 1 << 15)];
+    let mut rep =
+        dpattn_gaussian_sampling_report { alpha_hat: -1.0, r_hat: -1.0, clipped_columns: 7 };
+    let before = [outs[0].words.clone(), outs[1].words.clone()];
+    // SAFETY: every pointer refers to live memory at least as long as the length passed.
+    let st = unsafe {
+        dpattn_gaussian_sampling_attention(
+            &out_b,
+            &out_p,
+            &x,
+            &p,
+            session,
+            scratch.as_mut_ptr(),
+            scratch.len(),
+            &mut rep,
+        )
+    };
+    let untouched =
+        before[0] == outs[0].words && before[1] == outs[1].words && rep.clipped_columns == 7;
+    (st, untouched)
+}
+
+/// One `dpattn_dp_forward` on a small batch; whether `x` was left untouched.
+fn release_dp_forward(b: &mut Bytes<'_>, session: *mut dpattn_session) -> (dpattn_status, bool) {
+    let mut mem = if b.u8() % 4 == 1 { Arena::new(CAP, b) } else { Arena::finite() };
+    let (tokens, dim) = (b.size(4).clamp(1, 4), b.size(8).clamp(1, 8));
+    let rows = tokens * (1 + usize::from(b.u8() % 3)) + usize::from(b.u8() % 7 == 1);
+    let stride = dim + usize::from(b.u8() % 3);
+    let dt = if b.u8().is_multiple_of(2) { DPATTN_DTYPE_F32 } else { DPATTN_DTYPE_F64 };
+    let len = (rows.saturating_mul(stride)).min(CAP);
+    let mut p = std::mem::MaybeUninit::<dpattn_dp_forward_params>::uninit();
+    // SAFETY: fills every field.
+    unsafe { dpattn_dp_forward_params_default(p.as_mut_ptr()) };
+    // SAFETY: initialised above.
+    let mut p = unsafe { p.assume_init() };
+    p.tokens = tokens;
+    p.dim = dim;
+    p.epsilon = or_f64(b, 4, 4.0);
+    p.delta = or_f64(b, 4, 1e-5);
+    p.releases = 1 + u32::from(b.u8() % 5 / 3);
+    p.neighbours = u32::from(b.u8() % 5 / 2);
+    p.neighbour_rows = b.size(4).min(4);
+    p.clip_norm = or_f64(b, 4, 1.0);
+    let iid = dpattn_dp_forward_factors {
+        kind: if b.u8() % 8 == 1 { b.u32() } else { DPATTN_DP_FORWARD_FACTORS_IID },
+        row_std: std::ptr::null(),
+        row_std_len: 0,
+        col_std: std::ptr::null(),
+        col_std_len: 0,
+    };
+    let mut need = 0usize;
+    // SAFETY: valid out-parameters.
+    unsafe { dpattn_dp_forward_scratch_len(&iid, tokens, dim, &mut need) };
+    let mut scratch = vec![0f64; scratch_len(b, need, 256)];
+    let mut rep = dpattn_dp_forward_clip_report { scaled: 7, max_norm: 7.0 };
+    let before = mem.words.clone();
+    // SAFETY: `mem` holds CAP words, at least `len` elements of either dtype.
+    let st = unsafe {
+        dpattn_dp_forward(
+            mem.ptr(),
+            len,
+            dt,
+            rows,
+            dim,
+            stride,
+            &p,
+            &iid,
+            session,
+            scratch.as_mut_ptr(),
+            scratch.len(),
+            &mut rep,
+        )
+    };
+    (st, before == mem.words && rep.scaled == 7)
 }

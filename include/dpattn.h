@@ -264,6 +264,32 @@
 #define DPATTN_GAUSSIAN_SAMPLING_K_LIMIT 9007199254740992
 
 /**
+ * `dpattn_privacy_unit.kind`: up to `tokens ≥ 1` tokens of one private context or sequence
+ * (output perturbation and paper 001: 1; DP-Forward's token level: `c`).
+ */
+#define DPATTN_UNIT_TOKENS 0
+
+/**
+ * `dpattn_privacy_unit.kind`: one feature column (paper 000, the Gram-matrix attention).
+ */
+#define DPATTN_UNIT_FEATURE_COLUMN 1
+
+/**
+ * `dpattn_privacy_unit.kind`: one whole sequence (DP-Forward's sequence level).
+ */
+#define DPATTN_UNIT_SEQUENCE 2
+
+/**
+ * `dpattn_privacy_unit.kind`: one training prompt (NoisyHead).
+ */
+#define DPATTN_UNIT_PROMPT 3
+
+/**
+ * `dpattn_privacy_unit.kind`: one training record, added or removed (DP-SGD).
+ */
+#define DPATTN_UNIT_RECORD 4
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -648,6 +674,12 @@ enum dpattn_status
    */
   DPATTN_STATUS_CUDA_ERROR = 18,
   /**
+   * A release charged a ledger kept for another privacy unit (one token, one prompt, one
+   * record, ...): guarantees about different units cannot be added up. Nothing was
+   * released or charged.
+   */
+  DPATTN_STATUS_UNIT_MISMATCH = 19,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -699,6 +731,13 @@ typedef struct dpattn_ledger dpattn_ledger;
  * A released moment sketch `M̃` (row-major `r × (d+1)`).
  */
 typedef struct dpattn_moment_sketch dpattn_moment_sketch;
+
+/**
+ * A session: a master key, its epoch, the next stream id and a ledger handle (shared with
+ * the caller, who may keep querying it). Create with `dpattn_session_new`, release with
+ * `dpattn_session_free`. Thread-safe: a release locks the session, then its ledger.
+ */
+typedef struct dpattn_session dpattn_session;
 
 /**
  * Permutations drawn or checked for a plan shape (opaque). Released by
@@ -1128,6 +1167,23 @@ typedef struct {
    */
   size_t clipped_columns;
 } dpattn_gaussian_sampling_report;
+
+/**
+ * What neighbouring inputs differ in (the core `PrivacyUnit`): `kind` is a
+ * `DPATTN_UNIT_*` value; `tokens` is the group size for `DPATTN_UNIT_TOKENS` (at least 1)
+ * and must be 0 otherwise. A guarantee for up to `c` tokens covers a ledger for up to
+ * `c′ ≤ c` tokens; every other unit covers only itself.
+ */
+typedef struct {
+  /**
+   * `DPATTN_UNIT_*`.
+   */
+  uint32_t kind;
+  /**
+   * Tokens per group for `DPATTN_UNIT_TOKENS`, else 0.
+   */
+  uint32_t tokens;
+} dpattn_privacy_unit;
 
 /**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
@@ -3331,9 +3387,10 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * is `(batch·tokens) × dim` (`rows = batch·tokens`, sequences stacked along rows, any
  * row stride ≥ dim), `f32` or `f64`. Noise `Z = U·N·Vᵀ` is i.i.d. (`σ` = the noise
  * floor, the paper's Eq. 6) or diagonal (`factors`); noise element `(r, j)` is element
- * `first + r·dim + j` of the standard-normal draw of `(key, stream)`
- * (`docs/RANDOMNESS.md` §5.4). **Never reuse** a `(key, stream, first)` range across
- * releases: equal noise on two matrices reveals their difference.
+ * `r·dim + j` of the standard-normal draw of one fresh stream id of `session` (its
+ * position before the call, `dpattn_session_position`; `docs/RANDOMNESS.md` §5.4). The id
+ * is used up even when the call fails, so no two releases share noise (equal noise on two
+ * matrices would reveal their difference).
  *
  * **Guarantee** (seed-003 Theorems 3 and 6 with Algorithm 1's exact calibration): each
  * sequence's `k = releases` releases together are `(ε, δ)`-DP under the configured
@@ -3346,29 +3403,34 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * bits are not covered by the proof (E18); calibrations where the sampler's bounded
  * support would be visible are refused.
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the release, charging
- * `dpattn_dp_forward_guarantee` once per input (approximate DP) or
- * `dpattn_dp_forward_release_rho` per release (zCDP/RDP) itself, before the call. A
- * non-NULL `ledger` is charged after every check and before `x` is touched:
+ * **Accounting.** The session's ledger must be kept for the plan's privacy unit: one
+ * sequence (`DPATTN_UNIT_SEQUENCE`) for sequence neighbours, or groups of at most
+ * `neighbour_rows` tokens (`DPATTN_UNIT_TOKENS`, `c ≤ neighbour_rows`) for token-level
+ * neighbours; another unit is refused with `DPATTN_STATUS_UNIT_MISMATCH`. It is charged
+ * after every check and before `x` is touched:
  * * an approximate-DP ledger (`dpattn_ledger_new_approx`): `(ε, δ)` of
  *   `dpattn_dp_forward_guarantee`, only for a plan of one release (`releases = 1`); with
  *   `releases > 1` the call fails with `DPATTN_STATUS_UNSUPPORTED` (the plan composes
- *   exactly only as a whole: charge the guarantee once per input and pass NULL);
+ *   exactly only as a whole: use a zCDP or RDP ledger);
  * * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
  *   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
  *
  * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
- * with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
- * call (concurrent calls on it from other threads wait). `*out_report` receives the clip
- * report (private data). A row of `x` holding NaN or ±∞ is released as the zero row plus
- * noise, never refused (counted in `private_sanitized_rows`).
+ * with `x`, `*out_report` and the ledger unchanged. The session and its ledger are locked
+ * for the whole call (concurrent calls from other threads wait). `*out_report` receives
+ * the clip report (private data). A row of `x` holding NaN or ±∞ is released as the zero
+ * row plus noise, never refused (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
+ * `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id,
+ * a NULL ledger): the output is reproduced bit for bit and nothing is charged.
  *
  * Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
  * when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
  * `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
- * `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
- * `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
- * fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
+ * `rows·dim` overflows or the session's stream ids are used up;
+ * `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP ledger with `releases > 1`;
+ * `DPATTN_STATUS_INFEASIBLE` for a charge that does not fit;
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`;
  * `DPATTN_STATUS_OUT_OF_RANGE` for a dtype other than F32/F64;
  * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
  * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `x` or the
@@ -3380,19 +3442,25 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * dpattn_dp_forward_params_default(&p);
  * p.epsilon = 8.0; p.tokens = 128; p.dim = 768;
  * dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
- * dpattn_key key = {{0}}; // fill from a CSPRNG
+ * dpattn_privacy_unit sequence = {DPATTN_UNIT_SEQUENCE, 0};
+ * dpattn_ledger *ledger = NULL;
+ * dpattn_session *session = NULL;
+ * dpattn_ledger_new_approx(sequence, 8.0, 1e-5, &ledger);
+ * dpattn_session_new(ledger, &session); // a master key from the operating system
  * dpattn_dp_forward_clip_report rep;
  * // hidden: float[batch * 128 * 768], released in place
  * dpattn_status s = dpattn_dp_forward(hidden, batch * 128 * 768, DPATTN_DTYPE_F32,
- *     batch * 128, 768, 768, &p, &iid, &key, 0, 0, NULL, NULL, 0, &rep);
+ *     batch * 128, 768, 768, &p, &iid, session, NULL, 0, &rep);
+ * dpattn_session_free(session);
+ * dpattn_ledger_free(ledger);
  * ```
  *
  * # Safety
  * `x` NULL or valid for reads and writes of `x_len` elements of `dtype`, not accessed by
- * anyone else during the call; `params`, `factors`, `key` NULL or readable (factor
- * pointers valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
- * `out_report` NULL or writable; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * anyone else during the call; `params`, `factors` NULL or readable (factor pointers
+ * valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
+ * `out_report` NULL or writable; `session` NULL or a value returned by
+ * `dpattn_session_new*` / `_restore` (a freed one is detected).
  */
 dpattn_status dpattn_dp_forward(void *x,
                                 size_t x_len,
@@ -3402,10 +3470,7 @@ dpattn_status dpattn_dp_forward(void *x,
                                 size_t row_stride,
                                 const dpattn_dp_forward_params *params,
                                 const dpattn_dp_forward_factors *factors,
-                                const dpattn_key *key,
-                                uint64_t stream,
-                                uint64_t first,
-                                dpattn_ledger *ledger,
+                                dpattn_session *session,
                                 double *scratch,
                                 size_t scratch_len,
                                 dpattn_dp_forward_clip_report *out_report);
@@ -3590,18 +3655,23 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
  * tight), `δ < 0.1` (E18).
  *
- * **Accounting.** `ledger` may be NULL: the caller then charges the total of
- * `dpattn_gaussian_sampling_attention_charge` itself. A non-NULL `ledger` is charged that
- * total as one approximate-DP `(ε, δ)` charge (`δ > 0`: only approximate-DP ledgers accept
- * it; zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), after every check
- * including the private domain check of every problem and before any output is written.
- * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
- * with `out_b`, `out_p`, `*out_report` and the ledger unchanged (scratch zeroed as always).
- * A call refused by the domain check charges nothing. The ledger is locked for the whole
- * call (concurrent calls on it wait).
+ * **Accounting.** The session's ledger must be kept for one feature column
+ * (`DPATTN_UNIT_FEATURE_COLUMN`; another unit is refused with
+ * `DPATTN_STATUS_UNIT_MISMATCH`). It is charged the total of
+ * `dpattn_gaussian_sampling_attention_charge` as one approximate-DP `(ε, δ)` charge
+ * (`δ > 0`: only approximate-DP ledgers accept it; zCDP and RDP ledgers refuse it with
+ * `DPATTN_STATUS_OUT_OF_RANGE`), after every check including the private domain check of
+ * every problem and before any output is written. A refused charge returns the ledger's
+ * status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out_b`, `out_p`, `*out_report` and
+ * the ledger unchanged (scratch zeroed as always). A call refused by the domain check
+ * charges nothing. The session and its ledger are locked for the whole call (concurrent
+ * calls wait).
  *
- * Randomness: one keyed stream `(key, stream)`; problem `b·heads + h` reads the elements
- * its sampler documents, so the same key, stream and input give identical bits.
+ * Randomness: one fresh stream id of `session` (its position before the call, used up
+ * even if the call fails); problem `b·heads + h` reads the elements its sampler documents.
+ * To replay a release for an audit, run it on a `dpattn_session_new_for_replay` session
+ * (the master key, the logged epoch and stream id, a NULL ledger): the same input then
+ * gives identical bits, and nothing is charged.
  *
  * Errors (outputs untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`,
  * `_SIZE_OVERFLOW`, `_ALIASING` (outputs or scratch overlap another buffer),
@@ -3611,8 +3681,9 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
  * private data lies outside the declared domain (reject mode): **a data-dependent
  * refusal**, which the guarantee does not cover; show it only to the data holder;
- * `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger charge, `_INVALID_HANDLE` for a
- * freed `ledger`. The used
+ * `_INFEASIBLE` / `_OUT_OF_RANGE` / `_UNIT_MISMATCH` for a refused ledger charge,
+ * `_INVALID_HANDLE` for a freed `session`, `_SIZE_OVERFLOW` when the session's stream ids
+ * are used up. The used
  * part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
  * Thread-safe; no shared state. Allocation-free.
  *
@@ -3625,24 +3696,29 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * size_t len;
  * dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
  * // b, pm: dpattn_tensor4_mut of [1,1,n,n] f64; x: dpattn_tensor4 of [1,1,n,d]
+ * dpattn_privacy_unit column = {DPATTN_UNIT_FEATURE_COLUMN, 0};
+ * dpattn_ledger *ledger = NULL;
+ * dpattn_session *session = NULL;
+ * dpattn_ledger_new_approx(column, 1.0, 1e-5, &ledger);
+ * dpattn_session_new(ledger, &session); // a master key from the operating system
  * dpattn_gaussian_sampling_report rep;
- * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0, ledger,
+ * dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, session,
  *                                                      scratch, len, &rep);
+ * dpattn_session_free(session);
+ * dpattn_ledger_free(ledger);
  * ```
  *
  * # Safety
  * Every pointer must be NULL or valid: the tensors' data for their `len` elements (outputs
  * writable), `scratch` for `scratch_len` writable doubles, the structs readable,
- * `out_report` writable; `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a
- * freed one is detected).
+ * `out_report` writable; `session` NULL or a value returned by `dpattn_session_new*` /
+ * `_restore` (a freed one is detected).
  */
 dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b,
                                                  const dpattn_tensor4_mut *out_p,
                                                  const dpattn_tensor4 *x,
                                                  const dpattn_gaussian_sampling_params *params,
-                                                 const dpattn_key *key,
-                                                 uint64_t stream,
-                                                 dpattn_ledger *ledger,
+                                                 dpattn_session *session,
                                                  double *scratch,
                                                  size_t scratch_len,
                                                  dpattn_gaussian_sampling_report *out_report);
@@ -4037,25 +4113,26 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
                                           size_t *out_len);
 
 /**
- * A new approximate-DP ledger with total `(epsilon, delta)`: charges compose by basic
+ * A new approximate-DP ledger for `unit` with total `(epsilon, delta)`: charges compose by basic
  * composition `(Σεᵢ, Σδᵢ)`, a valid filter even for adaptively chosen charges (Rogers,
  * Roth, Ullman, Vadhan 2016). Accepts `dpattn_ledger_charge_approx` (`δ = 0` is a pure
  * charge). `delta = 0` makes a pure-DP ledger. Writes the handle to `*out_ledger`
  * (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside
- * `[0, 1)`). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`, `epsilon` not finite and `> 0`, `delta`
+ * outside `[0, 1)`). Thread-safe.
  *
  * ```c
  * dpattn_ledger *ledger = NULL;
  * dpattn_amount left;
- * if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
- * if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
+ * dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+ * if (dpattn_ledger_new_approx(token, 1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
+ * if (dpattn_ledger_charge_approx(ledger, token, 0.5, 5e-7) == DPATTN_STATUS_OK) {
  *     // run the (0.5, 5e-7)-DP mechanism
  * }
  * // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
- * dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
+ * dpattn_ledger_charge_approx(ledger, token, 0.75, 0.0);
  * dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
  * dpattn_ledger_free(ledger);
  * ```
@@ -4063,24 +4140,29 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_approx(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_approx(dpattn_privacy_unit unit,
+                                       double epsilon,
+                                       double delta,
+                                       dpattn_ledger **out_ledger);
 
 /**
- * A new zCDP ledger with total `rho`: charges compose by adding ρ, a valid filter for
+ * A new zCDP ledger for `unit` with total `rho`: charges compose by adding ρ, a valid filter for
  * adaptively chosen charges (Feldman & Zrnic 2021). Accepts `dpattn_ledger_charge_zcdp`
  * and `dpattn_ledger_charge_approx` with `δ = 0` (as `ρ = ε²/2`). Writes the handle to
  * `*out_ledger` (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative, NaN or infinite). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `rho` negative, NaN or infinite). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_zcdp(dpattn_privacy_unit unit,
+                                     double rho,
+                                     dpattn_ledger **out_ledger);
 
 /**
- * A new RDP ledger on the 156 default orders with target `(epsilon, delta)`: charges are
+ * A new RDP ledger for `unit` on the 156 default orders with target `(epsilon, delta)`: charges are
  * composed as RDP curves and a charge is accepted while the composed curve converts to at
  * most `epsilon` at `delta`. Accepts `dpattn_ledger_charge_sampled_gaussian`,
  * `dpattn_ledger_charge_rdp`, `dpattn_ledger_charge_zcdp` (`ε(α) = αρ`) and
@@ -4089,16 +4171,20 @@ dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
  * `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`:
- * RDP gives no pure-DP bound). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `epsilon` not finite and `> 0`, `delta`
+ * outside `(0, 1)`: RDP gives no pure-DP bound). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_rdp(dpattn_privacy_unit unit,
+                                    double epsilon,
+                                    double delta,
+                                    dpattn_ledger **out_ledger);
 
 /**
- * Charges an `(epsilon, delta)`-DP mechanism (`delta = 0`: a pure ε-DP mechanism).
+ * Charges an `(epsilon, delta)`-DP mechanism protecting `unit` (`delta = 0`: a pure ε-DP
+ * mechanism).
  * Accepted if the total still holds after it; otherwise refused and the ledger is left
  * exactly as it was.
  *
@@ -4109,6 +4195,8 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `epsilon` not finite and `> 0`, `delta` outside `[0, 1)`,
  *   or `delta > 0` on a zCDP or RDP ledger (such a mechanism satisfies no zCDP/RDP bound;
  *   the ledger is unchanged);
+ * * `DPATTN_STATUS_UNIT_MISMATCH`: `unit` does not cover the ledger's unit (ledger
+ *   unchanged);
  * * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE` (freed or foreign
  *   `ledger`).
  *
@@ -4118,7 +4206,10 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * `ledger` must be NULL or a value returned by a `dpattn_ledger_new_*` function (a freed
  * one is detected).
  */
-dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon, double delta);
+dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger,
+                                          dpattn_privacy_unit unit,
+                                          double epsilon,
+                                          double delta);
 
 /**
  * Charges a ρ-zCDP mechanism (zCDP ledgers; RDP ledgers as the curve `ε(α) = αρ`).
@@ -4131,7 +4222,9 @@ dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon,
  * # Safety
  * As `dpattn_ledger_charge_approx`.
  */
-dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
+dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger,
+                                        dpattn_privacy_unit unit,
+                                        double rho);
 
 /**
  * Charges `steps` steps of the Poisson-subsampled Gaussian mechanism (DP-SGD: rate
@@ -4147,6 +4240,7 @@ dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
  * As `dpattn_ledger_charge_approx`.
  */
 dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
+                                                    dpattn_privacy_unit unit,
                                                     double sample_rate,
                                                     double noise_multiplier,
                                                     uint64_t steps);
@@ -4164,7 +4258,10 @@ dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
  * # Safety
  * As `dpattn_ledger_charge_approx`; `rdp` must be NULL or readable for `len` doubles.
  */
-dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger, const double *rdp, size_t len);
+dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger,
+                                       dpattn_privacy_unit unit,
+                                       const double *rdp,
+                                       size_t len);
 
 /**
  * The budget spent by the accepted charges, rounded up: `(Σεᵢ, Σδᵢ)`, `Σρᵢ`, or ε of the
@@ -4200,6 +4297,18 @@ dpattn_status dpattn_ledger_remaining(const dpattn_ledger *ledger, dpattn_amount
  * As `dpattn_ledger_spent`.
  */
 dpattn_status dpattn_ledger_total(const dpattn_ledger *ledger, dpattn_amount *out_total);
+
+/**
+ * The privacy unit the ledger was created for. Writes `*out_unit`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+ *
+ * # Safety
+ * `ledger` as in `dpattn_ledger_charge_approx`; `out_unit` NULL or valid for writing a
+ * `dpattn_privacy_unit`.
+ */
+dpattn_status dpattn_ledger_unit(const dpattn_ledger *ledger, dpattn_privacy_unit *out_unit);
 
 /**
  * The number of accepted charges (refused ones do not count). Writes `*out_count`.
@@ -5532,21 +5641,25 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  *   Gaussian mechanism (Balle & Wang 2018) at `Δ_b` plus the rounding and a bound on the
  *   computation error, so `out` holds exact multiples of `Λ_b` (`float`/`double` outputs;
  *   16-bit outputs are their rounding). Timing is not constant.
- * * **Noise:** element `(b, h, i, c)` draws from the exact-sampler window of element
- *   `((b * heads + h) * s_q + i) * d_v + c` of `(key, stream)`. Never reuse a
- *   `(key, stream)` pair for two releases; keep the key secret.
- * * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
- *   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
- *   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
- *   once, after every check and σ computation and before `out` is written: an
- *   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
- *   of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded up; nothing when no batch
- *   element sees any key, the output then being constant). A refused charge returns the
- *   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
- *   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
+ * * **Noise:** the release takes one fresh stream id of `session` (its position before the
+ *   call, `dpattn_session_position`); element `(b, h, i, c)` draws from the exact-sampler
+ *   window of element `((b * heads + h) * s_q + i) * d_v + c` of that stream. The id is
+ *   used up even when the call fails, so no two releases share noise.
+ * * **Accounting:** each call is one `(ε, δ)` release for the privacy unit one token
+ *   (`DPATTN_UNIT_TOKENS`, 1; repeated queries of one context compose). The session's
+ *   ledger is charged once, after every check and σ computation and before `out` is
+ *   written: an approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact
+ *   zCDP cost of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded
+ *   up; nothing when no batch element sees any key, the output then being constant). A
+ *   refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget,
+ *   `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit) with `out` and the ledger
+ *   unchanged. The session and its ledger are locked for the whole call (concurrent calls
+ *   wait). To replay a release for an audit, run it on a session from
+ *   `dpattn_session_new_for_replay` (the master key, the logged epoch and stream id, a NULL
+ *   ledger): the output is reproduced bit for bit and nothing is charged.
  *
  * `sigma` (`sigma_len >= batch * heads`) receives the noise scale of each `(b, h)` (the
- * discrete Gaussian's `s_b · Λ_b`): keep it with the key and stream id for audit. Shapes and
+ * discrete Gaussian's `s_b · Λ_b`): keep it with the session's position for audit. Shapes and
  * dtypes as `dpattn_attention`; `scratch` holds at least
  * `dpattn_output_perturbation_scratch_len(d, d_v)` floats; nothing is allocated.
  *
@@ -5554,32 +5667,38 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  * dpattn_output_perturbation_params p;
  * dpattn_output_perturbation_params_default(&p);
  * p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
+ * dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+ * dpattn_ledger *ledger = NULL;
+ * dpattn_session *session = NULL;
+ * dpattn_ledger_new_approx(token, 4.0, 1e-5, &ledger);
+ * dpattn_session_new(ledger, &session); // a master key from the operating system
  * double sigma[B * H];
- * dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
- *     release_id, ledger, sigma, B * H, scratch, scratch_len);
+ * dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, session,
+ *     sigma, B * H, scratch, scratch_len);
+ * dpattn_session_free(session);
+ * dpattn_ledger_free(ledger);
  * ```
  *
  * Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
  * `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
  * `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
- * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`;
- * `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_INVALID_HANDLE` for a
- * freed `ledger`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+ * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or
+ * `sigma`; `DPATTN_STATUS_INFEASIBLE` for a charge over budget;
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
+ * `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
  * unspecified). Thread-safe; no shared state.
  *
  * # Safety
- * As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
- * writable for `sigma_len` doubles; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * As `dpattn_attention`; `sigma` NULL or writable for `sigma_len` doubles; `session` NULL
+ * or a value returned by `dpattn_session_new*`/`_restore` (a freed one is detected).
  */
 dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out,
                                                    const dpattn_tensor4 *q,
                                                    const dpattn_tensor4 *k,
                                                    const dpattn_tensor4 *v,
                                                    const dpattn_output_perturbation_params *params,
-                                                   const dpattn_key *key,
-                                                   uint64_t stream,
-                                                   dpattn_ledger *ledger,
+                                                   dpattn_session *session,
                                                    double *sigma,
                                                    size_t sigma_len,
                                                    float *scratch,
@@ -5768,6 +5887,115 @@ dpattn_status dpattn_cross_attention_estimate_error(size_t n,
  * names the parameter and the allowed range). Thread-safe.
  */
 dpattn_status dpattn_check_privacy_params(double epsilon, double delta);
+
+/**
+ * A new session charging `ledger` (shared: the caller keeps its handle and may query or
+ * free it; the session holds its own reference), with a master key and an epoch from the
+ * operating system. Writes the handle to `*out_session` (release with
+ * `dpattn_session_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`
+ * or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `out_session` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_session_new(dpattn_ledger *ledger, dpattn_session **out_session);
+
+/**
+ * **For replay and audit only**: a session that reissues the stream ids of a past run —
+ * the master `key` at `epoch`, next stream id `next_stream` (`dpattn_session_position` of
+ * the original session just before the release to replay). `ledger` may be NULL (nothing
+ * is charged). Never use it for new releases: their noise would repeat the past run's.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `key` must be NULL or point to a `dpattn_key`; `out_session` must be NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_new_for_replay(const dpattn_key *key,
+                                            uint64_t epoch,
+                                            uint64_t next_stream,
+                                            dpattn_ledger *ledger,
+                                            dpattn_session **out_session);
+
+/**
+ * Writes the session's epoch and next stream id (public; log them beside each release so an
+ * auditor holding the master key can replay it).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `out_epoch` and `out_next_stream` must be NULL or valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_session_position(const dpattn_session *session,
+                                      uint64_t *out_epoch,
+                                      uint64_t *out_next_stream);
+
+/**
+ * Writes the session's master key to `*out_key`, **for a key store and for audit only**:
+ * with it and a release's logged epoch and stream id, `dpattn_session_new_for_replay`
+ * reproduces the release. The key is as sensitive as the data (anyone holding it can
+ * subtract the noise of every release of the session); never log it.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `out_key` must be NULL or valid for writing a `dpattn_key`.
+ */
+dpattn_status dpattn_session_master_key(const dpattn_session *session, dpattn_key *out_key);
+
+/**
+ * The bytes `dpattn_session_save` writes.
+ */
+size_t dpattn_session_state_len(void);
+
+/**
+ * Writes the session's state — master key, next stream id and a snapshot of its ledger —
+ * to `out[0 .. dpattn_session_state_len())`, for a service that restarts. **The state holds
+ * the master key: store it like the key** (as sensitive as the data). Keep only the newest
+ * state, written before each release is returned: an older one forgets later charges.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT` or `DPATTN_STATUS_UNSUPPORTED` (a replay session
+ * without a ledger).
+ *
+ * # Safety
+ * `out` must be NULL or valid for writing `len` bytes.
+ */
+dpattn_status dpattn_session_save(const dpattn_session *session, uint8_t *out, size_t len);
+
+/**
+ * Rebuilds a session from `dpattn_session_save`'s bytes **in a fresh epoch** from the
+ * operating system, so no `(key, stream)` pair used before — after the save or not — can be
+ * reissued. Writes a new ledger handle holding the saved ledger to `*out_ledger` and a
+ * session charging it to `*out_session` (free both).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_OUT_OF_RANGE` (bytes that are not a
+ * saved state) or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `state` must be NULL or valid for reading `len` bytes; the out-pointers NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_restore(const uint8_t *state,
+                                     size_t len,
+                                     dpattn_session **out_session,
+                                     dpattn_ledger **out_ledger);
+
+/**
+ * Releases a session (its reference to the ledger included; the ledger handle lives on
+ * until freed). NULL, unknown and already-freed handles are ignored. Thread-safe.
+ *
+ * # Safety
+ * None beyond passing a value this library returned (or NULL).
+ */
+void dpattn_session_free(dpattn_session *session);
 
 /**
  * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):

@@ -286,28 +286,65 @@ inline Result<double> try_analytic_gaussian_sigma(double epsilon, double delta,
     });
 }
 
-/// A privacy-budget ledger (RAII over dpattn_ledger).
+// ---- privacy units, ledgers, sessions --------------------------------------------------
+
+/// What neighbouring inputs differ in (dpattn_privacy_unit). A ledger is kept for one unit
+/// and refuses charges about another (DPATTN_STATUS_UNIT_MISMATCH); a guarantee for up to c
+/// tokens also covers a ledger for fewer.
+namespace units {
+/// Up to `c >= 1` tokens of one private context or sequence.
+inline constexpr dpattn_privacy_unit tokens(uint32_t c) { return dpattn_privacy_unit{DPATTN_UNIT_TOKENS, c}; }
+/// One token (output perturbation, paper 001).
+inline constexpr dpattn_privacy_unit token = dpattn_privacy_unit{DPATTN_UNIT_TOKENS, 1};
+/// One feature column (paper 000, the Gram-matrix attention).
+inline constexpr dpattn_privacy_unit feature_column = dpattn_privacy_unit{DPATTN_UNIT_FEATURE_COLUMN, 0};
+/// One whole sequence (DP-Forward's sequence level).
+inline constexpr dpattn_privacy_unit sequence = dpattn_privacy_unit{DPATTN_UNIT_SEQUENCE, 0};
+/// One training prompt (NoisyHead).
+inline constexpr dpattn_privacy_unit prompt = dpattn_privacy_unit{DPATTN_UNIT_PROMPT, 0};
+/// One training record, added or removed (DP-SGD).
+inline constexpr dpattn_privacy_unit record = dpattn_privacy_unit{DPATTN_UNIT_RECORD, 0};
+}  // namespace units
+
+/// Whether two units are the same (kind and token count).
+inline bool same_unit(const dpattn_privacy_unit& a, const dpattn_privacy_unit& b) noexcept {
+    return a.kind == b.kind && a.tokens == b.tokens;
+}
+
+class Session;
+
+/// A privacy-budget ledger for one privacy unit (RAII over dpattn_ledger). Charges name the
+/// unit of the mechanism they pay for; a charge for another unit is refused and changes
+/// nothing. Releases charge it through a dpattn::Session.
 class Ledger {
   public:
     /// (ε, δ) ledger composing charges by basic composition.
-    static Result<Ledger> try_approx(double epsilon, double delta) {
-        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_approx, epsilon, delta));
+    static Result<Ledger> try_approx(dpattn_privacy_unit unit, double epsilon, double delta) {
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_approx, unit, epsilon, delta));
     }
     /// zCDP ledger with total ρ.
-    static Result<Ledger> try_zcdp(double rho) {
-        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_zcdp, rho));
+    static Result<Ledger> try_zcdp(dpattn_privacy_unit unit, double rho) {
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_zcdp, unit, rho));
     }
     /// RDP ledger targeting (ε, δ).
-    static Result<Ledger> try_rdp(double epsilon, double delta) {
-        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_rdp, epsilon, delta));
+    static Result<Ledger> try_rdp(dpattn_privacy_unit unit, double epsilon, double delta) {
+        return wrap(try_make<LedgerHandle>(dpattn_ledger_new_rdp, unit, epsilon, delta));
     }
-    /// Charges an (ε, δ) release; a refused charge leaves the ledger unchanged.
-    dpattn_status try_charge_approx(double epsilon, double delta) {
-        return dpattn_ledger_charge_approx(h_.get(), epsilon, delta);
+    /// Charges an (ε, δ) release protecting `unit`; a refused charge leaves the ledger
+    /// unchanged.
+    dpattn_status try_charge_approx(dpattn_privacy_unit unit, double epsilon, double delta) {
+        return dpattn_ledger_charge_approx(h_.get(), unit, epsilon, delta);
     }
-    dpattn_status try_charge_zcdp(double rho) { return dpattn_ledger_charge_zcdp(h_.get(), rho); }
-    dpattn_status try_charge_sampled_gaussian(double q, double noise_multiplier, uint64_t steps) {
-        return dpattn_ledger_charge_sampled_gaussian(h_.get(), q, noise_multiplier, steps);
+    dpattn_status try_charge_zcdp(dpattn_privacy_unit unit, double rho) {
+        return dpattn_ledger_charge_zcdp(h_.get(), unit, rho);
+    }
+    dpattn_status try_charge_sampled_gaussian(dpattn_privacy_unit unit, double q,
+                                              double noise_multiplier, uint64_t steps) {
+        return dpattn_ledger_charge_sampled_gaussian(h_.get(), unit, q, noise_multiplier, steps);
+    }
+    Result<dpattn_privacy_unit> try_unit() const {
+        return try_out<dpattn_privacy_unit>(
+            [&](dpattn_privacy_unit* o) { return dpattn_ledger_unit(h_.get(), o); });
     }
     Result<dpattn_amount> try_spent() const {
         return try_out<dpattn_amount>([&](dpattn_amount* o) { return dpattn_ledger_spent(h_.get(), o); });
@@ -316,25 +353,38 @@ class Ledger {
         return try_out<dpattn_amount>(
             [&](dpattn_amount* o) { return dpattn_ledger_remaining(h_.get(), o); });
     }
+    Result<dpattn_amount> try_total() const {
+        return try_out<dpattn_amount>([&](dpattn_amount* o) { return dpattn_ledger_total(h_.get(), o); });
+    }
     Result<uint64_t> try_charges() const {
         return try_out<uint64_t>([&](uint64_t* o) { return dpattn_ledger_charges(h_.get(), o); });
     }
 #ifndef DPATTN_HPP_NO_EXCEPTIONS
-    static Ledger approx(double epsilon, double delta) { return unwrap(try_approx(epsilon, delta)); }
-    static Ledger zcdp(double rho) { return unwrap(try_zcdp(rho)); }
-    static Ledger rdp(double epsilon, double delta) { return unwrap(try_rdp(epsilon, delta)); }
-    void charge_approx(double epsilon, double delta) { check(try_charge_approx(epsilon, delta)); }
-    void charge_zcdp(double rho) { check(try_charge_zcdp(rho)); }
-    void charge_sampled_gaussian(double q, double noise_multiplier, uint64_t steps) {
-        check(try_charge_sampled_gaussian(q, noise_multiplier, steps));
+    static Ledger approx(dpattn_privacy_unit unit, double epsilon, double delta) {
+        return unwrap(try_approx(unit, epsilon, delta));
     }
+    static Ledger zcdp(dpattn_privacy_unit unit, double rho) { return unwrap(try_zcdp(unit, rho)); }
+    static Ledger rdp(dpattn_privacy_unit unit, double epsilon, double delta) {
+        return unwrap(try_rdp(unit, epsilon, delta));
+    }
+    void charge_approx(dpattn_privacy_unit unit, double epsilon, double delta) {
+        check(try_charge_approx(unit, epsilon, delta));
+    }
+    void charge_zcdp(dpattn_privacy_unit unit, double rho) { check(try_charge_zcdp(unit, rho)); }
+    void charge_sampled_gaussian(dpattn_privacy_unit unit, double q, double noise_multiplier,
+                                 uint64_t steps) {
+        check(try_charge_sampled_gaussian(unit, q, noise_multiplier, steps));
+    }
+    dpattn_privacy_unit unit() const { return unwrap(try_unit()); }
     dpattn_amount spent() const { return unwrap(try_spent()); }
     dpattn_amount remaining() const { return unwrap(try_remaining()); }
+    dpattn_amount total() const { return unwrap(try_total()); }
     uint64_t charges() const { return unwrap(try_charges()); }
 #endif
     dpattn_ledger* get() const noexcept { return h_.get(); }
 
   private:
+    friend class Session;
     explicit Ledger(LedgerHandle h) : h_(std::move(h)) {}
     static Result<Ledger> wrap(Result<LedgerHandle> h) {
         if (!h.ok()) return Failure{h.status(), h.message()};
@@ -342,6 +392,193 @@ class Ledger {
     }
     LedgerHandle h_;
 };
+
+using SessionHandle = Handle<dpattn_session, dpattn_session_free>;
+
+/// Where a session stands: its epoch and the first stream id of its next release (public;
+/// log them beside each release so an auditor holding the master key can replay it).
+struct Position {
+    uint64_t epoch = 0;
+    uint64_t next_stream = 0;
+};
+
+/// A session (RAII over dpattn_session): the master key every release draws its noise from
+/// (from the operating system), the next unused stream id, and the ledger every release is
+/// charged to. Each release takes fresh stream ids, so no two releases share noise. The
+/// session holds its own reference to the ledger: the dpattn::Ledger may be destroyed
+/// first, and may keep being queried while the session charges it.
+class Session {
+  public:
+    /// A new session charging `ledger`, with a master key and an epoch from the operating
+    /// system.
+    static Result<Session> try_create(const Ledger& ledger) {
+        Result<SessionHandle> h = try_make<SessionHandle>(dpattn_session_new, ledger.get());
+        if (!h.ok()) return Failure{h.status(), h.message()};
+        return Session(std::move(h).value());
+    }
+    /// **For replay and audit only**: a session reissuing the stream ids of a past run — the
+    /// master key at `epoch`, next stream id `next_stream` (the Position logged before the
+    /// release to replay). With no ledger nothing is charged. Never use it for new
+    /// releases: their noise would repeat the past run's.
+    static Result<Session> try_for_replay(const dpattn_key& master_key, uint64_t epoch,
+                                          uint64_t next_stream, const Ledger* ledger = nullptr) {
+        Result<SessionHandle> h = try_make<SessionHandle>(
+            dpattn_session_new_for_replay, &master_key, epoch, next_stream,
+            ledger ? ledger->get() : static_cast<dpattn_ledger*>(nullptr));
+        if (!h.ok()) return Failure{h.status(), h.message()};
+        return Session(std::move(h).value());
+    }
+    /// A restored session and the ledger it charges (a new handle holding the saved ledger).
+    struct Restored;
+    /// Rebuilds a session from save()'s bytes **in a fresh epoch**, so no (key, stream)
+    /// pair used before can be reissued. Restore only the newest save: an older one forgets
+    /// the budget spent after it.
+    static Result<Restored> try_restore(const std::vector<uint8_t>& state);
+
+    Result<Position> try_position() const {
+        Position p;
+        dpattn_status st = dpattn_session_position(h_.get(), &p.epoch, &p.next_stream);
+        if (st != DPATTN_STATUS_OK) return failure(st);
+        return p;
+    }
+    /// The state for a restart: master key, next stream id, a snapshot of the ledger.
+    /// **It holds the master key: store it like the key.** Keep only the newest, written
+    /// before each release is returned.
+    Result<std::vector<uint8_t>> try_save() const {
+        std::vector<uint8_t> bytes(dpattn_session_state_len());
+        dpattn_status st = dpattn_session_save(h_.get(), bytes.data(), bytes.size());
+        if (st != DPATTN_STATUS_OK) return failure(st);
+        return bytes;
+    }
+    /// The master key, **for a key store and for audit only** (as sensitive as the data).
+    Result<dpattn_key> try_master_key() const {
+        return try_out<dpattn_key>([&](dpattn_key* o) { return dpattn_session_master_key(h_.get(), o); });
+    }
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+    /// A new session charging `ledger` (a master key from the operating system).
+    explicit Session(const Ledger& ledger) : Session(unwrap(try_create(ledger))) {}
+    static Session for_replay(const dpattn_key& master_key, uint64_t epoch, uint64_t next_stream,
+                              const Ledger* ledger = nullptr) {
+        return unwrap(try_for_replay(master_key, epoch, next_stream, ledger));
+    }
+    static Restored restore(const std::vector<uint8_t>& state);
+    Position position() const { return unwrap(try_position()); }
+    std::vector<uint8_t> save() const { return unwrap(try_save()); }
+    dpattn_key master_key() const { return unwrap(try_master_key()); }
+#endif
+    dpattn_session* get() const noexcept { return h_.get(); }
+
+  private:
+    explicit Session(SessionHandle h) : h_(std::move(h)) {}
+    SessionHandle h_;
+};
+
+struct Session::Restored {
+    Session session;
+    Ledger ledger;
+};
+
+inline Result<Session::Restored> Session::try_restore(const std::vector<uint8_t>& state) {
+    dpattn_session* s = nullptr;
+    dpattn_ledger* l = nullptr;
+    dpattn_status st = dpattn_session_restore(state.data(), state.size(), &s, &l);
+    if (st != DPATTN_STATUS_OK) return failure(st);
+    return Restored{Session(SessionHandle(s)), Ledger(LedgerHandle(l))};
+}
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+inline Session::Restored Session::restore(const std::vector<uint8_t>& state) {
+    return unwrap(try_restore(state));
+}
+#endif
+
+// ---- releases (each draws from and charges a Session) --------------------------------
+
+/// Output-perturbation DP attention (one token's key and value rows are private; the
+/// session's ledger must be kept for dpattn::units::token): `out = attention(q, clamp(k),
+/// clamp(v)) + noise`. `sigma` receives the noise scale of each (batch, head) and
+/// `scratch` the kernel's working memory; both are resized as needed. Returns the status
+/// (`out` untouched on failure).
+inline dpattn_status try_output_perturbation_attention(
+    const dpattn_tensor4_mut& out, const dpattn_tensor4& q, const dpattn_tensor4& k,
+    const dpattn_tensor4& v, const dpattn_output_perturbation_params& params, Session& session,
+    std::vector<double>& sigma, std::vector<float>& scratch) {
+    size_t need = 0;
+    dpattn_status st = dpattn_output_perturbation_scratch_len(q.shape[3], v.shape[3], &need);
+    if (st != DPATTN_STATUS_OK) return st;
+    if (scratch.size() < need) scratch.resize(need);
+    if (sigma.size() < q.shape[0] * q.shape[1]) sigma.resize(q.shape[0] * q.shape[1]);
+    return dpattn_output_perturbation_attention(&out, &q, &k, &v, &params, session.get(),
+                                                sigma.data(), sigma.size(), scratch.data(),
+                                                scratch.size());
+}
+
+/// Paper 000's Gaussian-sampling attention (one feature column is private; the session's
+/// ledger must be kept for dpattn::units::feature_column). Returns the private report
+/// (data holder only). `scratch` is resized as needed.
+inline Result<dpattn_gaussian_sampling_report> try_gaussian_sampling_attention(
+    const dpattn_tensor4_mut& out_b, const dpattn_tensor4_mut& out_p, const dpattn_tensor4& x,
+    const dpattn_gaussian_sampling_params& params, Session& session, std::vector<double>& scratch) {
+    size_t need = 0;
+    dpattn_status st = dpattn_gaussian_sampling_attention_scratch_len(
+        x.shape[2], x.shape[3], params.sampler, params.out_of_domain, &need);
+    if (st != DPATTN_STATUS_OK) return failure(st);
+    if (scratch.size() < need) scratch.resize(need);
+    return try_out<dpattn_gaussian_sampling_report>([&](dpattn_gaussian_sampling_report* o) {
+        return dpattn_gaussian_sampling_attention(&out_b, &out_p, &x, &params, session.get(),
+                                                  scratch.data(), scratch.size(), o);
+    });
+}
+
+/// The DP-Forward hook, in place on `rows × cols` hidden states of `x` (row stride
+/// `row_stride`, float or double; the session's ledger must be kept for the plan's unit:
+/// dpattn::units::sequence, or tokens(c) with c <= neighbour_rows at token level). Returns
+/// the clip report (private). `scratch` is resized as needed.
+template <class T>
+Result<dpattn_dp_forward_clip_report> try_dp_forward(T* x, size_t len, size_t rows, size_t cols,
+                                                     size_t row_stride,
+                                                     const dpattn_dp_forward_params& params,
+                                                     const dpattn_dp_forward_factors& factors,
+                                                     Session& session, std::vector<double>& scratch) {
+    size_t need = 0;
+    dpattn_status st = dpattn_dp_forward_scratch_len(&factors, params.tokens, params.dim, &need);
+    if (st != DPATTN_STATUS_OK) return failure(st);
+    if (scratch.size() < need) scratch.resize(need);
+    return try_out<dpattn_dp_forward_clip_report>([&](dpattn_dp_forward_clip_report* o) {
+        return dpattn_dp_forward(x, len, dtype_of<T>::value, rows, cols, row_stride, &params,
+                                 &factors, session.get(), scratch.data(), scratch.size(), o);
+    });
+}
+/// try_dp_forward over a dense row-major vector of `rows × params.dim` values.
+template <class T>
+Result<dpattn_dp_forward_clip_report> try_dp_forward(std::vector<T>& x,
+                                                     const dpattn_dp_forward_params& params,
+                                                     const dpattn_dp_forward_factors& factors,
+                                                     Session& session, std::vector<double>& scratch) {
+    const size_t rows = params.dim == 0 ? 0 : x.size() / params.dim;
+    return try_dp_forward(x.data(), x.size(), rows, params.dim, params.dim, params, factors,
+                          session, scratch);
+}
+
+#ifndef DPATTN_HPP_NO_EXCEPTIONS
+inline void output_perturbation_attention(const dpattn_tensor4_mut& out, const dpattn_tensor4& q,
+                                          const dpattn_tensor4& k, const dpattn_tensor4& v,
+                                          const dpattn_output_perturbation_params& params,
+                                          Session& session, std::vector<double>& sigma,
+                                          std::vector<float>& scratch) {
+    check(try_output_perturbation_attention(out, q, k, v, params, session, sigma, scratch));
+}
+inline dpattn_gaussian_sampling_report gaussian_sampling_attention(
+    const dpattn_tensor4_mut& out_b, const dpattn_tensor4_mut& out_p, const dpattn_tensor4& x,
+    const dpattn_gaussian_sampling_params& params, Session& session, std::vector<double>& scratch) {
+    return unwrap(try_gaussian_sampling_attention(out_b, out_p, x, params, session, scratch));
+}
+template <class T>
+dpattn_dp_forward_clip_report dp_forward(std::vector<T>& x, const dpattn_dp_forward_params& params,
+                                         const dpattn_dp_forward_factors& factors, Session& session,
+                                         std::vector<double>& scratch) {
+    return unwrap(try_dp_forward(x, params, factors, session, scratch));
+}
+#endif
 
 }  // namespace dpattn
 

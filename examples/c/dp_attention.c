@@ -1,7 +1,9 @@
 /*
- * dpattn from C: draw keyed Gaussian inputs, run exact attention with caller scratch,
- * calibrate a Gaussian mechanism, keep a budget ledger, and check the result against a
- * small double-precision reference. Exit status 0 when every check passes.
+ * dpattn from C: draw keyed Gaussian inputs, run exact attention with caller scratch and
+ * check it against a small double-precision reference, calibrate a Gaussian mechanism,
+ * then release differentially private attention the safe way: a budget ledger for the
+ * mechanism's privacy unit and a session whose master key comes from the operating system.
+ * Exit status 0 when every check passes.
  *
  * Build (see examples/Makefile and examples/CMakeLists.txt):
  *   cc -std=c99 -I<prefix>/include dp_attention.c -L<prefix>/lib -ldpattn_ffi -lm
@@ -54,8 +56,9 @@ int main(void) {
         return 1;
     }
 
-    /* Keyed, addressable randomness: stream 1, 2, 3 for q, k, v. Use a secret key from a
-     * CSPRNG in production; this fixed key makes the example reproducible. */
+    /* Example inputs from keyed, addressable randomness: streams 1, 2, 3 for q, k, v. This
+     * fixed key only makes the example's *inputs* reproducible; DP releases below draw
+     * their noise from a session's secret key instead. */
     dpattn_key key;
     for (int i = 0; i < 32; i++) key.bytes[i] = (uint8_t)(i * 7 + 1);
     if ((st = dpattn_fill_gaussian(&key, 1, 0, 1.0, DPATTN_DTYPE_F32, q, N))) return fail("fill q", st);
@@ -107,16 +110,57 @@ int main(void) {
     printf("analytic Gaussian sigma for (1, 1e-5), sensitivity 1: %.6f\n", sigma);
     if (!(sigma > 3.0 && sigma < 4.0)) return 1; /* Balle & Wang 2018: 3.73 */
 
+    /* DP attention, the safe route. Output perturbation protects one token's key and value
+     * rows, so the ledger is kept for one token; the session draws every release's noise
+     * from a master key of the operating system at fresh stream ids (never the same noise
+     * twice) and charges the ledger. Total budget (2, 1e-5): two (1, 1e-6) releases fit. */
+    const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
     dpattn_ledger *ledger = NULL;
-    if ((st = dpattn_ledger_new_approx(2.0, 1e-5, &ledger))) return fail("ledger", st);
-    if ((st = dpattn_ledger_charge_approx(ledger, 1.0, 5e-6))) return fail("charge", st);
-    if ((st = dpattn_ledger_charge_approx(ledger, 1.0, 5e-6))) return fail("charge", st);
-    st = dpattn_ledger_charge_approx(ledger, 0.1, 0.0);
-    printf("third charge over budget: %s\n", dpattn_status_str(st));
-    if (st == DPATTN_STATUS_OK) return 1;
+    dpattn_session *session = NULL;
+    if ((st = dpattn_ledger_new_approx(token, 2.0, 1e-5, &ledger))) return fail("ledger", st);
+    if ((st = dpattn_session_new(ledger, &session))) return fail("session", st);
+    q[5] = 0.5f; /* back to finite public queries */
+    dpattn_output_perturbation_params p;
+    dpattn_output_perturbation_params_default(&p);
+    p.key_norm = 8.0; /* public bounds: rows beyond them are clamped */
+    p.value_norm = 8.0;
+    p.epsilon = 1.0;
+    p.delta = 1e-6;
+    size_t op_len = 0;
+    if ((st = dpattn_output_perturbation_scratch_len(D, D, &op_len))) return fail("scratch_len", st);
+    float *op_scratch = malloc(op_len * sizeof *op_scratch);
+    if (!op_scratch) return 1;
+    double noise[B * H];
+    for (int r = 0; r < 3; r++) {
+        uint64_t epoch = 0, stream = 0;
+        /* Log the position with the release: with the master key, an auditor replays it
+         * (dpattn_session_new_for_replay). The position is public; the key is not. */
+        dpattn_session_position(session, &epoch, &stream);
+        st = dpattn_output_perturbation_attention(&tout, &tq, &tk, &tv, &p, session, noise, B * H,
+                                                  op_scratch, op_len);
+        if (r < 2) {
+            if (st) return fail("output perturbation", st);
+            printf("release %d (stream id %llu): noise scale %.4g\n", r, (unsigned long long)stream,
+                   noise[0]);
+            if (!(noise[0] > 0.0) || !isfinite(out[0])) return 1;
+        } else {
+            printf("third release over budget: %s\n", dpattn_status_str(st));
+            if (st != DPATTN_STATUS_INFEASIBLE) return 1;
+        }
+    }
+    uint64_t charges = 0;
+    dpattn_ledger_charges(ledger, &charges);
+    if (charges != 2) return 1;
+    /* A ledger kept for one token refuses a charge about another unit. */
+    const dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0};
+    st = dpattn_ledger_charge_approx(ledger, prompt, 0.1, 0.0);
+    printf("charge for another unit: %s\n", dpattn_status_str(st));
+    if (st != DPATTN_STATUS_UNIT_MISMATCH) return 1;
+    free(op_scratch);
+    dpattn_session_free(session);
     dpattn_ledger_free(ledger);
     /* A freed handle is detected, not undefined behaviour. */
-    if (dpattn_ledger_charge_approx(ledger, 0.1, 0.0) != DPATTN_STATUS_INVALID_HANDLE) return 1;
+    if (dpattn_ledger_charge_approx(ledger, token, 0.1, 0.0) != DPATTN_STATUS_INVALID_HANDLE) return 1;
 
     printf("C example: all checks passed\n");
     return 0;

@@ -2,8 +2,11 @@
 
 Loads the shared library (``$DPATTN_LIB``, else ``target/release/libdpattn_ffi.so``),
 draws keyed Gaussian inputs, runs exact attention on NumPy buffers without copies, checks
-it against a NumPy float64 reference, calibrates a Gaussian mechanism, keeps a ledger, and
-shows that bad input comes back as a status code with a message.
+it against a NumPy float64 reference, calibrates a Gaussian mechanism, shows that bad input
+comes back as a status code with a message, and releases differentially private attention
+the safe way: a ledger for the mechanism's privacy unit (one token for output
+perturbation) and a session whose master key comes from the operating system, so no two
+releases share noise and every release is charged.
 
     python examples/python/dp_attention.py
 
@@ -24,7 +27,9 @@ LIB = Path(os.environ.get("DPATTN_LIB", ROOT / "target" / "release" / "libdpattn
 
 DTYPE_F32, DTYPE_F64 = 0, 1
 STATUS_OK, STATUS_NON_FINITE, STATUS_SCRATCH_TOO_SMALL = 0, 4, 6
-STATUS_ALIASING, STATUS_INVALID_HANDLE = 15, 16
+STATUS_INFEASIBLE, STATUS_ALIASING, STATUS_INVALID_HANDLE = 8, 15, 16
+STATUS_UNIT_MISMATCH = 19
+UNIT_TOKENS, UNIT_FEATURE_COLUMN, UNIT_SEQUENCE, UNIT_PROMPT, UNIT_RECORD = range(5)
 
 
 class Tensor4(C.Structure):
@@ -41,6 +46,32 @@ class Tensor4(C.Structure):
 
 class Key(C.Structure):
     _fields_ = [("bytes", C.c_uint8 * 32)]
+
+
+class PrivacyUnit(C.Structure):
+    """dpattn_privacy_unit: what neighbouring inputs differ in (passed by value)."""
+
+    _fields_ = [("kind", C.c_uint32), ("tokens", C.c_uint32)]
+
+
+TOKEN = PrivacyUnit(UNIT_TOKENS, 1)
+
+
+class OutputPerturbationParams(C.Structure):
+    """dpattn_output_perturbation_params (fill with dpattn_output_perturbation_params_default)."""
+
+    _fields_ = [
+        ("key_norm", C.c_double),
+        ("value_norm", C.c_double),
+        ("epsilon", C.c_double),
+        ("delta", C.c_double),
+        ("score", C.c_uint32),
+        ("scale_kind", C.c_uint32),
+        ("scale", C.c_double),
+        ("kernel", C.c_uint32),
+        ("key_padding", C.c_void_p),
+        ("key_padding_len", C.c_size_t),
+    ]
 
 
 def load():
@@ -62,11 +93,27 @@ def load():
     lib.dpattn_analytic_gaussian_sigma.restype = status
     lib.dpattn_analytic_gaussian_sigma.argtypes = [C.c_double] * 3 + [C.POINTER(C.c_double)]
     lib.dpattn_ledger_new_approx.restype = status
-    lib.dpattn_ledger_new_approx.argtypes = [C.c_double, C.c_double, C.POINTER(C.c_void_p)]
+    lib.dpattn_ledger_new_approx.argtypes = [PrivacyUnit, C.c_double, C.c_double, C.POINTER(C.c_void_p)]
     lib.dpattn_ledger_charge_approx.restype = status
-    lib.dpattn_ledger_charge_approx.argtypes = [C.c_void_p, C.c_double, C.c_double]
+    lib.dpattn_ledger_charge_approx.argtypes = [C.c_void_p, PrivacyUnit, C.c_double, C.c_double]
+    lib.dpattn_ledger_charges.restype = status
+    lib.dpattn_ledger_charges.argtypes = [C.c_void_p, C.POINTER(C.c_uint64)]
     lib.dpattn_ledger_free.restype = None
     lib.dpattn_ledger_free.argtypes = [C.c_void_p]
+    lib.dpattn_session_new.restype = status
+    lib.dpattn_session_new.argtypes = [C.c_void_p, C.POINTER(C.c_void_p)]
+    lib.dpattn_session_position.restype = status
+    lib.dpattn_session_position.argtypes = [C.c_void_p, C.POINTER(C.c_uint64), C.POINTER(C.c_uint64)]
+    lib.dpattn_session_free.restype = None
+    lib.dpattn_session_free.argtypes = [C.c_void_p]
+    lib.dpattn_output_perturbation_params_default.restype = status
+    lib.dpattn_output_perturbation_params_default.argtypes = [C.POINTER(OutputPerturbationParams)]
+    lib.dpattn_output_perturbation_scratch_len.restype = status
+    lib.dpattn_output_perturbation_scratch_len.argtypes = [C.c_size_t, C.c_size_t, C.POINTER(C.c_size_t)]
+    lib.dpattn_output_perturbation_attention.restype = status
+    lib.dpattn_output_perturbation_attention.argtypes = [C.POINTER(Tensor4)] * 4 + [
+        C.POINTER(OutputPerturbationParams), C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p, C.c_size_t,
+    ]
     return lib
 
 
@@ -108,6 +155,8 @@ def reference(q, k, v):
 def main():
     lib = load()
     print("dpattn", lib.dpattn_version().decode(), "from", LIB)
+    # A fixed key only to make the example's *inputs* reproducible; DP releases below draw
+    # their noise from a session's secret master key instead.
     key = Key((C.c_uint8 * 32)(*range(32)))
     b, h, s, d = 2, 4, 64, 32
     q, k, v = (np.empty((b, h, s, d), np.float32) for _ in range(3))
@@ -149,11 +198,46 @@ def main():
     sigma = C.c_double()
     check(lib, lib.dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, C.byref(sigma)))
     print(f"analytic Gaussian sigma(1, 1e-5, 1) = {sigma.value:.6f}")
-    ledger = C.c_void_p()
-    check(lib, lib.dpattn_ledger_new_approx(1.0, 1e-5, C.byref(ledger)))
-    check(lib, lib.dpattn_ledger_charge_approx(ledger, 0.5, 0.0))
+
+    # DP attention, the safe route: a ledger for one token (what output perturbation
+    # protects) and a session with a master key from the operating system. Budget
+    # (2, 1e-5) holds two (1, 1e-6) releases; the third is refused and writes nothing.
+    ledger, session = C.c_void_p(), C.c_void_p()
+    check(lib, lib.dpattn_ledger_new_approx(TOKEN, 2.0, 1e-5, C.byref(ledger)))
+    check(lib, lib.dpattn_session_new(ledger, C.byref(session)))
+    params = OutputPerturbationParams()
+    check(lib, lib.dpattn_output_perturbation_params_default(C.byref(params)))
+    params.key_norm = params.value_norm = 8.0  # public bounds: longer rows are clamped
+    params.epsilon, params.delta = 1.0, 1e-6
+    check(lib, lib.dpattn_output_perturbation_scratch_len(d, d, C.byref(n)))
+    op_scratch = np.empty(n.value, np.float32)
+    noise = np.empty(b * h, np.float64)
+    released = np.empty_like(out)
+    op_args = [C.byref(tensor(x)) for x in (released, q, k, v)]
+    for i in range(3):
+        epoch, stream = C.c_uint64(), C.c_uint64()
+        # The position is public: log it with the release so an auditor holding the master
+        # key can replay it (dpattn_session_new_for_replay).
+        check(lib, lib.dpattn_session_position(session, C.byref(epoch), C.byref(stream)))
+        st = lib.dpattn_output_perturbation_attention(
+            *op_args, C.byref(params), session, noise.ctypes.data, noise.size,
+            op_scratch.ctypes.data, op_scratch.size)
+        if i < 2:
+            check(lib, st)
+            print(f"DP release at stream id {stream.value}: noise scale {noise[0]:.4g}")
+            assert np.isfinite(released).all() and noise[0] > 0
+        else:
+            assert st == STATUS_INFEASIBLE, st
+            print("third release refused:", lib.dpattn_status_str(st).decode())
+    charges = C.c_uint64()
+    check(lib, lib.dpattn_ledger_charges(ledger, C.byref(charges)))
+    assert charges.value == 2
+    # A ledger kept for one token refuses a charge about another unit.
+    st = lib.dpattn_ledger_charge_approx(ledger, PrivacyUnit(UNIT_PROMPT, 0), 0.1, 0.0)
+    assert st == STATUS_UNIT_MISMATCH, st
+    lib.dpattn_session_free(session)
     lib.dpattn_ledger_free(ledger)
-    assert lib.dpattn_ledger_charge_approx(ledger, 0.1, 0.0) == STATUS_INVALID_HANDLE
+    assert lib.dpattn_ledger_charge_approx(ledger, TOKEN, 0.1, 0.0) == STATUS_INVALID_HANDLE
     print("Python example: all checks passed")
     return 0
 

@@ -7,10 +7,10 @@
 //!
 //! Not wrapped: general matrix-normal factors (`NoiseFactors::Matrix` with a
 //! `CertifiedMatrixGaussian`), which need an owned certified factor object; i.i.d. and
-//! diagonal factors are covered. The hook charges an optional `dpattn_ledger` (see
-//! `dpattn_dp_forward`); with NULL, charge `dpattn_dp_forward_guarantee` (approximate DP,
-//! once per input for the whole plan) or `dpattn_dp_forward_release_rho` (zCDP/RDP, per
-//! release) yourself.
+//! diagonal factors are covered. The hook draws from and charges a `dpattn_session` (see
+//! `dpattn_dp_forward`): the ledger of its session is charged
+//! `dpattn_dp_forward_guarantee` (approximate DP, plans of one release) or
+//! `dpattn_dp_forward_release_rho` (zCDP/RDP, per release).
 
 use std::ffi::c_void;
 
@@ -611,9 +611,10 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// is `(batch·tokens) × dim` (`rows = batch·tokens`, sequences stacked along rows, any
 /// row stride ≥ dim), `f32` or `f64`. Noise `Z = U·N·Vᵀ` is i.i.d. (`σ` = the noise
 /// floor, the paper's Eq. 6) or diagonal (`factors`); noise element `(r, j)` is element
-/// `first + r·dim + j` of the standard-normal draw of `(key, stream)`
-/// (`docs/RANDOMNESS.md` §5.4). **Never reuse** a `(key, stream, first)` range across
-/// releases: equal noise on two matrices reveals their difference.
+/// `r·dim + j` of the standard-normal draw of one fresh stream id of `session` (its
+/// position before the call, `dpattn_session_position`; `docs/RANDOMNESS.md` §5.4). The id
+/// is used up even when the call fails, so no two releases share noise (equal noise on two
+/// matrices would reveal their difference).
 ///
 /// **Guarantee** (seed-003 Theorems 3 and 6 with Algorithm 1's exact calibration): each
 /// sequence's `k = releases` releases together are `(ε, δ)`-DP under the configured
@@ -626,29 +627,34 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// bits are not covered by the proof (E18); calibrations where the sampler's bounded
 /// support would be visible are refused.
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release, charging
-/// `dpattn_dp_forward_guarantee` once per input (approximate DP) or
-/// `dpattn_dp_forward_release_rho` per release (zCDP/RDP) itself, before the call. A
-/// non-NULL `ledger` is charged after every check and before `x` is touched:
+/// **Accounting.** The session's ledger must be kept for the plan's privacy unit: one
+/// sequence (`DPATTN_UNIT_SEQUENCE`) for sequence neighbours, or groups of at most
+/// `neighbour_rows` tokens (`DPATTN_UNIT_TOKENS`, `c ≤ neighbour_rows`) for token-level
+/// neighbours; another unit is refused with `DPATTN_STATUS_UNIT_MISMATCH`. It is charged
+/// after every check and before `x` is touched:
 /// * an approximate-DP ledger (`dpattn_ledger_new_approx`): `(ε, δ)` of
 ///   `dpattn_dp_forward_guarantee`, only for a plan of one release (`releases = 1`); with
 ///   `releases > 1` the call fails with `DPATTN_STATUS_UNSUPPORTED` (the plan composes
-///   exactly only as a whole: charge the guarantee once per input and pass NULL);
+///   exactly only as a whole: use a zCDP or RDP ledger);
 /// * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
 ///   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
 ///
 /// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
-/// with `x`, `*out_report` and the ledger unchanged. The ledger is locked for the whole
-/// call (concurrent calls on it from other threads wait). `*out_report` receives the clip
-/// report (private data). A row of `x` holding NaN or ±∞ is released as the zero row plus
-/// noise, never refused (counted in `private_sanitized_rows`).
+/// with `x`, `*out_report` and the ledger unchanged. The session and its ledger are locked
+/// for the whole call (concurrent calls from other threads wait). `*out_report` receives
+/// the clip report (private data). A row of `x` holding NaN or ±∞ is released as the zero
+/// row plus noise, never refused (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
+/// `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id,
+/// a NULL ledger): the output is reproduced bit for bit and nothing is charged.
 ///
 /// Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
 /// when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
 /// `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_SIZE_OVERFLOW` when
-/// `first + rows·dim` overflows; `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP
-/// `ledger` with `releases > 1`; `DPATTN_STATUS_INFEASIBLE` for a charge that does not
-/// fit; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`;
+/// `rows·dim` overflows or the session's stream ids are used up;
+/// `DPATTN_STATUS_UNSUPPORTED` for an approximate-DP ledger with `releases > 1`;
+/// `DPATTN_STATUS_INFEASIBLE` for a charge that does not fit;
+/// `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
+/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`;
 /// `DPATTN_STATUS_OUT_OF_RANGE` for a dtype other than F32/F64;
 /// `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING` (scratch overlapping `x` or the
@@ -660,19 +666,25 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// dpattn_dp_forward_params_default(&p);
 /// p.epsilon = 8.0; p.tokens = 128; p.dim = 768;
 /// dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
-/// dpattn_key key = {{0}}; // fill from a CSPRNG
+/// dpattn_privacy_unit sequence = {DPATTN_UNIT_SEQUENCE, 0};
+/// dpattn_ledger *ledger = NULL;
+/// dpattn_session *session = NULL;
+/// dpattn_ledger_new_approx(sequence, 8.0, 1e-5, &ledger);
+/// dpattn_session_new(ledger, &session); // a master key from the operating system
 /// dpattn_dp_forward_clip_report rep;
 /// // hidden: float[batch * 128 * 768], released in place
 /// dpattn_status s = dpattn_dp_forward(hidden, batch * 128 * 768, DPATTN_DTYPE_F32,
-///     batch * 128, 768, 768, &p, &iid, &key, 0, 0, NULL, NULL, 0, &rep);
+///     batch * 128, 768, 768, &p, &iid, session, NULL, 0, &rep);
+/// dpattn_session_free(session);
+/// dpattn_ledger_free(ledger);
 /// ```
 ///
 /// # Safety
 /// `x` NULL or valid for reads and writes of `x_len` elements of `dtype`, not accessed by
-/// anyone else during the call; `params`, `factors`, `key` NULL or readable (factor
-/// pointers valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
-/// `out_report` NULL or writable; `ledger` NULL or a value returned by
-/// `dpattn_ledger_new_*` (a freed one is detected).
+/// anyone else during the call; `params`, `factors` NULL or readable (factor pointers
+/// valid for their lengths); `scratch` NULL or valid for `scratch_len` writes;
+/// `out_report` NULL or writable; `session` NULL or a value returned by
+/// `dpattn_session_new*` / `_restore` (a freed one is detected).
 #[allow(clippy::too_many_arguments)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_dp_forward(
@@ -1051,8 +1063,11 @@ mod tests {
     use super::ledger_testing::{self as lt, Kind};
     use super::*;
     use crate::last_error::last_error_string;
+    use crate::ledger::dpattn_ledger;
+    use crate::session::{dpattn_session, session_testing as ss};
     use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::Draw;
     use std::ptr::{null, null_mut};
 
     fn params(tokens: usize, dim: usize) -> dpattn_dp_forward_params {
@@ -1078,6 +1093,20 @@ mod tests {
         dpattn_key { bytes: [b; 32] }
     }
 
+    /// The epoch of the replay sessions of these tests.
+    const EPOCH: u64 = 0xD9F0;
+
+    /// A replay session of master key `[b; 32]` at [`EPOCH`], next stream id 3, charging
+    /// `ledger` (NULL: none). Its first release draws with `Draw { key: &draw_key(b),
+    /// stream: 3 }`.
+    fn session(b: u8, ledger: *mut dpattn_ledger) -> *mut dpattn_session {
+        ss::replay(b, EPOCH, 3, ledger)
+    }
+
+    fn draw_key(b: u8) -> NoiseKey {
+        ss::drawing_key(b, EPOCH)
+    }
+
     #[test]
     fn hook_equals_the_core_bit_for_bit() {
         let mut p = params(4, 8);
@@ -1086,6 +1115,7 @@ mod tests {
         let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
         let mut a = x0.clone();
         let mut rep = dpattn_dp_forward_clip_report::of(9, 0.0, 9);
+        let sess = session(7, null_mut());
         // SAFETY: valid buffers and structs.
         let s = unsafe {
             dpattn_dp_forward(
@@ -1097,33 +1127,50 @@ mod tests {
                 8,
                 &p,
                 &IID,
-                &key(7),
-                3,
-                5,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 &mut rep,
             )
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
+        assert_eq!(ss::position(sess), (EPOCH, 3 + dpf::STREAMS));
         let mut b = x0.clone();
-        let r = dpf::dp_forward::<f32, { dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT }>(
+        let r = dpf::dp_forward_keyed::<f32>(
             MatMut::from_row_major(&mut b, 8, 8).unwrap(),
             &core,
             &NoiseFactors::Iid,
-            &NoiseKey::for_replay([7; 32]),
-            3,
-            5,
+            Draw { key: &draw_key(7), stream: 3 },
+            0,
             None,
             &mut [],
         )
         .unwrap();
-        assert_eq!(
-            a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-            b.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
-        );
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b));
         assert_eq!((rep.scaled, rep.max_norm), (r.scaled, r.max_norm));
+        // The next release of the session draws on the next stream id: other noise.
+        let mut a2 = x0.clone();
+        // SAFETY: valid buffers and structs.
+        let s = unsafe {
+            dpattn_dp_forward(
+                a2.as_mut_ptr().cast(),
+                a2.len(),
+                DPATTN_DTYPE_F32,
+                8,
+                8,
+                8,
+                &p,
+                &IID,
+                sess,
+                null_mut(),
+                0,
+                &mut rep,
+            )
+        };
+        assert_eq!(s, dpattn_status::Ok);
+        assert_ne!(bits(&a2), bits(&a));
+        ss::free(sess);
         // Diagonal factors, f64, strided.
         let rows = [3.0f64; 4];
         let cols = [2.0f64; 8];
@@ -1136,6 +1183,7 @@ mod tests {
         };
         let x0: Vec<f64> = (0..4 * 10).map(|i| i as f64 * 0.1).collect();
         let mut a = x0.clone();
+        let sess = session(1, null_mut());
         // SAFETY: valid buffers and structs.
         let s = unsafe {
             dpattn_dp_forward(
@@ -1147,24 +1195,21 @@ mod tests {
                 10,
                 &p,
                 &f,
-                &key(1),
-                0,
-                0,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 &mut rep,
             )
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
+        ss::free(sess);
         let mut b = x0.clone();
         let cf = NoiseFactors::Diagonal { row_std: &rows, col_std: &cols };
-        dpf::dp_forward::<f64, { dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT }>(
+        dpf::dp_forward_keyed::<f64>(
             MatMut::new(&mut b, 4, 8, 10).unwrap(),
             &core,
             &cf,
-            &NoiseKey::for_replay([1; 32]),
-            0,
+            Draw { key: &draw_key(1), stream: 3 },
             0,
             None,
             &mut [],
@@ -1174,14 +1219,28 @@ mod tests {
         assert_eq!(&a[8..10], &x0[8..10], "stride padding untouched");
     }
 
-    /// The hook on an 8 × 8 f32 batch of two sequences with `ledger`.
+    /// The hook on an 8 × 8 f32 batch of two sequences through a replay session of key
+    /// `[7; 32]` charging `ledger`.
     fn hook_call(
         x: &mut [f32],
         p: &dpattn_dp_forward_params,
         ledger: *mut dpattn_ledger,
         rep: &mut dpattn_dp_forward_clip_report,
     ) -> dpattn_status {
-        // SAFETY: valid buffers and structs; `ledger` is NULL or a (possibly freed) handle.
+        let sess = session(7, ledger);
+        let st = hook_call_in(x, p, sess, rep);
+        ss::free(sess);
+        st
+    }
+
+    /// The hook on an 8 × 8 f32 batch of two sequences with `session`.
+    fn hook_call_in(
+        x: &mut [f32],
+        p: &dpattn_dp_forward_params,
+        session: *mut dpattn_session,
+        rep: &mut dpattn_dp_forward_clip_report,
+    ) -> dpattn_status {
+        // SAFETY: valid buffers and structs; `session` is NULL or a (possibly freed) handle.
         unsafe {
             dpattn_dp_forward(
                 x.as_mut_ptr().cast(),
@@ -1192,10 +1251,7 @@ mod tests {
                 8,
                 p,
                 &IID,
-                &key(7),
-                3,
-                5,
-                ledger,
+                session,
                 null_mut(),
                 0,
                 rep,
@@ -1217,13 +1273,12 @@ mod tests {
                 let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
                 let st = hook_call(&mut a, &p, h, &mut rep);
                 let mut b = x0.clone();
-                let r = dpf::dp_forward(
+                let r = dpf::dp_forward_keyed(
                     MatMut::from_row_major(&mut b, 8, 8).unwrap(),
                     &core,
                     &NoiseFactors::Iid,
-                    &NoiseKey::for_replay([7; 32]),
-                    3,
-                    5,
+                    Draw { key: &draw_key(7), stream: 3 },
+                    0,
                     Some(&mut cl),
                     &mut [],
                 );
@@ -1250,7 +1305,7 @@ mod tests {
     }
 
     #[test]
-    fn hook_refused_or_freed_ledger_writes_nothing() {
+    fn hook_refused_other_unit_or_freed_session_writes_nothing() {
         let mut p = params(4, 8);
         p.epsilon = 4.0;
         let x0: Vec<f32> = (0..2 * 4 * 8).map(|i| (i % 7) as f32 - 3.0).collect();
@@ -1264,10 +1319,44 @@ mod tests {
             lt::assert_untouched(h);
             lt::free(h);
         }
+        // The sequence-level plan protects one sequence; the token-level plan for c tokens
+        // protects groups of up to c tokens: each refuses a ledger of another unit.
+        let mut token_level = p;
+        token_level.neighbours = DPATTN_DP_FORWARD_NEIGHBOURS_TOKENS;
+        token_level.neighbour_rows = 2;
+        for (params, unit) in [
+            (p, PrivacyUnit::TOKEN),
+            (p, PrivacyUnit::Record),
+            (token_level, PrivacyUnit::Sequence),
+            (token_level, PrivacyUnit::tokens(3).unwrap()),
+        ] {
+            let (h, _) = lt::pair(unit, Kind::Approx(100.0, 1e-2));
+            let mut a = x0.clone();
+            let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
+            let st = hook_call(&mut a, &params, h, &mut rep);
+            assert_eq!(st, dpattn_status::UnitMismatch, "{unit:?}: {}", last_error_string());
+            assert_eq!(a, x0);
+            assert_eq!(rep.scaled, 9);
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        // ... and accepts a ledger for its own unit (or, token level, for fewer tokens).
+        for unit in [PrivacyUnit::tokens(2).unwrap(), PrivacyUnit::TOKEN] {
+            let (h, _) = lt::pair(unit, Kind::Approx(100.0, 1e-2));
+            let mut a = x0.clone();
+            let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
+            let st = hook_call(&mut a, &token_level, h, &mut rep);
+            assert_eq!(st, dpattn_status::Ok, "{unit:?}: {}", last_error_string());
+            lt::free(h);
+        }
         let mut a = x0.clone();
         let mut rep = dpattn_dp_forward_clip_report::of(9, 9.0, 9);
-        assert_eq!(hook_call(&mut a, &p, lt::freed(), &mut rep), dpattn_status::InvalidHandle);
-        assert!(last_error_string().contains("ledger"));
+        let sess = session(7, null_mut());
+        ss::free(sess);
+        assert_eq!(hook_call_in(&mut a, &p, sess, &mut rep), dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("session"));
+        assert_eq!(hook_call_in(&mut a, &p, null_mut(), &mut rep), dpattn_status::NullArgument);
+        assert!(last_error_string().contains("session"));
         assert_eq!(a, x0);
         assert_eq!(rep.scaled, 9);
     }
@@ -1309,6 +1398,7 @@ mod tests {
         let p = params(2, 2);
         let run = |x: &mut [f64; 4]| {
             let mut rep = dpattn_dp_forward_clip_report::of(7, 7.0, 7);
+            let sess = session(0, null_mut()); // the same session position for both runs
             // SAFETY: valid locals.
             let st = unsafe {
                 dpattn_dp_forward(
@@ -1320,15 +1410,13 @@ mod tests {
                     2,
                     &p,
                     &IID,
-                    &key(0),
-                    0,
-                    0,
-                    null_mut(),
+                    sess,
                     null_mut(),
                     0,
                     &mut rep,
                 )
             };
+            ss::free(sess);
             assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
             rep.private_sanitized_rows
         };
@@ -1342,7 +1430,8 @@ mod tests {
         let p = params(2, 2);
         let mut x = [1.0f64, 2.0, 3.0, 4.0];
         let mut rep = dpattn_dp_forward_clip_report::of(7, 7.0, 7);
-        let call = |x: &mut [f64], p: &dpattn_dp_forward_params, rep: &mut _, ledger, dtype| {
+        let sess = session(0, null_mut());
+        let call = |x: &mut [f64], p: &dpattn_dp_forward_params, rep: &mut _, session, dtype| {
             // SAFETY: valid locals.
             unsafe {
                 dpattn_dp_forward(
@@ -1354,10 +1443,7 @@ mod tests {
                     2,
                     p,
                     &IID,
-                    &key(0),
-                    0,
-                    0,
-                    ledger,
+                    session,
                     null_mut(),
                     0,
                     rep,
@@ -1365,27 +1451,26 @@ mod tests {
             }
         };
         let mut dummy = 0u8;
-        let ledger = (&mut dummy as *mut u8).cast();
+        let foreign = (&mut dummy as *mut u8).cast();
         assert_eq!(
-            call(&mut x, &p, &mut rep, ledger, DPATTN_DTYPE_F64),
+            call(&mut x, &p, &mut rep, foreign, DPATTN_DTYPE_F64),
             dpattn_status::InvalidHandle
         );
-        assert!(last_error_string().contains("ledger"));
-        assert_eq!(call(&mut x, &p, &mut rep, null_mut(), 2), dpattn_status::OutOfRange);
+        assert!(last_error_string().contains("session"));
+        assert_eq!(
+            call(&mut x, &p, &mut rep, null_mut(), DPATTN_DTYPE_F64),
+            dpattn_status::NullArgument
+        );
+        assert!(last_error_string().contains("session"));
+        assert_eq!(call(&mut x, &p, &mut rep, sess, 2), dpattn_status::OutOfRange);
         assert!(last_error_string().contains("dtype"));
         let mut bad = p;
         bad.delta = 1.0;
-        assert_eq!(
-            call(&mut x, &bad, &mut rep, null_mut(), DPATTN_DTYPE_F64),
-            dpattn_status::OutOfRange
-        );
+        assert_eq!(call(&mut x, &bad, &mut rep, sess, DPATTN_DTYPE_F64), dpattn_status::OutOfRange);
         assert!(last_error_string().contains("delta"));
         let mut bad = p;
         bad.region = 9;
-        assert_eq!(
-            call(&mut x, &bad, &mut rep, null_mut(), DPATTN_DTYPE_F64),
-            dpattn_status::OutOfRange
-        );
+        assert_eq!(call(&mut x, &bad, &mut rep, sess, DPATTN_DTYPE_F64), dpattn_status::OutOfRange);
         assert!(last_error_string().contains("region"));
         assert_eq!(x, [1.0, 2.0, 3.0, 4.0]);
         assert_eq!((rep.scaled, rep.max_norm), (7, 7.0));
@@ -1401,10 +1486,7 @@ mod tests {
                 2,
                 &p,
                 &IID,
-                &key(0),
-                0,
-                0,
-                null_mut(),
+                sess,
                 x.as_mut_ptr().wrapping_add(2),
                 1,
                 &mut rep,
@@ -1423,10 +1505,7 @@ mod tests {
                 2,
                 &p,
                 &IID,
-                &key(0),
-                0,
-                0,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 null_mut(),
@@ -1442,10 +1521,7 @@ mod tests {
                 2,
                 null(),
                 &IID,
-                &key(0),
-                0,
-                0,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 &mut rep,
@@ -1461,10 +1537,7 @@ mod tests {
                 2,
                 &p,
                 &IID,
-                &key(0),
-                0,
-                0,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 &mut rep,
@@ -1480,16 +1553,14 @@ mod tests {
                 2,
                 &p,
                 &IID,
-                &key(0),
-                0,
-                0,
-                null_mut(),
+                sess,
                 null_mut(),
                 0,
                 &mut rep,
             );
             assert_eq!(s, dpattn_status::SizeOverflow);
         }
+        ss::free(sess);
         let mut out = 5.0;
         // SAFETY: valid locals.
         unsafe {

@@ -384,18 +384,23 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
 /// tight), `δ < 0.1` (E18).
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then charges the total of
-/// `dpattn_gaussian_sampling_attention_charge` itself. A non-NULL `ledger` is charged that
-/// total as one approximate-DP `(ε, δ)` charge (`δ > 0`: only approximate-DP ledgers accept
-/// it; zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), after every check
-/// including the private domain check of every problem and before any output is written.
-/// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
-/// with `out_b`, `out_p`, `*out_report` and the ledger unchanged (scratch zeroed as always).
-/// A call refused by the domain check charges nothing. The ledger is locked for the whole
-/// call (concurrent calls on it wait).
+/// **Accounting.** The session's ledger must be kept for one feature column
+/// (`DPATTN_UNIT_FEATURE_COLUMN`; another unit is refused with
+/// `DPATTN_STATUS_UNIT_MISMATCH`). It is charged the total of
+/// `dpattn_gaussian_sampling_attention_charge` as one approximate-DP `(ε, δ)` charge
+/// (`δ > 0`: only approximate-DP ledgers accept it; zCDP and RDP ledgers refuse it with
+/// `DPATTN_STATUS_OUT_OF_RANGE`), after every check including the private domain check of
+/// every problem and before any output is written. A refused charge returns the ledger's
+/// status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out_b`, `out_p`, `*out_report` and
+/// the ledger unchanged (scratch zeroed as always). A call refused by the domain check
+/// charges nothing. The session and its ledger are locked for the whole call (concurrent
+/// calls wait).
 ///
-/// Randomness: one keyed stream `(key, stream)`; problem `b·heads + h` reads the elements
-/// its sampler documents, so the same key, stream and input give identical bits.
+/// Randomness: one fresh stream id of `session` (its position before the call, used up
+/// even if the call fails); problem `b·heads + h` reads the elements its sampler documents.
+/// To replay a release for an audit, run it on a `dpattn_session_new_for_replay` session
+/// (the master key, the logged epoch and stream id, a NULL ledger): the same input then
+/// gives identical bits, and nothing is charged.
 ///
 /// Errors (outputs untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`,
 /// `_SIZE_OVERFLOW`, `_ALIASING` (outputs or scratch overlap another buffer),
@@ -405,8 +410,9 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
 /// private data lies outside the declared domain (reject mode): **a data-dependent
 /// refusal**, which the guarantee does not cover; show it only to the data holder;
-/// `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger charge, `_INVALID_HANDLE` for a
-/// freed `ledger`. The used
+/// `_INFEASIBLE` / `_OUT_OF_RANGE` / `_UNIT_MISMATCH` for a refused ledger charge,
+/// `_INVALID_HANDLE` for a freed `session`, `_SIZE_OVERFLOW` when the session's stream ids
+/// are used up. The used
 /// part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
 /// Thread-safe; no shared state. Allocation-free.
 ///
@@ -419,16 +425,23 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// size_t len;
 /// dpattn_gaussian_sampling_attention_scratch_len(n, d, p.sampler, p.out_of_domain, &len);
 /// // b, pm: dpattn_tensor4_mut of [1,1,n,n] f64; x: dpattn_tensor4 of [1,1,n,d]
+/// dpattn_privacy_unit column = {DPATTN_UNIT_FEATURE_COLUMN, 0};
+/// dpattn_ledger *ledger = NULL;
+/// dpattn_session *session = NULL;
+/// dpattn_ledger_new_approx(column, 1.0, 1e-5, &ledger);
+/// dpattn_session_new(ledger, &session); // a master key from the operating system
 /// dpattn_gaussian_sampling_report rep;
-/// dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, &key, 0, ledger,
+/// dpattn_status s = dpattn_gaussian_sampling_attention(&b, &pm, &x, &p, session,
 ///                                                      scratch, len, &rep);
+/// dpattn_session_free(session);
+/// dpattn_ledger_free(ledger);
 /// ```
 ///
 /// # Safety
 /// Every pointer must be NULL or valid: the tensors' data for their `len` elements (outputs
 /// writable), `scratch` for `scratch_len` writable doubles, the structs readable,
-/// `out_report` writable; `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a
-/// freed one is detected).
+/// `out_report` writable; `session` NULL or a value returned by `dpattn_session_new*` /
+/// `_restore` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_gaussian_sampling_attention(
@@ -1082,8 +1095,11 @@ mod tests {
     use super::*;
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
-    use dpattn_core::accounting::ledger::Ledger;
+    use crate::ledger::dpattn_ledger;
+    use crate::session::{dpattn_session, session_testing as ss};
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::Draw;
     use dpattn_core::{BatchedMut, BatchedRef, Layout4};
 
     fn dom() -> dpattn_gaussian_sampling_domain {
@@ -1234,7 +1250,11 @@ mod tests {
             shape,
             strides: st,
         };
-        let key = dpattn_key { bytes: [7; 32] };
+        // Replay sessions of master key [7; 32] at this epoch, next stream id 3; the core
+        // release is given the key such a session draws with.
+        const EPOCH: u64 = 0xE0C4;
+        let draw_key = ss::drawing_key(7, EPOCH);
+        let session = ss::replay(7, EPOCH, 3, std::ptr::null_mut());
         let mut rep =
             dpattn_gaussian_sampling_report { alpha_hat: -1.0, r_hat: -1.0, clipped_columns: 9 };
         // SAFETY: all buffers valid and disjoint.
@@ -1244,24 +1264,22 @@ mod tests {
                 &pt,
                 &xt,
                 &p,
-                &key,
-                3,
-                std::ptr::null_mut(),
+                session,
                 sc.as_mut_ptr(),
                 len,
                 &mut rep,
             )
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
+        assert_eq!(ss::position(session), (EPOCH, 3 + gsa::STREAMS));
         let (mut b2, mut p2) = (vec![0.0; n * n], vec![0.0; n * n]);
-        let r2 = gsa::gaussian_sampling_attention(
+        let r2 = gsa::gaussian_sampling_attention_keyed(
             BatchedMut::contiguous(&mut b2, shape).unwrap(),
             BatchedMut::contiguous(&mut p2, shape).unwrap(),
             BatchedRef::contiguous(&x, xs).unwrap(),
             &p.to_core().unwrap(),
-            &NoiseKey::for_replay([7; 32]),
-            3,
-            None::<&mut Ledger>,
+            Draw { key: &draw_key, stream: 3 },
+            None,
             &mut sc,
         )
         .unwrap();
@@ -1284,9 +1302,7 @@ mod tests {
                     &pt,
                     &xt,
                     p,
-                    &key,
-                    3,
-                    std::ptr::null_mut(),
+                    session,
                     sc.as_mut_ptr(),
                     sc.len(),
                     rep,
@@ -1334,9 +1350,7 @@ mod tests {
                 &pt,
                 &xt,
                 &p,
-                &key,
-                3,
-                std::ptr::null_mut(),
+                session,
                 sc.as_mut_ptr(),
                 len,
                 std::ptr::null_mut(),
@@ -1347,26 +1361,41 @@ mod tests {
         assert_eq!(b, before);
         assert_eq!(rep2.clipped_columns, 77);
 
-        // With a ledger: the same bits and the same charge as the core with one.
-        let call_l = |p: &dpattn_gaussian_sampling_params,
+        let mut rep_ok = rep2;
+        assert_eq!(call(&p, &mut sc, &bt, &mut rep_ok), dpattn_status::Ok); // still usable
+        ss::free(session);
+        b.fill(5.0);
+        assert_eq!(call(&p, &mut sc, &bt, &mut rep2), dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("session"));
+        assert!(b.iter().all(|&v| v == 5.0));
+        let call_s = |p: &dpattn_gaussian_sampling_params,
                       sc: &mut [f64],
-                      ledger: *mut dpattn_ledger,
+                      session: *mut dpattn_session,
                       rep: &mut dpattn_gaussian_sampling_report| {
-            // SAFETY: all buffers valid; `ledger` a (possibly freed) handle.
+            // SAFETY: all buffers valid; `session` a (possibly freed) handle.
             unsafe {
                 dpattn_gaussian_sampling_attention(
                     &bt,
                     &pt,
                     &xt,
                     p,
-                    &key,
-                    3,
-                    ledger,
+                    session,
                     sc.as_mut_ptr(),
                     sc.len(),
                     rep,
                 )
             }
+        };
+        // With a ledger: the same bits and the same charge as the core with one (a replay
+        // session at stream 3 charging `ledger`).
+        let call_l = |p: &dpattn_gaussian_sampling_params,
+                      sc: &mut [f64],
+                      ledger: *mut dpattn_ledger,
+                      rep: &mut dpattn_gaussian_sampling_report| {
+            let s = ss::replay(7, EPOCH, 3, ledger);
+            let st = call_s(p, sc, s, rep);
+            ss::free(s);
+            st
         };
         for kind in [Kind::Approx(1.0, 1e-5), Kind::Zcdp(10.0), Kind::Rdp(10.0, 1e-5)] {
             let (h, mut cl) = lt::pair(PrivacyUnit::FeatureColumn, kind);
@@ -1374,13 +1403,12 @@ mod tests {
             let mut rep3 = rep2;
             let st = call_l(&p, &mut sc, h, &mut rep3);
             let (mut b2, mut p2) = (vec![5.0; n * n], vec![0.0; n * n]);
-            let r = gsa::gaussian_sampling_attention(
+            let r = gsa::gaussian_sampling_attention_keyed(
                 BatchedMut::contiguous(&mut b2, shape).unwrap(),
                 BatchedMut::contiguous(&mut p2, shape).unwrap(),
                 BatchedRef::contiguous(&x, xs).unwrap(),
                 &p.to_core().unwrap(),
-                &NoiseKey::for_replay([7; 32]),
-                3,
+                Draw { key: &draw_key, stream: 3 },
                 Some(&mut cl),
                 &mut vec![0.0; len],
             );
@@ -1406,8 +1434,8 @@ mod tests {
             lt::assert_same(h, &cl);
             lt::free(h);
         }
-        // Refused over budget, a domain violation (charges nothing), a freed ledger:
-        // outputs untouched.
+        // Refused over budget, a domain violation (charges nothing), a ledger for another
+        // unit, a session of a freed ledger: outputs untouched.
         b.fill(5.0);
         let (h, _) = lt::pair(PrivacyUnit::FeatureColumn, Kind::Approx(0.05, 1e-5));
         assert_eq!(call_l(&p, &mut sc, h, &mut rep2), dpattn_status::Infeasible);
@@ -1416,8 +1444,21 @@ mod tests {
         assert_eq!(call_l(&q, &mut sc, h, &mut rep2), dpattn_status::DomainViolation);
         lt::assert_untouched(h);
         lt::free(h);
-        assert_eq!(call_l(&p, &mut sc, lt::freed(), &mut rep2), dpattn_status::InvalidHandle);
+        for unit in [PrivacyUnit::TOKEN, PrivacyUnit::Sequence] {
+            let (h, _) = lt::pair(unit, Kind::Approx(100.0, 1e-2));
+            assert_eq!(call_l(&p, &mut sc, h, &mut rep2), dpattn_status::UnitMismatch);
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        let mut s = std::ptr::null_mut();
+        let key = dpattn_key { bytes: [7; 32] };
+        // SAFETY: live locals; a freed ledger handle is detected.
+        let st = unsafe {
+            crate::session::dpattn_session_new_for_replay(&key, EPOCH, 3, lt::freed(), &mut s)
+        };
+        assert_eq!(st, dpattn_status::InvalidHandle);
         assert!(last_error_string().contains("ledger"));
+        assert!(s.is_null());
         assert!(b.iter().all(|&v| v == 5.0));
         assert_eq!(rep2.clipped_columns, 77);
     }

@@ -453,6 +453,28 @@ pub unsafe extern "C" fn dpattn_ledger_total(
     unsafe { amount(ledger, out_total, "out_total", Ledger::total) }
 }
 
+/// The privacy unit the ledger was created for. Writes `*out_unit`.
+///
+/// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+/// `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe.
+///
+/// # Safety
+/// `ledger` as in `dpattn_ledger_charge_approx`; `out_unit` NULL or valid for writing a
+/// `dpattn_privacy_unit`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dpattn_ledger_unit(
+    ledger: *const dpattn_ledger,
+    out_unit: *mut dpattn_privacy_unit,
+) -> dpattn_status {
+    ffi_status(|| {
+        let out = Out::new(out_unit, "out_unit")?;
+        let unit = dpattn_ledger::lookup(ledger, "ledger")?.with(|l| l.unit());
+        // SAFETY: non-NULL (checked), writable per the caller contract.
+        unsafe { out.write(dpattn_privacy_unit::from_core(unit)) };
+        Ok(())
+    })
+}
+
 /// The number of accepted charges (refused ones do not count). Writes `*out_count`.
 ///
 /// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
@@ -509,6 +531,10 @@ mod tests {
     use crate::last_error::last_error_string;
     use std::ptr::{null, null_mut};
 
+    const TOKEN: dpattn_privacy_unit = dpattn_privacy_unit { kind: DPATTN_UNIT_TOKENS, tokens: 1 };
+    const PROMPT: dpattn_privacy_unit = dpattn_privacy_unit { kind: DPATTN_UNIT_PROMPT, tokens: 0 };
+    const RECORD: dpattn_privacy_unit = dpattn_privacy_unit { kind: DPATTN_UNIT_RECORD, tokens: 0 };
+
     fn fails(st: dpattn_status, code: dpattn_status, needle: &str) {
         assert_eq!(st, code);
         let msg = last_error_string();
@@ -547,33 +573,42 @@ mod tests {
     #[test]
     fn approx_ledger_equals_the_core_and_refusals_change_nothing() {
         let mut l = null_mut();
-        let mut core = Ledger::new_approx(PrivacyBudget::new(1.0, 1e-6).unwrap());
+        let mut core =
+            Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6).unwrap());
         // SAFETY: valid out-pointer, live handle until freed.
         unsafe {
-            assert_eq!(dpattn_ledger_new_approx(1.0, 1e-6, &mut l), dpattn_status::Ok);
-            assert_eq!(dpattn_ledger_charge_approx(l, 0.5, 5e-7), dpattn_status::Ok);
-            core.try_charge(Charge::Approx(PrivacyBudget::new(0.5, 5e-7).unwrap())).unwrap();
-            assert_eq!(dpattn_ledger_charge_approx(l, 0.25, 0.0), dpattn_status::Ok);
-            core.try_charge(Charge::Approx(PrivacyBudget::new(0.25, 0.0).unwrap())).unwrap();
+            assert_eq!(dpattn_ledger_new_approx(TOKEN, 1.0, 1e-6, &mut l), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_charge_approx(l, TOKEN, 0.5, 5e-7), dpattn_status::Ok);
+            core.try_charge(
+                PrivacyUnit::TOKEN,
+                Charge::Approx(PrivacyBudget::new(0.5, 5e-7).unwrap()),
+            )
+            .unwrap();
+            assert_eq!(dpattn_ledger_charge_approx(l, TOKEN, 0.25, 0.0), dpattn_status::Ok);
+            core.try_charge(
+                PrivacyUnit::TOKEN,
+                Charge::Approx(PrivacyBudget::new(0.25, 0.0).unwrap()),
+            )
+            .unwrap();
             matches(l, &core);
             fails(
-                dpattn_ledger_charge_approx(l, 0.5, 0.0),
+                dpattn_ledger_charge_approx(l, TOKEN, 0.5, 0.0),
                 dpattn_status::Infeasible,
                 "spent epsilon",
             );
             fails(
-                dpattn_ledger_charge_approx(l, 0.1, 6e-7),
+                dpattn_ledger_charge_approx(l, TOKEN, 0.1, 6e-7),
                 dpattn_status::Infeasible,
                 "spent delta",
             );
-            fails(dpattn_ledger_charge_zcdp(l, 0.01), dpattn_status::OutOfRange, "charge");
+            fails(dpattn_ledger_charge_zcdp(l, TOKEN, 0.01), dpattn_status::OutOfRange, "charge");
             fails(
-                dpattn_ledger_charge_sampled_gaussian(l, 0.01, 1.0, 1),
+                dpattn_ledger_charge_sampled_gaussian(l, TOKEN, 0.01, 1.0, 1),
                 dpattn_status::OutOfRange,
                 "charge",
             );
             fails(
-                dpattn_ledger_charge_approx(l, f64::NAN, 0.0),
+                dpattn_ledger_charge_approx(l, TOKEN, f64::NAN, 0.0),
                 dpattn_status::OutOfRange,
                 "epsilon",
             );
@@ -582,7 +617,11 @@ mod tests {
             assert_eq!((s.kind, s.epsilon, s.delta), (DPATTN_AMOUNT_APPROX, 0.75, 5e-7));
             assert!(s.rho.is_nan());
             dpattn_ledger_free(l);
-            fails(dpattn_ledger_charge_approx(l, 0.1, 0.0), dpattn_status::InvalidHandle, "ledger");
+            fails(
+                dpattn_ledger_charge_approx(l, TOKEN, 0.1, 0.0),
+                dpattn_status::InvalidHandle,
+                "ledger",
+            );
             let mut a = dpattn_amount { kind: 9, epsilon: 1.0, delta: 2.0, rho: 3.0 };
             fails(dpattn_ledger_spent(l, &mut a), dpattn_status::InvalidHandle, "ledger");
             assert_eq!((a.kind, a.epsilon), (9, 1.0));
@@ -594,57 +633,76 @@ mod tests {
     #[test]
     fn zcdp_and_rdp_ledgers_equal_the_core() {
         let (mut z, mut r) = (null_mut(), null_mut());
-        let mut cz = Ledger::new_zcdp(Rho::new(0.5).unwrap());
-        let mut cr =
-            Ledger::new_rdp(Epsilon::new(3.0).unwrap(), Delta::new(1e-5).unwrap()).unwrap();
+        let mut cz = Ledger::new_zcdp(PrivacyUnit::Prompt, Rho::new(0.5).unwrap());
+        let mut cr = Ledger::new_rdp(
+            PrivacyUnit::Record,
+            Epsilon::new(3.0).unwrap(),
+            Delta::new(1e-5).unwrap(),
+        )
+        .unwrap();
         let m = SampledGaussianRdp::new(0.01, 1.1).unwrap();
         let curve = RdpCurve::from_mechanism(DEFAULT_ORDERS, &m, 10).unwrap();
         // SAFETY: valid pointers; live handles until freed.
         unsafe {
-            assert_eq!(dpattn_ledger_new_zcdp(0.5, &mut z), dpattn_status::Ok);
-            assert_eq!(dpattn_ledger_charge_zcdp(z, 0.125), dpattn_status::Ok);
-            cz.try_charge(Charge::Zcdp(Rho::new(0.125).unwrap())).unwrap();
-            assert_eq!(dpattn_ledger_charge_approx(z, 0.5, 0.0), dpattn_status::Ok);
-            cz.try_charge(Charge::Approx(PrivacyBudget::new(0.5, 0.0).unwrap())).unwrap();
-            fails(dpattn_ledger_charge_zcdp(z, 0.5), dpattn_status::Infeasible, "spent rho");
+            assert_eq!(dpattn_ledger_new_zcdp(PROMPT, 0.5, &mut z), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_charge_zcdp(z, PROMPT, 0.125), dpattn_status::Ok);
+            cz.try_charge(PrivacyUnit::Prompt, Charge::Zcdp(Rho::new(0.125).unwrap())).unwrap();
+            assert_eq!(dpattn_ledger_charge_approx(z, PROMPT, 0.5, 0.0), dpattn_status::Ok);
+            cz.try_charge(
+                PrivacyUnit::Prompt,
+                Charge::Approx(PrivacyBudget::new(0.5, 0.0).unwrap()),
+            )
+            .unwrap();
             fails(
-                dpattn_ledger_charge_approx(z, 0.1, 1e-9),
+                dpattn_ledger_charge_zcdp(z, PROMPT, 0.5),
+                dpattn_status::Infeasible,
+                "spent rho",
+            );
+            fails(
+                dpattn_ledger_charge_approx(z, PROMPT, 0.1, 1e-9),
                 dpattn_status::OutOfRange,
                 "charge delta",
             );
             matches(z, &cz);
 
-            assert_eq!(dpattn_ledger_new_rdp(3.0, 1e-5, &mut r), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_new_rdp(RECORD, 3.0, 1e-5, &mut r), dpattn_status::Ok);
             assert_eq!(
-                dpattn_ledger_charge_sampled_gaussian(r, 0.01, 1.1, 1000),
+                dpattn_ledger_charge_sampled_gaussian(r, RECORD, 0.01, 1.1, 1000),
                 dpattn_status::Ok
             );
-            cr.try_charge(Charge::Rdp(RdpCurve::from_mechanism(DEFAULT_ORDERS, &m, 1000).unwrap()))
-                .unwrap();
+            cr.try_charge(
+                PrivacyUnit::Record,
+                Charge::Rdp(RdpCurve::from_mechanism(DEFAULT_ORDERS, &m, 1000).unwrap()),
+            )
+            .unwrap();
             assert_eq!(
-                dpattn_ledger_charge_rdp(r, curve.rdp().as_ptr(), DEFAULT_ORDER_COUNT),
+                dpattn_ledger_charge_rdp(r, RECORD, curve.rdp().as_ptr(), DEFAULT_ORDER_COUNT),
                 dpattn_status::Ok
             );
-            cr.try_charge(Charge::Rdp(curve)).unwrap();
-            assert_eq!(dpattn_ledger_charge_zcdp(r, 0.01), dpattn_status::Ok);
-            cr.try_charge(Charge::Zcdp(Rho::new(0.01).unwrap())).unwrap();
+            cr.try_charge(PrivacyUnit::Record, Charge::Rdp(curve)).unwrap();
+            assert_eq!(dpattn_ledger_charge_zcdp(r, RECORD, 0.01), dpattn_status::Ok);
+            cr.try_charge(PrivacyUnit::Record, Charge::Zcdp(Rho::new(0.01).unwrap())).unwrap();
             matches(r, &cr);
             fails(
-                dpattn_ledger_charge_sampled_gaussian(r, 0.01, 1.1, 1_000_000),
+                dpattn_ledger_charge_sampled_gaussian(r, RECORD, 0.01, 1.1, 1_000_000),
                 dpattn_status::Infeasible,
                 "RDP curve",
             );
             fails(
-                dpattn_ledger_charge_sampled_gaussian(r, 2.0, 1.1, 1),
+                dpattn_ledger_charge_sampled_gaussian(r, RECORD, 2.0, 1.1, 1),
                 dpattn_status::OutOfRange,
                 "sampling_rate",
             );
             fails(
-                dpattn_ledger_charge_rdp(r, curve.rdp().as_ptr(), 10),
+                dpattn_ledger_charge_rdp(r, RECORD, curve.rdp().as_ptr(), 10),
                 dpattn_status::ShapeMismatch,
                 "rdp",
             );
-            fails(dpattn_ledger_charge_rdp(r, null(), 156), dpattn_status::NullArgument, "rdp");
+            fails(
+                dpattn_ledger_charge_rdp(r, RECORD, null(), 156),
+                dpattn_status::NullArgument,
+                "rdp",
+            );
             matches(r, &cr);
             // A zCDP ledger is not an approximate one: the handle types are one type, but
             // the kinds differ.
@@ -662,12 +720,24 @@ mod tests {
         let mut n = 77u64;
         // SAFETY: bad arguments are rejected before the out-pointers are written.
         unsafe {
-            fails(dpattn_ledger_new_approx(1.0, 1.0, &mut l), dpattn_status::OutOfRange, "delta");
-            fails(dpattn_ledger_new_zcdp(-1.0, &mut l), dpattn_status::OutOfRange, "rho");
-            fails(dpattn_ledger_new_rdp(1.0, 0.0, &mut l), dpattn_status::OutOfRange, "delta");
-            fails(dpattn_ledger_new_rdp(0.0, 1e-5, &mut l), dpattn_status::OutOfRange, "epsilon");
             fails(
-                dpattn_ledger_new_approx(1.0, 0.0, null_mut()),
+                dpattn_ledger_new_approx(TOKEN, 1.0, 1.0, &mut l),
+                dpattn_status::OutOfRange,
+                "delta",
+            );
+            fails(dpattn_ledger_new_zcdp(TOKEN, -1.0, &mut l), dpattn_status::OutOfRange, "rho");
+            fails(
+                dpattn_ledger_new_rdp(TOKEN, 1.0, 0.0, &mut l),
+                dpattn_status::OutOfRange,
+                "delta",
+            );
+            fails(
+                dpattn_ledger_new_rdp(TOKEN, 0.0, 1e-5, &mut l),
+                dpattn_status::OutOfRange,
+                "epsilon",
+            );
+            fails(
+                dpattn_ledger_new_approx(TOKEN, 1.0, 0.0, null_mut()),
                 dpattn_status::NullArgument,
                 "out_ledger",
             );
@@ -679,7 +749,7 @@ mod tests {
                 "ledger",
             );
             assert_eq!(n, 77);
-            assert_eq!(dpattn_ledger_new_zcdp(1.0, &mut l), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_new_zcdp(TOKEN, 1.0, &mut l), dpattn_status::Ok);
             fails(dpattn_ledger_charges(l, null_mut()), dpattn_status::NullArgument, "out_count");
             fails(dpattn_ledger_total(l, null_mut()), dpattn_status::NullArgument, "out_total");
             fails(
@@ -688,6 +758,123 @@ mod tests {
                 "out_remaining",
             );
             dpattn_ledger_free(l);
+        }
+    }
+
+    #[test]
+    fn a_charge_for_another_unit_is_refused_and_changes_nothing() {
+        let four = dpattn_privacy_unit { kind: DPATTN_UNIT_TOKENS, tokens: 4 };
+        let column = dpattn_privacy_unit { kind: DPATTN_UNIT_FEATURE_COLUMN, tokens: 0 };
+        let sequence = dpattn_privacy_unit { kind: DPATTN_UNIT_SEQUENCE, tokens: 0 };
+        let (mut t, mut g, mut r) = (null_mut(), null_mut(), null_mut());
+        let mut ct = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-6).unwrap());
+        let approx = |e| Charge::Approx(PrivacyBudget::new(e, 0.0).unwrap());
+        let curve = RdpCurve::from_mechanism(
+            DEFAULT_ORDERS,
+            &SampledGaussianRdp::new(0.01, 1.1).unwrap(),
+            10,
+        )
+        .unwrap();
+        // SAFETY: valid pointers; live handles until freed.
+        unsafe {
+            assert_eq!(dpattn_ledger_new_approx(TOKEN, 1.0, 1e-6, &mut t), dpattn_status::Ok);
+            assert_eq!(dpattn_ledger_charge_approx(t, TOKEN, 0.25, 0.0), dpattn_status::Ok);
+            ct.try_charge(PrivacyUnit::TOKEN, approx(0.25)).unwrap();
+            // A charge protecting another unit is refused whether or not it would fit (the
+            // unit is checked first), and the ledger keeps its spent budget and count.
+            for unit in [PROMPT, RECORD, column, sequence] {
+                for e in [0.1, 5.0] {
+                    fails(
+                        dpattn_ledger_charge_approx(t, unit, e, 0.0),
+                        dpattn_status::UnitMismatch,
+                        "unit mismatch",
+                    );
+                }
+                fails(
+                    dpattn_ledger_charge_zcdp(t, unit, 0.01),
+                    dpattn_status::UnitMismatch,
+                    "one token",
+                );
+                matches(t, &ct);
+            }
+            // A guarantee for any 4 tokens covers one token: accepted.
+            assert_eq!(dpattn_ledger_charge_approx(t, four, 0.25, 0.0), dpattn_status::Ok);
+            ct.try_charge(PrivacyUnit::tokens(4).unwrap(), approx(0.25)).unwrap();
+            matches(t, &ct);
+            // The reverse is not: a one-token guarantee says nothing about groups of 4.
+            assert_eq!(dpattn_ledger_new_zcdp(four, 1.0, &mut g), dpattn_status::Ok);
+            fails(
+                dpattn_ledger_charge_zcdp(g, TOKEN, 0.01),
+                dpattn_status::UnitMismatch,
+                "one token",
+            );
+            let (s, _, _, n) = amounts(g);
+            assert_eq!((s.rho, n), (0.0, 0));
+            // Every charge kind of an RDP ledger checks the unit.
+            assert_eq!(dpattn_ledger_new_rdp(RECORD, 3.0, 1e-5, &mut r), dpattn_status::Ok);
+            fails(
+                dpattn_ledger_charge_sampled_gaussian(r, PROMPT, 0.01, 1.1, 10),
+                dpattn_status::UnitMismatch,
+                "one record",
+            );
+            fails(
+                dpattn_ledger_charge_rdp(r, TOKEN, curve.rdp().as_ptr(), DEFAULT_ORDER_COUNT),
+                dpattn_status::UnitMismatch,
+                "one record",
+            );
+            let (s, _, _, n) = amounts(r);
+            assert_eq!((s.epsilon, n), (0.0, 0));
+            // A malformed unit is an argument error, also with nothing charged.
+            let bad_kind = dpattn_privacy_unit { kind: 9, tokens: 0 };
+            let no_tokens = dpattn_privacy_unit { kind: DPATTN_UNIT_TOKENS, tokens: 0 };
+            let stray_tokens = dpattn_privacy_unit { kind: DPATTN_UNIT_RECORD, tokens: 2 };
+            fails(
+                dpattn_ledger_charge_approx(t, bad_kind, 0.1, 0.0),
+                dpattn_status::OutOfRange,
+                "unit.kind",
+            );
+            fails(
+                dpattn_ledger_charge_approx(t, no_tokens, 0.1, 0.0),
+                dpattn_status::OutOfRange,
+                "token count",
+            );
+            fails(
+                dpattn_ledger_charge_sampled_gaussian(r, stray_tokens, 0.01, 1.1, 10),
+                dpattn_status::OutOfRange,
+                "unit.tokens",
+            );
+            matches(t, &ct);
+            // The unit reads back as created.
+            let mut u = dpattn_privacy_unit { kind: 77, tokens: 77 };
+            for (h, want) in [(t, TOKEN), (g, four), (r, RECORD)] {
+                assert_eq!(dpattn_ledger_unit(h, &mut u), dpattn_status::Ok);
+                assert_eq!(u, want);
+            }
+            fails(dpattn_ledger_unit(t, null_mut()), dpattn_status::NullArgument, "out_unit");
+            for h in [t, g, r] {
+                dpattn_ledger_free(h);
+            }
+            u = dpattn_privacy_unit { kind: 77, tokens: 77 };
+            fails(dpattn_ledger_unit(t, &mut u), dpattn_status::InvalidHandle, "ledger");
+            assert_eq!(u, dpattn_privacy_unit { kind: 77, tokens: 77 });
+            // Constructors refuse a malformed unit before writing the handle.
+            let mut l = 0x10 as *mut dpattn_ledger;
+            fails(
+                dpattn_ledger_new_approx(bad_kind, 1.0, 0.0, &mut l),
+                dpattn_status::OutOfRange,
+                "unit.kind",
+            );
+            fails(
+                dpattn_ledger_new_zcdp(no_tokens, 1.0, &mut l),
+                dpattn_status::OutOfRange,
+                "token count",
+            );
+            fails(
+                dpattn_ledger_new_rdp(stray_tokens, 1.0, 1e-5, &mut l),
+                dpattn_status::OutOfRange,
+                "unit.tokens",
+            );
+            assert_eq!(l, 0x10 as *mut dpattn_ledger);
         }
     }
 }

@@ -279,21 +279,25 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 ///   Gaussian mechanism (Balle & Wang 2018) at `Δ_b` plus the rounding and a bound on the
 ///   computation error, so `out` holds exact multiples of `Λ_b` (`float`/`double` outputs;
 ///   16-bit outputs are their rounding). Timing is not constant.
-/// * **Noise:** element `(b, h, i, c)` draws from the exact-sampler window of element
-///   `((b * heads + h) * s_q + i) * d_v + c` of `(key, stream)`. Never reuse a
-///   `(key, stream)` pair for two releases; keep the key secret.
-/// * **Accounting:** each call is one `(ε, δ)` release (repeated queries of one context
-///   compose). `ledger` may be NULL: the caller then charges `(epsilon, delta)` of `params`
-///   itself (`dpattn_ledger_charge_approx`) for every call. A non-NULL `ledger` is charged
-///   once, after every check and σ computation and before `out` is written: an
-///   approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact zCDP cost
-///   of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded up; nothing when no batch
-///   element sees any key, the output then being constant). A refused charge returns the
-///   ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out` and the ledger
-///   unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
+/// * **Noise:** the release takes one fresh stream id of `session` (its position before the
+///   call, `dpattn_session_position`); element `(b, h, i, c)` draws from the exact-sampler
+///   window of element `((b * heads + h) * s_q + i) * d_v + c` of that stream. The id is
+///   used up even when the call fails, so no two releases share noise.
+/// * **Accounting:** each call is one `(ε, δ)` release for the privacy unit one token
+///   (`DPATTN_UNIT_TOKENS`, 1; repeated queries of one context compose). The session's
+///   ledger is charged once, after every check and σ computation and before `out` is
+///   written: an approximate-DP ledger `(ε, δ)` of `params`; a zCDP or RDP ledger the exact
+///   zCDP cost of the discrete Gaussian release, `ρ = max_b (Δ'_b/Λ_b)²/(2s_b²)` (rounded
+///   up; nothing when no batch element sees any key, the output then being constant). A
+///   refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget,
+///   `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit) with `out` and the ledger
+///   unchanged. The session and its ledger are locked for the whole call (concurrent calls
+///   wait). To replay a release for an audit, run it on a session from
+///   `dpattn_session_new_for_replay` (the master key, the logged epoch and stream id, a NULL
+///   ledger): the output is reproduced bit for bit and nothing is charged.
 ///
 /// `sigma` (`sigma_len >= batch * heads`) receives the noise scale of each `(b, h)` (the
-/// discrete Gaussian's `s_b · Λ_b`): keep it with the key and stream id for audit. Shapes and
+/// discrete Gaussian's `s_b · Λ_b`): keep it with the session's position for audit. Shapes and
 /// dtypes as `dpattn_attention`; `scratch` holds at least
 /// `dpattn_output_perturbation_scratch_len(d, d_v)` floats; nothing is allocated.
 ///
@@ -301,23 +305,31 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 /// dpattn_output_perturbation_params p;
 /// dpattn_output_perturbation_params_default(&p);
 /// p.key_norm = 1.0; p.value_norm = 1.0; p.epsilon = 1.0; p.delta = 1e-6;
+/// dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+/// dpattn_ledger *ledger = NULL;
+/// dpattn_session *session = NULL;
+/// dpattn_ledger_new_approx(token, 4.0, 1e-5, &ledger);
+/// dpattn_session_new(ledger, &session); // a master key from the operating system
 /// double sigma[B * H];
-/// dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, &key,
-///     release_id, ledger, sigma, B * H, scratch, scratch_len);
+/// dpattn_status st = dpattn_output_perturbation_attention(&out, &q, &k, &v, &p, session,
+///     sigma, B * H, scratch, scratch_len);
+/// dpattn_session_free(session);
+/// dpattn_ledger_free(ledger);
 /// ```
 ///
 /// Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
 /// `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
 /// `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
-/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `key` or `sigma`;
-/// `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_INVALID_HANDLE` for a
-/// freed `ledger`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
+/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or
+/// `sigma`; `DPATTN_STATUS_INFEASIBLE` for a charge over budget;
+/// `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
+/// `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
+/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
 /// unspecified). Thread-safe; no shared state.
 ///
 /// # Safety
-/// As `dpattn_attention`; `key` NULL or readable for one `dpattn_key`; `sigma` NULL or
-/// writable for `sigma_len` doubles; `ledger` NULL or a value returned by
-/// `dpattn_ledger_new_*` (a freed one is detected).
+/// As `dpattn_attention`; `sigma` NULL or writable for `sigma_len` doubles; `session` NULL
+/// or a value returned by `dpattn_session_new*`/`_restore` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_output_perturbation_attention(
@@ -948,9 +960,12 @@ mod tests {
     use crate::attention::tests::{data, t, tm};
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use crate::session::session_testing as st;
     use crate::tensor::DPATTN_DTYPE_F32;
     use dpattn_core::accounting::ledger::Ledger;
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::Draw;
     use dpattn_core::{BatchedMut, BatchedRef, Kernel, Scale, ScoreFn};
 
     const SQ: [usize; 4] = [2, 3, 5, 4];
@@ -968,19 +983,33 @@ mod tests {
         }
     }
 
-    fn ffi_release(
-        p: &dpattn_output_perturbation_params,
-        key: Option<&dpattn_key>,
-        sigma_len: usize,
-    ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
-        ffi_release_with(p, key, sigma_len, std::ptr::null_mut())
+    /// The epoch of the replay sessions of these tests (master key `[4; 32]`, stream 5).
+    const EPOCH: u64 = 0x5EED;
+
+    /// The core's draw for what a replay session of master key `[4; 32]` at [`EPOCH`],
+    /// next stream id 5, hands out.
+    fn draw_key() -> NoiseKey {
+        st::drawing_key(4, EPOCH)
     }
 
+    /// A release through a fresh replay session (master key `[4; 32]`, [`EPOCH`], stream 5)
+    /// charging `ledger` (NULL: none).
     fn ffi_release_with(
         p: &dpattn_output_perturbation_params,
-        key: Option<&dpattn_key>,
         sigma_len: usize,
         ledger: *mut dpattn_ledger,
+    ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
+        let s = st::replay(4, EPOCH, 5, ledger);
+        let r = ffi_release(p, s, sigma_len);
+        assert_eq!(st::position(s), (EPOCH, 5 + op::STREAMS), "one stream id per release");
+        st::free(s);
+        r
+    }
+
+    fn ffi_release(
+        p: &dpattn_output_perturbation_params,
+        session: *mut dpattn_session,
+        sigma_len: usize,
     ) -> (dpattn_status, Vec<f32>, Vec<f64>) {
         let (q, k, v) = (data(120, 1), data(168, 2), data(168, 3));
         let mut out = vec![7f32; 120];
@@ -994,9 +1023,7 @@ mod tests {
                 &t(&k, SK, DPATTN_DTYPE_F32),
                 &t(&v, SK, DPATTN_DTYPE_F32),
                 p,
-                key.map_or(std::ptr::null(), |k| k as *const _),
-                5,
-                ledger,
+                session,
                 sigma.as_mut_ptr(),
                 sigma.len(),
                 s.as_mut_ptr(),
@@ -1022,21 +1049,19 @@ mod tests {
             noise_mode: NoiseMode::Exact,
         };
         let (mut want, mut wsig) = (vec![0f32; 120], vec![0f64; 6]);
-        op::output_perturbation_attention(
+        op::output_perturbation_attention_keyed(
             BatchedMut::contiguous(&mut want, SQ).unwrap(),
             BatchedRef::contiguous(&q, SQ).unwrap(),
             BatchedRef::contiguous(&k, SK).unwrap(),
             BatchedRef::contiguous(&v, SK).unwrap(),
             &cp,
-            &NoiseKey::for_replay([4; 32]),
-            5,
-            None::<&mut Ledger>,
+            Draw { key: &draw_key(), stream: 5 },
+            None,
             &mut wsig,
             &mut vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()],
         )
         .unwrap();
-        let key = dpattn_key { bytes: [4; 32] };
-        let (st, got, sig) = ffi_release(&params(&pad), Some(&key), 6);
+        let (st, got, sig) = ffi_release_with(&params(&pad), 6, std::ptr::null_mut());
         assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
         let bits = |x: &[f32]| x.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&got), bits(&want));
@@ -1092,20 +1117,18 @@ mod tests {
             kernel: Kernel::Auto,
             noise_mode: NoiseMode::Exact,
         };
-        let key = dpattn_key { bytes: [4; 32] };
         for kind in [Kind::Approx(2.0, 1e-5), Kind::Zcdp(50.0), Kind::Rdp(50.0, 1e-5)] {
             let (h, mut cl) = lt::pair(PrivacyUnit::TOKEN, kind);
-            let (st, got, sig) = ffi_release_with(&params(&[]), Some(&key), 6, h);
+            let (st, got, sig) = ffi_release_with(&params(&[]), 6, h);
             assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
             let (mut want, mut wsig) = (vec![7f32; 120], vec![-1f64; 6]);
-            op::output_perturbation_attention(
+            op::output_perturbation_attention_keyed(
                 BatchedMut::contiguous(&mut want, SQ).unwrap(),
                 BatchedRef::contiguous(&q, SQ).unwrap(),
                 BatchedRef::contiguous(&k, SK).unwrap(),
                 BatchedRef::contiguous(&v, SK).unwrap(),
                 &cp,
-                &NoiseKey::for_replay([4; 32]),
-                5,
+                Draw { key: &draw_key(), stream: 5 },
                 Some(&mut cl),
                 &mut wsig,
                 &mut vec![0f32; op::output_perturbation_scratch_len(4, 4).unwrap()],
@@ -1121,15 +1144,36 @@ mod tests {
         // Refused (over budget in every kind): nothing written, ledger unchanged.
         for kind in [Kind::Approx(0.5, 1e-5), Kind::Zcdp(1e-6), Kind::Rdp(0.01, 1e-5)] {
             let (h, _) = lt::pair(PrivacyUnit::TOKEN, kind);
-            let (st, got, _) = ffi_release_with(&params(&[]), Some(&key), 6, h);
+            let (st, got, _) = ffi_release_with(&params(&[]), 6, h);
             assert_eq!(st, dpattn_status::Infeasible, "{kind:?}");
             assert!(got.iter().all(|&x| x == 7.0));
             lt::assert_untouched(h);
             lt::free(h);
         }
-        let (st, got, _) = ffi_release_with(&params(&[]), Some(&key), 6, lt::freed());
+        // A ledger kept for another unit: refused, nothing written or charged.
+        for unit in [PrivacyUnit::Prompt, PrivacyUnit::tokens(2).unwrap()] {
+            let (h, _) = lt::pair(unit, Kind::Approx(100.0, 1e-2));
+            let (st, got, _) = ffi_release_with(&params(&[]), 6, h);
+            assert_eq!(st, dpattn_status::UnitMismatch, "{unit:?}");
+            assert!(got.iter().all(|&x| x == 7.0));
+            lt::assert_untouched(h);
+            lt::free(h);
+        }
+        // A freed ledger cannot make a session; a freed session cannot release.
+        let key = dpattn_key { bytes: [4; 32] };
+        let mut s = std::ptr::null_mut();
+        // SAFETY: live locals; a freed handle is detected.
+        let st = unsafe {
+            crate::session::dpattn_session_new_for_replay(&key, EPOCH, 5, lt::freed(), &mut s)
+        };
         assert_eq!(st, dpattn_status::InvalidHandle);
         assert!(last_error_string().contains("ledger"));
+        assert!(s.is_null());
+        let s = st::replay(4, EPOCH, 5, std::ptr::null_mut());
+        st::free(s);
+        let (st, got, _) = ffi_release(&params(&[]), s, 6);
+        assert_eq!(st, dpattn_status::InvalidHandle);
+        assert!(last_error_string().contains("session"));
         assert!(got.iter().all(|&x| x == 7.0));
     }
 
@@ -1238,64 +1282,64 @@ mod tests {
 
     #[test]
     fn release_errors() {
-        let key = dpattn_key { bytes: [4; 32] };
+        let session = st::replay(4, EPOCH, 5, std::ptr::null_mut());
         let check = |p: dpattn_output_perturbation_params,
-                     key: Option<&dpattn_key>,
+                     session: *mut dpattn_session,
                      sl: usize,
                      st: dpattn_status,
                      needle: &str| {
-            let (r, out, _) = ffi_release(&p, key, sl);
+            let (r, out, _) = ffi_release(&p, session, sl);
             assert_eq!(r, st, "{}", last_error_string());
             assert!(last_error_string().contains(needle), "{}", last_error_string());
             assert!(out.iter().all(|&x| x == 7.0));
         };
         let base = params(&[]);
-        check(base, Some(&key), 5, dpattn_status::ShapeMismatch, "sigma");
-        check(base, None, 6, dpattn_status::NullArgument, "key");
+        check(base, session, 5, dpattn_status::ShapeMismatch, "sigma");
+        check(base, std::ptr::null_mut(), 6, dpattn_status::NullArgument, "session");
         check(
             dpattn_output_perturbation_params { delta: 0.0, ..base },
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "delta",
         );
         check(
             dpattn_output_perturbation_params { delta: 1.0, ..base },
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "delta",
         );
         check(
             dpattn_output_perturbation_params { epsilon: 0.0, ..base },
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "epsilon",
         );
         check(
             dpattn_output_perturbation_params::default(),
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "epsilon",
         );
         check(
             dpattn_output_perturbation_params { key_norm: f64::NAN, ..base },
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "key_norm",
         );
         check(
             dpattn_output_perturbation_params { score: 7, ..base },
-            Some(&key),
+            session,
             6,
             dpattn_status::OutOfRange,
             "params.score",
         );
         let pad = [3u8; 14];
-        check(params(&pad), Some(&key), 6, dpattn_status::OutOfRange, "key_padding");
+        check(params(&pad), session, 6, dpattn_status::OutOfRange, "key_padding");
         // Private K with NaN is clamped, not refused.
         let (q, mut k, v) = (data(120, 1), data(168, 2), data(168, 3));
         k[3] = f32::NAN;
@@ -1310,9 +1354,7 @@ mod tests {
                 &t(&k, SK, DPATTN_DTYPE_F32),
                 &t(&v, SK, DPATTN_DTYPE_F32),
                 &base,
-                &key,
-                5,
-                std::ptr::null_mut(),
+                session,
                 sig.as_mut_ptr(),
                 sig.len(),
                 s.as_mut_ptr(),
@@ -1331,9 +1373,7 @@ mod tests {
                 &t(&k, SK, DPATTN_DTYPE_F32),
                 &t(&v, SK, DPATTN_DTYPE_F32),
                 &base,
-                &key,
-                5,
-                std::ptr::null_mut(),
+                session,
                 sp,
                 6,
                 s.as_mut_ptr(),
@@ -1341,6 +1381,7 @@ mod tests {
             )
         };
         assert_eq!(st, dpattn_status::Aliasing);
+        st::free(session);
         // Sensitivity: short buffer, NaN q, NULL out.
         let mut q_nan = q.clone();
         q_nan[0] = f32::NAN;

@@ -52,3 +52,8 @@ fn noise_buffers_corpus() {
 fn privacy_params_corpus() {
     assert!(replay("privacy_params", harness::privacy_params) > 0, "no corpus files");
 }
+
+#[test]
+fn sessions_corpus() {
+    assert!(replay("sessions", harness::sessions) > 0, "no corpus files");
+}

@@ -24,7 +24,27 @@ int dpattn_c_abi_smoke(void) {
     CHECK(strcmp(dpattn_status_str(DPATTN_STATUS_OK), "ok") == 0);
     CHECK(strcmp(dpattn_status_str(DPATTN_STATUS_OUT_OF_RANGE), "parameter out of range") == 0);
     CHECK(strcmp(dpattn_status_str(424242u), "unknown status code") == 0);
+    CHECK(strcmp(dpattn_status_str(DPATTN_STATUS_UNIT_MISMATCH),
+                 "privacy unit mismatch between a release and its ledger") == 0);
     CHECK(sizeof(dpattn_status) == 4);
+    /* The privacy unit is passed by value: two 32-bit fields, no padding. */
+    CHECK(sizeof(dpattn_privacy_unit) == 8);
+
+    /* A ledger for one token and a session over it; both handles freed. */
+    {
+        const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+        dpattn_ledger *ledger = NULL;
+        dpattn_session *session = NULL;
+        uint64_t epoch = 0, next = 99;
+        size_t live = dpattn_live_handle_count();
+        CHECK(dpattn_ledger_new_approx(token, 1.0, 1e-6, &ledger) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(ledger, &session) == DPATTN_STATUS_OK && session != NULL);
+        CHECK(dpattn_session_position(session, &epoch, &next) == DPATTN_STATUS_OK && next == 0);
+        CHECK(dpattn_live_handle_count() == live + 2);
+        dpattn_session_free(session);
+        dpattn_ledger_free(ledger);
+        CHECK(dpattn_live_handle_count() == live);
+    }
 
     /* A valid budget succeeds and leaves no message. */
     CHECK(dpattn_check_privacy_params(1.0, 1e-5) == DPATTN_STATUS_OK);

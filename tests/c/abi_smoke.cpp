@@ -19,5 +19,16 @@ extern "C" int dpattn_cpp_abi_smoke(void) {
     // std::string guarantees a writable terminator slot at data()[size()].
     if (dpattn_last_error_message(&msg[0], msg.size() + 1) != msg.size()) return __LINE__;
     if (msg.find("delta") == std::string::npos) return __LINE__;
+    // Sessions and units from C++ through the plain C header.
+    const dpattn_privacy_unit sequence{DPATTN_UNIT_SEQUENCE, 0};
+    dpattn_ledger* ledger = nullptr;
+    dpattn_session* session = nullptr;
+    if (dpattn_ledger_new_zcdp(sequence, 1.0, &ledger) != DPATTN_STATUS_OK) return __LINE__;
+    if (dpattn_session_new(ledger, &session) != DPATTN_STATUS_OK) return __LINE__;
+    if (dpattn_ledger_charge_zcdp(ledger, dpattn_privacy_unit{DPATTN_UNIT_RECORD, 0}, 0.1) !=
+        DPATTN_STATUS_UNIT_MISMATCH)
+        return __LINE__;
+    dpattn_session_free(session);
+    dpattn_ledger_free(ledger);
     return 0;
 }

@@ -204,6 +204,22 @@ static int factors_and_clip(void) {
 #define DIM 64
 #define ROWS (2 * TOK) /* two sequences */
 
+/* One DP-Forward release of `rows` × DIM doubles (row stride DIM) on a replay session of
+ * `key` at epoch 9, next stream id `stream`, charging `ledger` (NULL: nothing): exactly
+ * what a live session at that position releases. Returns the session constructor's status
+ * if it fails (a freed or foreign ledger). */
+static dpattn_status df_at(const dpattn_key *key, uint64_t stream, dpattn_ledger *ledger, double *x,
+                           size_t x_len, dpattn_dtype dtype, size_t rows,
+                           const dpattn_dp_forward_params *p, const dpattn_dp_forward_factors *f,
+                           double *scratch, size_t scratch_len, dpattn_dp_forward_clip_report *r) {
+    dpattn_session *s = NULL;
+    dpattn_status st = dpattn_session_new_for_replay(key, 9, stream, ledger, &s);
+    if (st != DPATTN_STATUS_OK) return st;
+    st = dpattn_dp_forward(x, x_len, dtype, rows, DIM, DIM, p, f, s, scratch, scratch_len, r);
+    dpattn_session_free(s);
+    return st;
+}
+
 static int hook(void) {
     /* ε = 4, C = 1, Frobenius: σ = 2C/A(4, 1e-5) = 2.16232369904 (§5-A). Zero inputs stay
        zero under normalisation, so the release is pure noise. */
@@ -220,8 +236,7 @@ static int hook(void) {
     memset(a, 0, sizeof a);
     memset(b, 0, sizeof b);
     memset(c, 0, sizeof c);
-    CHECK(dpattn_dp_forward(a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 5, NULL, a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(r.scaled == 0 && r.max_norm == 0.0);
     for (i = 0; i < ROWS * DIM; i++) {
         sum += a[i];
@@ -233,45 +248,39 @@ static int hook(void) {
     sd = sqrt(sq / (ROWS * DIM));
     CHECK(fabs(sd / 2.16232369904 - 1.0) < 0.14);
     CHECK(fabs(sum / (ROWS * DIM)) < 0.43);
-    /* Same key and indices: identical bits. */
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    /* The same session position (master key, epoch, stream id): identical bits. */
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) == 0);
-    /* Addressable: the second sequence alone, from element 100 + TOK·DIM, equals the slice. */
-    CHECK(dpattn_dp_forward(c, TOK * DIM, DPATTN_DTYPE_F64, TOK, DIM, DIM, &p, &iid, &k1, 5,
-              100 + TOK * DIM, NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
-    CHECK(memcmp(c, a + TOK * DIM, sizeof c) == 0);
-    /* Another key, or another stream, differs. */
+    /* Addressable: the first sequence alone, at the same session position, equals the
+       slice (noise element (r, j) is element r·DIM + j of the release's stream). */
+    CHECK(df_at(&k1, 5, NULL, c, TOK * DIM, DPATTN_DTYPE_F64, TOK, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(memcmp(c, a, sizeof c) == 0);
+    /* Another master key, or another stream id, differs. */
     memset(b, 0, sizeof b);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k2, 5, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k2, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) != 0);
     memset(b, 0, sizeof b);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 6, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 6, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) != 0);
     /* A NaN in the private input is released as the zero row: the same bits as `a`. */
     memset(b, 0, sizeof b);
     b[3] = NAN;
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) == 0 && r.private_sanitized_rows == 1);
     /* Bad input: nothing written. */
     memcpy(b, a, sizeof a);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS - 1, DIM, DIM, &p, &iid, &k1, 5, 0,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("x"));
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, NULL, 5, 0,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, NULL, &k1, 5, 0,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("factors"));
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 0,
-              (dpattn_ledger *)(void *)&r, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5,
-              UINT64_MAX - 10, NULL, NULL, 0, &r) == DPATTN_STATUS_SIZE_OVERFLOW);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 0,
-              NULL, b + 8, 4, &r) == DPATTN_STATUS_ALIASING && msg_has("scratch"));
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F16, ROWS, DIM, DIM, &p, &iid, &k1, 5, 0,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("dtype"));
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS - 1, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("x"));
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, NULL, NULL, 0,
+              &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid,
+              (dpattn_session *)(void *)&r, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, NULL, NULL, 0, &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("factors"));
+    CHECK(df_at(&k1, 5, (dpattn_ledger *)(void *)&r, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+    /* A session whose stream ids are used up refuses (restore it to start a new epoch). */
+    CHECK(df_at(&k1, UINT64_MAX - 1, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_SIZE_OVERFLOW);
+    CHECK(msg_has("new epoch"));
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, b + 8, 4, &r) == DPATTN_STATUS_ALIASING && msg_has("scratch"));
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F16, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("dtype"));
     CHECK(memcmp(b, a, sizeof a) == 0);
     return 0;
 }
@@ -357,7 +366,8 @@ static int hook_with_ledger(void) {
     dpattn_dp_forward_params p = base(TOK, DIM);
     dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
     dpattn_dp_forward_clip_report r = {77, 7.0, 77};
-    dpattn_ledger *z = NULL, *ap = NULL, *tiny = NULL;
+    const dpattn_privacy_unit sequence = {DPATTN_UNIT_SEQUENCE, 0}, token = {DPATTN_UNIT_TOKENS, 1};
+    dpattn_ledger *z = NULL, *ap = NULL, *tiny = NULL, *other = NULL;
     dpattn_amount spent;
     dpattn_key k1;
     static double a[ROWS * DIM], b[ROWS * DIM];
@@ -370,38 +380,43 @@ static int hook_with_ledger(void) {
     memset(b, 0, sizeof b);
     CHECK(dpattn_dp_forward_release_rho(&p, &rho) == DPATTN_STATUS_OK);
     CHECK(dpattn_dp_forward_guarantee(&p, &e, &d) == DPATTN_STATUS_OK);
-    CHECK(dpattn_ledger_new_zcdp(10.0, &z) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_forward(a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
-              z, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_zcdp(sequence, 10.0, &z) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 5, z, a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
     CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && spent.rho == rho);
     /* The same release as without a ledger. */
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 5, 100,
-              NULL, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) == 0);
-    CHECK(dpattn_ledger_new_approx(8.0, 1e-4, &ap) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_forward(a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 6, 100,
-              ap, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_approx(sequence, 8.0, 1e-4, &ap) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 6, ap, a, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
     CHECK(dpattn_ledger_spent(ap, &spent) == DPATTN_STATUS_OK);
     CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == e && spent.delta == d);
     /* A plan of two releases cannot be charged per release on an approximate ledger. */
     p.releases = 2;
     memcpy(b, a, sizeof a);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 7, 100,
-              ap, NULL, 0, &r) == DPATTN_STATUS_UNSUPPORTED);
+    CHECK(df_at(&k1, 7, ap, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_UNSUPPORTED);
     CHECK(memcmp(a, b, sizeof a) == 0);
     p.releases = 1;
     /* Over budget: refused, x, the report and the ledger untouched. */
-    CHECK(dpattn_ledger_new_zcdp(1e-3, &tiny) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_zcdp(sequence, 1e-3, &tiny) == DPATTN_STATUS_OK);
     r.scaled = 77;
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 8, 100,
-              tiny, NULL, 0, &r) == DPATTN_STATUS_INFEASIBLE);
+    CHECK(df_at(&k1, 8, tiny, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_INFEASIBLE);
     CHECK(memcmp(a, b, sizeof a) == 0 && r.scaled == 77);
     CHECK(dpattn_ledger_charges(tiny, &n) == DPATTN_STATUS_OK && n == 0);
     dpattn_ledger_free(tiny);
-    CHECK(dpattn_dp_forward(b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, DIM, DIM, &p, &iid, &k1, 8, 100,
-              tiny, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+    CHECK(df_at(&k1, 8, tiny, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
     CHECK(memcmp(a, b, sizeof a) == 0);
+    /* A ledger for one token: the sequence-level plan protects whole sequences, refused;
+       the token-level plan for groups of 2 rows covers one token, accepted. */
+    CHECK(dpattn_ledger_new_approx(token, 100.0, 1e-2, &other) == DPATTN_STATUS_OK);
+    CHECK(df_at(&k1, 8, other, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_UNIT_MISMATCH);
+    CHECK(msg_has("one sequence") && memcmp(a, b, sizeof a) == 0 && r.scaled == 77);
+    CHECK(dpattn_ledger_charges(other, &n) == DPATTN_STATUS_OK && n == 0);
+    p.neighbours = DPATTN_DP_FORWARD_NEIGHBOURS_TOKENS;
+    p.neighbour_rows = 2;
+    CHECK(df_at(&k1, 8, other, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_charges(other, &n) == DPATTN_STATUS_OK && n == 1);
+    dpattn_ledger_free(other);
     dpattn_ledger_free(ap);
     dpattn_ledger_free(z);
     CHECK(dpattn_live_handle_count() == live);

@@ -130,6 +130,21 @@ static dpattn_tensor4_mut out4(double *p, size_t b, size_t n) {
     return t;
 }
 
+/* One release on a replay session of `key` at epoch 5, next stream id `stream`, charging
+ * `ledger` (NULL: nothing): exactly what a live session at that position releases. Returns
+ * the session constructor's status if it fails (a freed ledger). */
+static dpattn_status gsa_at(const dpattn_key *key, uint64_t stream, dpattn_ledger *ledger,
+                            const dpattn_tensor4_mut *b, const dpattn_tensor4_mut *p,
+                            const dpattn_tensor4 *x, const dpattn_gaussian_sampling_params *prm,
+                            double *sc, size_t len, dpattn_gaussian_sampling_report *rep) {
+    dpattn_session *s = NULL;
+    dpattn_status st = dpattn_session_new_for_replay(key, 5, stream, ledger, &s);
+    if (st != DPATTN_STATUS_OK) return st;
+    st = dpattn_gaussian_sampling_attention(b, p, x, prm, s, sc, len, rep);
+    dpattn_session_free(s);
+    return st;
+}
+
 static int mechanism(void) {
     static double x[2 * N * D], sc[4096], b[2 * N * N], p[2 * N * N], b2[2 * N * N], p2[2 * N * N];
     dpattn_gaussian_sampling_params prm, q;
@@ -164,10 +179,10 @@ static int mechanism(void) {
     /* The mechanism has no floating-point-safe form: the default exact mode refuses it, and
      * it runs only when the caller names the unsafe float mode. */
     CHECK(prm.noise_mode == DPATTN_NOISE_MODE_EXACT);
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) ==
+    CHECK(gsa_at(&key, 0, NULL, &bt, &pt, &xt, &prm, sc, len, &rep) ==
           DPATTN_STATUS_UNSUPPORTED && msg_has("floating-point-safe"));
     prm.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT;
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
+    CHECK(gsa_at(&key, 0, NULL, &bt, &pt, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
     /* Report (private): column norm sqrt(n * 0.05/d), r = 0.05, nothing clipped. */
     CHECK(rel(rep.alpha_hat, sqrt(N * 0.05 / D), 1e-12) && rel(rep.r_hat, 0.05, 1e-12));
     CHECK(rep.clipped_columns == 0);
@@ -190,20 +205,20 @@ static int mechanism(void) {
         }
         CHECK(fabs(row - 1.0) < 1e-14);
     }
-    /* Determinism and addressability: the same key/stream gives identical bits; a
-     * one-problem call equals problem 0 of the batch; problems 0 and 1 (same data) differ;
-     * another key or stream differs. */
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
+    /* Determinism and addressability: the same session position (master key, epoch,
+     * stream id) gives identical bits; a one-problem call equals problem 0 of the batch;
+     * problems 0 and 1 (same data) differ; another key or stream id differs. */
+    CHECK(gsa_at(&key, 0, NULL, &bt, &pt, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
     {
         dpattn_tensor4 x1 = xt;
         dpattn_tensor4_mut b1 = out4(b2, 1, N), p1 = out4(p2, 1, N);
         x1.shape[0] = 1; x1.len = N * D;
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 0, NULL, &b1, &p1, &x1, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) == 0 && memcmp(p2, p, sizeof(double) * N * N) == 0);
         CHECK(memcmp(b, b + N * N, sizeof(double) * N * N) != 0);
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key, 1, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 1, NULL, &b1, &p1, &x1, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) != 0);
-        CHECK(dpattn_gaussian_sampling_attention(&b1, &p1, &x1, &prm, &key2, 0, NULL, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key2, 0, NULL, &b1, &p1, &x1, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof(double) * N * N) != 0);
     }
     /* Charge: basic composition over batch*heads problems, or heads when disjoint. */
@@ -221,27 +236,48 @@ static int mechanism(void) {
        dpattn_gaussian_sampling_attention_charge (2 problems); a too-small ledger, or a zCDP
        one (δ > 0), refuses it and writes nothing. */
     {
-        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
+        const dpattn_privacy_unit column = {DPATTN_UNIT_FEATURE_COLUMN, 0};
+        const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL, *other = NULL;
+        dpattn_session *s = NULL;
         dpattn_tensor4_mut b2t = out4(b2, 2, N), p2t = out4(p2, 2, N);
         dpattn_amount spent;
         uint64_t charges = 9;
         CHECK(dpattn_gaussian_sampling_attention_charge(&prm, 2, 1, &e, &dl) == DPATTN_STATUS_OK);
-        CHECK(dpattn_ledger_new_approx(1.0, 1e-5, &l) == DPATTN_STATUS_OK);
-        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, l, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(column, 1.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 0, l, &b2t, &p2t, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_OK);
         CHECK(memcmp(b2, b, sizeof b) == 0 && memcmp(p2, p, sizeof p) == 0);
         CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
         CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == e && spent.delta == dl);
         memset(b2, 0, sizeof b2);
         rep.clipped_columns = 99;
-        CHECK(dpattn_ledger_new_approx(e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
-        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, tiny, sc, len, &rep) == DPATTN_STATUS_INFEASIBLE);
+        CHECK(dpattn_ledger_new_approx(column, e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 0, tiny, &b2t, &p2t, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_INFEASIBLE);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
-        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
-        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, z, sc, len, &rep) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(dpattn_ledger_new_zcdp(column, 1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 0, z, &b2t, &p2t, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_OUT_OF_RANGE);
         dpattn_ledger_free(tiny);
-        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, &key, 0, tiny, sc, len, &rep) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        CHECK(gsa_at(&key, 0, tiny, &b2t, &p2t, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
         for (i = 0; i < 2 * N * N; i++) CHECK(b2[i] == 0.0);
         CHECK(rep.clipped_columns == 99);
+        /* A ledger for one token: paper 000 protects a feature column, refused. */
+        CHECK(dpattn_ledger_new_approx(token, 100.0, 1e-2, &other) == DPATTN_STATUS_OK);
+        CHECK(gsa_at(&key, 0, other, &b2t, &p2t, &xt, &prm, sc, len, &rep) == DPATTN_STATUS_UNIT_MISMATCH);
+        CHECK(msg_has("one feature column"));
+        CHECK(dpattn_ledger_charges(other, &charges) == DPATTN_STATUS_OK && charges == 0);
+        for (i = 0; i < 2 * N * N; i++) CHECK(b2[i] == 0.0);
+        CHECK(rep.clipped_columns == 99);
+        /* The default route: a session with a key from the operating system. Each release
+           takes the next stream id, so two releases of the same input differ, and each is
+           charged. */
+        CHECK(dpattn_session_new(l, &s) == DPATTN_STATUS_OK);
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, s, sc, len, &rep) == DPATTN_STATUS_OK);
+        memcpy(b2 + N * N, b2, sizeof(double) * N * N); /* keep problem 0 of the first */
+        CHECK(dpattn_gaussian_sampling_attention(&b2t, &p2t, &xt, &prm, s, sc, len, &rep) == DPATTN_STATUS_OK);
+        CHECK(memcmp(b2, b2 + N * N, sizeof(double) * N * N) != 0);
+        CHECK(dpattn_ledger_charges(l, &charges) == DPATTN_STATUS_OK && charges == 3);
+        dpattn_session_free(s);
+        dpattn_ledger_free(other);
         dpattn_ledger_free(z);
         dpattn_ledger_free(l);
     }
@@ -249,7 +285,7 @@ static int mechanism(void) {
     /* Bad input: outputs untouched. */
     memcpy(b2, b, sizeof b);
     rep.clipped_columns = 99;
-#define RUN(P, S, L) dpattn_gaussian_sampling_attention(&bt, &pt, &xt, (P), &key, 0, NULL, (S), (L), &rep)
+#define RUN(P, S, L) gsa_at(&key, 0, NULL, &bt, &pt, &xt, (P), (S), (L), &rep)
     q = prm; q.epsilon = NAN;
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
     q = prm; q.epsilon = -1.0;
@@ -282,8 +318,8 @@ static int mechanism(void) {
     bt.shape[3] = N - 1; /* [2,1,4,3] inside the same 32 elements */
     CHECK(RUN(&prm, sc, len) == DPATTN_STATUS_SHAPE_MISMATCH);
     bt = out4(b, 2, N);
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, NULL, 0, NULL, sc, len, &rep) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, &key, 0, NULL, sc, len, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_report"));
+    CHECK(dpattn_gaussian_sampling_attention(&bt, &pt, &xt, &prm, NULL, sc, len, &rep) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(gsa_at(&key, 0, NULL, &bt, &pt, &xt, &prm, sc, len, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_report"));
 #undef RUN
     CHECK(memcmp(b2, b, sizeof b) == 0 && rep.clipped_columns == 99);
     CHECK(dpattn_gaussian_sampling_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);

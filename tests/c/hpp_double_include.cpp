@@ -10,9 +10,11 @@ int dpattn_hpp_second_unit(double* sigma_out) {
     dpattn::Result<double> r = dpattn::try_analytic_gaussian_sigma(1.0, 1e-5, 1.0);
     if (!r.ok()) return 1;
     *sigma_out = r.value();
-    dpattn::Result<dpattn::Ledger> ledger = dpattn::Ledger::try_zcdp(0.5);
+    dpattn::Result<dpattn::Ledger> ledger = dpattn::Ledger::try_zcdp(dpattn::units::token, 0.5);
     if (!ledger.ok()) return 2;
-    return ledger.value().try_charge_zcdp(0.25) == DPATTN_STATUS_OK ? 0 : 3;
+    if (ledger.value().try_charge_zcdp(dpattn::units::token, 0.25) != DPATTN_STATUS_OK) return 3;
+    dpattn::Result<dpattn::Session> session = dpattn::Session::try_create(ledger.value());
+    return session.ok() && session.value().try_position().ok() ? 0 : 4;
 }
 
 extern "C" int dpattn_cpp_hpp_double_include(void) {

@@ -87,6 +87,8 @@ static int test_output_perturbation(void) {
     dpattn_output_perturbation_params p;
     dpattn_attention_options opt;
     dpattn_key key;
+    dpattn_session *replay = NULL;
+    const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
     dpattn_tensor4 qt = tin(q, NQ, SQ, D), kt = tin(k, NK, SK, D), vt = tin(v, NV, SK, DV);
     dpattn_tensor4_mut ot = tout(out);
     size_t n = 0, i, b, h, r, c;
@@ -164,7 +166,10 @@ static int test_output_perturbation(void) {
     }
     scratch = malloc(n * sizeof *scratch);
     CHECK(scratch != NULL);
-    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, NULL, sigma, B * H,
+    /* A replay session (a stored master key, epoch 77, next stream id 3, no ledger): the
+       tests below reproduce its first release bit for bit. */
+    CHECK(dpattn_session_new_for_replay(&key, 77, 3, NULL, &replay) == DPATTN_STATUS_OK);
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, replay, sigma, B * H,
                                                scratch, n) == DPATTN_STATUS_OK);
     for (b = 0; b < B; b++) {
         double s = sigma[b * H];
@@ -172,31 +177,58 @@ static int test_output_perturbation(void) {
         CHECK(agm_delta(s, eps, sens[b]) <= delta * (1.0 + 1e-6));
         CHECK(agm_delta(s / 1.01, eps, sens[b]) > delta);
     }
-    /* With an approximate-DP ledger: the same release, charged (ε, δ) of the params; a
-       too-small ledger refuses it and writes nothing. */
+    /* With an approximate-DP ledger for one token: the same release (a replay session at
+       the same position), charged (ε, δ) of the params; a too-small ledger, or one kept for
+       another unit, refuses it and writes nothing. */
     {
         static float out2[NO];
-        dpattn_ledger *l = NULL, *tiny = NULL;
+        const dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0}, pair = {DPATTN_UNIT_TOKENS, 2};
+        dpattn_ledger *l = NULL, *tiny = NULL, *other = NULL, *groups = NULL;
+        dpattn_session *s = NULL, *stale = (dpattn_session *)(uintptr_t)0x1230;
         dpattn_amount spent;
         uint64_t charges = 9;
-        CHECK(dpattn_ledger_new_approx(2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(token, 2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new_for_replay(&key, 77, 3, l, &s) == DPATTN_STATUS_OK);
         ot.data = out2;
-        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, l, sigma, B * H,
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma, B * H,
                                                    scratch, n) == DPATTN_STATUS_OK);
         CHECK(memcmp(out2, out, sizeof out2) == 0);
         CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
         CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == eps && spent.delta == delta);
-        CHECK(dpattn_ledger_new_approx(eps / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        dpattn_session_free(s);
+        CHECK(dpattn_ledger_new_approx(token, eps / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(prompt, 100.0, 1e-2, &other) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(pair, 100.0, 1e-2, &groups) == DPATTN_STATUS_OK);
         memset(out2, 0, sizeof out2);
-        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, tiny, sigma,
+        CHECK(dpattn_session_new_for_replay(&key, 77, 3, tiny, &s) == DPATTN_STATUS_OK);
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma,
                                                    B * H, scratch, n) == DPATTN_STATUS_INFEASIBLE);
+        dpattn_session_free(s);
+        CHECK(dpattn_session_new(other, &s) == DPATTN_STATUS_OK);
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_UNIT_MISMATCH);
+        CHECK(msg_has("one prompt"));
+        dpattn_session_free(s);
+        /* One token's guarantee does not cover groups of two tokens. */
+        CHECK(dpattn_session_new(groups, &s) == DPATTN_STATUS_OK);
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_UNIT_MISMATCH);
+        dpattn_session_free(s);
         for (i = 0; i < NO; i++) CHECK(out2[i] == 0.0f);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_charges(other, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_charges(groups, &charges) == DPATTN_STATUS_OK && charges == 0);
         dpattn_ledger_free(tiny);
-        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, tiny, sigma,
+        CHECK(dpattn_session_new_for_replay(&key, 77, 3, tiny, &stale) == DPATTN_STATUS_INVALID_HANDLE);
+        CHECK(msg_has("ledger") && stale == (dpattn_session *)(uintptr_t)0x1230);
+        /* s was freed: a release on it is refused. */
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma,
                                                    B * H, scratch, n) == DPATTN_STATUS_INVALID_HANDLE);
+        CHECK(msg_has("session"));
         for (i = 0; i < NO; i++) CHECK(out2[i] == 0.0f);
         dpattn_ledger_free(l);
+        dpattn_ledger_free(other);
+        dpattn_ledger_free(groups);
         ot.data = out;
     }
     /* Exact attention over the same (unclamped: inside the balls) inputs, and the noise. */
@@ -230,38 +262,39 @@ static int test_output_perturbation(void) {
     for (c = 0; c < DV; c++) v[(1 * SK + 5) * DV + c] = 1e6f / 4.0f;
     k[(2 * SK + 7) * D + 3] = NAN;
     ot.data = out;
-    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, &key, 3, NULL, sigma, B * H,
+    CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, replay, sigma, B * H,
                                                scratch, n) == DPATTN_STATUS_OK);
     k[(2 * SK + 7) * D + 3] = 0.5f;
     for (i = 0; i < NO; i++) CHECK(fabs((double)out[i]) <= rv + 12.0 * sigma[i / (SQ * DV)]);
     /* Bad input: status, message, out untouched. */
     ot.data = out;
     for (i = 0; i < NO; i++) out[i] = 7.0f;
-#define BAD(keyp, slen, status, needle)                                                   \
+#define BAD(sess, slen, status, needle)                                                   \
     do {                                                                                  \
-        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, keyp, 3, NULL, sigma,  \
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, sess, sigma,   \
                                                    slen, scratch, n) == (status));        \
         CHECK(msg_has(needle));                                                           \
         for (i = 0; i < NO; i++) CHECK(out[i] == 7.0f);                                   \
     } while (0)
-    BAD(&key, B * H - 1, DPATTN_STATUS_SHAPE_MISMATCH, "sigma");
-    BAD(NULL, B * H, DPATTN_STATUS_NULL_ARGUMENT, "key");
+    BAD(replay, B * H - 1, DPATTN_STATUS_SHAPE_MISMATCH, "sigma");
+    BAD(NULL, B * H, DPATTN_STATUS_NULL_ARGUMENT, "session");
     p.delta = 0.0;
-    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
+    BAD(replay, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
     p.delta = 1.0;
-    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
+    BAD(replay, B * H, DPATTN_STATUS_OUT_OF_RANGE, "delta");
     p.delta = delta; p.epsilon = 0.0;
-    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "epsilon");
+    BAD(replay, B * H, DPATTN_STATUS_OUT_OF_RANGE, "epsilon");
     p.epsilon = eps; p.value_norm = 0.0;
-    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "value_norm");
+    BAD(replay, B * H, DPATTN_STATUS_OUT_OF_RANGE, "value_norm");
     p.value_norm = rv;
     pad[3] = 2;
-    BAD(&key, B * H, DPATTN_STATUS_OUT_OF_RANGE, "key_padding");
+    BAD(replay, B * H, DPATTN_STATUS_OUT_OF_RANGE, "key_padding");
     pad[3] = 1;
     q[9] = NAN; /* public queries are validated */
-    BAD(&key, B * H, DPATTN_STATUS_NON_FINITE, "q");
+    BAD(replay, B * H, DPATTN_STATUS_NON_FINITE, "q");
     q[9] = 0.25f;
 #undef BAD
+    dpattn_session_free(replay);
     free(scratch);
     CHECK(dpattn_live_handle_count() == live);
     return 0;
@@ -316,11 +349,12 @@ static int test_cross_attention(void) {
        reports; a too-small ledger (or a zCDP one: δ > 0) refuses and returns no handle. */
     {
         dpattn_cross_attention *a3 = NULL, *a4 = (dpattn_cross_attention *)(void *)&bytes;
+        const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
         dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
         dpattn_amount spent;
         double e3 = 0, dl3 = 0;
         uint64_t charges = 9;
-        CHECK(dpattn_ledger_new_approx(1.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(token, 1.0, 1e-5, &l) == DPATTN_STATUS_OK);
         CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, l, &a3) == 0);
         CHECK(dpattn_cross_attention_achieved_privacy(a3, &e3, &dl3) == DPATTN_STATUS_OK);
         CHECK(e3 == e && dl3 == dl);
@@ -329,12 +363,12 @@ static int test_cross_attention(void) {
         CHECK(dpattn_cross_attention_query(a3, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
         CHECK(memcmp(o1, o2, sizeof o1) == 0);
         dpattn_cross_attention_free(a3);
-        CHECK(dpattn_ledger_new_approx(e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(token, e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
         CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, tiny, &a4) ==
               DPATTN_STATUS_INFEASIBLE);
         CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
-        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_zcdp(token, 1.0, &z) == DPATTN_STATUS_OK);
         CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, z, &a4) ==
               DPATTN_STATUS_OUT_OF_RANGE);
         CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
