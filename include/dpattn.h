@@ -264,6 +264,32 @@
 #define DPATTN_GAUSSIAN_SAMPLING_K_LIMIT 9007199254740992
 
 /**
+ * `dpattn_privacy_unit.kind`: up to `tokens ≥ 1` tokens of one private context or sequence
+ * (output perturbation and paper 001: 1; DP-Forward's token level: `c`).
+ */
+#define DPATTN_UNIT_TOKENS 0
+
+/**
+ * `dpattn_privacy_unit.kind`: one feature column (paper 000, the Gram-matrix attention).
+ */
+#define DPATTN_UNIT_FEATURE_COLUMN 1
+
+/**
+ * `dpattn_privacy_unit.kind`: one whole sequence (DP-Forward's sequence level).
+ */
+#define DPATTN_UNIT_SEQUENCE 2
+
+/**
+ * `dpattn_privacy_unit.kind`: one training prompt (NoisyHead).
+ */
+#define DPATTN_UNIT_PROMPT 3
+
+/**
+ * `dpattn_privacy_unit.kind`: one training record, added or removed (DP-SGD).
+ */
+#define DPATTN_UNIT_RECORD 4
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -645,6 +671,12 @@ enum dpattn_status
    */
   DPATTN_STATUS_CUDA_ERROR = 18,
   /**
+   * A release charged a ledger kept for another privacy unit (one token, one prompt, one
+   * record, ...): guarantees about different units cannot be added up. Nothing was
+   * released or charged.
+   */
+  DPATTN_STATUS_UNIT_MISMATCH = 19,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -696,6 +728,13 @@ typedef struct dpattn_ledger dpattn_ledger;
  * A released moment sketch `M̃` (row-major `r × (d+1)`).
  */
 typedef struct dpattn_moment_sketch dpattn_moment_sketch;
+
+/**
+ * A session: a master key, its epoch, the next stream id and a ledger handle (shared with
+ * the caller, who may keep querying it). Create with `dpattn_session_new`, release with
+ * `dpattn_session_free`. Thread-safe: a release locks the session, then its ledger.
+ */
+typedef struct dpattn_session dpattn_session;
 
 /**
  * Permutations drawn or checked for a plan shape (opaque). Released by
@@ -1120,6 +1159,23 @@ typedef struct {
    */
   size_t clipped_columns;
 } dpattn_gaussian_sampling_report;
+
+/**
+ * What neighbouring inputs differ in (the core `PrivacyUnit`): `kind` is a
+ * `DPATTN_UNIT_*` value; `tokens` is the group size for `DPATTN_UNIT_TOKENS` (at least 1)
+ * and must be 0 otherwise. A guarantee for up to `c` tokens covers a ledger for up to
+ * `c′ ≤ c` tokens; every other unit covers only itself.
+ */
+typedef struct {
+  /**
+   * `DPATTN_UNIT_*`.
+   */
+  uint32_t kind;
+  /**
+   * Tokens per group for `DPATTN_UNIT_TOKENS`, else 0.
+   */
+  uint32_t tokens;
+} dpattn_privacy_unit;
 
 /**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
@@ -2044,24 +2100,6 @@ typedef struct {
    */
   uint64_t planned_steps;
 } dpattn_shuffled_dp_sgd_params;
-
-/**
- * The stream ids of one step's three draws under one key.
- */
-typedef struct {
-  /**
-   * Poisson selection.
-   */
-  uint64_t selection;
-  /**
-   * Gaussian noise.
-   */
-  uint64_t noise;
-  /**
-   * Permutations.
-   */
-  uint64_t permutation;
-} dpattn_shuffle_step_streams;
 
 /**
  * The per-example gradient callback of `dpattn_shuffled_dp_sgd_step`: write the gradient
@@ -3393,10 +3431,7 @@ dpattn_status dpattn_dp_forward(void *x,
                                 size_t row_stride,
                                 const dpattn_dp_forward_params *params,
                                 const dpattn_dp_forward_factors *factors,
-                                const dpattn_key *key,
-                                uint64_t stream,
-                                uint64_t first,
-                                dpattn_ledger *ledger,
+                                dpattn_session *session,
                                 double *scratch,
                                 size_t scratch_len,
                                 dpattn_dp_forward_clip_report *out_report);
@@ -3631,9 +3666,7 @@ dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b
                                                  const dpattn_tensor4_mut *out_p,
                                                  const dpattn_tensor4 *x,
                                                  const dpattn_gaussian_sampling_params *params,
-                                                 const dpattn_key *key,
-                                                 uint64_t stream,
-                                                 dpattn_ledger *ledger,
+                                                 dpattn_session *session,
                                                  double *scratch,
                                                  size_t scratch_len,
                                                  dpattn_gaussian_sampling_report *out_report);
@@ -4003,25 +4036,26 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
                                           size_t *out_len);
 
 /**
- * A new approximate-DP ledger with total `(epsilon, delta)`: charges compose by basic
+ * A new approximate-DP ledger for `unit` with total `(epsilon, delta)`: charges compose by basic
  * composition `(Σεᵢ, Σδᵢ)`, a valid filter even for adaptively chosen charges (Rogers,
  * Roth, Ullman, Vadhan 2016). Accepts `dpattn_ledger_charge_approx` (`δ = 0` is a pure
  * charge). `delta = 0` makes a pure-DP ledger. Writes the handle to `*out_ledger`
  * (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside
- * `[0, 1)`). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`, `epsilon` not finite and `> 0`, `delta`
+ * outside `[0, 1)`). Thread-safe.
  *
  * ```c
  * dpattn_ledger *ledger = NULL;
  * dpattn_amount left;
- * if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
- * if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
+ * dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+ * if (dpattn_ledger_new_approx(token, 1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
+ * if (dpattn_ledger_charge_approx(ledger, token, 0.5, 5e-7) == DPATTN_STATUS_OK) {
  *     // run the (0.5, 5e-7)-DP mechanism
  * }
  * // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
- * dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
+ * dpattn_ledger_charge_approx(ledger, token, 0.75, 0.0);
  * dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
  * dpattn_ledger_free(ledger);
  * ```
@@ -4029,24 +4063,29 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_approx(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_approx(dpattn_privacy_unit unit,
+                                       double epsilon,
+                                       double delta,
+                                       dpattn_ledger **out_ledger);
 
 /**
- * A new zCDP ledger with total `rho`: charges compose by adding ρ, a valid filter for
+ * A new zCDP ledger for `unit` with total `rho`: charges compose by adding ρ, a valid filter for
  * adaptively chosen charges (Feldman & Zrnic 2021). Accepts `dpattn_ledger_charge_zcdp`
  * and `dpattn_ledger_charge_approx` with `δ = 0` (as `ρ = ε²/2`). Writes the handle to
  * `*out_ledger` (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative, NaN or infinite). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `rho` negative, NaN or infinite). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_zcdp(dpattn_privacy_unit unit,
+                                     double rho,
+                                     dpattn_ledger **out_ledger);
 
 /**
- * A new RDP ledger on the 156 default orders with target `(epsilon, delta)`: charges are
+ * A new RDP ledger for `unit` on the 156 default orders with target `(epsilon, delta)`: charges are
  * composed as RDP curves and a charge is accepted while the composed curve converts to at
  * most `epsilon` at `delta`. Accepts `dpattn_ledger_charge_sampled_gaussian`,
  * `dpattn_ledger_charge_rdp`, `dpattn_ledger_charge_zcdp` (`ε(α) = αρ`) and
@@ -4055,16 +4094,20 @@ dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
  * `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`:
- * RDP gives no pure-DP bound). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `epsilon` not finite and `> 0`, `delta`
+ * outside `(0, 1)`: RDP gives no pure-DP bound). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_rdp(dpattn_privacy_unit unit,
+                                    double epsilon,
+                                    double delta,
+                                    dpattn_ledger **out_ledger);
 
 /**
- * Charges an `(epsilon, delta)`-DP mechanism (`delta = 0`: a pure ε-DP mechanism).
+ * Charges an `(epsilon, delta)`-DP mechanism protecting `unit` (`delta = 0`: a pure ε-DP
+ * mechanism).
  * Accepted if the total still holds after it; otherwise refused and the ledger is left
  * exactly as it was.
  *
@@ -4075,6 +4118,8 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `epsilon` not finite and `> 0`, `delta` outside `[0, 1)`,
  *   or `delta > 0` on a zCDP or RDP ledger (such a mechanism satisfies no zCDP/RDP bound;
  *   the ledger is unchanged);
+ * * `DPATTN_STATUS_UNIT_MISMATCH`: `unit` does not cover the ledger's unit (ledger
+ *   unchanged);
  * * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE` (freed or foreign
  *   `ledger`).
  *
@@ -4084,7 +4129,10 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * `ledger` must be NULL or a value returned by a `dpattn_ledger_new_*` function (a freed
  * one is detected).
  */
-dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon, double delta);
+dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger,
+                                          dpattn_privacy_unit unit,
+                                          double epsilon,
+                                          double delta);
 
 /**
  * Charges a ρ-zCDP mechanism (zCDP ledgers; RDP ledgers as the curve `ε(α) = αρ`).
@@ -4097,7 +4145,9 @@ dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon,
  * # Safety
  * As `dpattn_ledger_charge_approx`.
  */
-dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
+dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger,
+                                        dpattn_privacy_unit unit,
+                                        double rho);
 
 /**
  * Charges `steps` steps of the Poisson-subsampled Gaussian mechanism (DP-SGD: rate
@@ -4113,6 +4163,7 @@ dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
  * As `dpattn_ledger_charge_approx`.
  */
 dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
+                                                    dpattn_privacy_unit unit,
                                                     double sample_rate,
                                                     double noise_multiplier,
                                                     uint64_t steps);
@@ -4130,7 +4181,10 @@ dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
  * # Safety
  * As `dpattn_ledger_charge_approx`; `rdp` must be NULL or readable for `len` doubles.
  */
-dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger, const double *rdp, size_t len);
+dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger,
+                                       dpattn_privacy_unit unit,
+                                       const double *rdp,
+                                       size_t len);
 
 /**
  * The budget spent by the accepted charges, rounded up: `(Σεᵢ, Σδᵢ)`, `Σρᵢ`, or ε of the
@@ -4957,10 +5011,11 @@ dpattn_status dpattn_noisy_head_calibration(const dpattn_noisy_head_params *para
 
 /**
  * What a ledger is charged for one release: under paper accounting `(ε, δ)` approximate
- * DP (`*out_rho` = 0), under zCDP accounting `*out_rho = ρ`, the largest zCDP `ρ` that
- * converts to `(ε, δ)` (`*out_epsilon`, `*out_delta` are then the target it converts
- * to). Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown
- * accounting, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ * DP (`*out_rho` = 0; approximate-DP ledgers only), under zCDP accounting `*out_rho = ρ`,
+ * the largest zCDP `ρ` that converts to `(ε, δ)` (charged as `ρ` to zCDP and RDP ledgers,
+ * as the `(ε, δ)` it converts to, `*out_epsilon`, `*out_delta`, to approximate-DP ones).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown accounting,
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; out-pointers NULL or writable.
@@ -4971,8 +5026,8 @@ dpattn_status dpattn_noisy_head_charge(const dpattn_noisy_head_params *params,
                                        double *out_rho);
 
 /**
- * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers and an
- * unknown accounting still are). Thread-safe; no shared state.
+ * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers, an unknown
+ * accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; `out` NULL or writable.
@@ -4996,9 +5051,11 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
 /**
  * NoisyHead (Algorithm 1): writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`. Labels are
  * clipped to `±C`, each `Z_k` projected on the `G`-ball, `Γ ← Π_R(Γ⁰)`, then `T` times
- * `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`;
- * noise entry `(t, i, j)` is element `t·D² + i·D + j` of `(key, stream)`. The used part
- * of `scratch` is zeroed before returning (it held private summaries).
+ * `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`
+ * (released on a public grid with exact discrete Gaussian noise); noise entry `(t, i, j)`
+ * is element `t·D² + i·D + j` of one fresh stream id of `session` (its epoch and stream
+ * id, `dpattn_session_position` just before the call, identify the release for audit).
+ * The used part of `scratch` is zeroed before returning (it held private summaries).
  *
  * **Guarantee** (Theorem 3.2): `(ε, δ)`-DP for `Γ̂` under replace-one-prompt neighbours
  * (one whole prompt: tokens, labels and query target; `N` public), given `σ ≥ 2G(C + RG)`,
@@ -5006,24 +5063,28 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * independent of the private prompts. Test prompts are not protected. The exported head
  * weights (`dpattn_noisy_head_export_attention`) are post-processing.
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
- * charging what `dpattn_noisy_head_charge` reports before the call. A non-NULL `ledger`
- * is charged once, after every check and before any noise is drawn or `out` written:
- * under paper accounting an approximate-DP charge of `(ε, δ)` (accepted by approximate-DP
- * ledgers only; others refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP
- * accounting a zCDP charge of `ρ` (`*out_rho` of `dpattn_noisy_head_charge`; accepted by
- * zCDP and RDP ledgers, refused by approximate-DP ones). A refused charge returns the
- * ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the
- * ledger unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
+ * **Accounting.** The session's ledger (kept for `DPATTN_UNIT_PROMPT`; a ledger of another
+ * unit refuses with `DPATTN_STATUS_UNIT_MISMATCH`) is charged once, after every check and
+ * before any noise is drawn or `out` written: under paper accounting an approximate-DP
+ * charge of `(ε, δ)` (accepted by approximate-DP ledgers only; others refuse it with
+ * `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP accounting the Gaussian charge of
+ * `dpattn_noisy_head_charge` (`ρ` on zCDP and RDP ledgers, the `(ε, δ)` it converts to on
+ * approximate-DP ones). A refused charge returns the ledger's status
+ * (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the ledger unchanged
+ * (the stream id is consumed either way). The session and its ledger are locked for the
+ * whole call (concurrent calls on them wait). To replay a release for an audit, pass a
+ * session from `dpattn_session_new_for_replay` (stored master key, epoch and stream id)
+ * with a NULL ledger: nothing is charged.
  *
  * Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
  * the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
  * `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
- * `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a refused charge;
- * `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`; `DPATTN_STATUS_NULL_ARGUMENT`,
- * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
- * (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
- * Thread-safe; no shared state.
+ * `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` /
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a refused charge; `DPATTN_STATUS_SIZE_OVERFLOW` when
+ * the session's stream ids are used up; `DPATTN_STATUS_INVALID_HANDLE` for a freed
+ * `session` (or its ledger); `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_ALIASING`. None depends on prompt content (non-finite prompts are
+ * sanitised). `out` is untouched on error. Allocation-free. Thread-safe.
  *
  * ```c
  * dpattn_noisy_head_params p;
@@ -5033,16 +5094,23 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * double *scratch = malloc(need * sizeof *scratch);
  * dpattn_noisy_head_prompts pr = {p.n, p.l, p.d, x, p.n*p.l*p.d, y, p.n*p.l, q, p.n*p.d, t, p.n};
  * double gamma0[25] = {0}, gamma[25];
+ * dpattn_privacy_unit unit = {DPATTN_UNIT_PROMPT, 0};
+ * dpattn_ledger *ledger;
+ * dpattn_session *session;
+ * dpattn_ledger_new_approx(unit, 2.0, 1e-4, &ledger);
+ * dpattn_session_new(ledger, &session);           // a key from the operating system
  * dpattn_status s = dpattn_noisy_head(gamma, 25, gamma0, 25, &pr, &p,
- *     DPATTN_NOISY_HEAD_FORM_GRAM, &key, 0, NULL, scratch, need);
+ *     DPATTN_NOISY_HEAD_FORM_GRAM, session, scratch, need);
+ * dpattn_session_free(session);
+ * dpattn_ledger_free(ledger);
  * ```
  *
  * # Safety
  * `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
- * reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
- * lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
- * accessed by anyone else during the call. `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * reads; `prompts`, `params` NULL or readable (prompt pointers valid for their lengths);
+ * `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be accessed
+ * by anyone else during the call. `session` NULL or a value returned by
+ * `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_noisy_head(double *out,
                                 size_t out_len,
@@ -5051,9 +5119,7 @@ dpattn_status dpattn_noisy_head(double *out,
                                 const dpattn_noisy_head_prompts *prompts,
                                 const dpattn_noisy_head_params *params,
                                 uint32_t form_kind,
-                                const dpattn_key *key,
-                                uint64_t stream,
-                                dpattn_ledger *ledger,
+                                dpattn_session *session,
                                 double *scratch,
                                 size_t scratch_len);
 
@@ -5540,9 +5606,7 @@ dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out
                                                    const dpattn_tensor4 *k,
                                                    const dpattn_tensor4 *v,
                                                    const dpattn_output_perturbation_params *params,
-                                                   const dpattn_key *key,
-                                                   uint64_t stream,
-                                                   dpattn_ledger *ledger,
+                                                   dpattn_session *session,
                                                    double *sigma,
                                                    size_t sigma_len,
                                                    float *scratch,
@@ -5731,6 +5795,101 @@ dpattn_status dpattn_cross_attention_estimate_error(size_t n,
  * names the parameter and the allowed range). Thread-safe.
  */
 dpattn_status dpattn_check_privacy_params(double epsilon, double delta);
+
+/**
+ * A new session charging `ledger` (shared: the caller keeps its handle and may query or
+ * free it; the session holds its own reference), with a master key and an epoch from the
+ * operating system. Writes the handle to `*out_session` (release with
+ * `dpattn_session_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`
+ * or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `out_session` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_session_new(dpattn_ledger *ledger, dpattn_session **out_session);
+
+/**
+ * **For replay and audit only**: a session that reissues the stream ids of a past run —
+ * the master `key` at `epoch`, next stream id `next_stream` (`dpattn_session_position` of
+ * the original session just before the release to replay). `ledger` may be NULL (nothing
+ * is charged). Never use it for new releases: their noise would repeat the past run's.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `key` must be NULL or point to a `dpattn_key`; `out_session` must be NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_new_for_replay(const dpattn_key *key,
+                                            uint64_t epoch,
+                                            uint64_t next_stream,
+                                            dpattn_ledger *ledger,
+                                            dpattn_session **out_session);
+
+/**
+ * Writes the session's epoch and next stream id (public; log them beside each release so an
+ * auditor holding the master key can replay it).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `out_epoch` and `out_next_stream` must be NULL or valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_session_position(const dpattn_session *session,
+                                      uint64_t *out_epoch,
+                                      uint64_t *out_next_stream);
+
+/**
+ * The bytes `dpattn_session_save` writes.
+ */
+size_t dpattn_session_state_len(void);
+
+/**
+ * Writes the session's state — master key, next stream id and a snapshot of its ledger —
+ * to `out[0 .. dpattn_session_state_len())`, for a service that restarts. **The state holds
+ * the master key: store it like the key** (as sensitive as the data). Keep only the newest
+ * state, written before each release is returned: an older one forgets later charges.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT` or `DPATTN_STATUS_UNSUPPORTED` (a replay session
+ * without a ledger).
+ *
+ * # Safety
+ * `out` must be NULL or valid for writing `len` bytes.
+ */
+dpattn_status dpattn_session_save(const dpattn_session *session, uint8_t *out, size_t len);
+
+/**
+ * Rebuilds a session from `dpattn_session_save`'s bytes **in a fresh epoch** from the
+ * operating system, so no `(key, stream)` pair used before — after the save or not — can be
+ * reissued. Writes a new ledger handle holding the saved ledger to `*out_ledger` and a
+ * session charging it to `*out_session` (free both).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_OUT_OF_RANGE` (bytes that are not a
+ * saved state) or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `state` must be NULL or valid for reading `len` bytes; the out-pointers NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_restore(const uint8_t *state,
+                                     size_t len,
+                                     dpattn_session **out_session,
+                                     dpattn_ledger **out_ledger);
+
+/**
+ * Releases a session (its reference to the ledger included; the ledger handle lives on
+ * until freed). NULL, unknown and already-freed handles are ignored. Thread-safe.
+ *
+ * # Safety
+ * None beyond passing a value this library returned (or NULL).
+ */
+void dpattn_session_free(dpattn_session *session);
 
 /**
  * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):
@@ -6743,19 +6902,6 @@ dpattn_status dpattn_shuffled_dp_sgd_charge(const dpattn_shuffled_dp_sgd_params 
                                             double *out_support_delta);
 
 /**
- * The stream ids `base + 3·step + {0, 1, 2}` of one step (a run of `T` steps from `base`
- * uses `[base, base + 3T)`; runs under one key need disjoint ranges). Returns
- * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
- * state.
- *
- * # Safety
- * `out` NULL or writable.
- */
-dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
-                                                   uint64_t step,
-                                                   dpattn_shuffle_step_streams *out);
-
-/**
  * One step of shuffled DP-SGD (Algorithm 1) on flat buffers: each of `capacity` record
  * slots joins the batch with probability `q` (keyed Poisson sampling); `grad` writes each
  * sampled record's gradient, which is clipped to `c` and summed; optional batch clipping
@@ -6764,44 +6910,51 @@ dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
  * to the weights, to every `state` buffer and to `g̃`, which is left in
  * `scratch[0..param_len]` (for optimizers with state: run with `η = 0` and update from
  * `g̃`). The permutations drawn are written to `perms` (`permutation_len`). Three draws
- * under `key` on the stream ids of `streams`.
+ * on three fresh consecutive stream ids of `session`: the selection, the noise and the
+ * permutations, in that order (`dpattn_session_position` just before the call gives the
+ * session's epoch and the first id, for audit).
  *
  * **Guarantee.** With add/remove-one neighbours (one training record), the released
  * weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
  * `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
  * recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
  * `capacity` must be a public number of slots, never the private dataset size (empty
- * slots get zero gradients). Floating point: low-order bits are not covered by the proof.
+ * slots get zero gradients). The noisy sum is released on a public grid with exact
+ * discrete Gaussian noise (the core's `NoiseMode::Exact`): the guarantee holds in the
+ * floats returned.
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the step itself,
- * charging `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on its RDP
- * ledger (`dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`) and applying its
- * bounded-support check. A non-NULL `ledger` must be an RDP ledger
- * (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are refused with
- * `DPATTN_STATUS_UNSUPPORTED` before any work). It is charged the RDP curve of one step of
- * `SampledGaussianRdp(q, σ_eff)` on the default orders (exactly what
- * `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)` charges), after the
- * gradients are summed and the noise and permutations drawn, and before the weights,
- * state and `perms` are written; the step is refused with `DPATTN_STATUS_INFEASIBLE`
- * before any callback when the bounded-support δ (`*out_support_delta` of
- * `dpattn_shuffled_dp_sgd_charge`) exceeds 1% of the ledger's δ. A refused charge returns
+ * **Accounting.** The session's ledger must be an RDP ledger kept for
+ * `DPATTN_UNIT_RECORD` (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are
+ * refused with `DPATTN_STATUS_UNSUPPORTED`, other units with
+ * `DPATTN_STATUS_UNIT_MISMATCH`, before any work). A run of steps is valid on it when the
+ * sequence of charges is fixed in advance (`q`, `σ`, `σ₀`, `T` chosen before training). It
+ * is charged the RDP curve of one step of `SampledGaussianRdp(q, σ_eff)` on the ledger's
+ * orders (exactly what `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`
+ * charges), after the gradients are summed and the noise and permutations drawn, and
+ * before the weights, state and `perms` are written (the exact release has no bounded
+ * support to check: `*out_support_delta` of `dpattn_shuffled_dp_sgd_charge` concerns the
+ * float path of the core only). A refused charge returns
  * `DPATTN_STATUS_INFEASIBLE` with the weights, state, `*out_report` and the ledger
  * unchanged and `scratch` zeroed (it held the uncharged noisy sum); `perms` then holds the
  * permutations drawn for the step (data-independent, never applied: the core draws them
- * before charging).
+ * before charging). The session's stream ids are consumed on every outcome. To replay a
+ * step for an audit, pass a session from `dpattn_session_new_for_replay` (stored master
+ * key, epoch and first stream id) with a NULL ledger: nothing is charged.
  *
- * **The ledger (and the plan) stay locked for the whole call, callbacks included**: `grad`
- * must not call any `dpattn_ledger_*` function or DP entry point with the same `ledger`
- * (nor use the same `plan`). The locks are not reentrant: such a call deadlocks (or
- * aborts) the calling thread. Other threads using the ledger wait until the step ends.
+ * **The session, its ledger and the plan stay locked for the whole call, callbacks
+ * included**: `grad` must not call any `dpattn_ledger_*` or `dpattn_session_*` function or
+ * DP entry point with the same session or ledger (nor use the same `plan`). The locks are
+ * not reentrant: such a call deadlocks (or aborts) the calling thread. Other threads using
+ * them wait until the step ends.
  *
  * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
- * or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
- * unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
+ * or `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown
+ * dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
  * `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
  * `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
- * (a ledger that is not an RDP ledger); `DPATTN_STATUS_INFEASIBLE` (bounded support
- * visible, or over budget); the callback's own status when it fails (see
+ * (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH` (a ledger of
+ * another unit); `DPATTN_STATUS_INFEASIBLE` (over budget); `DPATTN_STATUS_SIZE_OVERFLOW`
+ * (the session's stream ids used up); the callback's own status when it fails (see
  * `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
  * (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
  * every error the weights and the state are untouched, and so is `perms` except after a
@@ -6812,9 +6965,9 @@ dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
  * # Safety
  * `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
  * of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
- * writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
- * `out_report` NULL or writable; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected), not used by `grad`. No written buffer
+ * writes; `scratch` for `scratch_len` writes; `params` NULL or readable; `out_report` NULL
+ * or writable; `session` NULL or a value returned by `dpattn_session_new*` (a freed one is
+ * detected), not used by `grad`. No written buffer
  * may be accessed by anyone else during the call (the callback included, except reading
  * `weights` through its argument).
  */
@@ -6830,9 +6983,7 @@ dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
                                           uint64_t capacity,
                                           dpattn_shuffle_grad_fn grad,
                                           void *user_data,
-                                          const dpattn_key *key,
-                                          const dpattn_shuffle_step_streams *streams,
-                                          dpattn_ledger *ledger,
+                                          dpattn_session *session,
                                           double *scratch,
                                           size_t scratch_len,
                                           dpattn_shuffled_dp_sgd_report *out_report);
