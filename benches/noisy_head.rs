@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dpattn::NoiseMode;
-use dpattn::accounting::ledger::Ledger;
 use dpattn::noisy_head::{
-    Features, Form, NoisyHeadParams, Prompts, generate_prompts, noisy_head, noisy_head_scratch_len,
-    presets, private_features,
+    Features, Form, NoisyHeadParams, Prompts, generate_prompts, noisy_head_keyed,
+    noisy_head_scratch_len, presets, private_features,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 
 struct Data {
     x: Vec<f64>,
@@ -112,15 +112,14 @@ fn release(c: &mut Criterion) {
             let gamma0 = vec![0.0; d2];
             g.bench_function(BenchmarkId::new(format!("{form:?}{mode}"), name), |b| {
                 b.iter(|| {
-                    noisy_head::<16>(
+                    noisy_head_keyed(
                         &mut out,
                         &gamma0,
                         &prompts,
                         p,
                         form,
-                        &key,
-                        0,
-                        None::<&mut Ledger<16>>,
+                        Draw { key: &key, stream: 0 },
+                        None,
                         &mut scratch,
                     )
                     .unwrap();
@@ -131,15 +130,14 @@ fn release(c: &mut Criterion) {
         // The peer computes the same release: check it before timing anything.
         let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Streaming).unwrap()];
         let mut ours = vec![0.0; d2];
-        noisy_head::<16>(
+        noisy_head_keyed(
             &mut ours,
             &vec![0.0; d2],
             &prompts,
             &p,
             Form::Streaming,
-            &key,
-            0,
-            None::<&mut Ledger<16>>,
+            Draw { key: &key, stream: 0 },
+            None,
             &mut scratch,
         )
         .unwrap();

@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpattn::NoiseMode;
-use dpattn::accounting::ledger::Ledger;
 use dpattn::sampling::{KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::weight_shuffle::{
-    AttentionBlock, Block, LinearLayout, MlpBlock, PositionEncoding, Qkv, ShufflePlan,
-    ShuffledDpSgdParams, StepStreams, ValueSharing, WeightLayout, shuffled_dp_sgd_step,
+    AttentionBlock, Block, LinearLayout, MlpBlock, PositionEncoding, Qkv, STREAMS, ShufflePlan,
+    ShuffledDpSgdParams, ValueSharing, WeightLayout, shuffled_dp_sgd_step_keyed,
     shuffled_dp_sgd_step_scratch_len,
 };
 use rand_chacha::ChaCha20Rng;
@@ -158,7 +158,7 @@ fn bench_step(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 step += 1;
-                shuffled_dp_sgd_step(
+                shuffled_dp_sgd_step_keyed(
                     &mut w,
                     &mut [],
                     &plan,
@@ -168,9 +168,8 @@ fn bench_step(c: &mut Criterion) {
                         out.copy_from_slice(&grad);
                         Ok(())
                     },
-                    &key,
-                    StepStreams::for_step(0, step).unwrap(),
-                    None::<&mut Ledger>,
+                    Draw { key: &key, stream: STREAMS * step },
+                    None,
                     &mut perms,
                     &mut scratch,
                 )

@@ -2110,24 +2110,6 @@ typedef struct {
 } dpattn_shuffled_dp_sgd_params;
 
 /**
- * The stream ids of one step's three draws under one key.
- */
-typedef struct {
-  /**
-   * Poisson selection.
-   */
-  uint64_t selection;
-  /**
-   * Gaussian noise.
-   */
-  uint64_t noise;
-  /**
-   * Permutations.
-   */
-  uint64_t permutation;
-} dpattn_shuffle_step_streams;
-
-/**
  * The per-example gradient callback of `dpattn_shuffled_dp_sgd_step`: write the gradient
  * of the record in `slot` at `weights` (`weights_len` elements of the step's dtype, the
  * caller's own weight buffer, read-only) into `out_grad` (`out_grad_len = param_len`
@@ -5103,10 +5085,11 @@ dpattn_status dpattn_noisy_head_calibration(const dpattn_noisy_head_params *para
 
 /**
  * What a ledger is charged for one release: under paper accounting `(ε, δ)` approximate
- * DP (`*out_rho` = 0), under zCDP accounting `*out_rho = ρ`, the largest zCDP `ρ` that
- * converts to `(ε, δ)` (`*out_epsilon`, `*out_delta` are then the target it converts
- * to). Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown
- * accounting, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+ * DP (`*out_rho` = 0; approximate-DP ledgers only), under zCDP accounting `*out_rho = ρ`,
+ * the largest zCDP `ρ` that converts to `(ε, δ)` (charged as `ρ` to zCDP and RDP ledgers,
+ * as the `(ε, δ)` it converts to, `*out_epsilon`, `*out_delta`, to approximate-DP ones).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown accounting,
+ * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; out-pointers NULL or writable.
@@ -5117,8 +5100,8 @@ dpattn_status dpattn_noisy_head_charge(const dpattn_noisy_head_params *params,
                                        double *out_rho);
 
 /**
- * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers and an
- * unknown accounting still are). Thread-safe; no shared state.
+ * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers, an unknown
+ * accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; `out` NULL or writable.
@@ -5142,9 +5125,11 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
 /**
  * NoisyHead (Algorithm 1): writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`. Labels are
  * clipped to `±C`, each `Z_k` projected on the `G`-ball, `Γ ← Π_R(Γ⁰)`, then `T` times
- * `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`;
- * noise entry `(t, i, j)` is element `t·D² + i·D + j` of `(key, stream)`. The used part
- * of `scratch` is zeroed before returning (it held private summaries).
+ * `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`
+ * (released on a public grid with exact discrete Gaussian noise); noise entry `(t, i, j)`
+ * is element `t·D² + i·D + j` of one fresh stream id of `session` (its epoch and stream
+ * id, `dpattn_session_position` just before the call, identify the release for audit).
+ * The used part of `scratch` is zeroed before returning (it held private summaries).
  *
  * **Guarantee** (Theorem 3.2): `(ε, δ)`-DP for `Γ̂` under replace-one-prompt neighbours
  * (one whole prompt: tokens, labels and query target; `N` public), given `σ ≥ 2G(C + RG)`,
@@ -5152,24 +5137,28 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * independent of the private prompts. Test prompts are not protected. The exported head
  * weights (`dpattn_noisy_head_export_attention`) are post-processing.
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
- * charging what `dpattn_noisy_head_charge` reports before the call. A non-NULL `ledger`
- * is charged once, after every check and before any noise is drawn or `out` written:
- * under paper accounting an approximate-DP charge of `(ε, δ)` (accepted by approximate-DP
- * ledgers only; others refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP
- * accounting a zCDP charge of `ρ` (`*out_rho` of `dpattn_noisy_head_charge`; accepted by
- * zCDP and RDP ledgers, refused by approximate-DP ones). A refused charge returns the
- * ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the
- * ledger unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
+ * **Accounting.** The session's ledger (kept for `DPATTN_UNIT_PROMPT`; a ledger of another
+ * unit refuses with `DPATTN_STATUS_UNIT_MISMATCH`) is charged once, after every check and
+ * before any noise is drawn or `out` written: under paper accounting an approximate-DP
+ * charge of `(ε, δ)` (accepted by approximate-DP ledgers only; others refuse it with
+ * `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP accounting the Gaussian charge of
+ * `dpattn_noisy_head_charge` (`ρ` on zCDP and RDP ledgers, the `(ε, δ)` it converts to on
+ * approximate-DP ones). A refused charge returns the ledger's status
+ * (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the ledger unchanged
+ * (the stream id is consumed either way). The session and its ledger are locked for the
+ * whole call (concurrent calls on them wait). To replay a release for an audit, pass a
+ * session from `dpattn_session_new_for_replay` (stored master key, epoch and stream id)
+ * with a NULL ledger: nothing is charged.
  *
  * Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
  * the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
  * `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
- * `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a refused charge;
- * `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`; `DPATTN_STATUS_NULL_ARGUMENT`,
- * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
- * (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
- * Thread-safe; no shared state.
+ * `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` /
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a refused charge; `DPATTN_STATUS_SIZE_OVERFLOW` when
+ * the session's stream ids are used up; `DPATTN_STATUS_INVALID_HANDLE` for a freed
+ * `session` (or its ledger); `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_ALIASING`. None depends on prompt content (non-finite prompts are
+ * sanitised). `out` is untouched on error. Allocation-free. Thread-safe.
  *
  * ```c
  * dpattn_noisy_head_params p;
@@ -5179,16 +5168,23 @@ dpattn_status dpattn_noisy_head_scratch_len(const dpattn_noisy_head_params *para
  * double *scratch = malloc(need * sizeof *scratch);
  * dpattn_noisy_head_prompts pr = {p.n, p.l, p.d, x, p.n*p.l*p.d, y, p.n*p.l, q, p.n*p.d, t, p.n};
  * double gamma0[25] = {0}, gamma[25];
+ * dpattn_privacy_unit unit = {DPATTN_UNIT_PROMPT, 0};
+ * dpattn_ledger *ledger;
+ * dpattn_session *session;
+ * dpattn_ledger_new_approx(unit, 2.0, 1e-4, &ledger);
+ * dpattn_session_new(ledger, &session);           // a key from the operating system
  * dpattn_status s = dpattn_noisy_head(gamma, 25, gamma0, 25, &pr, &p,
- *     DPATTN_NOISY_HEAD_FORM_GRAM, &key, 0, NULL, scratch, need);
+ *     DPATTN_NOISY_HEAD_FORM_GRAM, session, scratch, need);
+ * dpattn_session_free(session);
+ * dpattn_ledger_free(ledger);
  * ```
  *
  * # Safety
  * `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
- * reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
- * lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
- * accessed by anyone else during the call. `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * reads; `prompts`, `params` NULL or readable (prompt pointers valid for their lengths);
+ * `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be accessed
+ * by anyone else during the call. `session` NULL or a value returned by
+ * `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_noisy_head(double *out,
                                 size_t out_len,
@@ -5197,9 +5193,7 @@ dpattn_status dpattn_noisy_head(double *out,
                                 const dpattn_noisy_head_prompts *prompts,
                                 const dpattn_noisy_head_params *params,
                                 uint32_t form_kind,
-                                const dpattn_key *key,
-                                uint64_t stream,
-                                dpattn_ledger *ledger,
+                                dpattn_session *session,
                                 double *scratch,
                                 size_t scratch_len);
 
@@ -7008,19 +7002,6 @@ dpattn_status dpattn_shuffled_dp_sgd_charge(const dpattn_shuffled_dp_sgd_params 
                                             double *out_support_delta);
 
 /**
- * The stream ids `base + 3·step + {0, 1, 2}` of one step (a run of `T` steps from `base`
- * uses `[base, base + 3T)`; runs under one key need disjoint ranges). Returns
- * `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
- * state.
- *
- * # Safety
- * `out` NULL or writable.
- */
-dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
-                                                   uint64_t step,
-                                                   dpattn_shuffle_step_streams *out);
-
-/**
  * One step of shuffled DP-SGD (Algorithm 1) on flat buffers: each of `capacity` record
  * slots joins the batch with probability `q` (keyed Poisson sampling); `grad` writes each
  * sampled record's gradient, which is clipped to `c` and summed; optional batch clipping
@@ -7029,44 +7010,51 @@ dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
  * to the weights, to every `state` buffer and to `g̃`, which is left in
  * `scratch[0..param_len]` (for optimizers with state: run with `η = 0` and update from
  * `g̃`). The permutations drawn are written to `perms` (`permutation_len`). Three draws
- * under `key` on the stream ids of `streams`.
+ * on three fresh consecutive stream ids of `session`: the selection, the noise and the
+ * permutations, in that order (`dpattn_session_position` just before the call gives the
+ * session's epoch and the first id, for audit).
  *
  * **Guarantee.** With add/remove-one neighbours (one training record), the released
  * weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
  * `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
  * recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
  * `capacity` must be a public number of slots, never the private dataset size (empty
- * slots get zero gradients). Floating point: low-order bits are not covered by the proof.
+ * slots get zero gradients). The noisy sum is released on a public grid with exact
+ * discrete Gaussian noise (the core's `NoiseMode::Exact`): the guarantee holds in the
+ * floats returned.
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the step itself,
- * charging `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on its RDP
- * ledger (`dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`) and applying its
- * bounded-support check. A non-NULL `ledger` must be an RDP ledger
- * (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are refused with
- * `DPATTN_STATUS_UNSUPPORTED` before any work). It is charged the RDP curve of one step of
- * `SampledGaussianRdp(q, σ_eff)` on the default orders (exactly what
- * `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)` charges), after the
- * gradients are summed and the noise and permutations drawn, and before the weights,
- * state and `perms` are written; the step is refused with `DPATTN_STATUS_INFEASIBLE`
- * before any callback when the bounded-support δ (`*out_support_delta` of
- * `dpattn_shuffled_dp_sgd_charge`) exceeds 1% of the ledger's δ. A refused charge returns
+ * **Accounting.** The session's ledger must be an RDP ledger kept for
+ * `DPATTN_UNIT_RECORD` (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are
+ * refused with `DPATTN_STATUS_UNSUPPORTED`, other units with
+ * `DPATTN_STATUS_UNIT_MISMATCH`, before any work). A run of steps is valid on it when the
+ * sequence of charges is fixed in advance (`q`, `σ`, `σ₀`, `T` chosen before training). It
+ * is charged the RDP curve of one step of `SampledGaussianRdp(q, σ_eff)` on the ledger's
+ * orders (exactly what `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`
+ * charges), after the gradients are summed and the noise and permutations drawn, and
+ * before the weights, state and `perms` are written (the exact release has no bounded
+ * support to check: `*out_support_delta` of `dpattn_shuffled_dp_sgd_charge` concerns the
+ * float path of the core only). A refused charge returns
  * `DPATTN_STATUS_INFEASIBLE` with the weights, state, `*out_report` and the ledger
  * unchanged and `scratch` zeroed (it held the uncharged noisy sum); `perms` then holds the
  * permutations drawn for the step (data-independent, never applied: the core draws them
- * before charging).
+ * before charging). The session's stream ids are consumed on every outcome. To replay a
+ * step for an audit, pass a session from `dpattn_session_new_for_replay` (stored master
+ * key, epoch and first stream id) with a NULL ledger: nothing is charged.
  *
- * **The ledger (and the plan) stay locked for the whole call, callbacks included**: `grad`
- * must not call any `dpattn_ledger_*` function or DP entry point with the same `ledger`
- * (nor use the same `plan`). The locks are not reentrant: such a call deadlocks (or
- * aborts) the calling thread. Other threads using the ledger wait until the step ends.
+ * **The session, its ledger and the plan stay locked for the whole call, callbacks
+ * included**: `grad` must not call any `dpattn_ledger_*` or `dpattn_session_*` function or
+ * DP entry point with the same session or ledger (nor use the same `plan`). The locks are
+ * not reentrant: such a call deadlocks (or aborts) the calling thread. Other threads using
+ * them wait until the step ends.
  *
  * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
- * or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
- * unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
+ * or `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown
+ * dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
  * `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
  * `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
- * (a ledger that is not an RDP ledger); `DPATTN_STATUS_INFEASIBLE` (bounded support
- * visible, or over budget); the callback's own status when it fails (see
+ * (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH` (a ledger of
+ * another unit); `DPATTN_STATUS_INFEASIBLE` (over budget); `DPATTN_STATUS_SIZE_OVERFLOW`
+ * (the session's stream ids used up); the callback's own status when it fails (see
  * `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
  * (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
  * every error the weights and the state are untouched, and so is `perms` except after a
@@ -7077,9 +7065,9 @@ dpattn_status dpattn_shuffle_step_streams_for_step(uint64_t base,
  * # Safety
  * `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
  * of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
- * writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
- * `out_report` NULL or writable; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected), not used by `grad`. No written buffer
+ * writes; `scratch` for `scratch_len` writes; `params` NULL or readable; `out_report` NULL
+ * or writable; `session` NULL or a value returned by `dpattn_session_new*` (a freed one is
+ * detected), not used by `grad`. No written buffer
  * may be accessed by anyone else during the call (the callback included, except reading
  * `weights` through its argument).
  */
@@ -7095,9 +7083,7 @@ dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
                                           uint64_t capacity,
                                           dpattn_shuffle_grad_fn grad,
                                           void *user_data,
-                                          const dpattn_key *key,
-                                          const dpattn_shuffle_step_streams *streams,
-                                          dpattn_ledger *ledger,
+                                          dpattn_session *session,
                                           double *scratch,
                                           size_t scratch_len,
                                           dpattn_shuffled_dp_sgd_report *out_report);

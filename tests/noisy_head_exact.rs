@@ -14,10 +14,11 @@ use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::noisy_head::{
     Accounting, Features, Form, NoisyHeadParams, Prompts, RidgeSolver, excess_risk,
-    generate_prompts, noisy_head, noisy_head_scratch_len, presets, private_features, random_start,
-    raw_features, ridge,
+    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, private_features,
+    random_start, raw_features, ridge,
 };
 use dpattn::sampling::{ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::{Error, NoiseMode, PrivacyBudget};
 use support::stats::{mean_z, moments, var_z, z_accepts};
 
@@ -54,9 +55,8 @@ fn release(p: &NoisyHeadParams, data: &Data, gamma0: &[f64], form: Form, stream:
     let mut out = vec![0.0; p.d * p.d];
     let mut scratch = vec![0.0; noisy_head_scratch_len(p, form).unwrap()];
     let key = NoiseKey::for_replay([41; 32]);
-    let none = None::<&mut Ledger>;
-    noisy_head(&mut out, gamma0, &data.prompts(), p, form, &key, stream, none, &mut scratch)
-        .unwrap();
+    let draw = Draw { key: &key, stream };
+    noisy_head_keyed(&mut out, gamma0, &data.prompts(), p, form, draw, None, &mut scratch).unwrap();
     out
 }
 
@@ -84,7 +84,10 @@ fn documented_noise_std(p: &NoisyHeadParams) -> f64 {
     let t = f64::from(p.iters);
     let step = p.eta0 * p.sigma / p.n as f64;
     match p.accounting {
-        Accounting::Paper => step * (2.0 * (1.25 * t / p.delta).ln()).sqrt() * t / p.epsilon,
+        Accounting::Paper => {
+            step * (2.0 * (1.25 * t / p.budget.delta().get()).ln()).sqrt() * t
+                / p.budget.epsilon().get()
+        }
         Accounting::Zcdp => step * (t / (2.0 * p.zcdp_rho().unwrap().get())).sqrt(),
     }
 }
@@ -150,8 +153,7 @@ fn exact_step_is_the_grid_release_with_the_integer_noise_of_element_t_d2_plus_i_
             proj_g: 1e-3,
             proj_r: 10.0,
             sigma: 0.01,
-            epsilon: 0.5,
-            delta: 1e-5,
+            budget: PrivacyBudget::new(0.5, 1e-5).unwrap(),
             accounting: Accounting::Paper,
             noise_mode: NoiseMode::Exact,
         };
@@ -241,7 +243,11 @@ fn next_dd(p: &NoisyHeadParams, data: &Data, gamma0: &[f64]) -> Vec<f64> {
 fn exact_step_on_real_prompts_rounds_the_computed_iterate_to_the_grid() {
     // One step (T = 1) from a random start, no projection: the released index minus the
     // element's integer noise is round(next/Λ), next computed here independently.
-    let p = NoisyHeadParams { iters: 1, epsilon: 0.9, ..presets::low_dim(1000, 1.0).unwrap() };
+    let p = NoisyHeadParams {
+        iters: 1,
+        budget: PrivacyBudget::new(0.9, 1e-5).unwrap(),
+        ..presets::low_dim(1000, 1.0).unwrap()
+    };
     let data = Data::generate(p.n, p.l, p.d, 42, 0);
     let mut gamma0 = vec![0.0; p.d * p.d];
     random_start(&mut gamma0, 0.1, &NoiseKey::for_replay([43; 32]), 0).unwrap();
@@ -303,8 +309,7 @@ fn exact_mode_refusals_are_public_and_leave_output_and_ledger_untouched() {
         proj_g: 0.8,
         proj_r: 3.0,
         sigma: 10.0,
-        epsilon: 1.0,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(1.0, 1e-5).unwrap(),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     };
@@ -316,14 +321,13 @@ fn exact_mode_refusals_are_public_and_leave_output_and_ledger_untouched() {
         let mut scratch = vec![-3.5; noisy_head_scratch_len(p, Form::Gram).unwrap()];
         let key = NoiseKey::for_replay([46; 32]);
         let before = ledger.clone();
-        let r = noisy_head(
+        let r = noisy_head_keyed(
             &mut out,
             &[0.0; 9],
             &data.prompts(),
             p,
             Form::Gram,
-            &key,
-            0,
+            Draw { key: &key, stream: 0 },
             Some(&mut *ledger),
             &mut scratch,
         );

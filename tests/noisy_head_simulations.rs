@@ -32,14 +32,14 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use dpattn::Error;
-use dpattn::accounting::ledger::Ledger;
 use dpattn::noisy_head::schedule::mean_field_excess_risk;
 use dpattn::noisy_head::{
     Features, Form, NoisyHeadParams, Prompts, RidgeSolver, corrupt_prompt, excess_risk,
-    generate_prompts, noisy_head, noisy_head_scratch_len, presets, random_start, raw_features,
-    ridge, train_nonprivate,
+    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, random_start,
+    raw_features, ridge, train_nonprivate,
 };
 use dpattn::sampling::{KeyedStream, NoiseKey};
+use dpattn::session;
 
 type Res<T> = Result<T, Error>;
 
@@ -161,7 +161,16 @@ fn release(
 ) -> Res<Vec<f64>> {
     let mut scratch = vec![0.0; noisy_head_scratch_len(p, form)?];
     let mut out = vec![0.0; p.d * p.d];
-    noisy_head(&mut out, gamma0, prompts, p, form, key, stream, None::<&mut Ledger>, &mut scratch)?;
+    noisy_head_keyed(
+        &mut out,
+        gamma0,
+        prompts,
+        p,
+        form,
+        session::Draw { key, stream },
+        None,
+        &mut scratch,
+    )?;
     Ok(out)
 }
 
@@ -311,7 +320,7 @@ fn s1_excess_risk_decreases_with_epsilon() -> Res<()> {
         let p = presets::low_dim(S1_N, eps)?;
         assert_eq!((p.d, p.l, p.iters), (5, 44, 41));
         assert_eq!(p.lambda, 5.0);
-        assert_eq!(p.delta, 1e-5);
+        assert_eq!(p.budget.delta().get(), 1e-5);
         assert_rel("η0", p.eta0, 0.07333062858421294, 1e-12);
         // The oracle is the spec's printed number; the library's predictor must agree.
         assert_rel("mean-field", mean_field_excess_risk(&p, C0, 0.0)?, S1_MEAN_FIELD[j], 1e-3);
@@ -501,7 +510,7 @@ fn s4_one_corrupted_prompt_barely_moves_noisy_head() -> Res<()> {
     let start = Instant::now();
     let p = presets::robustness(N, L, 0.5)?;
     assert_eq!((p.n, p.l, p.d, p.iters), (N, L, 5, 6));
-    assert_eq!((p.lambda, p.epsilon, p.delta), (0.01, 0.5, 1e-2));
+    assert_eq!((p.lambda, p.budget.epsilon().get(), p.budget.delta().get()), (0.01, 0.5, 1e-2));
     // Spec §5.9 S4 / R.2 header (printed to 4–5 digits).
     assert_rel("C", p.clip_c, 4.5004, 2e-5);
     assert_rel("G", p.proj_g, 1.0858, 1e-4);

@@ -21,7 +21,8 @@
 
 mod support;
 
-use dpattn::accounting::ledger::{Amount, Charge, Ledger};
+use dpattn::accounting::cost::Cost;
+use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::accounting::zcdp::{Rho, zcdp_rho_for};
 use dpattn::noisy_head::schedule::{
@@ -30,10 +31,12 @@ use dpattn::noisy_head::schedule::{
 use dpattn::noisy_head::{
     Accounting, Features, Form, GForm, NoisyHeadParams, Prompts, Radii, RidgeSolver,
     export_attention, generate_prompts, gradient_step, gram_build, linear_attention_head,
-    linear_attention_head_scratch_len, noisy_head, noisy_head_scratch_len, predict, presets,
-    private_features, prompt_from_embedding, random_start, raw_features, ridge, train_nonprivate,
+    linear_attention_head_scratch_len, noisy_head, noisy_head_keyed, noisy_head_scratch_len,
+    predict, presets, private_features, prompt_from_embedding, random_start, raw_features, ridge,
+    train_nonprivate,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn::session::{Draw, Session};
 use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use support::problem::Rng;
@@ -230,12 +233,17 @@ fn v_clipped(data: &Data, k: usize, c: f64) -> Vec<f64> {
     v.iter().map(|x| x / data.l as f64).collect()
 }
 
+/// A valid `(ε, δ)`.
+fn budget(eps: f64, delta: f64) -> PrivacyBudget {
+    PrivacyBudget::new(eps, delta).unwrap()
+}
+
 /// A `(ε, δ)` approximate-DP ledger with the default order count.
 fn approx_ledger(eps: f64, delta: f64) -> Ledger {
     Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(eps, delta).unwrap())
 }
 
-/// [`noisy_head`] without a ledger.
+/// [`noisy_head_keyed`] on `(key, stream)` without a ledger.
 fn release(
     out: &mut [f64],
     gamma0: &[f64],
@@ -246,7 +254,8 @@ fn release(
     stream: u64,
 ) -> Res<()> {
     let mut scratch = vec![0.0; noisy_head_scratch_len(params, form)?];
-    noisy_head(out, gamma0, prompts, params, form, key, stream, None::<&mut Ledger>, &mut scratch)
+    let draw = Draw { key, stream };
+    noisy_head_keyed(out, gamma0, prompts, params, form, draw, None, &mut scratch)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -481,8 +490,7 @@ fn near_identity_step() -> (Data, NoisyHeadParams) {
         proj_g: 1.0,
         proj_r: 1.0,
         sigma: 4.0,
-        epsilon: 0.5,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(0.5, 1e-5).unwrap(),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     };
@@ -709,8 +717,7 @@ fn params_for_noise(
         proj_g: 0.1,
         proj_r: 1.0,
         sigma,
-        epsilon,
-        delta,
+        budget: budget(epsilon, delta),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     }
@@ -754,7 +761,10 @@ fn golden(x: f64, value: f64, what: &str) {
 fn u4_low_dim_preset_goldens() {
     let p = presets::low_dim(1000, 1.0).unwrap();
     assert_eq!((p.n, p.l, p.d, p.iters), (1000, 31, 5, 44));
-    assert_eq!((p.lambda, p.delta, p.epsilon, p.accounting), (5.0, 1e-5, 1.0, Accounting::Paper));
+    assert_eq!(
+        (p.lambda, p.budget.delta().get(), p.budget.epsilon().get(), p.accounting),
+        (5.0, 1e-5, 1.0, Accounting::Paper)
+    );
     golden(p.clip_c, 4.547909955895627, "C");
     golden(p.proj_g, 1.4090448880154893, "G");
     golden(p.proj_r, 23.494860120883494, "R");
@@ -817,7 +827,7 @@ fn u4_low_dim_preset_goldens() {
 fn u4_high_dim_early_stopping_and_robustness_goldens() {
     // Early stopping N = 1000 (D = L = 31, λ = 1000/31).
     let p = presets::early_stopping(1000, 141, 0.8).unwrap();
-    assert_eq!((p.d, p.l, p.iters, p.delta), (31, 31, 141, 1e-5));
+    assert_eq!((p.d, p.l, p.iters, p.budget.delta().get()), (31, 31, 141, 1e-5));
     golden(p.lambda, 1000.0 / 31.0, "λ");
     golden(p.proj_g, 1.0546684692166761, "G");
     golden(p.proj_r, 3.641703318736942, "R");
@@ -852,7 +862,10 @@ fn u4_high_dim_early_stopping_and_robustness_goldens() {
 
     // Robustness N = 5000, L = 500, ε = 0.5 (δ = 1e−2, R = 0.1·C²√(N/L)).
     let p = presets::robustness(5000, 500, 0.5).unwrap();
-    assert_eq!((p.d, p.l, p.n, p.iters, p.delta, p.lambda), (5, 500, 5000, 8, 1e-2, 0.01));
+    assert_eq!(
+        (p.d, p.l, p.n, p.iters, p.budget.delta().get(), p.lambda),
+        (5, 500, 5000, 8, 1e-2, 0.01)
+    );
     printed(p.clip_c, 5.4280, 1e-4, "C robustness");
     printed(p.proj_g, 0.4282, 1e-4, "G robustness");
     printed(p.proj_r, 9.3172, 1e-4, "R robustness");
@@ -919,7 +932,7 @@ fn s5_every_preset_has_sigma_min_and_a_valid_per_step_budget() {
     for (name, p) in &all {
         assert_eq!(p.sigma, p.sigma_min(), "{name}");
         assert!(rel(p.sigma, sigma_min(p.clip_c, p.proj_g, p.proj_r)) < 1e-15, "{name}");
-        assert!(p.epsilon / f64::from(p.iters) < 1.0, "{name}");
+        assert!(p.budget.epsilon().get() / f64::from(p.iters) < 1.0, "{name}");
         assert_eq!(p.accounting, Accounting::Paper, "{name}");
         p.validate().unwrap_or_else(|e| panic!("{name}: {e:?}"));
         // Stable descent, as the validation promises.
@@ -1003,8 +1016,7 @@ fn sensitivity_trial(
         proj_g: g,
         proj_r: r,
         sigma: sigma_min(c, g, r),
-        epsilon: 0.5,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(0.5, 1e-5).unwrap(),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     };
@@ -1209,8 +1221,7 @@ fn base_params() -> NoisyHeadParams {
         proj_g: g,
         proj_r: r,
         sigma: sigma_min(c, g, r) * (1.0 + 1e-9),
-        epsilon: 1.0,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(1.0, 1e-5).unwrap(),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     }
@@ -1250,7 +1261,7 @@ struct Attempt {
     need: Option<usize>,
 }
 
-/// Calls `noisy_head` with sentinel-filled output and scratch and a ledger that is checked
+/// Calls `noisy_head_keyed` with sentinel-filled output and scratch and a ledger that is checked
 /// for being unchanged on error.
 fn attempt(
     p: &NoisyHeadParams,
@@ -1266,14 +1277,13 @@ fn attempt(
     let mut scratch = vec![SCRATCH_SENTINEL; len];
     let key = NoiseKey::for_replay([24; 32]);
     let before = ledger.clone();
-    let result = noisy_head(
+    let result = noisy_head_keyed(
         &mut out,
         gamma0,
         &data.prompts(),
         p,
         Form::Streaming,
-        &key,
-        0,
+        Draw { key: &key, stream: 0 },
         Some(&mut *ledger),
         &mut scratch,
     );
@@ -1319,8 +1329,10 @@ fn u8_refusals_leave_output_ledger_and_scratch_clean() {
             with(&|q| q.sigma = sigma_min(q.clip_c, q.proj_g, q.proj_r) * (1.0 - 1e-9)),
             &infeasible,
         ),
-        ("ε/T = 1", with(&|q| q.epsilon = 4.0), &infeasible),
-        ("ε/T > 1", with(&|q| q.epsilon = 5.0), &infeasible),
+        ("ε/T = 1", with(&|q| q.budget = budget(4.0, 1e-5)), &infeasible),
+        ("ε/T > 1", with(&|q| q.budget = budget(5.0, 1e-5)), &infeasible),
+        // δ = 0 is a valid budget, but not for Gaussian noise.
+        ("δ = 0", with(&|q| q.budget = budget(1.0, 0.0)), &out_of_range),
         (
             "η0 = 2/(2λ+G²)",
             with(&|q| q.eta0 = 2.0 / (2.0 * q.lambda + q.proj_g * q.proj_g)),
@@ -1328,15 +1340,17 @@ fn u8_refusals_leave_output_ledger_and_scratch_clean() {
         ),
         ("η0 ≫ 2/(2λ+G²)", with(&|q| q.eta0 = 5.0), &infeasible),
     ];
-    for (name, value) in
-        [("δ = 0", 0.0), ("δ = 1", 1.0), ("δ < 0", -0.1), ("δ > 1", 2.0), ("δ NaN", f64::NAN)]
+    // Other ε, δ out of range cannot reach NoisyHead: the budget refuses them.
+    for (name, value) in [("δ = 1", 1.0), ("δ < 0", -0.1), ("δ > 1", 2.0), ("δ NaN", f64::NAN)]
     {
-        cases.push((name, with(&|q| q.delta = value), &out_of_range));
+        let r = PrivacyBudget::new(1.0, value);
+        assert!(matches!(r, Err(Error::OutOfRange { name: "delta", .. })), "{name}: {r:?}");
     }
     for (name, value) in
         [("ε = 0", 0.0), ("ε < 0", -1.0), ("ε NaN", f64::NAN), ("ε = ∞", f64::INFINITY)]
     {
-        cases.push((name, with(&|q| q.epsilon = value), &out_of_range));
+        let r = PrivacyBudget::new(value, 1e-5);
+        assert!(matches!(r, Err(Error::OutOfRange { name: "epsilon", .. })), "{name}: {r:?}");
     }
     type Setter = fn(&mut NoisyHeadParams, f64);
     let setters: [(&str, Setter); 6] = [
@@ -1383,7 +1397,7 @@ fn u8_refusals_leave_output_ledger_and_scratch_clean() {
     with(&|q| q.eta0 = 2.0 / (2.0 * q.lambda + q.proj_g * q.proj_g) * (1.0 - 1e-12))
         .validate()
         .unwrap();
-    with(&|q| q.epsilon = 4.0 * (1.0 - 1e-12)).validate().unwrap();
+    with(&|q| q.budget = budget(4.0 * (1.0 - 1e-12), 1e-5)).validate().unwrap();
     with(&|q| q.sigma = q.sigma_min()).validate().unwrap();
 
     // N·L·D overflows usize.
@@ -1430,10 +1444,15 @@ fn u8_refusals_leave_output_ledger_and_scratch_clean() {
     let r = attempt(&p, &data, d2, &zero, None, &mut small).result;
     assert!(r.is_err());
     assert_eq!(small.charges(), 0);
-    // A zCDP charge on an approximate-DP ledger is refused the same way.
+    // The zCDP mode is (ε, δ)-DP too (its ρ is the largest that converts to (ε, δ)): an
+    // approximate-DP ledger is charged exactly (ε, δ), and one too small refuses it the
+    // same way.
     let zq = with(&|q| q.accounting = Accounting::Zcdp);
-    let r = attempt(&zq, &data, d2, &zero, None, &mut approx_ledger(10.0, 1e-3)).result;
-    assert!(r.is_err());
+    let mut roomy = approx_ledger(10.0, 1e-3);
+    attempt(&zq, &data, d2, &zero, None, &mut roomy).result.unwrap();
+    assert_eq!(roomy.spent(), Amount::Approx { epsilon: 1.0, delta: 1e-5 });
+    let r = attempt(&zq, &data, d2, &zero, None, &mut approx_ledger(0.5, 1e-3)).result;
+    assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
 
     // Every refusal above left the first ledger as the success made it.
     assert_eq!(ledger.charges(), 1);
@@ -1442,31 +1461,26 @@ fn u8_refusals_leave_output_ledger_and_scratch_clean() {
 
 #[test]
 fn u8_zcdp_accounting_lifts_the_per_step_limit() {
-    let p =
-        NoisyHeadParams { epsilon: 8.0, iters: 4, accounting: Accounting::Zcdp, ..base_params() };
+    let p = NoisyHeadParams {
+        budget: budget(8.0, 1e-5),
+        iters: 4,
+        accounting: Accounting::Zcdp,
+        ..base_params()
+    };
     p.validate().unwrap();
     let paper = NoisyHeadParams { accounting: Accounting::Paper, ..p };
     assert!(matches!(paper.validate(), Err(Error::Infeasible { .. })));
     let data = Data::generate(p.n, p.l, p.d, 0.0, 27, 0);
     let rho = zcdp_rho_for(PrivacyBudget::new(8.0, 1e-5).unwrap()).unwrap();
-    let mut ledger = Ledger::new_zcdp(PrivacyUnit::Prompt, Rho::new(rho.get() * 1.5).unwrap());
+    let ledger = Ledger::new_zcdp(PrivacyUnit::Prompt, Rho::new(rho.get() * 1.5).unwrap());
+    let mut session = Session::new(ledger).unwrap();
     let mut out = vec![0.0; 9];
     let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram).unwrap()];
-    noisy_head(
-        &mut out,
-        &[0.0; 9],
-        &data.prompts(),
-        &p,
-        Form::Gram,
-        &NoiseKey::for_replay([28; 32]),
-        0,
-        Some(&mut ledger),
-        &mut scratch,
-    )
-    .unwrap();
-    assert_eq!(ledger.spent(), Amount::Zcdp { rho: rho.get() });
+    noisy_head(&mut out, &[0.0; 9], &data.prompts(), &p, Form::Gram, &mut session, &mut scratch)
+        .unwrap();
+    assert_eq!(session.ledger().spent(), Amount::Zcdp { rho: rho.get() });
     // A second release does not fit (2ρ > 1.5ρ) and leaves everything as it was.
-    let before = ledger.clone();
+    let before = session.ledger().clone();
     let mut out2 = vec![OUT_SENTINEL; 9];
     let r = noisy_head(
         &mut out2,
@@ -1474,13 +1488,21 @@ fn u8_zcdp_accounting_lifts_the_per_step_limit() {
         &data.prompts(),
         &p,
         Form::Gram,
-        &NoiseKey::for_replay([28; 32]),
-        1,
-        Some(&mut ledger),
+        &mut session,
         &mut scratch,
     );
-    assert!(r.is_err());
-    assert_eq!(ledger, before);
+    assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
+    assert_eq!(*session.ledger(), before);
+    assert!(out2.iter().all(|&x| x == OUT_SENTINEL));
+    // The session handed out one stream id per release, the refused one included.
+    assert_eq!(session.next_stream(), 2);
+    // A ledger kept for another unit refuses the release, changing nothing.
+    let records = Ledger::new_zcdp(PrivacyUnit::Record, Rho::new(10.0).unwrap());
+    let mut other = Session::new(records).unwrap();
+    let r =
+        noisy_head(&mut out2, &[0.0; 9], &data.prompts(), &p, Form::Gram, &mut other, &mut scratch);
+    assert!(matches!(r, Err(Error::UnitMismatch { .. })), "{r:?}");
+    assert_eq!(other.ledger().charges(), 0);
     assert!(out2.iter().all(|&x| x == OUT_SENTINEL));
 }
 
@@ -1506,8 +1528,7 @@ fn zero_query_params(iters: u32) -> NoisyHeadParams {
         proj_g: 1e-3,
         proj_r: 10.0,
         sigma: 0.01,
-        epsilon: 0.5,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(0.5, 1e-5).unwrap(),
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     }
@@ -1519,7 +1540,14 @@ fn release_noise_is_gaussian_with_the_calibrated_variance() {
     let data = zero_query_data(p.n, p.l, p.d);
     let f = Feats::private(&data, p.clip_c, p.proj_g);
     assert!(f.u.iter().all(|&x| x == 0.0));
-    let s = noise_std_formula(p.eta0, 5.0, p.sigma, p.epsilon, p.delta, p.n as f64);
+    let s = noise_std_formula(
+        p.eta0,
+        5.0,
+        p.sigma,
+        p.budget.epsilon().get(),
+        p.budget.delta().get(),
+        p.n as f64,
+    );
     assert!(rel(p.noise_std().unwrap(), s) < 1e-14);
     let a: f64 = 1.0 - 2.0 * p.lambda * p.eta0;
     let key = NoiseKey::for_replay([32; 32]);
@@ -1597,13 +1625,13 @@ fn release_noise_entry_t_i_j_is_element_t_d2_plus_i_d_plus_j_of_the_keyed_stream
 #[test]
 fn accounting_charges_and_zcdp_noise() {
     let p = presets::low_dim(1000, 1.0).unwrap();
-    let c: Charge = p.charge().unwrap();
-    assert_eq!(c, Charge::Approx(PrivacyBudget::new(1.0, 1e-5).unwrap()));
+    assert_eq!(p.cost().unwrap(), Cost::Approx(budget(1.0, 1e-5)));
 
     let z = NoisyHeadParams { accounting: Accounting::Zcdp, ..p };
     let rho = zcdp_rho_for(PrivacyBudget::new(1.0, 1e-5).unwrap()).unwrap();
-    let cz: Charge = z.charge().unwrap();
-    assert_eq!(cz, Charge::Zcdp(rho));
+    // ρ on zCDP and RDP ledgers; the (ε, δ) it converts to on approximate-DP ones.
+    let cz = Cost::Gaussian { approx: Some(budget(1.0, 1e-5)), rho: rho.get() };
+    assert_eq!(z.cost().unwrap(), cz);
     assert_eq!(z.zcdp_rho().unwrap(), rho);
     // ρ is at least the Bun–Steinke closed form ε²/(√(ln(1/δ) + ε) + √ln(1/δ))².
     let l = (1e5f64).ln();
@@ -1635,7 +1663,7 @@ fn accounting_charges_and_zcdp_noise() {
     assert!((eps_prime - 0.13).abs() < 0.005, "ε' = {eps_prime}");
 
     // zCDP validates where the classical per-step mechanism cannot (ε/T ≥ 1).
-    let big = NoisyHeadParams { epsilon: 60.0, ..p };
+    let big = NoisyHeadParams { budget: budget(60.0, 1e-5), ..p };
     assert!(matches!(big.validate(), Err(Error::Infeasible { .. })));
     assert!(matches!(big.noise_std(), Err(Error::Infeasible { .. })));
     NoisyHeadParams { accounting: Accounting::Zcdp, ..big }.validate().unwrap();
@@ -1647,7 +1675,14 @@ fn accounting_charges_and_zcdp_noise() {
 
 /// The mean-field predictor of §4.6 written out.
 fn mean_field(p: &NoisyHeadParams, c0: f64, tau2: f64) -> f64 {
-    let s = noise_std_formula(p.eta0, f64::from(p.iters), p.sigma, p.epsilon, p.delta, p.n as f64);
+    let s = noise_std_formula(
+        p.eta0,
+        f64::from(p.iters),
+        p.sigma,
+        p.budget.epsilon().get(),
+        p.budget.delta().get(),
+        p.n as f64,
+    );
     let (l, d) = (p.l as f64, p.d as f64);
     let ez2 = (1.0 + tau2) / l + (l - 1.0) / (l * d);
     let a = 1.0 - 2.0 * p.lambda * p.eta0;
@@ -1947,14 +1982,13 @@ fn nan_beside_zeros_is_sanitised_and_the_release_stays_finite() {
     for form in [Form::Streaming, Form::Gram] {
         let mut out = vec![0.0; d * d];
         let mut scratch = vec![0.0; noisy_head_scratch_len(&p, form).unwrap()];
-        noisy_head::<16>(
+        noisy_head_keyed(
             &mut out,
             &vec![0.0; d * d],
             &prompts,
             &p,
             form,
-            &key,
-            1,
+            Draw { key: &key, stream: 1 },
             None,
             &mut scratch,
         )

@@ -121,11 +121,11 @@ fn bounded_support_refuses_the_papers_operating_point() {
 #[test]
 fn the_privatised_gradient_is_returned_in_the_new_frame() {
     use dpattn::NoiseMode;
-    use dpattn::accounting::ledger::Ledger;
     use dpattn::sampling::{ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+    use dpattn::session::Draw;
     use dpattn::weight_shuffle::{
-        Block, LinearLayout, MlpBlock, ShufflePlan, StepStreams, WeightLayout,
-        shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+        Block, LinearLayout, MlpBlock, ShufflePlan, WeightLayout, shuffled_dp_sgd_step_keyed,
+        shuffled_dp_sgd_step_scratch_len,
     };
     // Every coordinate is moved, so every std is σ·c; q = 1, N = 1 (B = 1), zero gradient.
     let blocks = [Block::Mlp(MlpBlock {
@@ -143,8 +143,7 @@ fn the_privatised_gradient_is_returned_in_the_new_frame() {
         let mut perms = vec![0u32; plan.permutation_len()];
         let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan).unwrap()];
         let key = NoiseKey::for_replay([21; 32]);
-        let streams = StepStreams::for_step(0, 0).unwrap();
-        shuffled_dp_sgd_step(
+        shuffled_dp_sgd_step_keyed(
             &mut w,
             &mut [],
             &plan,
@@ -154,16 +153,15 @@ fn the_privatised_gradient_is_returned_in_the_new_frame() {
                 g.fill(0.0);
                 Ok(())
             },
-            &key,
-            streams,
-            None::<&mut Ledger>,
+            Draw { key: &key, stream: 0 },
+            None,
             &mut perms,
             &mut scratch,
         )
         .unwrap();
         // The noise of coordinate j: f64 normal z_j times σ·c, or the exact release's
         // integer z_j times Λ (the zero sum rounds to index 0).
-        let noise = KeyedStream::new(&key, streams.noise);
+        let noise = KeyedStream::new(&key, 1); // the step's second stream: the noise
         let mut want: Vec<f64> = match params.noise_mode {
             NoiseMode::UnsafeFloat => {
                 let mut z = vec![0.0; 25];

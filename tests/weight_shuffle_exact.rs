@@ -12,13 +12,15 @@
 
 mod support;
 
+use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::Ledger;
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::grid_release::GaussianGrid;
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey};
+use dpattn::session::Draw;
 use dpattn::weight_shuffle::{
     BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams,
-    StepReport, StepStreams, WeightLayout, shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+    StepReport, WeightLayout, shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
 use dpattn::{Delta, Element, Epsilon, Error, NoiseMode, Result};
 use support::stats::{moments, var_z, z_accepts};
@@ -66,21 +68,20 @@ fn step<T: Element>(
     capacity: u64,
     gradient: impl FnMut(u64, &[T], &mut [f64]) -> Result<()>,
     key: &NoiseKey,
-    streams: StepStreams,
+    first: u64,
     ledger: Option<&mut Ledger>,
 ) -> Result<(StepReport, Vec<u32>, Vec<f64>)> {
     let mut perms = vec![0u32; plan.permutation_len()];
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(plan)?];
-    let report = shuffled_dp_sgd_step(
+    let report = shuffled_dp_sgd_step_keyed(
         w,
         &mut [],
         plan,
         params,
         capacity,
         gradient,
-        key,
-        streams,
-        ledger,
+        Draw { key, stream: first },
+        ledger.map(|l| l as &mut dyn Accountant),
         &mut perms,
         &mut scratch,
     )?;
@@ -179,8 +180,8 @@ fn exact_step_releases_the_sum_on_the_grid_with_the_integer_noise_of_element_j()
     let w0: Vec<f64> = (0..d).map(|j| j as f64 / 10.0 - 1.0).collect();
     let key = key(51);
     for s in 0..3u64 {
-        let streams = StepStreams::for_step(100, s)?;
-        let noise = KeyedStream::new(&key, streams.noise);
+        let streams = 100 + 3 * s; // step s of a run from 100: selection, noise, permutations
+        let noise = KeyedStream::new(&key, streams + 1);
         let released: Vec<f64> = (0..d)
             .map(|j| {
                 let z = if is_moved[j] { &gm } else { &gf }.sample_at(&noise, j as u64).unwrap();
@@ -235,14 +236,14 @@ fn exact_mode_has_no_bounded_support_refusal_and_is_not_an_unsafe_charge() -> Re
     let exact = ShuffledDpSgdParams::new(0.01, 1.0, 0.27, 0.1, 1000);
     let float = ShuffledDpSgdParams { noise_mode: NoiseMode::UnsafeFloat, ..exact };
     let mut ledger = new_ledger()?;
-    let streams = StepStreams::for_step(0, 0)?;
+    let streams = 0;
     let r =
         step(&plan, &mut vec![0.0f64; d], &float, 100, zero, &key(52), streams, Some(&mut ledger));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     step(&plan, &mut vec![0.0f64; d], &exact, 100, zero, &key(52), streams, Some(&mut ledger))?;
     assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
     let float_ok = ShuffledDpSgdParams { noise_multiplier: 1.0, ..float };
-    let streams = StepStreams::for_step(0, 1)?;
+    let streams = 3; // the next step's first id
     step(&plan, &mut vec![0.0f64; d], &float_ok, 100, zero, &key(52), streams, Some(&mut ledger))?;
     assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (2, 1));
     Ok(())
@@ -264,16 +265,7 @@ fn exact_mode_refuses_a_noise_no_grid_holds_before_any_gradient() -> Result<()> 
         g.fill(0.0);
         Ok(())
     };
-    let r = step(
-        &plan,
-        &mut w,
-        &p,
-        8,
-        count,
-        &key(53),
-        StepStreams::for_step(0, 0)?,
-        Some(&mut ledger),
-    );
+    let r = step(&plan, &mut w, &p, 8, count, &key(53), 0, Some(&mut ledger));
     assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
     assert_eq!((calls, ledger.charges(), bits(&w)), (0, 0, bits(&w0)));
     let float = ShuffledDpSgdParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
@@ -281,7 +273,7 @@ fn exact_mode_refuses_a_noise_no_grid_holds_before_any_gradient() -> Result<()> 
         g.fill(0.0);
         Ok(())
     };
-    step(&plan, &mut w, &float, 8, zero, &key(53), StepStreams::for_step(0, 0)?, None)?;
+    step(&plan, &mut w, &float, 8, zero, &key(53), 0, None)?;
     // A model of 2^40 coordinates has no exact noise elements.
     let big = ShufflePlan::new(&blocks, 1 << 40)?;
     assert!(matches!(p.exact_grid(&big, 8), Err(Error::OutOfRange { .. })));
@@ -343,7 +335,7 @@ fn exact_mode_error_is_within_one_percent_of_the_float_mode_at_the_quickstart_si
                 own.iter_mut().zip(g.iter()).for_each(|(o, v)| *o += scale * v);
                 Ok(())
             };
-            let streams = StepStreams::for_step(0, s)?;
+            let streams = 3 * s;
             let (_, perms, mut g) = step(&plan, &mut w, p, N, grad, &key(54), streams, None)?;
             unapply_perms(&plan, &perms, &mut g);
             errs.extend(g.iter().zip(&own).map(|(gj, oj)| gj * 0.05 * N as f64 - oj));

@@ -43,13 +43,16 @@ mod support;
 use core::f64::consts::LN_2;
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 
+use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::rdp::{DEFAULT_ORDERS, SampledGaussianRdp, epsilon_after_steps};
 use dpattn::accounting::zcdp::Rho;
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey, PoissonSubsampling};
+use dpattn::session::{Draw, NoiseSource, Session, epoch_key};
 use dpattn::weight_shuffle::{
-    BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams,
-    StepReport, StepStreams, WeightLayout, shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+    BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, STREAMS, ShufflePlan,
+    ShuffledDpSgdParams, StepReport, WeightLayout, shuffled_dp_sgd_step,
+    shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
 use dpattn::{Delta, Element, Epsilon, Error, NoiseMode, PrivacyBudget, Result};
 use support::problem::Rng;
@@ -62,6 +65,12 @@ use support::stats::{
 
 fn key(seed: u8) -> NoiseKey {
     NoiseKey::for_replay(core::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8)))
+}
+
+/// The first stream id of step `step` of a run numbered from `base`: `base + 3·step` (the
+/// step uses `first`, `first + 1`, `first + 2`: selection, noise, permutations).
+fn first_id(base: u64, step: u64) -> u64 {
+    base + STREAMS * step
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -131,9 +140,11 @@ fn keyed_normals(key: &NoiseKey, stream: u64, d: usize) -> Vec<f64> {
     z
 }
 
-fn selected(key: &NoiseKey, streams: StepStreams, q: f64, records: u64) -> Vec<u64> {
+/// The records the selection of a step whose first stream id is `first` includes (its
+/// selection stream is `first`).
+fn selected(key: &NoiseKey, first: u64, q: f64, records: u64) -> Vec<u64> {
     let sampler = PoissonSubsampling::new(q).unwrap();
-    let s = KeyedStream::new(key, streams.selection);
+    let s = KeyedStream::new(key, first);
     (0..records).filter(|&r| sampler.included_at(&s, r).unwrap()).collect()
 }
 
@@ -163,21 +174,20 @@ fn run_step<T: Element>(
     records: u64,
     gradient: impl FnMut(u64, &[T], &mut [f64]) -> Result<()>,
     key: &NoiseKey,
-    streams: StepStreams,
+    first: u64,
     ledger: Option<&mut Ledger>,
 ) -> Result<(StepReport, Vec<u32>)> {
     let mut perms = vec![0u32; plan.permutation_len()];
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(plan)?];
-    let report = shuffled_dp_sgd_step(
+    let report = shuffled_dp_sgd_step_keyed(
         weights,
         state,
         plan,
         params,
         records,
         gradient,
-        key,
-        streams,
-        ledger,
+        Draw { key, stream: first },
+        ledger.map(|l| l as &mut dyn Accountant),
         &mut perms,
         &mut scratch,
     )?;
@@ -268,12 +278,11 @@ fn selection_calls_the_gradient_for_exactly_the_included_records_in_order() -> R
     let mut rng = Rng(1);
     let w0: Vec<f64> = (0..d).map(|_| rng.uniform()).collect();
     let cases = [
-        (0.25, 2000u64, StepStreams::for_step(10, 3)?),
-        (0.01, 5000, StepStreams::for_step(0, 0)?),
-        (1.0, 50, StepStreams::for_step(1, 1)?),
-        (0.5, 1, StepStreams::for_step(2, 9)?),
-        // Arbitrary distinct ids: the selection reads only `streams.selection`.
-        (0.25, 2000, StepStreams { selection: 19, noise: 3, permutation: 1000 }),
+        (0.25, 2000u64, first_id(10, 3)),
+        (0.01, 5000, first_id(0, 0)),
+        (1.0, 50, first_id(1, 1)),
+        (0.5, 1, first_id(2, 9)),
+        (0.25, 2000, 19),
     ];
     for (q, n, streams) in cases {
         let params = ShuffledDpSgdParams::new(q, 1.0, 1.0, 0.1, 100);
@@ -309,9 +318,8 @@ fn selection_calls_the_gradient_for_exactly_the_included_records_in_order() -> R
             assert_eq!(report.batch_size, n);
         }
     }
-    // Same selection stream id, other noise/permutation ids: same batch (the previous
-    // case used selection 19).
-    let streams = StepStreams { selection: 19, noise: 20, permutation: 21 };
+    // The selection is the draw's first stream: the step whose first id is 20 selects on
+    // stream 20, a batch other than stream 19's (the previous case).
     let mut calls = Vec::new();
     let params = ShuffledDpSgdParams::new(0.25, 1.0, 1.0, 0.1, 100);
     run_step(
@@ -326,10 +334,11 @@ fn selection_calls_the_gradient_for_exactly_the_included_records_in_order() -> R
             Ok(())
         },
         &key,
-        streams,
+        20,
         None,
     )?;
-    assert_eq!(calls, selected(&key, streams, 0.25, 2000));
+    assert_eq!(calls, selected(&key, 20, 0.25, 2000));
+    assert_ne!(calls, selected(&key, 19, 0.25, 2000));
     Ok(())
 }
 
@@ -365,8 +374,8 @@ fn noise_is_keyed_element_j_times_sigma_c_on_moved_and_sigma0_c_elsewhere() -> R
     for (i, (params, records)) in
         [(base, 1u64), (scaled, 6), (single, 1), (low_fixed, 1)].into_iter().enumerate()
     {
-        let streams = StepStreams::for_step(7, i as u64)?;
-        let z = keyed_normals(&key, streams.noise, d);
+        let streams = first_id(7, i as u64);
+        let z = keyed_normals(&key, streams + 1, d);
         let stds = noise_stds(&mask, &params);
         let scale = params.learning_rate / (params.sampling_rate * records as f64);
         let zero = |_: u64, _: &[f64], g: &mut [f64]| {
@@ -381,8 +390,7 @@ fn noise_is_keyed_element_j_times_sigma_c_on_moved_and_sigma0_c_elsewhere() -> R
         assert_eq!(report.batch_clipped, 0);
         assert_eq!(report.effective_noise_multiplier, params.effective_noise_multiplier());
         let mut expected_perms = vec![0u32; plan.permutation_len()];
-        let drawn =
-            plan.sample_keyed(&KeyedStream::new(&key, streams.permutation), &mut expected_perms)?;
+        let drawn = plan.sample_keyed(&KeyedStream::new(&key, streams + 2), &mut expected_perms)?;
         assert_eq!(perms, drawn.as_slice(), "permutations are the keyed draw");
         unapply_perms(&plan, &perms, &mut w);
         for (j, (&got, ((&w0j, &sd), &zj))) in
@@ -454,7 +462,7 @@ fn recovered_noise_is_standard_normal_and_a_ten_percent_std_error_is_detected() 
             Ok(())
         },
         &key,
-        StepStreams::for_step(0, 0)?,
+        first_id(0, 0),
         None,
     )?;
     unapply_perms(&plan, &perms, &mut w);
@@ -520,7 +528,7 @@ fn clipped_single(g: &[f64], c: f64, key_seed: u8) -> Result<(Vec<f64>, StepRepo
             Ok(())
         },
         &key(key_seed),
-        StepStreams::for_step(0, 0)?,
+        first_id(0, 0),
         None,
     )?;
     assert_eq!(report.batch_size, 1);
@@ -607,7 +615,7 @@ fn gradients_below_c_pass_unchanged_bit_exactly() -> Result<()> {
                 Ok(())
             },
             &key(50 + i as u8),
-            StepStreams::for_step(0, 0)?,
+            first_id(0, 0),
             None,
         )?;
         assert_eq!(report.clipped, 0, "norm {norm}");
@@ -633,7 +641,7 @@ fn whole_step_is_reproduced_bit_exactly_for_unclipped_gradients_with_real_noise(
     let grads: Vec<Vec<f64>> = (0..n).map(|_| rng.vector(d, 0.9 * c)).collect();
     let w0: Vec<f64> = (0..d).map(|_| rng.uniform()).collect();
     let key = key(6);
-    let streams = StepStreams::for_step(3, 4)?;
+    let streams = first_id(3, 4);
     let mut w = w0.clone();
     let (report, perms) =
         run_step(&plan, &mut w, &mut [], &params, n, from_table(&grads), &key, streams, None)?;
@@ -642,7 +650,7 @@ fn whole_step_is_reproduced_bit_exactly_for_unclipped_gradients_with_real_noise(
     assert!(batch.len() >= 5, "a meaningful batch");
     assert_eq!(report.batch_size, batch.len() as u64);
     assert_eq!(report.clipped, 0);
-    let z = keyed_normals(&key, streams.noise, d);
+    let z = keyed_normals(&key, streams + 1, d);
     let expected = modelled_update(&w0, &batch, &noise_stds(&mask, &params), &z, &params, n);
     unapply_perms(&plan, &perms, &mut w);
     assert_eq!(bits(&w), bits(&expected));
@@ -664,7 +672,7 @@ fn clipped_count_and_clipped_sum_over_a_mixed_batch() -> Result<()> {
         })
         .collect();
     let key = key(7);
-    let streams = StepStreams::for_step(0, 0)?;
+    let streams = first_id(0, 0);
     let mut w = vec![0.0f64; d];
     let (report, perms) =
         run_step(&plan, &mut w, &mut [], &params, n, from_table(&grads), &key, streams, None)?;
@@ -756,7 +764,7 @@ fn batch_clip_projects_each_block_or_all_moved_coordinates() -> Result<()> {
                 Ok(())
             },
             &key(80 + i as u8),
-            StepStreams::for_step(0, 0)?,
+            first_id(0, 0),
             None,
         )?;
         assert_eq!(report.clipped, 0);
@@ -820,7 +828,7 @@ fn optimizer_state_is_permuted_exactly_like_the_weights() -> Result<()> {
     let params = float_params(q, 1.0, 0.8, 0.1, 100);
     let grad = |r: u64, j: usize| ((r as usize * 31 + j * 17) % 13) as f64 * 1e-3 - 6e-3;
     let key = key(9);
-    let streams = StepStreams::for_step(5, 0)?;
+    let streams = first_id(5, 0);
     let iota: Vec<f32> = (0..d).map(|i| i as f32).collect();
     let half: Vec<f32> = (0..d).map(|i| -(i as f32) * 0.5).collect();
     let (mut s1, mut s2, mut w) = (iota.clone(), half.clone(), w0.clone());
@@ -840,7 +848,7 @@ fn optimizer_state_is_permuted_exactly_like_the_weights() -> Result<()> {
     )?;
     assert_eq!(report.clipped, 0);
     let mut expected_perms = vec![0u32; plan.permutation_len()];
-    plan.sample_keyed(&KeyedStream::new(&key, streams.permutation), &mut expected_perms)?;
+    plan.sample_keyed(&KeyedStream::new(&key, streams + 2), &mut expected_perms)?;
     assert_eq!(perms, expected_perms);
     // State: P[iota] (plan.apply on a copy) and P[half].
     let mut p_iota = iota.clone();
@@ -855,7 +863,7 @@ fn optimizer_state_is_permuted_exactly_like_the_weights() -> Result<()> {
         .iter()
         .map(|&r| (0..d).map(|j| grad(r, j)).collect())
         .collect();
-    let z = keyed_normals(&key, streams.noise, d);
+    let z = keyed_normals(&key, streams + 1, d);
     let w0_64: Vec<f64> = w0.iter().map(|&x| f64::from(x)).collect();
     let pre: Vec<f32> =
         modelled_update(&w0_64, &batch, &noise_stds(&mask, &params), &z, &params, n)
@@ -885,7 +893,7 @@ fn optimizer_state_is_permuted_exactly_like_the_weights() -> Result<()> {
             Ok(())
         },
         &key,
-        StepStreams::for_step(5, 1)?,
+        first_id(5, 1),
         None,
     )?;
     let mut pw = w0.clone();
@@ -1000,7 +1008,7 @@ fn shuffled_training_unshuffled_equals_plain_sgd() -> Result<()> {
                 Ok(())
             },
             &key,
-            StepStreams::for_step(100, t)?,
+            first_id(100, t),
             None,
         )?;
         assert_eq!(report.batch_size, n as u64);
@@ -1071,7 +1079,7 @@ fn steps_on_ledger(
                 Ok(())
             },
             &key(12),
-            StepStreams::for_step(0, t)?,
+            first_id(0, t),
             Some(&mut *ledger),
         )?;
         after_each(t + 1, ledger, &report);
@@ -1231,7 +1239,7 @@ fn refusal_case(
             Ok(())
         },
         &key(13),
-        StepStreams::for_step(0, 0).unwrap(),
+        first_id(0, 0),
         Some(&mut *ledger),
     )
     .map(|(r, _)| r);
@@ -1319,7 +1327,7 @@ fn bounded_support_refuses_small_sigma() -> Result<()> {
             Ok(())
         },
         &key(14),
-        StepStreams::for_step(0, 0)?,
+        first_id(0, 0),
         None,
     )?;
     Ok(())
@@ -1347,7 +1355,7 @@ fn non_rdp_ledgers_are_unsupported_and_exhausted_budgets_refused() -> Result<()>
         }
         other => panic!("expected Infeasible, got {other:?}"),
     }
-    let batch = selected(&key(13), StepStreams::for_step(0, 0)?, 0.5, 20).len() as u64;
+    let batch = selected(&key(13), first_id(0, 0), 0.5, 20).len() as u64;
     assert!(batch > 0);
     assert_eq!(calls, batch, "the refusal comes after the gradient calls");
 
@@ -1393,7 +1401,8 @@ enum Grad {
 struct Case {
     params: ShuffledDpSgdParams,
     records: u64,
-    streams: StepStreams,
+    /// The first of the step's three stream ids.
+    streams: u64,
     weights: Vec<f64>,
     state: Vec<f64>,
     perms_len: usize,
@@ -1411,7 +1420,7 @@ fn base_case() -> Case {
     Case {
         params,
         records: 20,
-        streams: StepStreams::for_step(0, 0).unwrap(),
+        streams: first_id(0, 0),
         weights: (0..d).map(|_| rng.uniform()).collect(),
         state: (0..d).map(|i| i as f64).collect(),
         perms_len: plan.permutation_len(),
@@ -1437,7 +1446,7 @@ fn run_case(case: &Case) -> (Result<StepReport>, u64) {
     let mut scratch = vec![0.0; case.scratch_len];
     let mut calls = 0u64;
     let grad = case.grad;
-    let result = shuffled_dp_sgd_step(
+    let result = shuffled_dp_sgd_step_keyed(
         &mut w,
         &mut [&mut s[..]],
         &plan,
@@ -1456,8 +1465,7 @@ fn run_case(case: &Case) -> (Result<StepReport>, u64) {
                 _ => Ok(()),
             }
         },
-        &key(15),
-        case.streams,
+        Draw { key: &key(15), stream: case.streams },
         Some(&mut ledger),
         &mut perms,
         &mut scratch,
@@ -1515,10 +1523,14 @@ fn bad_inputs_give_the_documented_error_and_change_nothing() {
     for n in [0u64, 1 << 40, u64::MAX] {
         out_of_range(with(&|c| c.records = n), &format!("N = {n}"));
     }
-    for (a, b, e) in [(5, 5, 6), (5, 6, 5), (5, 6, 6), (7, 7, 7)] {
-        let streams = StepStreams { selection: a, noise: b, permutation: e };
-        out_of_range(with(&|c| c.streams = streams), &format!("streams {streams:?}"));
+    // The three stream ids `first..first + 3` must exist: `first + 2` overflowing is a
+    // size overflow, before any gradient; `u64::MAX − 2` is the last valid first id.
+    for first in [u64::MAX - 1, u64::MAX] {
+        let (r, calls) = run_case(&with(&|c| c.streams = first));
+        assert!(matches!(r, Err(Error::SizeOverflow { .. })), "first id {first}: {r:?}");
+        assert_eq!(calls, 0);
     }
+    assert!(run_case(&with(&|c| c.streams = u64::MAX - 2)).0.is_ok());
 
     let shape = |c: Case, arg: &str| {
         let (r, calls) = run_case(&c);
@@ -1564,25 +1576,88 @@ fn bad_inputs_give_the_documented_error_and_change_nothing() {
 }
 
 #[test]
-fn step_streams_are_disjoint_and_overflow_is_reported() -> Result<()> {
-    let s = StepStreams::for_step(100, 2)?;
-    assert_eq!((s.selection, s.noise, s.permutation), (106, 107, 108));
-    let mut ids: Vec<u64> = (0..50)
-        .flat_map(|t| {
-            let s = StepStreams::for_step(9, t).unwrap();
-            [s.selection, s.noise, s.permutation]
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    assert_eq!(ids.len(), 150, "no stream id is reused within a run");
-    let last = StepStreams::for_step(u64::MAX - 2, 0)?;
-    assert_eq!(last.permutation, u64::MAX);
-    for (base, step) in
-        [(u64::MAX - 1, 0), (u64::MAX, 0), (0, u64::MAX / 3 + 1), (0, u64::MAX), (u64::MAX - 4, 1)]
-    {
-        let r = StepStreams::for_step(base, step);
-        assert!(matches!(r, Err(Error::SizeOverflow { .. })), "base {base}, step {step}: {r:?}");
+fn a_session_step_is_the_keyed_step_on_its_next_three_stream_ids() -> Result<()> {
+    let (blocks, d) = small_blocks();
+    let plan = ShufflePlan::new(&blocks, d)?;
+    let params = ShuffledDpSgdParams::new(0.5, 1.0, 1.0, 0.1, 10);
+    let grad = |r: u64, _: &[f64], g: &mut [f64]| {
+        g.iter_mut().enumerate().for_each(|(j, x)| *x = 1e-2 * ((r as usize + j) % 7) as f64);
+        Ok(())
+    };
+    let new_ledger = || {
+        Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(50.0).unwrap(), Delta::new(1e-5).unwrap())
+            .unwrap()
+    };
+    // A session replaying master key 16 at epoch 5 from stream 40: two steps.
+    let (master, epoch) = (key(16), 5u64);
+    let source = NoiseSource::for_replay(master.clone(), epoch, 40);
+    let mut session = Session::with_source(source, new_ledger());
+    let mut w = vec![0.1f64; d];
+    let mut m = vec![0.0f64; d];
+    let mut perms = vec![0u32; plan.permutation_len()];
+    let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
+    for _ in 0..2 {
+        shuffled_dp_sgd_step(
+            &mut w,
+            &mut [&mut m[..]],
+            &plan,
+            &params,
+            20,
+            grad,
+            &mut session,
+            &mut perms,
+            &mut scratch,
+        )?;
     }
+    // Each step took three fresh ids and one charge.
+    assert_eq!(session.next_stream(), 40 + 2 * STREAMS);
+    assert_eq!(session.ledger().charges(), 2);
+    // The same two steps keyed on the epoch key, streams 40 and 43.
+    let epoch_key = epoch_key(&master, epoch);
+    let mut ledger = new_ledger();
+    let mut w2 = vec![0.1f64; d];
+    let mut m2 = vec![0.0f64; d];
+    let mut perms2 = vec![0u32; plan.permutation_len()];
+    for first in [40, 43] {
+        shuffled_dp_sgd_step_keyed(
+            &mut w2,
+            &mut [&mut m2[..]],
+            &plan,
+            &params,
+            20,
+            grad,
+            Draw { key: &epoch_key, stream: first },
+            Some(&mut ledger),
+            &mut perms2,
+            &mut scratch,
+        )?;
+    }
+    assert_eq!(bits(&w), bits(&w2));
+    assert_eq!(bits(&m), bits(&m2));
+    assert_eq!(perms, perms2);
+    assert_eq!(*session.ledger(), ledger);
+    // A ledger kept for another unit refuses the step before any gradient.
+    let prompts = Ledger::new_rdp(PrivacyUnit::Prompt, Epsilon::new(50.0)?, Delta::new(1e-5)?)?;
+    let mut other = Session::new(prompts)?;
+    let mut calls = 0;
+    let w0 = w.clone();
+    let r = shuffled_dp_sgd_step(
+        &mut w,
+        &mut [],
+        &plan,
+        &params,
+        20,
+        |_, _: &[f64], g: &mut [f64]| {
+            calls += 1;
+            g.fill(0.0);
+            Ok(())
+        },
+        &mut other,
+        &mut perms,
+        &mut scratch,
+    );
+    assert!(matches!(r, Err(Error::UnitMismatch { .. })), "{r:?}");
+    assert_eq!((calls, other.ledger().charges()), (0, 0));
+    assert_eq!(bits(&w), bits(&w0));
     Ok(())
 }

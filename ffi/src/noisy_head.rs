@@ -6,8 +6,8 @@
 //! (`dpattn_noisy_head_prompts`, `dpattn_noisy_head_features`) that are read-only.
 //!
 //! Not wrapped: `corrupt_prompt` (an in-place experiment helper; trivial to write in C).
-//! `dpattn_noisy_head` charges an optional `dpattn_ledger` (with NULL, charge
-//! `dpattn_noisy_head_charge` yourself).
+//! `dpattn_noisy_head` draws its noise from a `dpattn_session` and charges the session's
+//! ledger (privacy unit `DPATTN_UNIT_PROMPT`).
 
 use std::ffi::c_void;
 
@@ -15,11 +15,11 @@ use dpattn_core::noisy_head::{
     self as nh, Accounting, Features, Form, GForm, NoisyHeadParams, Prompts, Radii, RidgeSolver,
     presets, schedule,
 };
-use dpattn_core::{Error, MatMut, MatRef, NoiseMode};
+use dpattn_core::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, unknown};
-use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::dpattn_key;
 
@@ -193,8 +193,7 @@ impl dpattn_noisy_head_params {
             proj_g: self.proj_g,
             proj_r: self.proj_r,
             sigma: self.sigma,
-            epsilon: self.epsilon,
-            delta: self.delta,
+            budget: PrivacyBudget::new(self.epsilon, self.delta)?,
             accounting,
             noise_mode: NoiseMode::Exact,
         })
@@ -212,8 +211,8 @@ impl dpattn_noisy_head_params {
             proj_g: p.proj_g,
             proj_r: p.proj_r,
             sigma: p.sigma,
-            epsilon: p.epsilon,
-            delta: p.delta,
+            epsilon: p.budget.epsilon().get(),
+            delta: p.budget.delta().get(),
             accounting: match p.accounting {
                 Accounting::Paper => DPATTN_NOISY_HEAD_ACCOUNTING_PAPER,
                 Accounting::Zcdp => DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP,
@@ -468,10 +467,11 @@ pub unsafe extern "C" fn dpattn_noisy_head_calibration(
 }
 
 /// What a ledger is charged for one release: under paper accounting `(ε, δ)` approximate
-/// DP (`*out_rho` = 0), under zCDP accounting `*out_rho = ρ`, the largest zCDP `ρ` that
-/// converts to `(ε, δ)` (`*out_epsilon`, `*out_delta` are then the target it converts
-/// to). Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown
-/// accounting, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
+/// DP (`*out_rho` = 0; approximate-DP ledgers only), under zCDP accounting `*out_rho = ρ`,
+/// the largest zCDP `ρ` that converts to `(ε, δ)` (charged as `ρ` to zCDP and RDP ledgers,
+/// as the `(ε, δ)` it converts to, `*out_epsilon`, `*out_delta`, to approximate-DP ones).
+/// Returns `DPATTN_STATUS_OUT_OF_RANGE` for ε, δ out of range or an unknown accounting,
+/// `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
 ///
 /// # Safety
 /// `params` NULL or readable; out-pointers NULL or writable.
@@ -490,7 +490,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_charge(
         );
         // SAFETY: forwarded caller contract.
         let p = unsafe { params_arg(params) }?;
-        let budget = dpattn_core::PrivacyBudget::new(p.epsilon, p.delta)?;
+        let budget = p.budget;
         let rho = match p.accounting {
             Accounting::Paper => 0.0,
             Accounting::Zcdp => p.zcdp_rho()?.get(),
@@ -505,8 +505,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_charge(
     })
 }
 
-/// The soft diagnostics of spec §5.7 (never a validation error; NULL pointers and an
-/// unknown accounting still are). Thread-safe; no shared state.
+/// The soft diagnostics of spec §5.7 (never a validation error; NULL pointers, an unknown
+/// accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
 ///
 /// # Safety
 /// `params` NULL or readable; `out` NULL or writable.
@@ -556,9 +556,11 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 
 /// NoisyHead (Algorithm 1): writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`. Labels are
 /// clipped to `±C`, each `Z_k` projected on the `G`-ball, `Γ ← Π_R(Γ⁰)`, then `T` times
-/// `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`;
-/// noise entry `(t, i, j)` is element `t·D² + i·D + j` of `(key, stream)`. The used part
-/// of `scratch` is zeroed before returning (it held private summaries).
+/// `Γ ← Π_R((1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k + z_t)` with `z_t ~ N(0, s²I)`
+/// (released on a public grid with exact discrete Gaussian noise); noise entry `(t, i, j)`
+/// is element `t·D² + i·D + j` of one fresh stream id of `session` (its epoch and stream
+/// id, `dpattn_session_position` just before the call, identify the release for audit).
+/// The used part of `scratch` is zeroed before returning (it held private summaries).
 ///
 /// **Guarantee** (Theorem 3.2): `(ε, δ)`-DP for `Γ̂` under replace-one-prompt neighbours
 /// (one whole prompt: tokens, labels and query target; `N` public), given `σ ≥ 2G(C + RG)`,
@@ -566,24 +568,28 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 /// independent of the private prompts. Test prompts are not protected. The exported head
 /// weights (`dpattn_noisy_head_export_attention`) are post-processing.
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
-/// charging what `dpattn_noisy_head_charge` reports before the call. A non-NULL `ledger`
-/// is charged once, after every check and before any noise is drawn or `out` written:
-/// under paper accounting an approximate-DP charge of `(ε, δ)` (accepted by approximate-DP
-/// ledgers only; others refuse it with `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP
-/// accounting a zCDP charge of `ρ` (`*out_rho` of `dpattn_noisy_head_charge`; accepted by
-/// zCDP and RDP ledgers, refused by approximate-DP ones). A refused charge returns the
-/// ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the
-/// ledger unchanged. The ledger is locked for the whole call (concurrent calls on it wait).
+/// **Accounting.** The session's ledger (kept for `DPATTN_UNIT_PROMPT`; a ledger of another
+/// unit refuses with `DPATTN_STATUS_UNIT_MISMATCH`) is charged once, after every check and
+/// before any noise is drawn or `out` written: under paper accounting an approximate-DP
+/// charge of `(ε, δ)` (accepted by approximate-DP ledgers only; others refuse it with
+/// `DPATTN_STATUS_OUT_OF_RANGE`), under zCDP accounting the Gaussian charge of
+/// `dpattn_noisy_head_charge` (`ρ` on zCDP and RDP ledgers, the `(ε, δ)` it converts to on
+/// approximate-DP ones). A refused charge returns the ledger's status
+/// (`DPATTN_STATUS_INFEASIBLE` over budget) with `out`, `scratch` and the ledger unchanged
+/// (the stream id is consumed either way). The session and its ledger are locked for the
+/// whole call (concurrent calls on them wait). To replay a release for an audit, pass a
+/// session from `dpattn_session_new_for_replay` (stored master key, epoch and stream id)
+/// with a NULL ledger: nothing is charged.
 ///
 /// Returns the errors of `dpattn_noisy_head_validate`; `DPATTN_STATUS_SHAPE_MISMATCH` when
 /// the prompts are not `N × L × D` of `params` or `out`/`gamma0` are not `D²` long;
 /// `DPATTN_STATUS_NON_FINITE` for a non-finite `gamma0`; `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
-/// `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a refused charge;
-/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`; `DPATTN_STATUS_NULL_ARGUMENT`,
-/// `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. None depends on prompt content
-/// (non-finite prompts are sanitised). `out` is untouched on error. Allocation-free.
-/// Thread-safe; no shared state.
+/// `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` /
+/// `DPATTN_STATUS_UNIT_MISMATCH` for a refused charge; `DPATTN_STATUS_SIZE_OVERFLOW` when
+/// the session's stream ids are used up; `DPATTN_STATUS_INVALID_HANDLE` for a freed
+/// `session` (or its ledger); `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_MISALIGNED`,
+/// `DPATTN_STATUS_ALIASING`. None depends on prompt content (non-finite prompts are
+/// sanitised). `out` is untouched on error. Allocation-free. Thread-safe.
 ///
 /// ```c
 /// dpattn_noisy_head_params p;
@@ -593,16 +599,23 @@ pub unsafe extern "C" fn dpattn_noisy_head_scratch_len(
 /// double *scratch = malloc(need * sizeof *scratch);
 /// dpattn_noisy_head_prompts pr = {p.n, p.l, p.d, x, p.n*p.l*p.d, y, p.n*p.l, q, p.n*p.d, t, p.n};
 /// double gamma0[25] = {0}, gamma[25];
+/// dpattn_privacy_unit unit = {DPATTN_UNIT_PROMPT, 0};
+/// dpattn_ledger *ledger;
+/// dpattn_session *session;
+/// dpattn_ledger_new_approx(unit, 2.0, 1e-4, &ledger);
+/// dpattn_session_new(ledger, &session);           // a key from the operating system
 /// dpattn_status s = dpattn_noisy_head(gamma, 25, gamma0, 25, &pr, &p,
-///     DPATTN_NOISY_HEAD_FORM_GRAM, &key, 0, NULL, scratch, need);
+///     DPATTN_NOISY_HEAD_FORM_GRAM, session, scratch, need);
+/// dpattn_session_free(session);
+/// dpattn_ledger_free(ledger);
 /// ```
 ///
 /// # Safety
 /// `out` NULL or valid for `out_len` writes; `gamma0` NULL or valid for `gamma0_len`
-/// reads; `prompts`, `params`, `key` NULL or readable (prompt pointers valid for their
-/// lengths); `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be
-/// accessed by anyone else during the call. `ledger` NULL or a value returned by
-/// `dpattn_ledger_new_*` (a freed one is detected).
+/// reads; `prompts`, `params` NULL or readable (prompt pointers valid for their lengths);
+/// `scratch` NULL or valid for `scratch_len` writes. Written buffers must not be accessed
+/// by anyone else during the call. `session` NULL or a value returned by
+/// `dpattn_session_new*` (a freed one is detected).
 #[allow(clippy::too_many_arguments)]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dpattn_noisy_head(
@@ -613,9 +626,7 @@ pub unsafe extern "C" fn dpattn_noisy_head(
     prompts: *const dpattn_noisy_head_prompts,
     params: *const dpattn_noisy_head_params,
     form_kind: u32,
-    key: *const dpattn_key,
-    stream: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     scratch: *mut f64,
     scratch_len: usize,
 ) -> dpattn_status {
@@ -628,8 +639,6 @@ pub unsafe extern "C" fn dpattn_noisy_head(
         let pr = unsafe { prompts_arg(prompts, &mut bufs) }?;
         // SAFETY: forwarded caller contract.
         let p = unsafe { params_arg(params) }?;
-        // SAFETY: forwarded caller contract.
-        let key = unsafe { read(key, "key") }?.to_core();
         let form = form(form_kind)?;
         bufs.output("out", out, out_len).output("scratch", scratch, scratch_len);
         bufs.disjoint()?;
@@ -637,7 +646,9 @@ pub unsafe extern "C" fn dpattn_noisy_head(
         let (o, s) = unsafe {
             (slice_mut(out, out_len, "out")?, slice_mut(scratch, scratch_len, "scratch")?)
         };
-        with_ledger(ledger, |l| Ok(nh::noisy_head(o, g0, &pr, &p, form, &key, stream, l, s)?))
+        with_session(session, nh::STREAMS, |draw, l| {
+            Ok(nh::noisy_head_keyed(o, g0, &pr, &p, form, draw, l, s)?)
+        })
     })
 }
 
@@ -1338,9 +1349,28 @@ mod tests {
     use super::*;
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
-    use dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT;
+    use crate::ledger::dpattn_ledger;
+    use crate::session::{dpattn_session_free, dpattn_session_new_for_replay};
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::{Draw, epoch_key};
     use std::ptr::{null, null_mut};
+
+    /// A replay session on master key `[key; 32]` at epoch 0 whose next stream id is
+    /// `stream`, charging `ledger` (NULL: nothing).
+    fn replay(key: u8, stream: u64, ledger: *mut dpattn_ledger) -> *mut dpattn_session {
+        let mut s = null_mut();
+        let k = dpattn_key { bytes: [key; 32] };
+        // SAFETY: valid locals; `ledger` NULL or a live handle.
+        let st = unsafe { dpattn_session_new_for_replay(&k, 0, stream, ledger, &mut s) };
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        s
+    }
+
+    /// The epoch key the sessions of [`replay`] draw with.
+    fn replay_key(key: u8) -> NoiseKey {
+        epoch_key(&NoiseKey::for_replay([key; 32]), 0)
+    }
 
     fn low_dim() -> dpattn_noisy_head_params {
         let mut p = std::mem::MaybeUninit::uninit();
@@ -1400,8 +1430,8 @@ mod tests {
         let mut scratch = vec![0.0; need];
         let mut gamma = [0.0; 25];
         let g0 = [0.0; 25];
-        let k2 = dpattn_key { bytes: [2; 32] };
-        // SAFETY: valid buffers.
+        let session = replay(2, 4, null_mut());
+        // SAFETY: valid buffers and session.
         let s = unsafe {
             dpattn_noisy_head(
                 gamma.as_mut_ptr(),
@@ -1411,9 +1441,7 @@ mod tests {
                 &pr,
                 &p,
                 DPATTN_NOISY_HEAD_FORM_GRAM,
-                &k2,
-                4,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 need,
             )
@@ -1421,20 +1449,24 @@ mod tests {
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
         let prompts = Prompts::new(n, l, d, &x, &y, &q, &t).unwrap();
         let mut expect = [0.0; 25];
-        nh::noisy_head::<DEFAULT_ORDER_COUNT>(
+        nh::noisy_head_keyed(
             &mut expect,
             &g0,
             &prompts,
             &core,
             Form::Gram,
-            &NoiseKey::for_replay([2; 32]),
-            4,
+            Draw { key: &replay_key(2), stream: 4 },
             None,
             &mut scratch,
         )
         .unwrap();
         assert_eq!(gamma.map(f64::to_bits), expect.map(f64::to_bits));
-        // Errors: ledger, short scratch, aliasing; output untouched.
+        // The session handed out stream 4: the next release draws stream 5.
+        let (mut epoch, mut next) = (9, 9);
+        // SAFETY: live session, valid locals.
+        let st = unsafe { crate::session::dpattn_session_position(session, &mut epoch, &mut next) };
+        assert_eq!((st, epoch, next), (dpattn_status::Ok, 0, 5));
+        // Errors: session, short scratch, aliasing; output untouched.
         let before = gamma;
         let mut dummy = 0u8;
         // SAFETY: valid buffers; the error paths touch nothing.
@@ -1447,13 +1479,12 @@ mod tests {
                 &pr,
                 &p,
                 0,
-                &k2,
-                4,
                 (&mut dummy as *mut u8).cast(),
                 scratch.as_mut_ptr(),
                 need,
             );
             assert_eq!(s, dpattn_status::InvalidHandle);
+            assert!(last_error_string().contains("session"));
             let s = dpattn_noisy_head(
                 gamma.as_mut_ptr(),
                 25,
@@ -1462,9 +1493,7 @@ mod tests {
                 &pr,
                 &p,
                 0,
-                &k2,
-                4,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 3,
             );
@@ -1477,9 +1506,7 @@ mod tests {
                 &pr,
                 &p,
                 0,
-                &k2,
-                4,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 need,
             );
@@ -1493,9 +1520,7 @@ mod tests {
                 &pr,
                 &p,
                 7,
-                &k2,
-                4,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 need,
             );
@@ -1509,14 +1534,27 @@ mod tests {
                 null(),
                 &p,
                 0,
-                &k2,
-                4,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 need,
             );
             assert_eq!(s, dpattn_status::NullArgument);
             assert!(last_error_string().contains("prompts"));
+            let s = dpattn_noisy_head(
+                gamma.as_mut_ptr(),
+                25,
+                g0.as_ptr(),
+                25,
+                &pr,
+                &p,
+                0,
+                null_mut(),
+                scratch.as_mut_ptr(),
+                need,
+            );
+            assert_eq!(s, dpattn_status::NullArgument);
+            assert!(last_error_string().contains("session"));
+            dpattn_session_free(session);
         }
         assert_eq!(gamma, before);
     }
@@ -1574,10 +1612,29 @@ mod tests {
         }
     }
 
+    /// One release through a replay session (key `[2; 32]`, stream 4) charging `ledger`.
     fn release(
         p: &dpattn_noisy_head_params,
         pr: &dpattn_noisy_head_prompts,
         ledger: *mut dpattn_ledger,
+        gamma: &mut [f64; 25],
+    ) -> dpattn_status {
+        let session = replay(2, 4, ledger);
+        // SAFETY: a live session, freed once.
+        let st = unsafe { release_in(p, pr, session, gamma) };
+        // SAFETY: as above.
+        unsafe { dpattn_session_free(session) };
+        st
+    }
+
+    /// One release in `session`.
+    ///
+    /// # Safety
+    /// `session` NULL or a (possibly freed) handle.
+    unsafe fn release_in(
+        p: &dpattn_noisy_head_params,
+        pr: &dpattn_noisy_head_prompts,
+        session: *mut dpattn_session,
         gamma: &mut [f64; 25],
     ) -> dpattn_status {
         let mut need = 0;
@@ -1585,7 +1642,7 @@ mod tests {
         unsafe { dpattn_noisy_head_scratch_len(p, DPATTN_NOISY_HEAD_FORM_GRAM, &mut need) };
         let mut scratch = vec![0.0; need];
         let g0 = [0.0; 25];
-        // SAFETY: valid buffers; `ledger` NULL or a (possibly freed) handle.
+        // SAFETY: valid buffers; `session` per the caller's contract.
         unsafe {
             dpattn_noisy_head(
                 gamma.as_mut_ptr(),
@@ -1595,9 +1652,7 @@ mod tests {
                 pr,
                 p,
                 DPATTN_NOISY_HEAD_FORM_GRAM,
-                &dpattn_key { bytes: [2; 32] },
-                4,
-                ledger,
+                session,
                 scratch.as_mut_ptr(),
                 need,
             )
@@ -1619,26 +1674,35 @@ mod tests {
                 let st = release(&p, &pr, h, &mut gamma);
                 let mut expect = [7.0; 25];
                 let mut scratch = vec![0.0; nh::noisy_head_scratch_len(&core, Form::Gram).unwrap()];
-                let r = nh::noisy_head(
+                let r = nh::noisy_head_keyed(
                     &mut expect,
                     &[0.0; 25],
                     &prompts,
                     &core,
                     Form::Gram,
-                    &NoiseKey::for_replay([2; 32]),
-                    4,
+                    Draw { key: &replay_key(2), stream: 4 },
                     Some(&mut cl),
                     &mut scratch,
                 );
+                // Paper accounting is an (ε, δ) charge: approximate-DP ledgers only. The
+                // zCDP mode is a Gaussian charge: ρ on zCDP and RDP ledgers, the (ε, δ) it
+                // was calibrated to convert to on approximate-DP ones.
                 let fits = matches!(
                     (accounting, kind),
                     (DPATTN_NOISY_HEAD_ACCOUNTING_PAPER, Kind::Approx(..))
-                        | (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Zcdp(..) | Kind::Rdp(..))
+                        | (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, _)
                 );
                 if fits {
                     assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
                     r.unwrap();
                     assert!(lt::nonzero(cl.spent()));
+                    if let Kind::Approx(..) = kind {
+                        let want = dpattn_core::accounting::ledger::Amount::Approx {
+                            epsilon: core.budget.epsilon().get(),
+                            delta: core.budget.delta().get(),
+                        };
+                        assert_eq!(cl.spent(), want, "{accounting}");
+                    }
                 } else {
                     // A charge of a kind this ledger cannot take: the core's error.
                     assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
@@ -1653,12 +1717,13 @@ mod tests {
     }
 
     #[test]
-    fn release_refused_or_freed_ledger_writes_nothing() {
+    fn release_refused_or_freed_session_writes_nothing() {
         let mut p = low_dim();
         let data = Data::new(&p);
         let pr = data.c(&p);
         for (accounting, kind) in [
             (DPATTN_NOISY_HEAD_ACCOUNTING_PAPER, Kind::Approx(0.5, 1e-4)),
+            (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Approx(0.5, 1e-4)),
             (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Zcdp(1e-4)),
             (DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP, Kind::Rdp(0.1, 1e-5)),
         ] {
@@ -1670,8 +1735,21 @@ mod tests {
             lt::assert_untouched(h);
             lt::free(h);
         }
+        // A ledger kept for another unit: refused, nothing written.
+        let (h, _) = lt::pair(PrivacyUnit::Record, Kind::Approx(100.0, 1e-2));
         let mut gamma = [7.0; 25];
-        assert_eq!(release(&p, &pr, lt::freed(), &mut gamma), dpattn_status::InvalidHandle);
+        assert_eq!(release(&p, &pr, h, &mut gamma), dpattn_status::UnitMismatch);
+        assert_eq!(gamma, [7.0; 25]);
+        lt::assert_untouched(h);
+        lt::free(h);
+        // A freed session.
+        let session = replay(2, 4, null_mut());
+        // SAFETY: a live session, freed once; then a freed handle (detected).
+        let st = unsafe {
+            dpattn_session_free(session);
+            release_in(&p, &pr, session, &mut gamma)
+        };
+        assert_eq!(st, dpattn_status::InvalidHandle);
         assert_eq!(gamma, [7.0; 25]);
     }
 

@@ -26,14 +26,14 @@ use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
 use dpattn_core::weight_shuffle::refute::{self, AuditCounts};
 use dpattn_core::weight_shuffle::{
     AttentionBlock, BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, PositionEncoding,
-    Qkv, ShufflePlan, ShuffledDpSgdParams, StepStreams, ValueSharing, WeightLayout,
-    shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+    Qkv, STREAMS, ShufflePlan, ShuffledDpSgdParams, ValueSharing, WeightLayout,
+    shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
-use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{dpattn_dtype, dpattn_key, with_dtype};
 
@@ -193,18 +193,6 @@ pub struct dpattn_shuffled_dp_sgd_params {
     /// Planned number of steps `T ≥ 1` (for the bounded-support check). Default 0 (must be
     /// set).
     pub planned_steps: u64,
-}
-
-/// The stream ids of one step's three draws under one key.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct dpattn_shuffle_step_streams {
-    /// Poisson selection.
-    pub selection: u64,
-    /// Gaussian noise.
-    pub noise: u64,
-    /// Permutations.
-    pub permutation: u64,
 }
 
 /// What a step did. `batch_size` and the clipping counts depend on private data: keep them
@@ -885,33 +873,6 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_charge(
     })
 }
 
-/// The stream ids `base + 3·step + {0, 1, 2}` of one step (a run of `T` steps from `base`
-/// uses `[base, base + 3T)`; runs under one key need disjoint ranges). Returns
-/// `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
-/// state.
-///
-/// # Safety
-/// `out` NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dpattn_shuffle_step_streams_for_step(
-    base: u64,
-    step: u64,
-    out: *mut dpattn_shuffle_step_streams,
-) -> dpattn_status {
-    ffi_status(|| {
-        let o = Out::new(out, "out")?;
-        let s = StepStreams::for_step(base, step)?;
-        let s = dpattn_shuffle_step_streams {
-            selection: s.selection,
-            noise: s.noise,
-            permutation: s.permutation,
-        };
-        // SAFETY: checked non-NULL; writable per the caller's contract.
-        unsafe { o.write(s) };
-        Ok(())
-    })
-}
-
 /// Most optimizer-state buffers one step takes.
 pub const DPATTN_SHUFFLE_MAX_STATE: usize = 8;
 
@@ -948,44 +909,51 @@ fn status_from_code(code: u32) -> dpattn_status {
 /// to the weights, to every `state` buffer and to `g̃`, which is left in
 /// `scratch[0..param_len]` (for optimizers with state: run with `η = 0` and update from
 /// `g̃`). The permutations drawn are written to `perms` (`permutation_len`). Three draws
-/// under `key` on the stream ids of `streams`.
+/// on three fresh consecutive stream ids of `session`: the selection, the noise and the
+/// permutations, in that order (`dpattn_session_position` just before the call gives the
+/// session's epoch and the first id, for audit).
 ///
 /// **Guarantee.** With add/remove-one neighbours (one training record), the released
 /// weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
 /// `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
 /// recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
 /// `capacity` must be a public number of slots, never the private dataset size (empty
-/// slots get zero gradients). Floating point: low-order bits are not covered by the proof.
+/// slots get zero gradients). The noisy sum is released on a public grid with exact
+/// discrete Gaussian noise (the core's `NoiseMode::Exact`): the guarantee holds in the
+/// floats returned.
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then accounts for the step itself,
-/// charging `SampledGaussianRdp(q, σ_eff)` from `dpattn_shuffled_dp_sgd_charge` on its RDP
-/// ledger (`dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`) and applying its
-/// bounded-support check. A non-NULL `ledger` must be an RDP ledger
-/// (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are refused with
-/// `DPATTN_STATUS_UNSUPPORTED` before any work). It is charged the RDP curve of one step of
-/// `SampledGaussianRdp(q, σ_eff)` on the default orders (exactly what
-/// `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)` charges), after the
-/// gradients are summed and the noise and permutations drawn, and before the weights,
-/// state and `perms` are written; the step is refused with `DPATTN_STATUS_INFEASIBLE`
-/// before any callback when the bounded-support δ (`*out_support_delta` of
-/// `dpattn_shuffled_dp_sgd_charge`) exceeds 1% of the ledger's δ. A refused charge returns
+/// **Accounting.** The session's ledger must be an RDP ledger kept for
+/// `DPATTN_UNIT_RECORD` (`dpattn_ledger_new_rdp`; approximate-DP and zCDP ledgers are
+/// refused with `DPATTN_STATUS_UNSUPPORTED`, other units with
+/// `DPATTN_STATUS_UNIT_MISMATCH`, before any work). A run of steps is valid on it when the
+/// sequence of charges is fixed in advance (`q`, `σ`, `σ₀`, `T` chosen before training). It
+/// is charged the RDP curve of one step of `SampledGaussianRdp(q, σ_eff)` on the ledger's
+/// orders (exactly what `dpattn_ledger_charge_sampled_gaussian(ledger, q, σ_eff, 1)`
+/// charges), after the gradients are summed and the noise and permutations drawn, and
+/// before the weights, state and `perms` are written (the exact release has no bounded
+/// support to check: `*out_support_delta` of `dpattn_shuffled_dp_sgd_charge` concerns the
+/// float path of the core only). A refused charge returns
 /// `DPATTN_STATUS_INFEASIBLE` with the weights, state, `*out_report` and the ledger
 /// unchanged and `scratch` zeroed (it held the uncharged noisy sum); `perms` then holds the
 /// permutations drawn for the step (data-independent, never applied: the core draws them
-/// before charging).
+/// before charging). The session's stream ids are consumed on every outcome. To replay a
+/// step for an audit, pass a session from `dpattn_session_new_for_replay` (stored master
+/// key, epoch and first stream id) with a NULL ledger: nothing is charged.
 ///
-/// **The ledger (and the plan) stay locked for the whole call, callbacks included**: `grad`
-/// must not call any `dpattn_ledger_*` function or DP entry point with the same `ledger`
-/// (nor use the same `plan`). The locks are not reentrant: such a call deadlocks (or
-/// aborts) the calling thread. Other threads using the ledger wait until the step ends.
+/// **The session, its ledger and the plan stay locked for the whole call, callbacks
+/// included**: `grad` must not call any `dpattn_ledger_*` or `dpattn_session_*` function or
+/// DP entry point with the same session or ledger (nor use the same `plan`). The locks are
+/// not reentrant: such a call deadlocks (or aborts) the calling thread. Other threads using
+/// them wait until the step ends.
 ///
 /// Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
-/// or `≥ 2⁴⁰`, equal stream ids, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an
-/// unknown dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
+/// or `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown
+/// dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
 /// `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
 /// `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
-/// (a ledger that is not an RDP ledger); `DPATTN_STATUS_INFEASIBLE` (bounded support
-/// visible, or over budget); the callback's own status when it fails (see
+/// (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH` (a ledger of
+/// another unit); `DPATTN_STATUS_INFEASIBLE` (over budget); `DPATTN_STATUS_SIZE_OVERFLOW`
+/// (the session's stream ids used up); the callback's own status when it fails (see
 /// `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
 /// (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
 /// every error the weights and the state are untouched, and so is `perms` except after a
@@ -996,9 +964,9 @@ fn status_from_code(code: u32) -> dpattn_status {
 /// # Safety
 /// `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
 /// of `dtype`; `state` NULL or valid for `n_state` reads; `perms` valid for `perms_len`
-/// writes; `scratch` for `scratch_len` writes; `params`, `key`, `streams` NULL or readable;
-/// `out_report` NULL or writable; `ledger` NULL or a value returned by
-/// `dpattn_ledger_new_*` (a freed one is detected), not used by `grad`. No written buffer
+/// writes; `scratch` for `scratch_len` writes; `params` NULL or readable; `out_report` NULL
+/// or writable; `session` NULL or a value returned by `dpattn_session_new*` (a freed one is
+/// detected), not used by `grad`. No written buffer
 /// may be accessed by anyone else during the call (the callback included, except reading
 /// `weights` through its argument).
 #[allow(clippy::too_many_arguments)]
@@ -1016,9 +984,7 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
     capacity: u64,
     grad: dpattn_shuffle_grad_fn,
     user_data: *mut c_void,
-    key: *const dpattn_key,
-    streams: *const dpattn_shuffle_step_streams,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     scratch: *mut f64,
     scratch_len: usize,
     out_report: *mut dpattn_shuffled_dp_sgd_report,
@@ -1029,10 +995,6 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
         let h = dpattn_shuffle_plan::lookup(plan, "plan")?;
         // SAFETY: forwarded caller contract.
         let p = unsafe { read(params, "params") }?.to_core()?;
-        // SAFETY: forwarded caller contract.
-        let key = unsafe { read(key, "key") }?.to_core();
-        // SAFETY: forwarded caller contract.
-        let st = unsafe { read(streams, "streams") }?;
         let grad = grad.ok_or(FfiError::Null("grad"))?;
         if n_state > DPATTN_SHUFFLE_MAX_STATE {
             return Err(Error::OutOfRange {
@@ -1044,8 +1006,6 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
         }
         // SAFETY: forwarded caller contract.
         let state_ptrs = unsafe { slice(state, n_state, "state") }?;
-        let streams =
-            StepStreams { selection: st.selection, noise: st.noise, permutation: st.permutation };
         with_dtype!(dtype, "dtype", |T| {
             let w = weights.cast::<T>();
             let mut bufs = Buffers::default();
@@ -1087,20 +1047,19 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
                     })
                 }
             };
-            // Lock order: plan, then ledger (the same in every call, so two steps sharing
-            // both on different threads cannot deadlock).
+            // Lock order: plan, then session, then its ledger (the same in every call, so two
+            // steps sharing them on different threads cannot deadlock).
             let r = h.with(|pl| {
                 let pl = pl.plan()?;
-                with_ledger(ledger, |l| {
-                    Ok(shuffled_dp_sgd_step(
+                with_session(session, STREAMS, |draw, l| {
+                    Ok(shuffled_dp_sgd_step_keyed(
                         ws,
                         &mut sv[..n_state],
                         &pl,
                         &p,
                         capacity,
                         closure,
-                        &key,
-                        streams,
+                        draw,
                         l,
                         ps,
                         &mut *ss,
@@ -1339,9 +1298,28 @@ mod tests {
     use super::*;
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
-    use dpattn_core::accounting::rdp::DEFAULT_ORDER_COUNT;
+    use crate::ledger::dpattn_ledger;
+    use crate::session::{dpattn_session_free, dpattn_session_new_for_replay};
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::{Draw, epoch_key};
     use std::ptr::{null, null_mut};
+
+    /// A replay session on master key `[4; 32]` at epoch 0 whose next stream id is 0,
+    /// charging `ledger` (NULL: nothing).
+    fn replay(ledger: *mut dpattn_ledger) -> *mut dpattn_session {
+        let mut s = null_mut();
+        let k = dpattn_key { bytes: [4; 32] };
+        // SAFETY: valid locals; `ledger` NULL or a live handle.
+        let st = unsafe { dpattn_session_new_for_replay(&k, 0, 0, ledger, &mut s) };
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        s
+    }
+
+    /// The epoch key the sessions of [`replay`] draw with.
+    fn replay_key() -> NoiseKey {
+        epoch_key(&NoiseKey::for_replay([4; 32]), 0)
+    }
 
     fn lin(weight: usize, o: usize, i: usize, bias: Option<usize>) -> dpattn_shuffle_linear {
         dpattn_shuffle_linear {
@@ -1510,12 +1488,32 @@ mod tests {
         }
     }
 
-    /// One f64 step of 17 weights with a ledger; returns (status, w, m, perms, report).
+    /// One f64 step of 17 weights in a replay session (key `[4; 32]`, streams 0..3) charging
+    /// `ledger`; returns (status, w, m, perms, report).
     #[allow(clippy::type_complexity)]
     fn ledger_step(
         plan: *const dpattn_shuffle_plan,
         p: &dpattn_shuffled_dp_sgd_params,
         ledger: *mut dpattn_ledger,
+        scratch: &mut [f64; 34],
+    ) -> (dpattn_status, [f64; 17], [f64; 17], [u32; 3], dpattn_shuffled_dp_sgd_report) {
+        let session = replay(ledger);
+        // SAFETY: a live session, freed once.
+        let r = unsafe { session_step(plan, p, session, scratch) };
+        // SAFETY: as above.
+        unsafe { dpattn_session_free(session) };
+        r
+    }
+
+    /// [`ledger_step`] in `session`.
+    ///
+    /// # Safety
+    /// `session` NULL or a (possibly freed) handle.
+    #[allow(clippy::type_complexity)]
+    unsafe fn session_step(
+        plan: *const dpattn_shuffle_plan,
+        p: &dpattn_shuffled_dp_sgd_params,
+        session: *mut dpattn_session,
         scratch: &mut [f64; 34],
     ) -> (dpattn_status, [f64; 17], [f64; 17], [u32; 3], dpattn_shuffled_dp_sgd_report) {
         let (mut w, mut m, mut perms) = ([0.1f64; 17], [0.5f64; 17], [7u32; 3]);
@@ -1542,9 +1540,7 @@ mod tests {
                 1000,
                 Some(grad_fn),
                 null_mut(),
-                &dpattn_key { bytes: [4; 32] },
-                &dpattn_shuffle_step_streams { selection: 0, noise: 1, permutation: 2 },
-                ledger,
+                session,
                 scratch.as_mut_ptr(),
                 34,
                 &mut rep,
@@ -1566,7 +1562,7 @@ mod tests {
             let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut scratch);
             let (mut w2, mut m2, mut perms2, mut scratch2) =
                 ([0.1f64; 17], [0.5f64; 17], [7u32; 3], [0.0; 34]);
-            let r = shuffled_dp_sgd_step(
+            let r = shuffled_dp_sgd_step_keyed(
                 &mut w2,
                 &mut [&mut m2[..]],
                 &cp,
@@ -1578,8 +1574,7 @@ mod tests {
                         .for_each(|(j, x)| *x = (slot % 3) as f64 + j as f64 * 0.01);
                     Ok(())
                 },
-                &NoiseKey::for_replay([4; 32]),
-                StepStreams { selection: 0, noise: 1, permutation: 2 },
+                Draw { key: &replay_key(), stream: 0 },
                 Some(&mut cl),
                 &mut perms2,
                 &mut scratch2,
@@ -1606,7 +1601,15 @@ mod tests {
         let (h2, _) = lt::pair(PrivacyUnit::Record, Kind::Rdp(8.0, 1e-5));
         assert_eq!(ledger_step(plan, &p, h, &mut [0.0; 34]).0, dpattn_status::Ok);
         // SAFETY: live handle.
-        let st = unsafe { crate::ledger::dpattn_ledger_charge_sampled_gaussian(h2, 0.1, 1.1, 1) };
+        let st = unsafe {
+            crate::ledger::dpattn_ledger_charge_sampled_gaussian(
+                h2,
+                crate::ledger::dpattn_privacy_unit::from_core(PrivacyUnit::Record),
+                0.1,
+                1.1,
+                1,
+            )
+        };
         assert_eq!(st, dpattn_status::Ok);
         let ((a, n), (b, n2)) = (lt::state(h), lt::state(h2));
         assert_eq!((a.epsilon.to_bits(), n), (b.epsilon.to_bits(), n2));
@@ -1616,7 +1619,7 @@ mod tests {
     }
 
     #[test]
-    fn step_refused_or_freed_ledger_writes_nothing() {
+    fn step_refused_or_freed_session_writes_nothing() {
         let plan = new_plan(&[mlp()], 17);
         let p = sgd_params();
         let untouched = ([0.1f64; 17], [0.5f64; 17], [7u32; 3], 9u64);
@@ -1644,9 +1647,22 @@ mod tests {
         assert_eq!(scratch, [0.0; 34]);
         lt::assert_untouched(h);
         lt::free(h);
-        let (s, w, m, perms, rep) = ledger_step(plan, &p, lt::freed(), &mut [0.0; 34]);
+        // A ledger kept for another unit: refused before any work.
+        let (h, _) = lt::pair(PrivacyUnit::Prompt, Kind::Rdp(8.0, 1e-5));
+        let (s, w, m, perms, rep) = ledger_step(plan, &p, h, &mut [0.0; 34]);
+        assert_eq!(s, dpattn_status::UnitMismatch, "{}", last_error_string());
+        assert_eq!((w, m, perms, rep.batch_size), untouched);
+        lt::assert_untouched(h);
+        lt::free(h);
+        // A freed session.
+        let session = replay(null_mut());
+        // SAFETY: a live session, freed once; then a freed handle (detected).
+        let (s, w, m, perms, rep) = unsafe {
+            dpattn_session_free(session);
+            session_step(plan, &p, session, &mut [0.0; 34])
+        };
         assert_eq!(s, dpattn_status::InvalidHandle);
-        assert!(last_error_string().contains("ledger"));
+        assert!(last_error_string().contains("session"));
         assert_eq!((w, m, perms, rep.batch_size), untouched);
         dpattn_shuffle_plan_free(plan);
     }
@@ -1671,8 +1687,7 @@ mod tests {
         p.noise_multiplier = 1.1;
         p.learning_rate = 0.05;
         p.planned_steps = 100;
-        let streams = dpattn_shuffle_step_streams { selection: 0, noise: 1, permutation: 2 };
-        let key = dpattn_key { bytes: [4; 32] };
+        let session = replay(null_mut());
         let mut w = [0.1f64; 17];
         let mut m = [0.5f64; 17];
         let st = [m.as_mut_ptr().cast::<c_void>()];
@@ -1700,9 +1715,7 @@ mod tests {
                 1000,
                 Some(grad_fn),
                 null_mut(),
-                &key,
-                &streams,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 34,
                 &mut rep,
@@ -1714,7 +1727,7 @@ mod tests {
         let (mut w2, mut m2, mut perms2, mut scratch2) =
             ([0.1f64; 17], [0.5f64; 17], [0u32; 3], [0.0; 34]);
         let cparams = p.to_core().unwrap();
-        let r = shuffled_dp_sgd_step::<f64, _, DEFAULT_ORDER_COUNT>(
+        let r = shuffled_dp_sgd_step_keyed(
             &mut w2,
             &mut [&mut m2[..]],
             &cp,
@@ -1726,13 +1739,18 @@ mod tests {
                     .for_each(|(j, x)| *x = (slot % 3) as f64 + j as f64 * 0.01);
                 Ok(())
             },
-            &NoiseKey::for_replay([4; 32]),
-            StepStreams { selection: 0, noise: 1, permutation: 2 },
+            Draw { key: &replay_key(), stream: 0 },
             None,
             &mut perms2,
             &mut scratch2,
         )
         .unwrap();
+        // The session handed out streams 0, 1, 2.
+        let (mut epoch, mut next) = (9, 9);
+        // SAFETY: live session, valid locals.
+        let pos =
+            unsafe { crate::session::dpattn_session_position(session, &mut epoch, &mut next) };
+        assert_eq!((pos, epoch, next), (dpattn_status::Ok, 0, 3));
         assert_eq!(w.map(f64::to_bits), w2.map(f64::to_bits));
         assert_eq!(m, m2);
         assert_eq!(perms, perms2);
@@ -1744,6 +1762,8 @@ mod tests {
         for slot in 0..1000u32 {
             let mut fa = slot;
             let mut r2 = rep;
+            // A fresh replay session each time: every try draws the same streams.
+            let session = replay(null_mut());
             // SAFETY: as above.
             let s = unsafe {
                 dpattn_shuffled_dp_sgd_step(
@@ -1759,14 +1779,14 @@ mod tests {
                     1000,
                     Some(grad_fn),
                     (&mut fa as *mut u32).cast(),
-                    &key,
-                    &streams,
-                    null_mut(),
+                    session,
                     scratch.as_mut_ptr(),
                     34,
                     &mut r2,
                 )
             };
+            // SAFETY: a live session, freed once.
+            unsafe { dpattn_session_free(session) };
             if s != dpattn_status::Ok {
                 assert_eq!(s, dpattn_status::Infeasible, "{}", last_error_string());
                 assert!(last_error_string().contains("grad"));
@@ -1782,7 +1802,7 @@ mod tests {
         let _ = fail_at;
         assert!(sampled.is_some());
         assert_eq!((w, m, perms), (wb, mb, pb));
-        // A made-up ledger; NULL callback; aliasing.
+        // A made-up session; NULL callback; aliasing.
         let mut dummy = 0u8;
         // SAFETY: errors are detected before any write.
         unsafe {
@@ -1799,14 +1819,13 @@ mod tests {
                 1000,
                 Some(grad_fn),
                 null_mut(),
-                &key,
-                &streams,
                 (&mut dummy as *mut u8).cast(),
                 scratch.as_mut_ptr(),
                 34,
                 &mut rep,
             );
             assert_eq!(s, dpattn_status::InvalidHandle);
+            assert!(last_error_string().contains("session"));
             let s = dpattn_shuffled_dp_sgd_step(
                 w.as_mut_ptr().cast(),
                 17,
@@ -1820,9 +1839,7 @@ mod tests {
                 1000,
                 None,
                 null_mut(),
-                &key,
-                &streams,
-                null_mut(),
+                session,
                 scratch.as_mut_ptr(),
                 34,
                 &mut rep,
@@ -1842,14 +1859,13 @@ mod tests {
                 1000,
                 Some(grad_fn),
                 null_mut(),
-                &key,
-                &streams,
-                null_mut(),
+                session,
                 w.as_mut_ptr(),
                 34,
                 &mut rep,
             );
             assert_eq!(s, dpattn_status::Aliasing);
+            dpattn_session_free(session);
         }
         assert_eq!((w, m, perms), (wb, mb, pb));
         dpattn_shuffle_plan_free(plan);

@@ -237,9 +237,12 @@ static int training(void) {
 static int release(void) {
     dpattn_noisy_head_params p;
     dpattn_key k1, k2;
+    dpattn_session *s = NULL, *s2 = NULL;
+    dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0};
     size_t n, l, d, need = 0, i;
     double *x, *y, *q, *t, *scr, g0[25] = {0}, a[25], b[25], c[25], x1[31 * 5], y1[31], q1[5], t1[1], norm = 0;
     dpattn_noisy_head_prompts pr;
+    uint64_t epoch = 9, next = 9;
     int ok = 0;
     size_t live = dpattn_live_handle_count();
     memset(&k1, 1, sizeof k1);
@@ -264,54 +267,94 @@ static int release(void) {
     pr.n = n; pr.l = l; pr.d = d;
     pr.ctx_x = x; pr.ctx_x_len = n * l * d; pr.ctx_y = y; pr.ctx_y_len = n * l;
     pr.query_x = q; pr.query_x_len = n * d; pr.query_y = t; pr.query_y_len = n;
-    CHECK(dpattn_noisy_head(a, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OK);
+    /* A replay session (master key k2, epoch 0, next stream 0, no ledger) so that releases
+       can be reissued bit for bit below. */
+    CHECK(dpattn_session_new_for_replay(&k2, 0, 0, NULL, &s) == DPATTN_STATUS_OK);
+    CHECK(dpattn_noisy_head(a, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, s, scr, need) == DPATTN_STATUS_OK);
     /* Γ̂ lies in the R-ball; the used scratch was zeroed (it held private summaries). */
     norm = 0;
     for (i = 0; i < 25; i++) norm += a[i] * a[i];
     CHECK(sqrt(norm) <= p.proj_r && norm > 0);
     for (i = 0; i < need; i++) CHECK(scr[i] == 0.0);
-    /* Same key: identical bits; the streaming form is the same function (≈1e-15 relative,
-       amplified by at most T = 44 contracting steps: 1e-9 absolute is ample). */
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OK);
-    CHECK(memcmp(a, b, sizeof a) == 0);
-    CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_STREAMING, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OK);
-    for (i = 0; i < 25; i++) CHECK(fabs(c[i] - a[i]) < 1e-9);
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k1, 0, NULL, scr, need) == DPATTN_STATUS_OK);
+    /* The release used stream 0; the next one draws stream 1: other noise. */
+    CHECK(dpattn_session_position(s, &epoch, &next) == DPATTN_STATUS_OK && epoch == 0 && next == 1);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, s, scr, need) == DPATTN_STATUS_OK);
     CHECK(memcmp(a, b, sizeof a) != 0);
+    /* The same (key, epoch, stream) again: identical bits; the streaming form is the same
+       function (≈1e-15 relative, amplified by at most T = 44 contracting steps: 1e-9
+       absolute is ample). */
+    CHECK(dpattn_session_new_for_replay(&k2, 0, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, s2, scr, need) == DPATTN_STATUS_OK);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    dpattn_session_free(s2);
+    CHECK(dpattn_session_new_for_replay(&k2, 0, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_STREAMING, s2, scr, need) == DPATTN_STATUS_OK);
+    for (i = 0; i < 25; i++) CHECK(fabs(c[i] - a[i]) < 1e-9);
+    dpattn_session_free(s2);
+    /* Another master key, or another epoch of the same one: other noise. */
+    CHECK(dpattn_session_new_for_replay(&k1, 0, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, s2, scr, need) == DPATTN_STATUS_OK);
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    dpattn_session_free(s2);
+    CHECK(dpattn_session_new_for_replay(&k2, 1, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, s2, scr, need) == DPATTN_STATUS_OK);
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    dpattn_session_free(s2);
     /* With a ledger: the same release, charged what dpattn_noisy_head_charge reports
-       ((ε, δ) under paper accounting, ρ under zCDP accounting); a too-small ledger refuses
-       it and out stays untouched. */
+       ((ε, δ) under paper accounting; under zCDP accounting ρ on a zCDP ledger and the
+       (ε, δ) it converts to on an approximate one); a too-small ledger or one kept for
+       another unit refuses it and out stays untouched. */
     {
-        dpattn_ledger *ap = NULL, *z = NULL, *tiny = NULL;
+        dpattn_ledger *ap = NULL, *z = NULL, *tiny = NULL, *rec = NULL;
+        dpattn_session *sa = NULL, *sz = NULL, *st = NULL, *sr = NULL;
+        dpattn_privacy_unit record = {DPATTN_UNIT_RECORD, 0};
         dpattn_amount spent;
         double ce = 0, cd = 0, cr = -1;
         uint64_t charges = 9;
         CHECK(p.accounting == DPATTN_NOISY_HEAD_ACCOUNTING_PAPER);
         CHECK(dpattn_noisy_head_charge(&p, &ce, &cd, &cr) == DPATTN_STATUS_OK && cr == 0.0);
-        CHECK(dpattn_ledger_new_approx(2.0, 1e-4, &ap) == DPATTN_STATUS_OK);
-        CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, ap, scr, need) == DPATTN_STATUS_OK);
+        CHECK(ce == 1.0 && cd == 1e-5);
+        CHECK(dpattn_ledger_new_approx(prompt, 3.0, 1e-4, &ap) == DPATTN_STATUS_OK);
+        /* A replay session with a ledger reissues the release above and charges it. */
+        CHECK(dpattn_session_new_for_replay(&k2, 0, 0, ap, &sa) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, sa, scr, need) == DPATTN_STATUS_OK);
         CHECK(memcmp(a, b, sizeof a) == 0);
         CHECK(dpattn_ledger_spent(ap, &spent) == DPATTN_STATUS_OK);
         CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == ce && spent.delta == cd);
         p.accounting = DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP;
         CHECK(dpattn_noisy_head_charge(&p, &ce, &cd, &cr) == DPATTN_STATUS_OK && cr > 0);
-        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
-        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, z, scr, need) == DPATTN_STATUS_OK);
-        CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OK);
-        CHECK(memcmp(b, c, sizeof b) == 0);
+        CHECK(ce == 1.0 && cd == 1e-5);
+        /* A session with a key from the operating system. */
+        CHECK(dpattn_ledger_new_zcdp(prompt, 1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(z, &sz) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, sz, scr, need) == DPATTN_STATUS_OK);
+        norm = 0;
+        for (i = 0; i < 25; i++) norm += c[i] * c[i];
+        CHECK(sqrt(norm) <= p.proj_r && norm > 0);
         CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
         CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && spent.rho == cr);
-        /* A ρ charge on an approximate ledger is refused (kind), on a tiny one (budget). */
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, sa, scr, need) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_spent(ap, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == 2 * ce && spent.delta == 2 * cd);
         memset(c, 0, sizeof c);
-        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, ap, scr, need) == DPATTN_STATUS_OUT_OF_RANGE);
-        CHECK(dpattn_ledger_new_zcdp(cr / 2, &tiny) == DPATTN_STATUS_OK);
-        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, tiny, scr, need) == DPATTN_STATUS_INFEASIBLE);
+        CHECK(dpattn_ledger_new_zcdp(prompt, cr / 2, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(tiny, &st) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, st, scr, need) == DPATTN_STATUS_INFEASIBLE);
+        CHECK(dpattn_ledger_new_zcdp(record, 10.0, &rec) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(rec, &sr) == DPATTN_STATUS_OK);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, sr, scr, need) == DPATTN_STATUS_UNIT_MISMATCH);
         for (i = 0; i < 25; i++) CHECK(c[i] == 0.0);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
-        CHECK(dpattn_ledger_charges(ap, &charges) == DPATTN_STATUS_OK && charges == 1);
-        dpattn_ledger_free(tiny);
-        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, &k2, 0, tiny, scr, need) == DPATTN_STATUS_INVALID_HANDLE);
+        CHECK(dpattn_ledger_charges(rec, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_charges(ap, &charges) == DPATTN_STATUS_OK && charges == 2);
+        dpattn_session_free(st);
+        CHECK(dpattn_noisy_head(c, 25, g0, 25, &pr, &p, DPATTN_NOISY_HEAD_FORM_GRAM, st, scr, need) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
         for (i = 0; i < 25; i++) CHECK(c[i] == 0.0);
+        dpattn_session_free(sr);
+        dpattn_session_free(sz);
+        dpattn_session_free(sa);
+        dpattn_ledger_free(rec);
+        dpattn_ledger_free(tiny);
         dpattn_ledger_free(z);
         dpattn_ledger_free(ap);
         p.accounting = DPATTN_NOISY_HEAD_ACCOUNTING_PAPER;
@@ -319,18 +362,18 @@ static int release(void) {
     /* Bad input: out untouched. */
     memcpy(b, a, sizeof a);
     g0[3] = INFINITY;
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need) == DPATTN_STATUS_NON_FINITE && msg_has("gamma0"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, s, scr, need) == DPATTN_STATUS_NON_FINITE && msg_has("gamma0"));
     g0[3] = 0;
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need - 1) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
-    CHECK(dpattn_noisy_head(b, 24, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("out"));
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, (dpattn_ledger *)(void *)&p, scr, need) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, NULL, 0, NULL, scr, need) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, b, 25) == DPATTN_STATUS_ALIASING);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, s, scr, need - 1) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
+    CHECK(dpattn_noisy_head(b, 24, g0, 25, &pr, &p, 1, s, scr, need) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("out"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, (dpattn_session *)(void *)&p, scr, need) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, NULL, scr, need) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, s, b, 25) == DPATTN_STATUS_ALIASING);
     pr.n = n - 1;
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need) == DPATTN_STATUS_SHAPE_MISMATCH);
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, s, scr, need) == DPATTN_STATUS_SHAPE_MISMATCH);
     pr.n = n;
     p.iters = 0;
-    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, &k2, 0, NULL, scr, need) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("iters"));
+    CHECK(dpattn_noisy_head(b, 25, g0, 25, &pr, &p, 1, s, scr, need) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("iters"));
     CHECK(memcmp(a, b, sizeof a) == 0);
     CHECK(dpattn_noisy_head_scratch_len(&p, 3, &need) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("form"));
     /* Random start: entry i is element 2⁶² + i, so a shorter call is a prefix; c0 = 0 is 0. */
@@ -341,6 +384,7 @@ static int release(void) {
     ok = 1;
 done:
     free(x); free(y); free(q); free(t); free(scr);
+    dpattn_session_free(s);
     CHECK(ok);
     CHECK(dpattn_live_handle_count() == live);
     return 0;

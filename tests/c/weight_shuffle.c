@@ -232,18 +232,31 @@ static uint32_t grad_cb(void *user, uint64_t slot, const void *weights, size_t w
     return DPATTN_STATUS_OK;
 }
 
+/* The epoch key of a session (core `session::epoch_key`): the first 32 bytes of the
+   ChaCha20 block of `master` at block counter `epoch` and stream 2⁶⁴ − 1, written here from
+   the raw keystream words (little-endian), as an auditor holding the master key would. */
+static int epoch_key(const dpattn_key *master, uint64_t epoch, dpattn_key *out) {
+    uint32_t words[8];
+    int i;
+    CHECK(epoch < (UINT64_MAX >> 4));
+    CHECK(dpattn_stream_words(master, UINT64_MAX, 16 * epoch, 0, words, 8) == DPATTN_STATUS_OK);
+    for (i = 0; i < 32; i++) out->bytes[i] = (uint8_t)(words[i / 4] >> (8 * (i % 4)));
+    return 0;
+}
+
 static int step(void) {
     dpattn_shuffle_block b = mlp_block();
     dpattn_shuffle_plan *plan = NULL;
     dpattn_shuffled_dp_sgd_params p;
-    dpattn_shuffle_step_streams st;
+    dpattn_session *ses = NULL, *replay = NULL;
     dpattn_shuffled_dp_sgd_report r, r2;
-    dpattn_key key;
+    dpattn_key key, ek;
     double w0[PLEN], w[PLEN], w2[PLEN], m[PLEN], m0[PLEN], scratch[2 * PLEN], q = 0, s = 0, tail = -1;
     void *state[1];
     uint32_t perms[HID], perms2[HID], drawn[HID];
-    uint64_t fail_slot = 0;
-    int j;
+    uint64_t fail_slot = 0, epoch = 9, next = 9;
+    size_t live = dpattn_live_handle_count();
+    int j, line;
     memset(&key, 5, sizeof key);
     CHECK(dpattn_shuffle_plan_new(&b, 1, PLEN, &plan) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_params_default(&p) == DPATTN_STATUS_OK);
@@ -257,37 +270,41 @@ static int step(void) {
     /* The charge: SampledGaussianRdp(q, min(σ, σ₀)) — no credit for shuffling (Q10). */
     CHECK(dpattn_shuffled_dp_sgd_charge(&p, PLEN, &q, &s, &tail) == DPATTN_STATUS_OK);
     CHECK(q == 0.5 && s == 0.9 && tail >= 0.0 && tail < 1e-10);
-    CHECK(dpattn_shuffle_step_streams_for_step(100, 2, &st) == DPATTN_STATUS_OK);
-    CHECK(st.selection == 106 && st.noise == 107 && st.permutation == 108);
-    CHECK(dpattn_shuffle_step_streams_for_step(UINT64_MAX - 1, 0, &st) == DPATTN_STATUS_SIZE_OVERFLOW);
-    CHECK(dpattn_shuffle_step_streams_for_step(0, 0, &st) == DPATTN_STATUS_OK);
 
     init_weights(w0);
     memcpy(w, w0, sizeof w);
     for (j = 0; j < PLEN; j++) m0[j] = m[j] = j;
     state[0] = m;
+    /* A replay session (master key, epoch 3, next stream 0, no ledger) so that the step can
+       be reissued and audited below. */
+    CHECK(dpattn_session_new_for_replay(&key, 3, 0, NULL, &ses) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r) == DPATTN_STATUS_OK);
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r) == DPATTN_STATUS_OK);
     CHECK(r.batch_size > 10 && r.batch_size < 54 && r.non_finite == 0 && r.effective_noise_multiplier == 0.9);
-    /* The permutations are the keyed draw of the permutation stream. */
-    CHECK(dpattn_shuffle_sample_keyed(drawn, HID, plan, &key, st.permutation) == DPATTN_STATUS_OK);
+    /* The step took three stream ids (selection, noise, permutations). */
+    CHECK(dpattn_session_position(ses, &epoch, &next) == DPATTN_STATUS_OK && epoch == 3 && next == 3);
+    /* The permutations are the keyed draw of the third stream (id 2) under the epoch key. */
+    if ((line = epoch_key(&key, 3, &ek)) != 0) return line;
+    CHECK(dpattn_shuffle_sample_keyed(drawn, HID, plan, &ek, 2) == DPATTN_STATUS_OK);
     CHECK(memcmp(perms, drawn, sizeof perms) == 0);
     /* η = 0: the weights moved but compute the same function; the state moved alike. */
     CHECK(max_diff_ok(w0, w));
     for (j = 0; j < HID; j++) CHECK(m[15 + j] == m0[15 + perms[j]] && w[15 + j] == w0[15 + perms[j]]);
-    /* Replay with the same key and streams: identical bits. */
+    /* Replay with the same key, epoch and stream: identical bits. */
     memcpy(w2, w0, sizeof w2);
     for (j = 0; j < PLEN; j++) m[j] = j;
+    CHECK(dpattn_session_new_for_replay(&key, 3, 0, NULL, &replay) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OK);
+              grad_cb, NULL, replay, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OK);
     CHECK(memcmp(w, w2, sizeof w) == 0 && memcmp(perms, perms2, sizeof perms) == 0);
     CHECK(r.batch_size == r2.batch_size);
+    dpattn_session_free(replay);
 
     /* With η > 0 the update moves every coordinate (noise everywhere). */
     p.learning_rate = 0.1;
     memcpy(w2, w0, sizeof w2);
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, NULL, 0, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OK);
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OK);
     CHECK(w2[34] != w0[34]);
 
     /* A failing callback (q = 1: slot 0 is sampled first): its status comes back, the step
@@ -297,47 +314,52 @@ static int step(void) {
     memcpy(perms2, perms, sizeof perms2);
     r2 = r;
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, &fail_slot, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_DOMAIN_VIOLATION);
+              grad_cb, &fail_slot, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_DOMAIN_VIOLATION);
     CHECK(msg_has("grad"));
     CHECK(memcmp(w2, w0, sizeof w2) == 0 && memcmp(perms2, perms, sizeof perms) == 0);
     CHECK(r2.batch_size == r.batch_size);
 
     /* Bad input: each refused before anything is written. */
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, (dpattn_ledger *)(void *)&r, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+              grad_cb, NULL, (dpattn_session *)(void *)&r, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              NULL, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("grad"));
+              grad_cb, NULL, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
+              NULL, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("grad"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 0,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("capacity"));
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("capacity"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN - 1, &r2) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
+              grad_cb, NULL, ses, scratch, 2 * PLEN - 1, &r2) == DPATTN_STATUS_SCRATCH_TOO_SMALL);
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID - 1, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("perms"));
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("perms"));
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, w2 + 2, 2 * PLEN, &r2) == DPATTN_STATUS_ALIASING);
+              grad_cb, NULL, ses, w2 + 2, 2 * PLEN, &r2) == DPATTN_STATUS_ALIASING);
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 9, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("n_state"));
-    st.noise = st.selection;
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("n_state"));
+    /* A session whose epoch has fewer than three stream ids left. */
+    CHECK(dpattn_session_new_for_replay(&key, 3, UINT64_MAX - 2, NULL, &replay) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("stream"));
-    st.noise = 1;
+              grad_cb, NULL, replay, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_SIZE_OVERFLOW && msg_has("stream"));
+    dpattn_session_free(replay);
     p.sampling_rate = 0.0;
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("sampling_rate"));
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("sampling_rate"));
     CHECK(dpattn_shuffled_dp_sgd_charge(&p, PLEN, &q, &s, &tail) == DPATTN_STATUS_OUT_OF_RANGE);
     p.sampling_rate = 0.5;
     w2[4] = NAN;
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NON_FINITE && msg_has("weights"));
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_NON_FINITE && msg_has("weights"));
     w2[4] = w0[4];
     p.batch_clip = 5;
     CHECK(dpattn_shuffled_dp_sgd_step(w2, PLEN, DPATTN_DTYPE_F64, state, 1, perms2, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, NULL, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("batch_clip"));
+              grad_cb, NULL, ses, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("batch_clip"));
     CHECK(dpattn_shuffled_dp_sgd_charge(NULL, PLEN, &q, &s, &tail) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_shuffled_dp_sgd_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(memcmp(w2, w0, sizeof w2) == 0 && memcmp(perms2, perms, sizeof perms) == 0);
     CHECK(r2.batch_size == r.batch_size);
+    dpattn_session_free(ses);
     dpattn_shuffle_plan_free(plan);
+    CHECK(dpattn_live_handle_count() == live);
     return 0;
 }
 
@@ -429,26 +451,26 @@ static int refutation(void) {
     return 0;
 }
 
-/* The step with an RDP ledger: it charges exactly what
-   dpattn_ledger_charge_sampled_gaussian(q, σ_eff, 1) charges with the (q, σ_eff) of
+/* The step in a session: its ledger (an RDP ledger for one record) is charged exactly
+   what dpattn_ledger_charge_sampled_gaussian(q, σ_eff, 1) charges with the (q, σ_eff) of
    dpattn_shuffled_dp_sgd_charge; a too-small ledger refuses the step, which then writes no
-   weight, state or report; approximate-DP ledgers are refused before any work. */
+   weight, state or report; approximate-DP ledgers and ledgers of another unit are refused
+   before any work. */
 static int step_with_ledger(void) {
     dpattn_shuffle_block b = mlp_block();
     dpattn_shuffle_plan *plan = NULL;
-    dpattn_ledger *l = NULL, *ref = NULL, *tiny = NULL, *approx = NULL;
+    dpattn_ledger *l = NULL, *ref = NULL, *tiny = NULL, *approx = NULL, *other = NULL;
+    dpattn_session *sl = NULL, *stiny = NULL, *sapprox = NULL, *sother = NULL;
+    dpattn_privacy_unit record = {DPATTN_UNIT_RECORD, 0}, prompt = {DPATTN_UNIT_PROMPT, 0};
     dpattn_shuffled_dp_sgd_params p;
-    dpattn_shuffle_step_streams st;
     dpattn_shuffled_dp_sgd_report r, r2, r0;
     dpattn_amount spent, want;
-    dpattn_key key;
     double w0[PLEN], w[PLEN], m[PLEN], scratch[2 * PLEN], q = 0, s = 0, tail = -1;
     void *state[1];
     uint32_t perms[HID];
     uint64_t n = 9;
     size_t live = dpattn_live_handle_count();
     int j;
-    memset(&key, 5, sizeof key);
     memset(&r2, 0x5A, sizeof r2);
     memset(&r0, 0x5A, sizeof r0);
     CHECK(dpattn_shuffle_plan_new(&b, 1, PLEN, &plan) == DPATTN_STATUS_OK);
@@ -457,43 +479,57 @@ static int step_with_ledger(void) {
     p.noise_multiplier = 1.2;
     p.learning_rate = 0.1;
     p.planned_steps = 10;
-    CHECK(dpattn_shuffle_step_streams_for_step(0, 0, &st) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_charge(&p, PLEN, &q, &s, &tail) == DPATTN_STATUS_OK);
     init_weights(w0);
     memcpy(w, w0, sizeof w);
     for (j = 0; j < PLEN; j++) m[j] = j;
     state[0] = m;
-    CHECK(dpattn_ledger_new_rdp(8.0, 1e-5, &l) == DPATTN_STATUS_OK);
-    CHECK(dpattn_ledger_new_rdp(8.0, 1e-5, &ref) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_rdp(record, 8.0, 1e-5, &l) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_rdp(record, 8.0, 1e-5, &ref) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(l, &sl) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, l, scratch, 2 * PLEN, &r) == DPATTN_STATUS_OK);
+              grad_cb, NULL, sl, scratch, 2 * PLEN, &r) == DPATTN_STATUS_OK);
     CHECK(memcmp(w, w0, sizeof w) != 0);
-    CHECK(dpattn_ledger_charge_sampled_gaussian(ref, q, s, 1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_charge_sampled_gaussian(ref, record, q, s, 1) == DPATTN_STATUS_OK);
     CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
     CHECK(dpattn_ledger_spent(ref, &want) == DPATTN_STATUS_OK);
     CHECK(spent.kind == DPATTN_AMOUNT_RDP && spent.epsilon > 0 && spent.epsilon == want.epsilon);
     CHECK(dpattn_ledger_charges(l, &n) == DPATTN_STATUS_OK && n == 1);
     /* Over budget: refused, nothing written, the ledger unchanged. */
-    CHECK(dpattn_ledger_new_rdp(0.05, 1e-5, &tiny) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_rdp(record, 0.05, 1e-5, &tiny) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(tiny, &stiny) == DPATTN_STATUS_OK);
     memcpy(w, w0, sizeof w);
     for (j = 0; j < PLEN; j++) m[j] = j;
     CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, tiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INFEASIBLE);
+              grad_cb, NULL, stiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INFEASIBLE);
     CHECK(memcmp(w, w0, sizeof w) == 0 && memcmp(&r2, &r0, sizeof r2) == 0);
     for (j = 0; j < PLEN; j++) CHECK(m[j] == j && scratch[j] == 0.0);
     CHECK(dpattn_ledger_charges(tiny, &n) == DPATTN_STATUS_OK && n == 0);
     /* Only RDP ledgers take the charge. */
-    CHECK(dpattn_ledger_new_approx(8.0, 1e-5, &approx) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_approx(record, 8.0, 1e-5, &approx) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(approx, &sapprox) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, approx, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_UNSUPPORTED);
+              grad_cb, NULL, sapprox, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_UNSUPPORTED);
     CHECK(memcmp(w, w0, sizeof w) == 0);
     CHECK(dpattn_ledger_charges(approx, &n) == DPATTN_STATUS_OK && n == 0);
-    /* A freed ledger. */
-    dpattn_ledger_free(tiny);
+    /* Only ledgers kept for one record. */
+    CHECK(dpattn_ledger_new_rdp(prompt, 8.0, 1e-5, &other) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(other, &sother) == DPATTN_STATUS_OK);
     CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
-              grad_cb, NULL, &key, &st, tiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE);
+              grad_cb, NULL, sother, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_UNIT_MISMATCH);
+    CHECK(memcmp(w, w0, sizeof w) == 0 && memcmp(&r2, &r0, sizeof r2) == 0);
+    CHECK(dpattn_ledger_charges(other, &n) == DPATTN_STATUS_OK && n == 0);
+    /* A freed session. */
+    dpattn_session_free(stiny);
+    CHECK(dpattn_shuffled_dp_sgd_step(w, PLEN, DPATTN_DTYPE_F64, state, 1, perms, HID, plan, &p, 64,
+              grad_cb, NULL, stiny, scratch, 2 * PLEN, &r2) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
     CHECK(memcmp(w, w0, sizeof w) == 0);
+    dpattn_session_free(sother);
+    dpattn_session_free(sapprox);
+    dpattn_session_free(sl);
+    dpattn_ledger_free(other);
     dpattn_ledger_free(approx);
+    dpattn_ledger_free(tiny);
     dpattn_ledger_free(ref);
     dpattn_ledger_free(l);
     dpattn_shuffle_plan_free(plan);

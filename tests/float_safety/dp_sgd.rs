@@ -10,11 +10,11 @@
 //! carry it to both outputs.
 
 use dpattn::NoiseMode;
-use dpattn::accounting::ledger::Ledger;
 use dpattn::sampling::NoiseKey;
+use dpattn::session::Draw;
 use dpattn::weight_shuffle::{
-    Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams, StepStreams, WeightLayout,
-    shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
+    Block, LinearLayout, MlpBlock, STREAMS, ShufflePlan, ShuffledDpSgdParams, WeightLayout,
+    shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation, separation_p};
@@ -52,17 +52,15 @@ fn audit(mode: NoiseMode) -> [(LowBits, LowBits); 2] {
                 g.fill(if present && slot == 1 { 1.0 } else { 0.0 });
                 Ok(())
             };
-            let streams = StepStreams::for_step(0, step).unwrap();
-            shuffled_dp_sgd_step(
+            shuffled_dp_sgd_step_keyed(
                 &mut w,
                 &mut [],
                 &plan,
                 &params,
                 2,
                 gradient,
-                &key,
-                streams,
-                None::<&mut Ledger>,
+                Draw { key: &key, stream: STREAMS * step },
+                None,
                 &mut perms,
                 &mut scratch,
             )

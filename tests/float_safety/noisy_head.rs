@@ -9,12 +9,12 @@
 //! accounting at a large ε: the audit is about low bits, not about the budget); `R = 16`
 //! keeps `Π_R` inactive, so every exact value is on the grid.
 
-use dpattn::NoiseMode;
-use dpattn::accounting::ledger::Ledger;
 use dpattn::noisy_head::{
-    Accounting, Form, NoisyHeadParams, Prompts, noisy_head, noisy_head_scratch_len,
+    Accounting, Form, NoisyHeadParams, Prompts, noisy_head_keyed, noisy_head_scratch_len,
 };
 use dpattn::sampling::NoiseKey;
+use dpattn::session::Draw;
+use dpattn::{NoiseMode, PrivacyBudget};
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation, separation_p};
 
@@ -34,8 +34,7 @@ fn params(mode: NoiseMode) -> NoisyHeadParams {
         proj_g: 1.5,
         proj_r: 16.0,
         sigma: 0.0,
-        epsilon: 130.0,
-        delta: 1e-5,
+        budget: PrivacyBudget::new(130.0, 1e-5).unwrap(),
         accounting: Accounting::Zcdp,
         noise_mode: mode,
     };
@@ -59,16 +58,14 @@ fn audit(mode: NoiseMode) -> (LowBits, LowBits) {
         let prompts = Prompts::new(1, 1, D, &x, &y, &query, &t).unwrap();
         for release in first..first + RELEASES {
             let mut out = [0.0; D * D];
-            let none = None::<&mut Ledger>;
-            noisy_head(
+            noisy_head_keyed(
                 &mut out,
                 &[0.0; D * D],
                 &prompts,
                 &p,
                 Form::Streaming,
-                &key,
-                release,
-                none,
+                Draw { key: &key, stream: release },
+                None,
                 &mut scratch,
             )
             .unwrap();

@@ -20,8 +20,16 @@
 //! ([`Calibration`], `docs/PRIVACY.md` §5.5).
 //!
 //! **Neighbour relation and unit: one whole prompt**, replaced (all `L + 1` tokens, the
-//! labels and the query target); `N` is public (Def. 3.1, erratum 30). Test prompts are not
-//! protected. See `docs/PRIVACY.md` §5.
+//! labels and the query target); `N` is public (Def. 3.1, erratum 30): [`PRIVACY_UNIT`] is
+//! [`PrivacyUnit::Prompt`](crate::accounting::privacy_unit::PrivacyUnit::Prompt). Test
+//! prompts are not protected. See `docs/PRIVACY.md` §5.
+//!
+//! **Randomness and accounting.** [`noisy_head()`] takes a
+//! [`Session`](crate::session::Session): one release uses [`STREAMS`] `= 1` fresh stream id
+//! and is charged to the session's ledger ([`NoisyHeadParams::cost`]: `(ε, δ)` under
+//! [`Accounting::Paper`], a Gaussian `ρ` under [`Accounting::Zcdp`]).
+//! [`noisy_head_keyed`] takes an explicit key and stream id and an optional ledger, for
+//! replay and audit.
 //!
 //! **Paper errors followed by the spec's fixes.** The head computes `⟨w22(W11^{KQ})ᵀ, Z⟩`,
 //! so the exported `W11^{KQ}` is `Γᵀ` ([`export_attention`], erratum 1); the descent
@@ -59,7 +67,7 @@ mod train;
 pub use features::{Features, Prompts, private_features, prompt_from_embedding, raw_features};
 pub use linear_head::{export_attention, linear_attention_head, linear_attention_head_scratch_len};
 pub use params::{Accounting, Calibration, Diagnostics, GForm, NoisyHeadParams, Radii};
-pub use release::{noisy_head, noisy_head_scratch_len};
+pub use release::{PRIVACY_UNIT, STREAMS, noisy_head, noisy_head_keyed, noisy_head_scratch_len};
 #[cfg(feature = "alloc")]
 pub use ridge::{RidgeSolver, ridge};
 pub use simulation::{

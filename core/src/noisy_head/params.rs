@@ -8,7 +8,7 @@
 //! chosen without looking at the private prompts.
 
 use crate::PrivacyBudget;
-use crate::accounting::ledger::Charge;
+use crate::accounting::cost::Cost;
 use crate::accounting::zcdp::{Rho, zcdp_rho_for};
 use crate::calibration::gaussian_mechanism::classical_gaussian_sigma;
 use crate::directed_rounding::{add_up, mul_up};
@@ -21,15 +21,18 @@ use crate::grid_release::{GaussianGrid, NoiseMode};
 pub enum Accounting {
     /// Algorithm 1 as printed: each of the `T` steps is a classical Gaussian mechanism at
     /// `(ε/T, δ/T)`, composed with basic composition (Theorem 3.2). The ledger is charged
-    /// `Charge::Approx(ε, δ)`. Every number of the paper's experiments uses this.
+    /// [`Cost::Approx`]`(ε, δ)` (approximate-DP ledgers only). Every number of the paper's
+    /// experiments uses this.
     #[default]
     Paper,
     /// **Our extension, not the paper's** (spec §2.4, erratum 26): the `T` steps are
     /// Gaussian mechanisms composed in zCDP, with total `ρ` the largest that converts to
     /// `(ε, δ)` ([`zcdp_rho_for`], the CKS20 conversion). Same guarantee, far less noise:
     /// ≈9× smaller `s` at the low-dimensional preset (`T = 44`, `ε = 1`, `δ = 1e-5`; the
-    /// spec's 7.5× uses the looser BS16 conversion). The ledger is charged `Charge::Zcdp(ρ)`. Never mix with reproduction runs:
-    /// it changes every number of the paper's figures.
+    /// spec's 7.5× uses the looser BS16 conversion). The ledger is charged
+    /// [`Cost::Gaussian`]: `ρ` on zCDP and RDP ledgers, the `(ε, δ)` it converts to on
+    /// approximate-DP ledgers. Never mix with reproduction runs: it changes every number of
+    /// the paper's figures.
     Zcdp,
 }
 
@@ -67,10 +70,8 @@ pub struct NoisyHeadParams {
     pub proj_r: f64,
     /// Noise scale `σ ≥ σ_min = 2G(C + RG)`.
     pub sigma: f64,
-    /// `ε > 0` of the whole release.
-    pub epsilon: f64,
-    /// `δ ∈ (0, 1)` of the whole release.
-    pub delta: f64,
+    /// `(ε, δ)` of the whole release; `δ > 0` (Gaussian noise).
+    pub budget: PrivacyBudget,
     /// How `s` is calibrated (default [`Accounting::Paper`]).
     pub accounting: Accounting,
     /// Exact (the default) or the unsafe float path.
@@ -120,11 +121,11 @@ impl Calibration {
         self.mode
     }
 
-    /// What a ledger is charged ([`NoisyHeadParams::charge`]).
-    pub fn charge<const K: usize>(&self) -> Charge<K> {
+    /// What a ledger is charged ([`NoisyHeadParams::cost`]).
+    pub fn cost(&self) -> Cost {
         match self.rho {
-            Some(rho) => Charge::Zcdp(rho),
-            None => Charge::Approx(self.budget),
+            Some(rho) => Cost::Gaussian { approx: Some(self.budget), rho: rho.get() },
+            None => Cost::Approx(self.budget),
         }
     }
 }
@@ -180,7 +181,8 @@ impl NoisyHeadParams {
         let step_sens = self.noise_sensitivity();
         match self.accounting {
             Accounting::Paper => {
-                Ok((classical_gaussian_sigma(self.epsilon / t, self.delta / t, step_sens)?, None))
+                let (eps, delta) = (self.budget.epsilon().get(), self.budget.delta().get());
+                Ok((classical_gaussian_sigma(eps / t, delta / t, step_sens)?, None))
             }
             Accounting::Zcdp => {
                 let rho = self.zcdp_rho()?;
@@ -195,29 +197,32 @@ impl NoisyHeadParams {
     /// `ρ` whose conversion gives `(ε, δ)`.
     ///
     /// # Errors
-    /// `ε`, `δ` out of range.
+    /// `δ = 0`.
     pub fn zcdp_rho(&self) -> Result<Rho> {
-        zcdp_rho_for(PrivacyBudget::new(self.epsilon, self.delta)?)
+        zcdp_rho_for(self.budget)
     }
 
-    /// What a ledger is charged for one release: `Charge::Approx(ε, δ)` under
-    /// [`Accounting::Paper`], `Charge::Zcdp(ρ)` under [`Accounting::Zcdp`].
+    /// What a ledger is charged for one release: [`Cost::Approx`]`(ε, δ)` under
+    /// [`Accounting::Paper`]; under [`Accounting::Zcdp`] [`Cost::Gaussian`] with `ρ` (zCDP
+    /// and RDP ledgers) and the `(ε, δ)` it converts to (approximate-DP ledgers).
     ///
     /// # Errors
-    /// `ε`, `δ` out of range.
-    pub fn charge<const K: usize>(&self) -> Result<Charge<K>> {
+    /// `δ = 0` under [`Accounting::Zcdp`].
+    pub fn cost(&self) -> Result<Cost> {
         Ok(match self.accounting {
-            Accounting::Paper => Charge::Approx(PrivacyBudget::new(self.epsilon, self.delta)?),
-            Accounting::Zcdp => Charge::Zcdp(self.zcdp_rho()?),
+            Accounting::Paper => Cost::Approx(self.budget),
+            Accounting::Zcdp => {
+                Cost::Gaussian { approx: Some(self.budget), rho: self.zcdp_rho()?.get() }
+            }
         })
     }
 
     /// Checks every hard rule of spec §5.7; all of them depend on public inputs only.
     ///
     /// # Errors
-    /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `ε, σ, η0` not positive and
+    /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `σ, η0` not positive and
     ///   finite; `C, G, R` outside `[1e-100, 1e100]` (keeps every product of the step far
-    ///   from underflow and overflow); `δ ∉ (0, 1)`; `λ` negative or not finite.
+    ///   from underflow and overflow); `δ = 0`; `λ` negative or not finite.
     /// * [`Error::Infeasible`]: `σ < σ_min` (Theorem 3.2); `ε/T ≥ 1` under
     ///   [`Accounting::Paper`] (classical Gaussian mechanism outside its proven range: use
     ///   more iterations, a smaller ε, or [`Accounting::Zcdp`]); `η0 ≥ 2/(2λ + G²)` (the
@@ -243,8 +248,7 @@ impl NoisyHeadParams {
             NoiseMode::Exact => Some(super::exact::exact_grid(self, noise_std)?),
             NoiseMode::UnsafeFloat => None,
         };
-        let budget = PrivacyBudget::new(self.epsilon, self.delta)?;
-        Ok(Calibration { noise_std, budget, rho, grid, mode: self.noise_mode })
+        Ok(Calibration { noise_std, budget: self.budget, rho, grid, mode: self.noise_mode })
     }
 
     /// The checks of [`validate`](Self::validate) that need no calibration.
@@ -288,13 +292,13 @@ impl NoisyHeadParams {
         if self.n == 0 {
             return Err(Error::OutOfRange { name: "n", value: 0.0, allowed: "[1, inf)" });
         }
-        positive_finite("epsilon", self.epsilon)?;
         positive_finite("eta0", self.eta0)?;
         positive_finite("sigma", self.sigma)?;
-        if !(self.delta > 0.0 && self.delta < 1.0) {
-            return Err(Error::OutOfRange { name: "delta", value: self.delta, allowed: "(0, 1)" });
+        let (epsilon, delta) = (self.budget.epsilon().get(), self.budget.delta().get());
+        if delta <= 0.0 {
+            return Err(Error::OutOfRange { name: "delta", value: delta, allowed: "(0, 1)" });
         }
-        let per_step = self.epsilon / f64::from(self.iters);
+        let per_step = epsilon / f64::from(self.iters);
         if self.accounting == Accounting::Paper && per_step >= 1.0 {
             return Err(Error::Infeasible {
                 condition: "classical Gaussian mechanism per step: ε/T < 1",

@@ -9,6 +9,7 @@
 
 use super::params::{Accounting, GForm, NoisyHeadParams, Radii};
 use super::schedule::t_low_dim_code;
+use crate::PrivacyBudget;
 use crate::error::{Error, Result};
 use crate::grid_release::NoiseMode;
 
@@ -51,8 +52,7 @@ fn assemble(
         proj_g: radii.g,
         proj_r: radii.r,
         sigma: 0.0,
-        epsilon,
-        delta,
+        budget: PrivacyBudget::new(epsilon, delta)?,
         accounting: Accounting::Paper,
         noise_mode: NoiseMode::Exact,
     };

@@ -7,18 +7,26 @@
 //! [`NoiseMode::Exact`] (each step's iterate is released on a public grid with exact
 //! integer noise, module `exact`); for the ideal real mechanism only under
 //! [`NoiseMode::UnsafeFloat`]. Noise entry `(t, i, j)` is element `t·D² + i·D + j` of the
-//! keyed stream `(key, stream)` (`docs/RANDOMNESS.md` §5.3): a discrete Gaussian from that
-//! element's window (exact), or the `f64` Gaussian layout (unsafe float).
+//! release's one stream `draw.keyed(0)` (`docs/RANDOMNESS.md` §5.3): a discrete Gaussian
+//! from that element's window (exact), or the `f64` Gaussian layout (unsafe float).
 
 use super::features::{Prompts, balanced_private_features, check_len, private_features};
 use super::params::{Calibration, NoisyHeadParams};
 use super::train::{Form, Stepper, project_ball};
-use crate::accounting::ledger::Ledger;
+use crate::accounting::cost::Accountant;
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::error::{Error, Result, add_size, mul_size};
 use crate::grid_release::NoiseMode;
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
+
+/// The privacy unit: one whole prompt (its `L + 1` tokens, the labels and the query
+/// target), replaced; `N` is public.
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::Prompt;
+
+/// Stream ids one release uses (`draw.stream` only: all `T·D²` noise entries).
+pub const STREAMS: u64 = 1;
 
 /// Scratch (in `f64`) for [`noisy_head`]: the private summaries `N(2D + 1)`, the iterate
 /// `D²`, and [`Form::scratch_len`].
@@ -32,19 +40,24 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
     add_size(add_size(features, d2, "scratch")?, form.scratch_len(params.d)?, "scratch")
 }
 
-/// Runs NoisyHead (Algorithm 1) and writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`.
+/// Runs NoisyHead (Algorithm 1) and writes `Γ̂ = Γ^T` (`D × D`, row-major) to `out`,
+/// `(ε, δ)`-DP for one prompt (module docs), drawing fresh randomness from `session` and
+/// charging its ledger (which must be kept for [`PRIVACY_UNIT`]; [`Error::UnitMismatch`]
+/// otherwise).
 ///
 /// Order: every check on public inputs (parameters, shapes, `Γ⁰` finite, scratch) and the
 /// calibration ([`NoisyHeadParams::calibrate`], once); then the ledger is charged
-/// [`NoisyHeadParams::charge`] (in `params.noise_mode`); then the private summaries are
+/// [`NoisyHeadParams::cost`] (in `params.noise_mode`); then the private summaries are
 /// built ([`private_features`]: labels clipped to `±C`, each `Z_k` projected on the
 /// `G`-ball, non-finite content sanitised; balanced factors in exact mode),
 /// `Γ ← Π_R(Γ⁰)`, and `T` times `Γ ← Π_R(release(next))` with
 /// `next = (1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z̃_k⟩ − t_k)Z̃_k`: in exact mode
 /// `release(next) = grid.release(next, z_t)` with `z_t` exact discrete Gaussian integers
 /// ([`Calibration::grid`]), in unsafe-float mode `next + z_t`, `z_t ~ N(0, s²I)`.
-/// Any error leaves `out` and the ledger untouched. The part of `scratch` this call used
-/// is zeroed before it returns (it held summaries of private prompts).
+/// Any error leaves `out` and the ledger untouched (the stream id is consumed either way).
+/// The part of `scratch` this call used is zeroed before it returns (it held summaries of
+/// private prompts). For audit, keep the session's epoch and the stream id
+/// (`session.next_stream()` before the call).
 ///
 /// `gamma0` must not depend on the private prompts (use zeros, or
 /// [`random_start`](super::random_start) with its own key).
@@ -57,36 +70,80 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 ///     Form, Prompts, generate_prompts, noisy_head, noisy_head_scratch_len, presets,
 /// };
 /// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// let p = presets::low_dim(1000, 1.0)?; // N = 1000, L = 31, D = 5, T = 44
 /// let (n, l, d) = (p.n, p.l, p.d);
 /// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
+/// // Synthetic prompts (not private data: a fixed key is fine for them).
 /// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-4)?);
+/// // A session: a key from the operating system, fresh stream ids, a ledger for prompts.
+/// let ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-4)?);
+/// let mut session = Session::new(ledger)?;
 /// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
 /// let mut gamma = [0.0; 25];
-/// let key = NoiseKey::for_replay([2; 32]);
-/// noisy_head(&mut gamma, &[0.0; 25], &prompts, &p, Form::Gram, &key, 0, Some(&mut ledger), &mut scratch)?;
+/// noisy_head(&mut gamma, &[0.0; 25], &prompts, &p, Form::Gram, &mut session, &mut scratch)?;
 /// assert!(gamma.iter().map(|g| g * g).sum::<f64>() <= p.proj_r * p.proj_r);
-/// assert_eq!(ledger.charges(), 1);
+/// assert_eq!(session.ledger().charges(), 1);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
 /// # Errors
 /// Those of [`NoisyHeadParams::validate`]; [`Error::ShapeMismatch`] when `prompts` is not
 /// `N × L × D` of `params` or `out`, `gamma0` are not `D²` long; [`Error::NonFinite`] for a
-/// non-finite `Γ⁰`; [`Error::ScratchTooSmall`]; the ledger's error when the charge does not
-/// fit. None depends on prompt content.
-#[allow(clippy::too_many_arguments)]
-pub fn noisy_head<const K: usize>(
+/// non-finite `Γ⁰`; [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when the session's
+/// stream ids are used up; the ledger's error when the charge does not fit
+/// ([`Error::UnitMismatch`] for a ledger of another unit). None depends on prompt content.
+pub fn noisy_head<const N: usize>(
     out: &mut [f64],
     gamma0: &[f64],
     prompts: &Prompts<'_>,
     params: &NoisyHeadParams,
     form: Form,
-    key: &NoiseKey,
-    stream: u64,
-    ledger: Option<&mut Ledger<K>>,
+    session: &mut Session<N>,
+    scratch: &mut [f64],
+) -> Result<()> {
+    let r = session.begin(STREAMS)?;
+    noisy_head_keyed(out, gamma0, prompts, params, form, r.draw, Some(r.ledger), scratch)
+}
+
+/// [`noisy_head`] with an explicit key and stream id (its one stream is `draw.stream`) and
+/// an optional ledger: **for replay, audit, and hosts that manage their own stream ids** —
+/// a `(key, stream)` pair must never serve two releases.
+///
+/// ```
+/// use dpattn_core::noisy_head::{
+///     Form, Prompts, generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets,
+/// };
+/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Draw;
+/// let p = presets::low_dim(100, 1.0)?;
+/// let (n, l, d) = (p.n, p.l, p.d);
+/// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
+/// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
+/// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
+/// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
+/// let mut replay = |gamma: &mut [f64]| noisy_head_keyed(gamma, &[0.0; 25], &prompts, &p,
+///     Form::Gram, Draw { key: &key, stream: 3 }, None, &mut scratch);
+/// let (mut a, mut b) = ([0.0; 25], [0.0; 25]);
+/// replay(&mut a)?;
+/// replay(&mut b)?;
+/// assert_eq!(a, b); // the same key and stream reproduce the release exactly
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`noisy_head`].
+#[allow(clippy::too_many_arguments)]
+pub fn noisy_head_keyed(
+    out: &mut [f64],
+    gamma0: &[f64],
+    prompts: &Prompts<'_>,
+    params: &NoisyHeadParams,
+    form: Form,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     scratch: &mut [f64],
 ) -> Result<()> {
     let cal = params.calibrate()?;
@@ -106,12 +163,11 @@ pub fn noisy_head<const K: usize>(
     let need = noisy_head_scratch_len(params, form)?;
     check_scratch(scratch.len(), need)?;
     if let Some(ledger) = ledger {
-        ledger.try_charge_in(PrivacyUnit::Prompt, cal.charge(), cal.noise_mode())?;
+        ledger.charge(PRIVACY_UNIT, &cal.cost(), cal.noise_mode())?;
     }
 
     let used = &mut scratch[..need];
-    let result =
-        run(out, gamma0, prompts, params, form, &cal, &KeyedStream::new(key, stream), used);
+    let result = run(out, gamma0, prompts, params, form, &cal, &draw.keyed(0), used);
     used.fill(0.0);
     result
 }

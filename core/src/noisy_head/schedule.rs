@@ -6,7 +6,7 @@
 //! prompts is *not* covered by Theorem 3.2 (erratum 27) and is not offered.
 
 use super::params::NoisyHeadParams;
-use crate::error::{Error, Result, positive_finite};
+use crate::error::{Error, Result};
 
 fn log_contraction(eta0: f64, lambda: f64) -> Result<f64> {
     let x = eta0 * lambda;
@@ -154,7 +154,6 @@ pub fn mean_field_best_iters(
     if max_iters == 0 {
         return Err(Error::OutOfRange { name: "max_iters", value: 0.0, allowed: "[1, inf)" });
     }
-    positive_finite("epsilon", params.epsilon)?;
     let mut best = (0u32, f64::INFINITY);
     for t in 1..=max_iters {
         // A `T` whose per-step budget is outside the classical mechanism is skipped.
@@ -169,7 +168,7 @@ pub fn mean_field_best_iters(
     if best.0 == 0 {
         return Err(Error::Infeasible {
             condition: "some T ≤ max_iters with ε/T < 1",
-            lhs: params.epsilon / f64::from(max_iters),
+            lhs: params.budget.epsilon().get() / f64::from(max_iters),
             rhs: 1.0,
         });
     }

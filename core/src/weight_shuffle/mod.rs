@@ -14,14 +14,19 @@
 //!
 //! **Guarantee.** Shuffling is *function-preserving and utility-neutral, not a privacy
 //! mechanism*. The step is `(q, σ_eff)` Poisson-subsampled Gaussian DP-SGD with
-//! add/remove-one neighbours (one training record), charged on an RDP ledger with
-//! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp) — exactly what the
+//! add/remove-one neighbours (one training record, [`PRIVACY_UNIT`]), drawing [`STREAMS`]
+//! `= 3` stream ids of a [`Session`](crate::session::Session) and charged on its RDP ledger
+//! with [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp) — exactly what the
 //! same step without shuffling costs, and it holds in the floats returned under the default
 //! [`NoiseMode::Exact`](crate::NoiseMode::Exact) (the noisy sum is released on a public grid
 //! with exact integer noise: [`ShuffledDpSgdParams::exact_grid`], `docs/PRIVACY.md` §7.4).
 //! The permutation is post-processing, so this is a valid
 //! upper bound (Theorem 5, read as post-processing, spec §3.2), and no smaller bound is
 //! claimed: the permutation can be recovered from the previous weights (spec Q6).
+//! A run of `T` steps is `T` charges; the RDP ledger's total holds for a sequence of charges
+//! fixed in advance (`q`, `σ`, `σ₀` and `T` chosen before training), not for parameters
+//! chosen from earlier steps' outputs (the [ledger's adaptivity
+//! notes](crate::accounting::ledger)).
 //!
 //! **The paper's errors, with the spec's resolutions** (`docs/PRIVACY.md` §7):
 //! * \[FIX\] Q1–Q6: Theorem 6 is not a sufficient condition (it approximates a *lower*
@@ -70,6 +75,6 @@ pub use layout::{
 };
 pub use plan::{Coverage, Permutations, ShufflePlan};
 pub use step::{
-    BatchClip, BatchClipScope, ShuffledDpSgdParams, StepReport, StepStreams, shuffled_dp_sgd_step,
-    shuffled_dp_sgd_step_scratch_len,
+    BatchClip, BatchClipScope, PRIVACY_UNIT, STREAMS, ShuffledDpSgdParams, StepReport,
+    shuffled_dp_sgd_step, shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };

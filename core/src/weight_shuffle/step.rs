@@ -25,15 +25,23 @@
 //! because elementwise optimizers commute with the permutation. Moments built from anything
 //! else (raw gradients) are not covered by the guarantee.
 //!
-//! **Guarantee.** With add/remove-one neighbours (spec §1, Q21), the released weights of one
-//! step are the Poisson-subsampled Gaussian mechanism with noise multiplier
-//! `σ_eff = min(σ, σ₀)` (Q10: the worst case puts the whole difference `c` in the
-//! least-noised coordinates; the batch projection is 1-Lipschitz, so it keeps the
-//! sensitivity `c`). The update and the permutation are post-processing. The step is
-//! charged exactly that — [`SampledGaussianRdp`]`(q, σ_eff)` on an RDP [`Ledger`] — and
-//! **shuffling earns no privacy credit**: the permutation is recoverable from the previous
-//! weights (spec Q6), so the paper's Theorem 6 accounting does not apply (see
-//! [`paper_estimate`](super::paper_estimate)).
+//! **Guarantee.** With add/remove-one neighbours (spec §1, Q21; [`PRIVACY_UNIT`] is
+//! [`PrivacyUnit::Record`]), the released weights of one step are the Poisson-subsampled
+//! Gaussian mechanism with noise multiplier `σ_eff = min(σ, σ₀)` (Q10: the worst case puts
+//! the whole difference `c` in the least-noised coordinates; the batch projection is
+//! 1-Lipschitz, so it keeps the sensitivity `c`). The update and the permutation are
+//! post-processing. The step is charged exactly that —
+//! [`Cost::SubsampledGaussian`]` { rate: q, noise_multiplier: σ_eff, steps: 1 }`, the curve of
+//! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp)`(q, σ_eff)` on an RDP
+//! [`Ledger`](crate::accounting::ledger::Ledger) — and **shuffling earns no privacy
+//! credit**: the permutation is recoverable from the previous weights (spec Q6), so the
+//! paper's Theorem 6 accounting does not apply (see [`paper_estimate`](super::paper_estimate)).
+//!
+//! **A run of steps.** Each step is one charge. The RDP ledger's total is valid when the
+//! sequence of charges is fixed in advance — the usual DP-SGD run: `q`, `σ`, `σ₀` and the
+//! number of steps chosen before training — not when later steps' parameters are chosen
+//! from earlier outputs (see the [ledger's adaptivity notes](crate::accounting::ledger);
+//! use a zCDP ledger for fully adaptive parameters, which this step cannot charge).
 //!
 //! **Exact release** (the default, [`NoiseMode::Exact`]; `docs/PRIVACY.md` §7.4). Per-example
 //! clipping is DP-Forward's exact clip (`dp_forward::clip_hidden` on one block of `D`
@@ -73,14 +81,17 @@
 //! fail on data; if it returns an error the step stops uncharged, with the private partial
 //! sums erased from `scratch`.
 //!
-//! **Randomness** (`docs/RANDOMNESS.md` §5.5): three draws per step under one key — the
-//! selection (record `i`'s window), the noise (coordinate `j` is element `j`: its window in
-//! exact mode, the `f64` Gaussian layout in unsafe-float mode) and the permutations (read
-//! sequentially from word 0) — on the stream ids of [`StepStreams`].
+//! **Randomness** (`docs/RANDOMNESS.md` §5.5): three draws per step under one key, on
+//! [`STREAMS`] `= 3` consecutive stream ids — the selection on `draw.keyed(0)` (record
+//! `i`'s window), the noise on `draw.keyed(1)` (coordinate `j` is element `j`: its window in
+//! exact mode, the `f64` Gaussian layout in unsafe-float mode) and the permutations on
+//! `draw.keyed(2)` (read sequentially from word 0). [`shuffled_dp_sgd_step`] takes them from
+//! a [`Session`]; a host numbering its own runs uses [`shuffled_dp_sgd_step_keyed`] with
+//! `Draw { key, stream: base + 3·step }` (a run of `T` steps then uses `[base, base + 3T)`).
 
-use crate::accounting::ledger::{Amount, Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
+use crate::accounting::ledger::Amount;
 use crate::accounting::privacy_unit::PrivacyUnit;
-use crate::accounting::rdp::{RdpCurve, SampledGaussianRdp};
 use crate::directed_rounding::{add_up, count_up, gamma_up, mul_up, sqrt_up};
 use crate::dp_forward::GAUSSIAN_SUPPORT;
 use crate::dp_forward::{ClipMode, ClipRegion, clip_checked};
@@ -89,12 +100,19 @@ use crate::error::{Error, Result, check_radius, positive_finite, rate};
 use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::matrix_view::MatMut;
 use crate::sampling::{
-    DiscreteGaussian, ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey,
-    PoissonSubsampling,
+    DiscreteGaussian, ExactSampler, FixedWordSampler, Gaussian, KeyedStream, PoissonSubsampling,
 };
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
 
 use super::plan::ShufflePlan;
+
+/// The privacy unit: one training record, added or removed (its slot emptied).
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::Record;
+
+/// Stream ids one step uses: selection `draw.keyed(0)`, noise `draw.keyed(1)`,
+/// permutations `draw.keyed(2)`.
+pub const STREAMS: u64 = 3;
 
 /// Which coordinates one batch projection covers (spec §2.2; the paper leaves it open).
 ///
@@ -341,42 +359,6 @@ impl ShuffledDpSgdParams {
     }
 }
 
-/// The stream ids of one step's three draws (each `(key, stream)` pair serves one draw).
-///
-/// ```
-/// use dpattn_core::weight_shuffle::StepStreams;
-/// let s = StepStreams::for_step(100, 2)?;
-/// assert_eq!((s.selection, s.noise, s.permutation), (106, 107, 108));
-/// assert!(StepStreams::for_step(u64::MAX - 1, 0).is_err());
-/// # Ok::<(), dpattn_core::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StepStreams {
-    /// Poisson selection.
-    pub selection: u64,
-    /// Gaussian noise.
-    pub noise: u64,
-    /// Permutations.
-    pub permutation: u64,
-}
-
-impl StepStreams {
-    /// Streams `base + 3·step + {0, 1, 2}`: within one run numbered from `base` no stream is
-    /// reused. Runs (and other mechanisms) under the same key need disjoint id ranges: a
-    /// run of `T` steps uses `[base, base + 3T)`.
-    ///
-    /// # Errors
-    /// [`Error::SizeOverflow`] if the ids overflow `u64`.
-    pub fn for_step(base: u64, step: u64) -> Result<Self> {
-        let first = step
-            .checked_mul(3)
-            .and_then(|s| s.checked_add(base))
-            .filter(|f| f.checked_add(2).is_some())
-            .ok_or(Error::SizeOverflow { what: "step stream id" })?;
-        Ok(Self { selection: first, noise: first + 1, permutation: first + 2 })
-    }
-}
-
 /// What a step did. `batch_size` and the clipping counts depend on the private data: keep
 /// them inside the trusted trainer, never release them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -472,7 +454,7 @@ fn check_inputs<T: Element>(
     plan: &ShufflePlan<'_>,
     params: &ShuffledDpSgdParams,
     records: u64,
-    streams: StepStreams,
+    draw: Draw<'_>,
     perms_len: usize,
     scratch_len: usize,
 ) -> Result<()> {
@@ -495,14 +477,8 @@ fn check_inputs<T: Element>(
     }
     check_scratch(scratch_len, shuffled_dp_sgd_step_scratch_len(plan)?)?;
     check_capacity(records)?;
-    let StepStreams { selection: a, noise: b, permutation: c } = streams;
-    if a == b || b == c || a == c {
-        let value = a as f64;
-        return Err(Error::OutOfRange {
-            name: "step stream ids",
-            value,
-            allowed: "three distinct ids",
-        });
+    if draw.stream.checked_add(STREAMS - 1).is_none() {
+        return Err(Error::SizeOverflow { what: "the step's stream ids (draw.stream + 2)" });
     }
     if let Some(i) = weights.iter().position(|w| !w.is_finite()) {
         return Err(Error::NonFinite { arg: "weights", index: i });
@@ -510,20 +486,17 @@ fn check_inputs<T: Element>(
     Ok(())
 }
 
-/// The RDP charge of one step on `ledger`'s orders, after the bounded-support check.
-fn step_charge<const N: usize>(
-    ledger: &Ledger<N>,
-    params: &ShuffledDpSgdParams,
-    dims: usize,
-) -> Result<Charge<N>> {
-    let Some(curve) = ledger.rdp_curve() else {
+/// The checks on `ledger` that need no data, run before any work: its unit, its kind (an
+/// RDP ledger), and in unsafe-float mode the bounded-support check against its δ.
+fn check_ledger(ledger: &dyn Accountant, params: &ShuffledDpSgdParams, dims: usize) -> Result<()> {
+    PRIVACY_UNIT.check_charge(ledger.unit())?;
+    let Amount::Rdp { delta, .. } = ledger.total() else {
         return Err(Error::Unsupported {
             what: "shuffled DP-SGD is charged on an RDP ledger (Ledger::new_rdp)",
         });
     };
     // The bounded support is an effect of the f64 Gaussian: the exact release has none.
-    if let (NoiseMode::UnsafeFloat, Amount::Rdp { delta, .. }) = (params.noise_mode, ledger.total())
-    {
+    if params.noise_mode == NoiseMode::UnsafeFloat {
         let (tail, allowed) = (params.support_delta(dims), delta / 100.0);
         if tail.is_nan() || tail > allowed {
             return Err(Error::Infeasible {
@@ -533,11 +506,21 @@ fn step_charge<const N: usize>(
             });
         }
     }
-    let mech = SampledGaussianRdp::new(params.sampling_rate, params.effective_noise_multiplier())?;
-    Ok(Charge::Rdp(RdpCurve::from_mechanism(*curve.orders(), &mech, 1)?))
+    Ok(())
 }
 
-/// One step of shuffled DP-SGD (Algorithm 1) on flat buffers; see the module docs.
+/// What one step costs: [`Cost::SubsampledGaussian`] at `(q, σ_eff)`, one step.
+fn step_cost(params: &ShuffledDpSgdParams) -> Cost {
+    Cost::SubsampledGaussian {
+        rate: params.sampling_rate,
+        noise_multiplier: params.effective_noise_multiplier(),
+        steps: 1,
+    }
+}
+
+/// One step of shuffled DP-SGD (Algorithm 1) on flat buffers (module docs), drawing
+/// [`STREAMS`] fresh stream ids from `session` and charging its ledger, which must be an RDP
+/// ledger kept for [`PRIVACY_UNIT`].
 ///
 /// `capacity` is the public number of record slots `N` (module docs: never the private
 /// dataset size). `gradient(slot, weights, out)` writes the gradient of the record in
@@ -549,47 +532,52 @@ fn step_charge<const N: usize>(
 /// exact mode `ĝ + z` is the grid release of the sum, module docs).
 ///
 /// Every check runs before the ledger charge; on any error neither the weights, the state
-/// nor the ledger change. A failing `gradient` call aborts the step the same way and erases
-/// `scratch`.
+/// nor the ledger change (the session's stream ids are consumed either way). A failing
+/// `gradient` call aborts the step the same way and erases `scratch`. The ledger's unit and
+/// kind (and, in unsafe-float mode, the bounded-support check) are checked before any
+/// `gradient` call; the budget when the step is charged, after the noisy sum is formed and
+/// before anything is written.
 ///
 /// # Errors
 /// * [`Error::OutOfRange`] for parameters outside their domains (`q ∉ (0, 1]`, `c ≤ 0`,
 ///   `σ ≤ 0`, NaN/∞, `T = 0`, `c ∉ [1e-100, 1e100]`, `σ·c` not finite), `N = 0` or
-///   `N ≥ 2^40`, equal stream ids, or (exact mode) a model or sum no grid holds
-///   ([`ShuffledDpSgdParams::exact_grid`]).
+///   `N ≥ 2^40`, or (exact mode) a model or sum no grid holds
+///   ([`ShuffledDpSgdParams::exact_grid`]); [`Error::SizeOverflow`] when the session's
+///   stream ids are used up.
 /// * [`Error::ShapeMismatch`] for buffers whose length is not `param_len` (or
 ///   `permutation_len` for `perms`); [`Error::ScratchTooSmall`].
 /// * [`Error::NonFinite`] for NaN/∞ in the weights (a per-example gradient with NaN/∞ is
 ///   replaced by zero and counted, see the module docs).
-/// * [`Error::Unsupported`] for a ledger that is not an RDP ledger;
-///   [`Error::Infeasible`] when the budget is exhausted or, in unsafe-float mode, the
-///   bounded support would be visible.
+/// * [`Error::UnitMismatch`] for a ledger of another unit; [`Error::Unsupported`] for a
+///   ledger that is not an RDP ledger; [`Error::Infeasible`] when the budget is exhausted
+///   or, in unsafe-float mode, the bounded support would be visible.
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{Delta, Epsilon};
 /// use dpattn_core::accounting::ledger::Ledger;
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan,
-///     ShuffledDpSgdParams, StepStreams, WeightLayout, shuffled_dp_sgd_step,
+///     ShuffledDpSgdParams, WeightLayout, shuffled_dp_sgd_step,
 ///     shuffled_dp_sgd_step_scratch_len};
 /// let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
 ///     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
 /// let plan = ShufflePlan::new(&blocks, 12)?;
 /// let mut w = [0.1f32; 12];
 /// let mut momentum = [0.0f32; 12];
-/// let mut ledger = Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
+/// // A session: a key from the operating system, fresh stream ids, an RDP ledger for records.
+/// let ledger = Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
+/// let mut session = Session::new(ledger)?;
 /// let params = ShuffledDpSgdParams::new(0.1, 1.0, 1.1, 0.05, 100);
 /// let mut perms = [0u32; 3];
 /// let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
 /// let report = shuffled_dp_sgd_step(
 ///     &mut w, &mut [&mut momentum[..]], &plan, &params, 1000,
 ///     |record, _w, g: &mut [f64]| { g.fill(record as f64 % 3.0); Ok(()) },
-///     &NoiseKey::for_replay([4; 32]), StepStreams::for_step(0, 0)?,
-///     Some(&mut ledger), &mut perms, &mut scratch,
+///     &mut session, &mut perms, &mut scratch,
 /// )?;
 /// assert!(report.batch_size > 50 && report.batch_size < 150);
-/// assert_eq!(ledger.charges(), 1);
+/// assert_eq!(session.ledger().charges(), 1);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[allow(clippy::too_many_arguments)]
@@ -599,10 +587,72 @@ pub fn shuffled_dp_sgd_step<T, G, const N: usize>(
     plan: &ShufflePlan<'_>,
     params: &ShuffledDpSgdParams,
     capacity: u64,
+    gradient: G,
+    session: &mut Session<N>,
+    perms: &mut [u32],
+    scratch: &mut [f64],
+) -> Result<StepReport>
+where
+    T: Element,
+    G: FnMut(u64, &[T], &mut [f64]) -> Result<()>,
+{
+    let r = session.begin(STREAMS)?;
+    shuffled_dp_sgd_step_keyed(
+        weights,
+        state,
+        plan,
+        params,
+        capacity,
+        gradient,
+        r.draw,
+        Some(r.ledger),
+        perms,
+        scratch,
+    )
+}
+
+/// [`shuffled_dp_sgd_step`] with an explicit key and first stream id (the step uses
+/// `draw.keyed(0..3)`, module docs) and an optional ledger: **for replay, audit, and hosts
+/// that manage their own stream ids** — a `(key, stream)` pair must never serve two
+/// releases (step `t` of a run numbered from `base` takes `stream: base + 3·t`). Without
+/// a ledger the caller accounts for the step ([`Cost::SubsampledGaussian`] at `(q, σ_eff)`)
+/// and should run the bounded-support check of unsafe-float mode itself.
+///
+/// ```
+/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Draw;
+/// use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan,
+///     ShuffledDpSgdParams, WeightLayout, shuffled_dp_sgd_step_keyed,
+///     shuffled_dp_sgd_step_scratch_len};
+/// let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
+///     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
+/// let plan = ShufflePlan::new(&blocks, 12)?;
+/// let params = ShuffledDpSgdParams::new(0.1, 1.0, 1.1, 0.05, 100);
+/// let key = NoiseKey::generate()?; // kept in a key store to replay the run later
+/// let mut replay = |step: u64| -> dpattn_core::Result<[f32; 12]> {
+///     let mut w = [0.1f32; 12];
+///     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
+///     shuffled_dp_sgd_step_keyed(&mut w, &mut [], &plan, &params, 1000,
+///         |record, _w, g: &mut [f64]| { g.fill(record as f64 % 3.0); Ok(()) },
+///         Draw { key: &key, stream: 3 * step }, None, &mut [0u32; 3], &mut scratch)?;
+///     Ok(w)
+/// };
+/// assert_eq!(replay(5)?, replay(5)?); // the same key and streams reproduce the step
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`shuffled_dp_sgd_step`]; [`Error::SizeOverflow`] when `draw.stream + 2` overflows.
+#[allow(clippy::too_many_arguments)]
+pub fn shuffled_dp_sgd_step_keyed<T, G>(
+    weights: &mut [T],
+    state: &mut [&mut [T]],
+    plan: &ShufflePlan<'_>,
+    params: &ShuffledDpSgdParams,
+    capacity: u64,
     mut gradient: G,
-    key: &NoiseKey,
-    streams: StepStreams,
-    ledger: Option<&mut Ledger<N>>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     perms: &mut [u32],
     scratch: &mut [f64],
 ) -> Result<StepReport>
@@ -611,7 +661,7 @@ where
     G: FnMut(u64, &[T], &mut [f64]) -> Result<()>,
 {
     let d = plan.param_len();
-    check_inputs(weights, state, plan, params, capacity, streams, perms.len(), scratch.len())?;
+    check_inputs(weights, state, plan, params, capacity, draw, perms.len(), scratch.len())?;
     let exact = match params.noise_mode {
         NoiseMode::Exact => {
             let grid = params.exact_grid(plan, capacity)?;
@@ -619,14 +669,16 @@ where
         }
         NoiseMode::UnsafeFloat => None,
     };
-    let charge = ledger.as_deref().map(|l| step_charge(l, params, d)).transpose()?;
+    if let Some(l) = ledger.as_deref() {
+        check_ledger(l, params, d)?;
+    }
     let accumulation = exact.as_ref().map(|_| params.accumulation_exponent(capacity));
     let (sum, rest) = scratch.split_at_mut(d);
     let example = &mut rest[..d];
     // Data-dependent part, into scratch only: selection, gradients, clipping, batch clip.
     sum.fill(0.0);
     let sampler = PoissonSubsampling::new(params.sampling_rate)?;
-    let selection = KeyedStream::new(key, streams.selection);
+    let selection = draw.keyed(0);
     let (mut batch_size, mut clipped, mut non_finite) = (0u64, 0u64, 0u64);
     for slot in 0..capacity {
         if !sampler.included_at(&selection, slot)? {
@@ -684,7 +736,7 @@ where
     for i in 0..blocks {
         plan.for_each_block_range(i, |o, n| std[o..o + n].fill(moved_std));
     }
-    let noise = KeyedStream::new(key, streams.noise);
+    let noise = draw.keyed(1);
     match &exact {
         Some((grid, (moved, fixed))) => {
             let drawn = release_exact(grid, moved, fixed, moved_std, &noise, sum, std);
@@ -704,9 +756,9 @@ where
             }
         }
     }
-    let perms = plan.sample_keyed(&KeyedStream::new(key, streams.permutation), perms)?;
-    if let (Some(ledger), Some(charge)) = (ledger, charge) {
-        ledger.try_charge_in(PrivacyUnit::Record, charge, params.noise_mode)?;
+    let perms = plan.sample_keyed(&draw.keyed(2), perms)?;
+    if let Some(ledger) = ledger {
+        ledger.charge(PRIVACY_UNIT, &step_cost(params), params.noise_mode)?;
     }
     // Release: w ← P[w − η·(ĝ + z)/B] for the weights, P[·] for the optimizer state, and
     // g̃ = P[(ĝ + z)/B] left in `sum` for optimizers with state.
