@@ -20,8 +20,8 @@
 //!
 //! | feature | default | effect |
 //! | --- | --- | --- |
-//! | `alloc` | yes | convenience wrappers that allocate; nalgebra's dynamic matrices |
-//! | `std` | no | implies `alloc`; run-time AVX2+FMA detection for the attention kernels. **Without it `Kernel::Auto` uses the AVX2 kernel only if the build enables `avx2` and `fma` (e.g. `-C target-cpu=x86-64-v3`), else the portable one (about 4× slower).** The root `dpattn` crate enables it by default |
+//! | `alloc` | yes (through `std`) | convenience wrappers that allocate; nalgebra's dynamic matrices |
+//! | `std` | yes | implies `alloc`; keys and session epochs from the operating system (`NoiseKey::generate`, `Session::new`); run-time AVX2+FMA detection for the attention kernels. **Without it `Kernel::Auto` uses the AVX2 kernel only if the build enables `avx2` and `fma` (e.g. `-C target-cpu=x86-64-v3`), else the portable one (about 4× slower).** The root `dpattn` crate enables it by default |
 //!
 //! Without default features the crate builds for bare-metal targets such as
 //! `thumbv7em-none-eabihf` (the test script proves it).

@@ -48,8 +48,8 @@ const DERIVATION_STREAM: u64 = u64::MAX;
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// let key = NoiseKey::generate()?;
 /// let draw = Draw { key: &key, stream: 7 };
-/// assert_eq!(draw.keyed(0).stream(), 7);
-/// assert_eq!(draw.keyed(2).stream(), 9);
+/// assert_eq!(draw.keyed(0).stream_id(), 7);
+/// assert_eq!(draw.keyed(2).stream_id(), 9);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy)]

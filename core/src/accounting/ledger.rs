@@ -560,9 +560,9 @@ impl<const N: usize> Ledger<N> {
     /// use dpattn_core::accounting::cost::{Accountant, Cost};
     /// use dpattn_core::accounting::ledger::Ledger;
     /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
-    /// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-6)?);
+    /// let mut ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-6)?);
     /// ledger.charge(PrivacyUnit::Prompt, &Cost::Approx(PrivacyBudget::new(0.5, 1e-7)?), NoiseMode::Exact)?;
-    /// let mut bytes = [0u8; Ledger::ENCODED_LEN];
+    /// let mut bytes = [0u8; <Ledger>::ENCODED_LEN];
     /// ledger.encode(&mut bytes)?;
     /// assert_eq!(Ledger::decode(&bytes)?, ledger);
     /// # Ok::<(), dpattn_core::Error>(())
