@@ -9,18 +9,25 @@
 //! §4; privacy unit: one token), NoisyHead (paper 004) and DP-Forward (paper 003, privacy
 //! unit: one sequence), and a table: mechanism, ε, δ, relative error against exact
 //! attention, time. Later mechanism issues add their rows.
+//!
+//! Every release goes through a [`Session`]: a key from the operating system, fresh stream
+//! ids, and a ledger for the mechanism's privacy unit — one session per unit (tokens,
+//! feature columns, prompts, sequences, records), since budgets of different units do not
+//! add up (`docs/PRIVACY.md` §10). The synthetic *data* comes from a fixed key so the run is
+//! reproducible; no noise does.
 
-use dpattn::session::Draw;
 use std::time::Instant;
 
 use dpattn::accounting::ledger::Ledger;
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention_keyed, output_perturbation_scratch_len,
+    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
     output_perturbation_sensitivity,
 };
 use dpattn::reference_attention::reference_attention_vec;
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn::session::Session;
 use dpattn::{BatchedMut, BatchedRef, Kernel, Mask, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 
 const HEADS: usize = 4;
@@ -32,7 +39,9 @@ const KEY_NORM: f64 = 2.0;
 const VALUE_NORM: f64 = 1.0;
 
 fn main() -> Result<(), dpattn::Error> {
-    // Seeded data from the library's own keyed stream: the run is reproducible.
+    // Seeded synthetic data from the library's own keyed stream: the run is reproducible. A
+    // fixed key is right for generating data, never for noise (every release below draws
+    // from a session's key, made by the operating system).
     let data_key = NoiseKey::for_replay([42; 32]);
     let keys = rows_of_norm(&data_key, 0, HEADS * TOKENS, KEY_NORM)?;
     let queries = rows_of_norm(&data_key, 1, HEADS * TOKENS, KEY_NORM)?;
@@ -112,9 +121,12 @@ fn main() -> Result<(), dpattn::Error> {
         &mut scratch,
     )?;
     let delta = 1e-6;
-    let mut ledger = Ledger::new_approx(PrivacyBudget::new(20.0, 1e-4)?);
+    // One token of the private context is the privacy unit of output perturbation and of
+    // paper 001: one session (key, stream ids, ledger) for both.
+    let mut tokens =
+        Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(20.0, 1e-4)?))?;
     let mut op_scratch = vec![0f32; output_perturbation_scratch_len(DIM, DIM)?];
-    for (i, epsilon) in [0.5, 1.0, 2.0, 4.0, 8.0].into_iter().enumerate() {
+    for epsilon in [0.5, 1.0, 2.0, 4.0, 8.0] {
         let params = OutputPerturbationParams {
             key_norm: KEY_NORM,
             value_norm: VALUE_NORM,
@@ -130,14 +142,13 @@ fn main() -> Result<(), dpattn::Error> {
         let mut released = vec![0f32; exact.len()];
         let mut sigma = [0.0; HEADS];
         let t = Instant::now();
-        output_perturbation_attention_keyed(
+        output_perturbation_attention(
             BatchedMut::contiguous(&mut released, qshape)?,
             pq,
             k,
             v,
             &params,
-            Draw { key: &NoiseKey::for_replay([7; 32]), stream: i as u64 }, // one stream id per release
-            Some(&mut ledger),
+            &mut tokens, // a fresh stream id per release, charged to the token ledger
             &mut sigma,
             &mut op_scratch,
         )?;
@@ -153,22 +164,26 @@ fn main() -> Result<(), dpattn::Error> {
         });
     }
 
-    // 3. Gaussian-sampling DP attention (paper 000) at both ends of the feasible k range.
-    gaussian_sampling_rows(&mut rows, &mut ledger)?;
+    let mut ledgers = Vec::new();
+    // 3. Gaussian-sampling DP attention (paper 000) at both ends of the feasible k range
+    //    (privacy unit: one feature column; its own session).
+    ledgers.push(gaussian_sampling_rows(&mut rows)?);
 
-    // 4. Paper 001: the moment sketch (E1, the practical mode) and the faithful trees.
-    softmax_tree_rows(&mut rows, &mut ledger)?;
+    // 4. Paper 001: the moment sketch (E1, the practical mode) and the faithful trees, on
+    //    the token session.
+    softmax_tree_rows(&mut rows, &mut tokens)?;
+    ledgers.insert(0, summary(&tokens));
 
     // 5. Paper 004: NoisyHead, a linear attention head trained with DP on N prompts.
-    noisy_head_rows(&mut rows, &mut ledger)?;
+    ledgers.push(noisy_head_rows(&mut rows)?);
 
     // 6. Paper 003: DP-Forward on a pooled 1 × 768 feature (a local release: the user's own
-    //    ledger, not the one above).
-    dp_forward_rows(&mut rows)?;
+    //    session and sequence ledger).
+    ledgers.push(dp_forward_rows(&mut rows)?);
 
-    // 7. Paper 002: shuffled DP-SGD on a small MLP, charged as plain DP-SGD (RDP ledger of
-    //    its own: the training set is a different dataset).
-    weight_shuffle_rows(&mut rows)?;
+    // 7. Paper 002: shuffled DP-SGD on a small MLP, charged as plain DP-SGD (a record ledger
+    //    of its own: the training set is a different dataset).
+    ledgers.push(weight_shuffle_rows(&mut rows)?);
 
     println!(
         "dpattn quickstart: {HEADS} heads x {TOKENS} tokens x {DIM}; DP rows: {QUERIES} public queries/head"
@@ -183,14 +198,27 @@ fn main() -> Result<(), dpattn::Error> {
             r.mechanism, r.epsilon, r.delta, r.error, r.millis
         );
     }
-    println!("ledger after the DP releases (basic composition): {:?}", ledger.spent());
+    println!("ledgers, one per privacy unit (their totals do not add up across units):");
+    for line in &ledgers {
+        println!("  {line}");
+    }
     println!(
-        "  {} charges; {} of them for unsafe-float releases (paper 000, which has no exact form); \
-         every other release is on a public grid with exact integer noise",
-        ledger.charges(),
-        ledger.unsafe_float_charges()
+        "unsafe-float charges are paper 000's, which has no exact form; every other release is \
+         on a public grid with exact integer noise"
     );
     Ok(())
+}
+
+/// One line about a session's ledger: its unit, what was spent, how many charges.
+fn summary(session: &Session) -> String {
+    let l = session.ledger();
+    format!(
+        "{}: spent {:?} in {} charges ({} unsafe-float)",
+        l.unit().name(),
+        l.spent(),
+        l.charges(),
+        l.unsafe_float_charges()
+    )
 }
 
 /// Paper 000 on the spec's example: `X = √(0.05/4096)·H[0..4, :]` (Hadamard rows), so
@@ -198,11 +226,15 @@ fn main() -> Result<(), dpattn::Error> {
 /// feasible range. The error is `‖P_B − P_A‖_F / ‖P_A‖_F`; the uniform attention (the
 /// constant release `B = 0`) is shown for comparison: the paper's own accuracy bound cannot
 /// tell the two apart (`docs/PRIVACY.md` §3.4).
-fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpattn::Error> {
+fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
     use dpattn::gaussian_sampling_attention::{
         Calibration, Domain, GaussianSamplingParams, OutOfDomain, Sampler, feasible_k,
-        gaussian_sampling_attention_keyed, gaussian_sampling_attention_scratch_len,
+        gaussian_sampling_attention, gaussian_sampling_attention_scratch_len,
     };
+    let mut columns = Session::new(Ledger::new_approx(
+        PrivacyUnit::FeatureColumn,
+        PrivacyBudget::new(1.0, 1e-5)?,
+    ))?;
     let (n, d) = (4usize, 4096usize);
     let x: Vec<f64> = (0..n * d)
         .map(|i| {
@@ -227,17 +259,16 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
             0.0;
             gaussian_sampling_attention_scratch_len(n, d, Sampler::Bartlett, OutOfDomain::Reject)?
         ];
-    for (i, k) in [*range.start(), *range.end()].into_iter().enumerate() {
+    for k in [*range.start(), *range.end()] {
         let params = GaussianSamplingParams::new(budget, domain, k).unsafe_float();
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
-        gaussian_sampling_attention_keyed(
+        gaussian_sampling_attention(
             BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            Draw { key: &NoiseKey::for_replay([9; 32]), stream: i as u64 },
-            Some(&mut *ledger),
+            &mut columns,
             &mut scratch,
         )?;
         rows.push(Row {
@@ -253,18 +284,17 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
     // The exact route for the same privacy unit: the Gram matrix on a grid (PRIVACY.md §3.6).
     {
         use dpattn::gram_attention::{
-            GramAttentionParams, gram_attention_keyed, gram_attention_scratch_len,
+            GramAttentionParams, gram_attention, gram_attention_scratch_len,
         };
         let params = GramAttentionParams::new(budget, domain.alpha, domain.beta);
         let (mut b, mut p) = (vec![0.0; n * n], vec![0.0; n * n]);
         let t = Instant::now();
-        gram_attention_keyed(
+        gram_attention(
             BatchedMut::contiguous(&mut b, [1, 1, n, n])?,
             BatchedMut::contiguous(&mut p, [1, 1, n, n])?,
             BatchedRef::contiguous(&x, [1, 1, n, d])?,
             &params,
-            Draw { key: &NoiseKey::for_replay([9; 32]), stream: 2 },
-            Some(&mut *ledger),
+            &mut columns,
             &mut vec![0.0; gram_attention_scratch_len(d)],
         )?;
         rows.push(Row {
@@ -282,7 +312,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<()
         error: rel(&[0.25; 16]),
         millis: 0.0,
     });
-    Ok(())
+    Ok(summary(&columns))
 }
 
 /// Paper 001 on `n` private tokens with `d = 2` (`K ∈ [0, 1]^d`, `V ∈ [−0.2, 1]^d`, `R_w = 1`, `ε = 1`,
@@ -373,13 +403,13 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
 /// the error column is the excess risk `mean ⟨Γ̂ − Γ*, Z⟩²` over 500 test prompts against
 /// the non-private ridge `Γ*` (spec mean-field prediction 0.050 at ε = 1); the ridge row
 /// shows its test MSE (Var y = 1: the paper's λ = 5 makes ridge nearly the zero predictor).
-fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpattn::Error> {
+fn noisy_head_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
     use dpattn::noisy_head::{
         Features, Form, Prompts, RidgeSolver, excess_risk, generate_prompts, noisy_head,
         noisy_head_scratch_len, presets, raw_features, ridge, test_mse,
     };
     let p = presets::low_dim(4000, 1.0)?;
-    let key = NoiseKey::for_replay([13; 32]);
+    let key = NoiseKey::for_replay([13; 32]); // synthetic prompts, not noise
     let draw = |n: usize, first: u64| -> Result<[Vec<f64>; 4], dpattn::Error> {
         let (l, d) = (p.l, p.d);
         let mut b = [vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]];
@@ -405,25 +435,16 @@ fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpatt
     let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];
     let mut gamma = vec![0.0; p.d * p.d];
     let zeros = vec![0.0; p.d * p.d];
-    let release_key = NoiseKey::for_replay([14; 32]);
-    noisy_head(
-        &mut gamma,
-        &zeros,
-        &prompts,
-        &p,
-        Form::Gram,
-        &release_key,
-        0,
-        Some(&mut *ledger),
-        &mut scratch,
-    )?;
+    let mut prompts_session =
+        Session::new(Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-5)?))?;
+    noisy_head(&mut gamma, &zeros, &prompts, &p, Form::Gram, &mut prompts_session, &mut scratch)?;
     rows.push(Row {
         mechanism: format!(
             "NoisyHead (paper 004, N={}, D={}, T={}): excess risk",
             p.n, p.d, p.iters
         ),
-        epsilon: format!("{}", p.epsilon),
-        delta: format!("{:e}", p.delta),
+        epsilon: format!("{}", p.budget.epsilon().get()),
+        delta: format!("{:e}", p.budget.delta().get()),
         error: excess_risk(&gamma, &gamma_star, &raw_test)?,
         millis: t.elapsed().as_secs_f64() * 1e3,
     });
@@ -437,7 +458,7 @@ fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpatt
         error: test_mse(&gamma, &raw_test)?,
         millis: 0.0,
     });
-    Ok(())
+    Ok(summary(&prompts_session))
 }
 
 /// Paper 003 on the paper's "Output" position: a pooled `1 × 768` feature, normalised to
@@ -445,19 +466,20 @@ fn noisy_head_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpatt
 /// code's halved sensitivity, whose effective ε the ledger is charged (`docs/PRIVACY.md` §6.4).
 /// The error is `‖release − normalised feature‖ / ‖normalised feature‖`: one release alone is
 /// mostly noise (σ·√768 against a signal of norm 1); the downstream model learns through it.
-fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
+fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
     use dpattn::MatMut;
     use dpattn::dp_forward::{
         ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
-        SensitivityRule, dp_forward_keyed,
+        SensitivityRule, dp_forward,
     };
+    // The user's own session: a sequence ledger (local DP, the user's budget).
+    let mut user =
+        Session::new(Ledger::new_approx(PrivacyUnit::Sequence, PrivacyBudget::new(50.0, 1e-4)?))?;
     const D: usize = 768;
     let feature: Vec<f32> = (0..D).map(|j| ((j * 37 % 101) as f32 / 50.0) - 1.0).collect();
     let norm = feature.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
     let clean: Vec<f64> = feature.iter().map(|&v| f64::from(v) / norm).collect();
-    for (i, rule) in
-        [SensitivityRule::Derived, SensitivityRule::ReleasedCode].into_iter().enumerate()
-    {
+    for rule in [SensitivityRule::Derived, SensitivityRule::ReleasedCode] {
         let params = DpForwardParams {
             budget: PrivacyBudget::new(8.0, 1e-5)?,
             releases: 1,
@@ -471,16 +493,13 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             rule,
             noise_mode: dpattn::NoiseMode::Exact,
         };
-        let mut user_ledger = Ledger::new_approx(PrivacyBudget::new(50.0, 1e-4)?);
         let mut x = feature.clone();
         let t = Instant::now();
-        dp_forward_keyed(
+        dp_forward(
             MatMut::from_row_major(&mut x, 1, D)?,
             &params,
             &NoiseFactors::Iid,
-            Draw { key: &NoiseKey::for_replay([15; 32]), stream: i as u64 },
-            0,
-            Some(&mut user_ledger),
+            &mut user,
             &mut [],
         )?;
         let spent = params.guarantee()?.epsilon().get();
@@ -503,7 +522,7 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             millis: t.elapsed().as_secs_f64() * 1e3,
         });
     }
-    Ok(())
+    Ok(summary(&user))
 }
 
 /// Paper 002: 40 steps of shuffled DP-SGD on an MLP `4 → 16 → 1` (tanh) fitting
@@ -511,10 +530,10 @@ fn dp_forward_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
 /// as the Poisson-subsampled Gaussian (shuffling earns nothing, `docs/PRIVACY.md` §7). The
 /// error is the test MSE relative to the variance of `y`. Un-permuting the final weights with
 /// the recorded permutations gives back the unshuffled run's model.
-fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
+fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
     use dpattn::accounting::ledger::Amount;
     use dpattn::weight_shuffle::{
-        Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams, StepStreams, WeightLayout,
+        Block, LinearLayout, MlpBlock, ShufflePlan, ShuffledDpSgdParams, WeightLayout,
         shuffled_dp_sgd_step, shuffled_dp_sgd_step_scratch_len,
     };
     use dpattn::{Delta, Epsilon};
@@ -545,12 +564,13 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
         (h, out + f64::from(w[len - 1]))
     };
     let mut w: Vec<f32> = (0..len).map(|i| ((i * 37 % 19) as f32 / 19.0 - 0.5) * 0.6).collect();
-    let mut ledger = Ledger::new_rdp(Epsilon::new(8.0)?, Delta::new(1e-5)?)?;
+    let mut records =
+        Session::new(Ledger::new_rdp(PrivacyUnit::Record, Epsilon::new(8.0)?, Delta::new(1e-5)?)?)?;
     let params = ShuffledDpSgdParams::new(0.05, 1.0, 1.0, 1.0, STEPS);
     let mut perms = vec![0u32; plan.permutation_len()];
     let mut scratch = vec![0.0; shuffled_dp_sgd_step_scratch_len(&plan)?];
     let t = Instant::now();
-    for step in 0..STEPS {
+    for _ in 0..STEPS {
         let grad = |r: u64, w: &[f32], g: &mut [f64]| {
             let xr = x(r);
             let (h, out) = forward(w, &xr);
@@ -572,9 +592,7 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
             &params,
             N,
             grad,
-            &NoiseKey::for_replay([16; 32]),
-            StepStreams::for_step(0, step)?,
-            Some(&mut ledger),
+            &mut records, // three fresh stream ids per step: selection, noise, permutations
             &mut perms,
             &mut scratch,
         )?;
@@ -583,7 +601,9 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
     let test: Vec<[f64; IN]> = (N..N + 500).map(x).collect();
     let mse = test.iter().map(|xr| (forward(&w, xr).1 - y(xr)).powi(2)).sum::<f64>() / 500.0;
     let var = test.iter().map(|xr| y(xr).powi(2)).sum::<f64>() / 500.0;
-    let Amount::Rdp { epsilon, .. } = ledger.spent() else { unreachable!("an RDP ledger") };
+    let Amount::Rdp { epsilon, .. } = records.ledger().spent() else {
+        unreachable!("an RDP ledger")
+    };
     rows.push(Row {
         mechanism: format!("shuffled DP-SGD (paper 002, MLP 4-16-1, {STEPS} steps, q=0.05, σ=1)"),
         epsilon: format!("{epsilon:.3}"),
@@ -591,7 +611,7 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<(), dpattn::Error> {
         error: mse / var,
         millis,
     });
-    Ok(())
+    Ok(summary(&records))
 }
 
 struct Row {
