@@ -264,6 +264,32 @@
 #define DPATTN_GAUSSIAN_SAMPLING_K_LIMIT 9007199254740992
 
 /**
+ * `dpattn_privacy_unit.kind`: up to `tokens ≥ 1` tokens of one private context or sequence
+ * (output perturbation and paper 001: 1; DP-Forward's token level: `c`).
+ */
+#define DPATTN_UNIT_TOKENS 0
+
+/**
+ * `dpattn_privacy_unit.kind`: one feature column (paper 000, the Gram-matrix attention).
+ */
+#define DPATTN_UNIT_FEATURE_COLUMN 1
+
+/**
+ * `dpattn_privacy_unit.kind`: one whole sequence (DP-Forward's sequence level).
+ */
+#define DPATTN_UNIT_SEQUENCE 2
+
+/**
+ * `dpattn_privacy_unit.kind`: one training prompt (NoisyHead).
+ */
+#define DPATTN_UNIT_PROMPT 3
+
+/**
+ * `dpattn_privacy_unit.kind`: one training record, added or removed (DP-SGD).
+ */
+#define DPATTN_UNIT_RECORD 4
+
+/**
  * `dpattn_amount.kind` of an approximate-DP ledger: `epsilon` and `delta` are meaningful
  * (`(Σεᵢ, Σδᵢ)` under basic composition), `rho` is NaN.
  */
@@ -645,6 +671,12 @@ enum dpattn_status
    */
   DPATTN_STATUS_CUDA_ERROR = 18,
   /**
+   * A release charged a ledger kept for another privacy unit (one token, one prompt, one
+   * record, ...): guarantees about different units cannot be added up. Nothing was
+   * released or charged.
+   */
+  DPATTN_STATUS_UNIT_MISMATCH = 19,
+  /**
    * An internal error that has no more specific code (a bug; please report it).
    */
   DPATTN_STATUS_INTERNAL = 99,
@@ -696,6 +728,13 @@ typedef struct dpattn_ledger dpattn_ledger;
  * A released moment sketch `M̃` (row-major `r × (d+1)`).
  */
 typedef struct dpattn_moment_sketch dpattn_moment_sketch;
+
+/**
+ * A session: a master key, its epoch, the next stream id and a ledger handle (shared with
+ * the caller, who may keep querying it). Create with `dpattn_session_new`, release with
+ * `dpattn_session_free`. Thread-safe: a release locks the session, then its ledger.
+ */
+typedef struct dpattn_session dpattn_session;
 
 /**
  * Permutations drawn or checked for a plan shape (opaque). Released by
@@ -1120,6 +1159,23 @@ typedef struct {
    */
   size_t clipped_columns;
 } dpattn_gaussian_sampling_report;
+
+/**
+ * What neighbouring inputs differ in (the core `PrivacyUnit`): `kind` is a
+ * `DPATTN_UNIT_*` value; `tokens` is the group size for `DPATTN_UNIT_TOKENS` (at least 1)
+ * and must be 0 otherwise. A guarantee for up to `c` tokens covers a ledger for up to
+ * `c′ ≤ c` tokens; every other unit covers only itself.
+ */
+typedef struct {
+  /**
+   * `DPATTN_UNIT_*`.
+   */
+  uint32_t kind;
+  /**
+   * Tokens per group for `DPATTN_UNIT_TOKENS`, else 0.
+   */
+  uint32_t tokens;
+} dpattn_privacy_unit;
 
 /**
  * An amount of privacy budget in a ledger's native units (the core `Amount`). Which
@@ -3393,10 +3449,7 @@ dpattn_status dpattn_dp_forward(void *x,
                                 size_t row_stride,
                                 const dpattn_dp_forward_params *params,
                                 const dpattn_dp_forward_factors *factors,
-                                const dpattn_key *key,
-                                uint64_t stream,
-                                uint64_t first,
-                                dpattn_ledger *ledger,
+                                dpattn_session *session,
                                 double *scratch,
                                 size_t scratch_len,
                                 dpattn_dp_forward_clip_report *out_report);
@@ -3631,9 +3684,7 @@ dpattn_status dpattn_gaussian_sampling_attention(const dpattn_tensor4_mut *out_b
                                                  const dpattn_tensor4_mut *out_p,
                                                  const dpattn_tensor4 *x,
                                                  const dpattn_gaussian_sampling_params *params,
-                                                 const dpattn_key *key,
-                                                 uint64_t stream,
-                                                 dpattn_ledger *ledger,
+                                                 dpattn_session *session,
                                                  double *scratch,
                                                  size_t scratch_len,
                                                  dpattn_gaussian_sampling_report *out_report);
@@ -4003,25 +4054,26 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
                                           size_t *out_len);
 
 /**
- * A new approximate-DP ledger with total `(epsilon, delta)`: charges compose by basic
+ * A new approximate-DP ledger for `unit` with total `(epsilon, delta)`: charges compose by basic
  * composition `(Σεᵢ, Σδᵢ)`, a valid filter even for adaptively chosen charges (Rogers,
  * Roth, Ullman, Vadhan 2016). Accepts `dpattn_ledger_charge_approx` (`δ = 0` is a pure
  * charge). `delta = 0` makes a pure-DP ledger. Writes the handle to `*out_ledger`
  * (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside
- * `[0, 1)`). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`, `epsilon` not finite and `> 0`, `delta`
+ * outside `[0, 1)`). Thread-safe.
  *
  * ```c
  * dpattn_ledger *ledger = NULL;
  * dpattn_amount left;
- * if (dpattn_ledger_new_approx(1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
- * if (dpattn_ledger_charge_approx(ledger, 0.5, 5e-7) == DPATTN_STATUS_OK) {
+ * dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
+ * if (dpattn_ledger_new_approx(token, 1.0, 1e-6, &ledger) != DPATTN_STATUS_OK) return;
+ * if (dpattn_ledger_charge_approx(ledger, token, 0.5, 5e-7) == DPATTN_STATUS_OK) {
  *     // run the (0.5, 5e-7)-DP mechanism
  * }
  * // over budget: refused with DPATTN_STATUS_INFEASIBLE, nothing changes
- * dpattn_ledger_charge_approx(ledger, 0.75, 0.0);
+ * dpattn_ledger_charge_approx(ledger, token, 0.75, 0.0);
  * dpattn_ledger_remaining(ledger, &left); // left.epsilon = 0.5, left.delta = 5e-7
  * dpattn_ledger_free(ledger);
  * ```
@@ -4029,24 +4081,29 @@ dpattn_status dpattn_layout4_required_len(const size_t *shape,
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_approx(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_approx(dpattn_privacy_unit unit,
+                                       double epsilon,
+                                       double delta,
+                                       dpattn_ledger **out_ledger);
 
 /**
- * A new zCDP ledger with total `rho`: charges compose by adding ρ, a valid filter for
+ * A new zCDP ledger for `unit` with total `rho`: charges compose by adding ρ, a valid filter for
  * adaptively chosen charges (Feldman & Zrnic 2021). Accepts `dpattn_ledger_charge_zcdp`
  * and `dpattn_ledger_charge_approx` with `δ = 0` (as `ρ = ε²/2`). Writes the handle to
  * `*out_ledger` (allocates; release with `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`rho` negative, NaN or infinite). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `rho` negative, NaN or infinite). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_zcdp(dpattn_privacy_unit unit,
+                                     double rho,
+                                     dpattn_ledger **out_ledger);
 
 /**
- * A new RDP ledger on the 156 default orders with target `(epsilon, delta)`: charges are
+ * A new RDP ledger for `unit` on the 156 default orders with target `(epsilon, delta)`: charges are
  * composed as RDP curves and a charge is accepted while the composed curve converts to at
  * most `epsilon` at `delta`. Accepts `dpattn_ledger_charge_sampled_gaussian`,
  * `dpattn_ledger_charge_rdp`, `dpattn_ledger_charge_zcdp` (`ε(α) = αρ`) and
@@ -4055,16 +4112,20 @@ dpattn_status dpattn_ledger_new_zcdp(double rho, dpattn_ledger **out_ledger);
  * `dpattn_ledger_free`).
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` (`out_ledger`) or
- * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` not finite and `> 0`, `delta` outside `(0, 1)`:
- * RDP gives no pure-DP bound). Thread-safe.
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a bad `unit`; `epsilon` not finite and `> 0`, `delta`
+ * outside `(0, 1)`: RDP gives no pure-DP bound). Thread-safe.
  *
  * # Safety
  * `out_ledger` must be NULL or valid for writing a pointer.
  */
-dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger **out_ledger);
+dpattn_status dpattn_ledger_new_rdp(dpattn_privacy_unit unit,
+                                    double epsilon,
+                                    double delta,
+                                    dpattn_ledger **out_ledger);
 
 /**
- * Charges an `(epsilon, delta)`-DP mechanism (`delta = 0`: a pure ε-DP mechanism).
+ * Charges an `(epsilon, delta)`-DP mechanism protecting `unit` (`delta = 0`: a pure ε-DP
+ * mechanism).
  * Accepted if the total still holds after it; otherwise refused and the ledger is left
  * exactly as it was.
  *
@@ -4075,6 +4136,8 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `epsilon` not finite and `> 0`, `delta` outside `[0, 1)`,
  *   or `delta > 0` on a zCDP or RDP ledger (such a mechanism satisfies no zCDP/RDP bound;
  *   the ledger is unchanged);
+ * * `DPATTN_STATUS_UNIT_MISMATCH`: `unit` does not cover the ledger's unit (ledger
+ *   unchanged);
  * * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE` (freed or foreign
  *   `ledger`).
  *
@@ -4084,7 +4147,10 @@ dpattn_status dpattn_ledger_new_rdp(double epsilon, double delta, dpattn_ledger 
  * `ledger` must be NULL or a value returned by a `dpattn_ledger_new_*` function (a freed
  * one is detected).
  */
-dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon, double delta);
+dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger,
+                                          dpattn_privacy_unit unit,
+                                          double epsilon,
+                                          double delta);
 
 /**
  * Charges a ρ-zCDP mechanism (zCDP ledgers; RDP ledgers as the curve `ε(α) = αρ`).
@@ -4097,7 +4163,9 @@ dpattn_status dpattn_ledger_charge_approx(dpattn_ledger *ledger, double epsilon,
  * # Safety
  * As `dpattn_ledger_charge_approx`.
  */
-dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
+dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger,
+                                        dpattn_privacy_unit unit,
+                                        double rho);
 
 /**
  * Charges `steps` steps of the Poisson-subsampled Gaussian mechanism (DP-SGD: rate
@@ -4113,6 +4181,7 @@ dpattn_status dpattn_ledger_charge_zcdp(dpattn_ledger *ledger, double rho);
  * As `dpattn_ledger_charge_approx`.
  */
 dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
+                                                    dpattn_privacy_unit unit,
                                                     double sample_rate,
                                                     double noise_multiplier,
                                                     uint64_t steps);
@@ -4130,7 +4199,10 @@ dpattn_status dpattn_ledger_charge_sampled_gaussian(dpattn_ledger *ledger,
  * # Safety
  * As `dpattn_ledger_charge_approx`; `rdp` must be NULL or readable for `len` doubles.
  */
-dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger, const double *rdp, size_t len);
+dpattn_status dpattn_ledger_charge_rdp(dpattn_ledger *ledger,
+                                       dpattn_privacy_unit unit,
+                                       const double *rdp,
+                                       size_t len);
 
 /**
  * The budget spent by the accepted charges, rounded up: `(Σεᵢ, Σδᵢ)`, `Σρᵢ`, or ε of the
@@ -4218,35 +4290,39 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
 
 /**
  * Releases the sketch of private `keys` and `values` (both `rows × cols`, own row strides)
- * noised from element 0 of `(key, stream)` (entry `(i, c)` is element `i·(d+1) + c`).
+ * with fresh randomness from `session` (one stream id; entry `(i, c)` is element
+ * `i·(d+1) + c` of that stream).
  *
  * **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
- * public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
- * there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
- * noise `ε`-DP. Every later query is post-processing.
+ * public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). For `K ∈ [0, R]^{n×d}`,
+ * `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped there, NaN → 0), Gaussian noise gives
+ * `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace noise `ε`-DP. The release is DP in the
+ * floats it returns: every entry is a multiple of a public grid with exact integer noise.
+ * Every later query is post-processing.
  *
- * **Accounting.** `ledger` may be NULL: the caller then charges `(epsilon, delta)` of
- * `params` (Gaussian) or the pure `epsilon` (Laplace) itself, with
- * `dpattn_ledger_charge_approx`. A non-NULL `ledger` is charged exactly that, once, after
- * the noisy sketch is built and before the handle is returned: Gaussian, an
- * approximate-DP charge `(ε, δ)` with `δ > 0` (approximate-DP ledgers only; zCDP and RDP
- * ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`); Laplace, a pure charge `ε`
+ * **Accounting.** The session's ledger (kept for one token) is charged once, after the
+ * noisy sketch is built and before the handle is returned: Gaussian noise, `(epsilon,
+ * delta)` of `params` on an approximate-DP ledger and the release's zCDP `ρ` (the discrete
+ * Gaussian's, rounded up) on a zCDP or RDP ledger; Laplace noise, the pure `epsilon`
  * (accepted by every kind: `(ε, 0)`, `ρ = ε²/2`, or the pure-DP RDP curve). A refused
- * charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget), drops the
- * sketch, and leaves `*out_sketch` and the ledger unchanged. The ledger is locked for the
- * whole call (concurrent calls on it wait).
+ * charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget,
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the sketch, and
+ * leaves `*out_sketch` and the ledger unchanged (the stream id is consumed). The session
+ * and its ledger are locked for the whole call (concurrent calls on them wait). To replay
+ * a release for an audit, pass a session from `dpattn_session_new_for_replay` (with a NULL
+ * ledger nothing is charged).
  *
  * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`; `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger
- * charge, `_INVALID_HANDLE` for a freed `ledger`. Allocates. Thread-safe.
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`; the ledger's status for a refused charge,
+ * `_INVALID_HANDLE` for a freed `session` (or ledger). Allocates. Thread-safe.
  *
  * ```c
  * dpattn_moment_sketch_params p;
  * dpattn_moment_sketch_params_default(&p);
  * p.epsilon = 1.0; p.delta = 1e-6;
  * dpattn_moment_sketch *s = NULL;
- * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, ledger, &s);
+ * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, session, &s);
  * size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
  * double out[2], den;
  * dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
@@ -4255,7 +4331,7 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
  *
  * # Safety
  * Buffers valid for their lengths, struct pointers readable, `out_sketch` writable;
- * `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a freed one is detected).
+ * `session` a value returned by `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        size_t keys_len,
@@ -4266,9 +4342,7 @@ dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        size_t keys_row_stride,
                                        size_t values_row_stride,
                                        const dpattn_moment_sketch_params *params,
-                                       const dpattn_key *key,
-                                       uint64_t stream,
-                                       dpattn_ledger *ledger,
+                                       dpattn_session *session,
                                        dpattn_moment_sketch **out_sketch);
 
 /**
@@ -5540,9 +5614,7 @@ dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out
                                                    const dpattn_tensor4 *k,
                                                    const dpattn_tensor4 *v,
                                                    const dpattn_output_perturbation_params *params,
-                                                   const dpattn_key *key,
-                                                   uint64_t stream,
-                                                   dpattn_ledger *ledger,
+                                                   dpattn_session *session,
                                                    double *sigma,
                                                    size_t sigma_len,
                                                    float *scratch,
@@ -5563,37 +5635,42 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
 
 /**
  * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
- * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised from the
- * keyed stream `(key, stream)`, and returns the handle in `*out`. Any number of public
- * queries are then answered by post-processing (`dpattn_cross_attention_query`).
- * **Allocates** (the structures; `dpattn_cross_attention_estimate_bytes` gives the size
- * before building, and builds over `memory_limit_bytes` are refused).
+ * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
+ * randomness from `session` (one stream id; every node of every copy is an element of that
+ * stream), and returns the handle in `*out`. Any number of public queries are then
+ * answered by post-processing (`dpattn_cross_attention_query`). **Allocates** (the
+ * structures; `dpattn_cross_attention_estimate_bytes` gives the size before building, and
+ * builds over `memory_limit_bytes` are refused).
  *
  * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
- * `n` public). With `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every
- * query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each
- * output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+ * `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
+ * `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
+ * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
+ * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
  * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
  * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
- * (NaN → 0). Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+ * (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+ * for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
  * `dpattn_cross_attention_estimate_error`).
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
- * charging what `dpattn_cross_attention_achieved_privacy` reports for the new handle
- * before publishing any answer. A non-NULL `ledger` is charged that whole-release
- * `(ε, δ)` (basic composition over the `(d + 1) · l` copies; an approximate-DP charge with
- * `δ > 0`, so only approximate-DP ledgers accept it: zCDP and RDP ledgers refuse it with
- * `DPATTN_STATUS_OUT_OF_RANGE`) after the structures are built and before the handle is
+ * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
+ * `(ε, δ)` that `dpattn_cross_attention_achieved_privacy` reports (basic composition over
+ * the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
+ * ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
+ * after the structures are built and before the handle is
  * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
- * budget), drops the structures, and leaves `*out` and the ledger unchanged. The ledger is
- * locked for the whole call (concurrent calls on it wait).
+ * budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
+ * structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
+ * session and its ledger are locked for the whole call (concurrent calls on them wait). To
+ * replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
+ * a NULL ledger nothing is charged).
  *
  * ```c
  * dpattn_cross_attention_params p;
  * dpattn_cross_attention_params_default(&p);
  * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
  * dpattn_cross_attention *att = NULL;
- * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, ledger, &att) == DPATTN_STATUS_OK) {
+ * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, session, &att) == DPATTN_STATUS_OK) {
  *     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
  *     dpattn_cross_attention_free(att);
  * }
@@ -5604,14 +5681,14 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
  * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
  * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
  * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
- * only to the data holder); `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a
- * refused charge; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`. `*out` is written
- * only on success. Thread-safe; no shared state.
+ * only to the data holder); the ledger's status for a refused charge;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session` (or ledger). `*out` is written only
+ * on success. Thread-safe.
  *
  * # Safety
- * `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
- * one struct; `out` NULL or writable for one pointer; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * `keys`/`values` NULL or readable for their lengths; `params` NULL or readable for one
+ * struct; `out` NULL or writable for one pointer; `session` a value returned by
+ * `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_cross_attention_new(const double *keys,
                                          size_t keys_len,
@@ -5620,9 +5697,7 @@ dpattn_status dpattn_cross_attention_new(const double *keys,
                                          size_t n,
                                          size_t d,
                                          const dpattn_cross_attention_params *params,
-                                         const dpattn_key *key,
-                                         uint64_t stream,
-                                         dpattn_ledger *ledger,
+                                         dpattn_session *session,
                                          dpattn_cross_attention **out);
 
 /**
@@ -5731,6 +5806,101 @@ dpattn_status dpattn_cross_attention_estimate_error(size_t n,
  * names the parameter and the allowed range). Thread-safe.
  */
 dpattn_status dpattn_check_privacy_params(double epsilon, double delta);
+
+/**
+ * A new session charging `ledger` (shared: the caller keeps its handle and may query or
+ * free it; the session holds its own reference), with a master key and an epoch from the
+ * operating system. Writes the handle to `*out_session` (release with
+ * `dpattn_session_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`
+ * or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `out_session` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_session_new(dpattn_ledger *ledger, dpattn_session **out_session);
+
+/**
+ * **For replay and audit only**: a session that reissues the stream ids of a past run —
+ * the master `key` at `epoch`, next stream id `next_stream` (`dpattn_session_position` of
+ * the original session just before the release to replay). `ledger` may be NULL (nothing
+ * is charged). Never use it for new releases: their noise would repeat the past run's.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `key` must be NULL or point to a `dpattn_key`; `out_session` must be NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_new_for_replay(const dpattn_key *key,
+                                            uint64_t epoch,
+                                            uint64_t next_stream,
+                                            dpattn_ledger *ledger,
+                                            dpattn_session **out_session);
+
+/**
+ * Writes the session's epoch and next stream id (public; log them beside each release so an
+ * auditor holding the master key can replay it).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT` or
+ * `DPATTN_STATUS_INVALID_HANDLE`.
+ *
+ * # Safety
+ * `out_epoch` and `out_next_stream` must be NULL or valid for writing a `uint64_t`.
+ */
+dpattn_status dpattn_session_position(const dpattn_session *session,
+                                      uint64_t *out_epoch,
+                                      uint64_t *out_next_stream);
+
+/**
+ * The bytes `dpattn_session_save` writes.
+ */
+size_t dpattn_session_state_len(void);
+
+/**
+ * Writes the session's state — master key, next stream id and a snapshot of its ledger —
+ * to `out[0 .. dpattn_session_state_len())`, for a service that restarts. **The state holds
+ * the master key: store it like the key** (as sensitive as the data). Keep only the newest
+ * state, written before each release is returned: an older one forgets later charges.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT` or `DPATTN_STATUS_UNSUPPORTED` (a replay session
+ * without a ledger).
+ *
+ * # Safety
+ * `out` must be NULL or valid for writing `len` bytes.
+ */
+dpattn_status dpattn_session_save(const dpattn_session *session, uint8_t *out, size_t len);
+
+/**
+ * Rebuilds a session from `dpattn_session_save`'s bytes **in a fresh epoch** from the
+ * operating system, so no `(key, stream)` pair used before — after the save or not — can be
+ * reissued. Writes a new ledger handle holding the saved ledger to `*out_ledger` and a
+ * session charging it to `*out_session` (free both).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_BUFFER_TOO_SHORT`, `DPATTN_STATUS_OUT_OF_RANGE` (bytes that are not a
+ * saved state) or `DPATTN_STATUS_UNSUPPORTED` (the operating system's generator failed).
+ *
+ * # Safety
+ * `state` must be NULL or valid for reading `len` bytes; the out-pointers NULL or valid for
+ * writing a pointer.
+ */
+dpattn_status dpattn_session_restore(const uint8_t *state,
+                                     size_t len,
+                                     dpattn_session **out_session,
+                                     dpattn_ledger **out_ledger);
+
+/**
+ * Releases a session (its reference to the ledger included; the ledger handle lives on
+ * until freed). NULL, unknown and already-freed handles are ignored. Thread-safe.
+ *
+ * # Safety
+ * None beyond passing a value this library returned (or NULL).
+ */
+void dpattn_session_free(dpattn_session *session);
 
 /**
  * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):
@@ -5885,24 +6055,27 @@ double dpattn_softmax_tree_gamma_bound(double radius, uint32_t degree);
 
 /**
  * Builds a DPTree over `values[0..values_len]` (padded to `N = max(2, next_pow2(n))`
- * leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised from element 0 of
- * `(key, stream)` with `TLap(2·bound, ε/L, δ/L)` per node.
+ * leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised with fresh randomness
+ * from `session` (node `v` is element `v − 2` of its stream): every node on its grid with
+ * exact truncated discrete Laplace noise for `TLap(2·bound, ε/L, δ/L)`.
  *
  * **Guarantee** (Lemma B.6, root dropped): `(ε, δ)`-DP for neighbouring inputs that differ
- * in **one value**. Queries are post-processing. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty input, bad bound/ε/δ, node
- * `δ/L > 1/2`), `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ * in **one value** (one token). **Accounting**: the session's ledger is charged
+ * `(epsilon, delta)` (module docs). Queries are post-processing. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty
+ * input, bad bound/ε/δ, node `δ/L > 1/2`), `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a
+ * freed session), the ledger's status for a refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * `values` valid for `values_len` reads, `key` readable, `out_tree` writable.
+ * `values` valid for `values_len` reads, `session` a value returned by
+ * `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_new(const double *values,
                                  size_t values_len,
                                  double bound,
                                  double epsilon,
                                  double delta,
-                                 const dpattn_key *key,
-                                 uint64_t stream,
+                                 dpattn_session *session,
                                  dpattn_dp_tree **out_tree);
 
 /**
@@ -5983,24 +6156,27 @@ dpattn_status dpattn_dp_tree_touched_nodes(const dpattn_dp_tree *tree,
 
 /**
  * Builds DPTreeDistance over points `x` with weights `w` (`n = x_len = w_len`), noised
- * from element 0 of `(key, stream)`: `p + 1` moment trees, tree `q` summing `w x^q`.
+ * with fresh randomness from `session` (from element 0 of its stream): `p + 1` moment
+ * trees, tree `q` summing `w x^q`.
  *
  * **Guarantee** (Theorem D.1): `(ε, δ)`-DP for neighbouring datasets that differ in **one
- * point** `(x_k, w_k)`, for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values are clamped
- * there, NaN → 0). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`
- * (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters), `_MISALIGNED`,
- * `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ * point** `(x_k, w_k)` (one token), for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values
+ * are clamped there, NaN → 0). **Accounting**: the session's ledger is charged
+ * `(epsilon, delta)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_SHAPE_MISMATCH` (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters),
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed
+ * session), the ledger's status for a refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_distance_new(const double *x,
                                           size_t x_len,
                                           const double *w,
                                           size_t w_len,
                                           const dpattn_dp_tree_distance_params *params,
-                                          const dpattn_key *key,
-                                          uint64_t stream,
+                                          dpattn_session *session,
                                           dpattn_dp_tree_distance **out_tree);
 
 /**
@@ -6069,13 +6245,16 @@ dpattn_status dpattn_dp_tree_distance_noise_variance(const dpattn_dp_tree_distan
  * `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`.
  *
  * **Guarantee** (Lemma E.1): `(ε', δ + δ′)`-DP for neighbours differing in one row
- * `(x_k, w_k)` with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy` (≈ `√2·c·ε`).
- * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
- * `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates.
- * Thread-safe.
+ * `(x_k, w_k)` (one token) with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy`
+ * (≈ `√2·c·ε`). **Accounting**: the session's ledger (one fresh stream id of `session`) is
+ * charged that `(ε', δ + δ′)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`,
+ * `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed session), the ledger's status for a
+ * refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_high_dim_new(const double *x,
                                           size_t x_len,
@@ -6085,8 +6264,7 @@ dpattn_status dpattn_dp_tree_high_dim_new(const double *x,
                                           const double *w,
                                           size_t w_len,
                                           const dpattn_dp_tree_high_dim_params *params,
-                                          const dpattn_key *key,
-                                          uint64_t stream,
+                                          dpattn_session *session,
                                           dpattn_dp_tree_high_dim **out_tree);
 
 /**
@@ -6244,31 +6422,35 @@ dpattn_status dpattn_softmax_tree_params_default(dpattn_softmax_tree_params *out
 
 /**
  * Builds DPTreeSoftmax (Algorithm 3) over the rows of `keys` (`rows × cols`, row stride
- * `row_stride`) with weights `weights` (`weights_len = rows`), noised from element 0 of
- * `(key, stream)`. Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)` for public `y`.
+ * `row_stride`) with weights `weights` (`weights_len = rows`), noised with fresh randomness
+ * from `session` (from element 0 of its stream). Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)`
+ * for public `y`.
  *
  * **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
- * that differ in **one row** `(x_k, w_k)`, for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n`
- * (private rows clamped there, NaN → 0); `n` is public. The accountant
+ * that differ in **one row** `(x_k, w_k)` (one token), for `X ∈ [0, R]^{n×d}`,
+ * `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is public. The accountant
  * (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
- * under the paper split). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`,
- * `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT`
- * (estimate over `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+ * under the paper split); the session's ledger is charged exactly that (module docs).
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT` (estimate over
+ * `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`, `_MISALIGNED`,
+ * `_SIZE_OVERFLOW`, `_INVALID_HANDLE` (a freed session), the ledger's status for a refused
+ * charge. Allocates. Thread-safe.
  *
  * ```c
  * dpattn_softmax_tree_params p;
  * dpattn_softmax_tree_params_default(&p);
  * p.epsilon = 0.5; p.delta = 1e-6; p.delta_prime = 1e-6;
  * dpattn_softmax_tree *t = NULL;
- * dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, &key, 0, &t);
+ * dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, session, &t);
  * size_t len; dpattn_softmax_tree_query_scratch_len(t, &len);
  * double z; dpattn_softmax_tree_query(t, y, d, scratch, len, &z);
  * dpattn_softmax_tree_free(t);
  * ```
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_softmax_tree_new(const double *keys,
                                       size_t keys_len,
@@ -6278,8 +6460,7 @@ dpattn_status dpattn_softmax_tree_new(const double *keys,
                                       const double *weights,
                                       size_t weights_len,
                                       const dpattn_softmax_tree_params *params,
-                                      const dpattn_key *key,
-                                      uint64_t stream,
+                                      dpattn_session *session,
                                       dpattn_softmax_tree **out_tree);
 
 /**
@@ -6419,10 +6600,12 @@ dpattn_status dpattn_softmax_tree_adaptive_copy_count(const dpattn_softmax_tree_
  * Builds DPTreeSoftmaxAdaptive (Algorithm 7): `l` independent DPTreeSoftmax copies at
  * `(ε/l, δ/l, δ′/l)`, queries answered by their median.
  *
- * **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (basic
- * composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy` reports the
- * spend). "Robust to adaptive queries" is an accuracy property, not a privacy one. Errors
- * as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates. Thread-safe.
+ * **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (one
+ * token; basic composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy`
+ * reports the spend, and the session's ledger is charged exactly that, one fresh stream id
+ * for all copies). "Robust to adaptive queries" is an accuracy property, not a privacy
+ * one. Errors as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates.
+ * Thread-safe.
  *
  * # Safety
  * As `dpattn_softmax_tree_new`.
@@ -6435,8 +6618,7 @@ dpattn_status dpattn_softmax_tree_adaptive_new(const double *keys,
                                                const double *weights,
                                                size_t weights_len,
                                                const dpattn_softmax_tree_adaptive_params *params,
-                                               const dpattn_key *key,
-                                               uint64_t stream,
+                                               dpattn_session *session,
                                                dpattn_softmax_tree_adaptive **out_tree);
 
 /**
