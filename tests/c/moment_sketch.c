@@ -144,7 +144,7 @@ int dpattn_c_moment_sketch(void) {
         double rsens = 0, rscale = 0, rho = 0;
         CHECK(dpattn_moment_sketch_info(s, &dim, &r, &deg, &rsens, &rscale) == DPATTN_STATUS_OK);
         rho = (rsens / rscale) * (rsens / rscale) / 2;
-        CHECK(dpattn_ledger_new_approx(token, 2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_new_approx(token, 4.0, 1e-5, &l) == DPATTN_STATUS_OK);
         CHECK(dpattn_session_new_for_replay(&key, 7, 0, l, &sl) == DPATTN_STATUS_OK);
         CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, sl, &s3) == DPATTN_STATUS_OK);
         CHECK(dpattn_moment_sketch_get(s3, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
