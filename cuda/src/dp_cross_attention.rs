@@ -34,7 +34,7 @@
 //!
 //! **Privacy unit and randomness** as on the CPU: one token
 //! ([`PRIVACY_UNIT`](dpattn_core::output_perturbation::PRIVACY_UNIT)), one stream id per
-//! release ([`STREAMS`](dpattn_core::output_perturbation::STREAMS)).
+//! release ([`STREAMS`]).
 //! [`output_perturbation_attention_raw`] takes a [`Session`] (fresh stream id, its ledger
 //! charged); [`output_perturbation_attention_raw_keyed`] takes an explicit [`Draw`] and an
 //! optional ledger, for replay, audit, and hosts that manage their own stream ids.

@@ -32,11 +32,11 @@
 //!
 //! **The construction is the release.** A structure is built once, noised, and then queried
 //! any number of times by post-processing. Its primary constructor (`new`) takes a
-//! [`Session`](crate::session::Session): it draws [`STREAMS`] fresh stream ids and charges the
-//! session's ledger (kept for [`PRIVACY_UNIT`]) what the structure achieves, as an `(ε, δ)`
-//! ([`Cost::Approx`](crate::accounting::cost::Cost::Approx): truncated Laplace noise has no zCDP
-//! form, so approximate-DP ledgers only), after the structure is built and before it is
-//! returned; nothing is returned when the charge is refused. `new_keyed` takes an explicit
+//! [`Session`](crate::session::Session): it draws one fresh stream id ([`STREAMS`]) and
+//! charges the session's ledger (kept for [`PRIVACY_UNIT`]) what the structure achieves, as
+//! an `(ε, δ)` ([`Cost::Approx`]: truncated Laplace noise has no zCDP form, so
+//! approximate-DP ledgers only), after the structure is built and before it is returned;
+//! nothing is returned when the charge is refused. `new_keyed` takes an explicit
 //! [`Draw`](crate::session::Draw) and an optional ledger, **for replay, audit, and hosts that
 //! manage their own stream ids** — a `(key, stream)` pair must never serve two releases.
 //!
