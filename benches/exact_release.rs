@@ -227,7 +227,8 @@ fn paper001(c: &mut Criterion) {
         dpattn::MatRef::from_row_major(&k, n, d).unwrap(),
         dpattn::MatRef::from_row_major(&v, n, d).unwrap(),
     );
-    let stream = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0);
+    let key = NoiseKey::for_replay([4; 32]);
+    let stream = dpattn::session::Draw { key: &key, stream: 0 };
     let mut g = c.benchmark_group("paper 001 n=16384 d=2 (releases/s)");
     g.throughput(Throughput::Elements(1));
     g.measurement_time(Duration::from_secs(3));
@@ -236,9 +237,7 @@ fn paper001(c: &mut Criterion) {
         let mut p = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6).unwrap());
         p.noise_mode = mode;
         g.bench_function(format!("moment sketch, {}", mode.name()), |b| {
-            b.iter(|| {
-                black_box(MomentSketch::new(km, vm, &p, &stream, None::<&mut Ledger>).unwrap())
-            })
+            b.iter(|| black_box(MomentSketch::new_keyed(km, vm, &p, stream, None).unwrap()))
         });
     }
     for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
@@ -248,9 +247,7 @@ fn paper001(c: &mut Criterion) {
         let mut p = CrossAttentionParams::new(tree);
         p.adaptive.copies = Copies::Fixed(1);
         g.bench_function(format!("DPCrossAttention trees (l = 1), {}", mode.name()), |b| {
-            b.iter(|| {
-                black_box(DpCrossAttention::new(km, vm, &p, &stream, None::<&mut Ledger>).unwrap())
-            })
+            b.iter(|| black_box(DpCrossAttention::new_keyed(km, vm, &p, stream, None).unwrap()))
         });
     }
     g.finish();

@@ -19,10 +19,10 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use dpattn::accounting::ledger::Ledger;
 use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention, estimate_error};
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
 use dpattn::sampling::{FixedWordSampler, KeyedStream, NoiseKey, Uniform};
+use dpattn::session::Draw;
 use dpattn::softmax_tree::{Copies, SoftmaxTreeParams};
 use dpattn::{MatRef, PrivacyBudget};
 
@@ -90,14 +90,13 @@ fn accuracy_table() {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+        let key = NoiseKey::for_replay([1; 32]);
+        let stream = Draw { key: &key, stream: 0 };
         let t0 = Instant::now();
-        let tree =
-            DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap();
+        let tree = DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
         let tree_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
-        let sketch =
-            MomentSketch::new(km, vm, &sketch_params(), &stream, None::<&mut Ledger>).unwrap();
+        let sketch = MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap();
         let sketch_s = t0.elapsed().as_secs_f64();
         let (mut te, mut se) = (0.0, 0.0);
         let (mut o, mut ot, mut os) = ([0.0; D], [0.0; D], [0.0; D]);
@@ -136,16 +135,13 @@ fn bench(c: &mut Criterion) {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+        let key = NoiseKey::for_replay([1; 32]);
+        let stream = Draw { key: &key, stream: 0 };
         g.bench_function(BenchmarkId::new("softmax trees (l = 1)", n), |b| {
-            b.iter(|| {
-                DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap()
-            })
+            b.iter(|| DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap())
         });
         g.bench_function(BenchmarkId::new("moment sketch", n), |b| {
-            b.iter(|| {
-                MomentSketch::new(km, vm, &sketch_params(), &stream, None::<&mut Ledger>).unwrap()
-            })
+            b.iter(|| MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap())
         });
     }
     g.finish();
@@ -156,11 +152,10 @@ fn bench(c: &mut Criterion) {
         let v = uniform(n * D, 2, -1.0, 1.0);
         let (km, vm) =
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
-        let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
-        let tree =
-            DpCrossAttention::new(km, vm, &tree_params(), &stream, None::<&mut Ledger>).unwrap();
-        let sketch =
-            MomentSketch::new(km, vm, &sketch_params(), &stream, None::<&mut Ledger>).unwrap();
+        let key = NoiseKey::for_replay([1; 32]);
+        let stream = Draw { key: &key, stream: 0 };
+        let tree = DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
+        let sketch = MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap();
         let q = [0.4, 0.7];
         let mut out = [0.0; D];
         let mut ts = vec![0.0; tree.query_scratch_len()];

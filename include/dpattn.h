@@ -4343,35 +4343,39 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
 
 /**
  * Releases the sketch of private `keys` and `values` (both `rows × cols`, own row strides)
- * noised from element 0 of `(key, stream)` (entry `(i, c)` is element `i·(d+1) + c`).
+ * with fresh randomness from `session` (one stream id; entry `(i, c)` is element
+ * `i·(d+1) + c` of that stream).
  *
  * **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
- * public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
- * there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
- * noise `ε`-DP. Every later query is post-processing.
+ * public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). For `K ∈ [0, R]^{n×d}`,
+ * `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped there, NaN → 0), Gaussian noise gives
+ * `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace noise `ε`-DP. The release is DP in the
+ * floats it returns: every entry is a multiple of a public grid with exact integer noise.
+ * Every later query is post-processing.
  *
- * **Accounting.** `ledger` may be NULL: the caller then charges `(epsilon, delta)` of
- * `params` (Gaussian) or the pure `epsilon` (Laplace) itself, with
- * `dpattn_ledger_charge_approx`. A non-NULL `ledger` is charged exactly that, once, after
- * the noisy sketch is built and before the handle is returned: Gaussian, an
- * approximate-DP charge `(ε, δ)` with `δ > 0` (approximate-DP ledgers only; zCDP and RDP
- * ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`); Laplace, a pure charge `ε`
+ * **Accounting.** The session's ledger (kept for one token) is charged once, after the
+ * noisy sketch is built and before the handle is returned: Gaussian noise, `(epsilon,
+ * delta)` of `params` on an approximate-DP ledger and the release's zCDP `ρ` (the discrete
+ * Gaussian's, rounded up) on a zCDP or RDP ledger; Laplace noise, the pure `epsilon`
  * (accepted by every kind: `(ε, 0)`, `ρ = ε²/2`, or the pure-DP RDP curve). A refused
- * charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget), drops the
- * sketch, and leaves `*out_sketch` and the ledger unchanged. The ledger is locked for the
- * whole call (concurrent calls on it wait).
+ * charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget,
+ * `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the sketch, and
+ * leaves `*out_sketch` and the ledger unchanged (the stream id is consumed). The session
+ * and its ledger are locked for the whole call (concurrent calls on them wait). To replay
+ * a release for an audit, pass a session from `dpattn_session_new_for_replay` (with a NULL
+ * ledger nothing is charged).
  *
  * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`; `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger
- * charge, `_INVALID_HANDLE` for a freed `ledger`. Allocates. Thread-safe.
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`; the ledger's status for a refused charge,
+ * `_INVALID_HANDLE` for a freed `session` (or ledger). Allocates. Thread-safe.
  *
  * ```c
  * dpattn_moment_sketch_params p;
  * dpattn_moment_sketch_params_default(&p);
  * p.epsilon = 1.0; p.delta = 1e-6;
  * dpattn_moment_sketch *s = NULL;
- * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, ledger, &s);
+ * dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, session, &s);
  * size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
  * double out[2], den;
  * dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
@@ -4380,7 +4384,7 @@ dpattn_status dpattn_moment_sketch_calibrate(const dpattn_moment_sketch_params *
  *
  * # Safety
  * Buffers valid for their lengths, struct pointers readable, `out_sketch` writable;
- * `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a freed one is detected).
+ * `session` a value returned by `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        size_t keys_len,
@@ -4391,9 +4395,7 @@ dpattn_status dpattn_moment_sketch_new(const double *keys,
                                        size_t keys_row_stride,
                                        size_t values_row_stride,
                                        const dpattn_moment_sketch_params *params,
-                                       const dpattn_key *key,
-                                       uint64_t stream,
-                                       dpattn_ledger *ledger,
+                                       dpattn_session *session,
                                        dpattn_moment_sketch **out_sketch);
 
 /**
@@ -5713,37 +5715,42 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
 
 /**
  * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
- * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised from the
- * keyed stream `(key, stream)`, and returns the handle in `*out`. Any number of public
- * queries are then answered by post-processing (`dpattn_cross_attention_query`).
- * **Allocates** (the structures; `dpattn_cross_attention_estimate_bytes` gives the size
- * before building, and builds over `memory_limit_bytes` are refused).
+ * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
+ * randomness from `session` (one stream id; every node of every copy is an element of that
+ * stream), and returns the handle in `*out`. Any number of public queries are then
+ * answered by post-processing (`dpattn_cross_attention_query`). **Allocates** (the
+ * structures; `dpattn_cross_attention_estimate_bytes` gives the size before building, and
+ * builds over `memory_limit_bytes` are refused).
  *
  * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
- * `n` public). With `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every
- * query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each
- * output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+ * `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
+ * `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
+ * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
+ * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
  * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
  * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
- * (NaN → 0). Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+ * (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+ * for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
  * `dpattn_cross_attention_estimate_error`).
  *
- * **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
- * charging what `dpattn_cross_attention_achieved_privacy` reports for the new handle
- * before publishing any answer. A non-NULL `ledger` is charged that whole-release
- * `(ε, δ)` (basic composition over the `(d + 1) · l` copies; an approximate-DP charge with
- * `δ > 0`, so only approximate-DP ledgers accept it: zCDP and RDP ledgers refuse it with
- * `DPATTN_STATUS_OUT_OF_RANGE`) after the structures are built and before the handle is
+ * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
+ * `(ε, δ)` that `dpattn_cross_attention_achieved_privacy` reports (basic composition over
+ * the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
+ * ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
+ * after the structures are built and before the handle is
  * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
- * budget), drops the structures, and leaves `*out` and the ledger unchanged. The ledger is
- * locked for the whole call (concurrent calls on it wait).
+ * budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
+ * structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
+ * session and its ledger are locked for the whole call (concurrent calls on them wait). To
+ * replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
+ * a NULL ledger nothing is charged).
  *
  * ```c
  * dpattn_cross_attention_params p;
  * dpattn_cross_attention_params_default(&p);
  * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
  * dpattn_cross_attention *att = NULL;
- * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, ledger, &att) == DPATTN_STATUS_OK) {
+ * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, session, &att) == DPATTN_STATUS_OK) {
  *     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
  *     dpattn_cross_attention_free(att);
  * }
@@ -5754,14 +5761,14 @@ dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_param
  * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
  * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
  * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
- * only to the data holder); `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a
- * refused charge; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`. `*out` is written
- * only on success. Thread-safe; no shared state.
+ * only to the data holder); the ledger's status for a refused charge;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session` (or ledger). `*out` is written only
+ * on success. Thread-safe.
  *
  * # Safety
- * `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
- * one struct; `out` NULL or writable for one pointer; `ledger` NULL or a value returned by
- * `dpattn_ledger_new_*` (a freed one is detected).
+ * `keys`/`values` NULL or readable for their lengths; `params` NULL or readable for one
+ * struct; `out` NULL or writable for one pointer; `session` a value returned by
+ * `dpattn_session_new*` (a freed one is detected).
  */
 dpattn_status dpattn_cross_attention_new(const double *keys,
                                          size_t keys_len,
@@ -5770,9 +5777,7 @@ dpattn_status dpattn_cross_attention_new(const double *keys,
                                          size_t n,
                                          size_t d,
                                          const dpattn_cross_attention_params *params,
-                                         const dpattn_key *key,
-                                         uint64_t stream,
-                                         dpattn_ledger *ledger,
+                                         dpattn_session *session,
                                          dpattn_cross_attention **out);
 
 /**
@@ -6144,24 +6149,27 @@ double dpattn_softmax_tree_gamma_bound(double radius, uint32_t degree);
 
 /**
  * Builds a DPTree over `values[0..values_len]` (padded to `N = max(2, next_pow2(n))`
- * leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised from element 0 of
- * `(key, stream)` with `TLap(2·bound, ε/L, δ/L)` per node.
+ * leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised with fresh randomness
+ * from `session` (node `v` is element `v − 2` of its stream): every node on its grid with
+ * exact truncated discrete Laplace noise for `TLap(2·bound, ε/L, δ/L)`.
  *
  * **Guarantee** (Lemma B.6, root dropped): `(ε, δ)`-DP for neighbouring inputs that differ
- * in **one value**. Queries are post-processing. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty input, bad bound/ε/δ, node
- * `δ/L > 1/2`), `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ * in **one value** (one token). **Accounting**: the session's ledger is charged
+ * `(epsilon, delta)` (module docs). Queries are post-processing. Errors:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty
+ * input, bad bound/ε/δ, node `δ/L > 1/2`), `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a
+ * freed session), the ledger's status for a refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * `values` valid for `values_len` reads, `key` readable, `out_tree` writable.
+ * `values` valid for `values_len` reads, `session` a value returned by
+ * `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_new(const double *values,
                                  size_t values_len,
                                  double bound,
                                  double epsilon,
                                  double delta,
-                                 const dpattn_key *key,
-                                 uint64_t stream,
+                                 dpattn_session *session,
                                  dpattn_dp_tree **out_tree);
 
 /**
@@ -6242,24 +6250,27 @@ dpattn_status dpattn_dp_tree_touched_nodes(const dpattn_dp_tree *tree,
 
 /**
  * Builds DPTreeDistance over points `x` with weights `w` (`n = x_len = w_len`), noised
- * from element 0 of `(key, stream)`: `p + 1` moment trees, tree `q` summing `w x^q`.
+ * with fresh randomness from `session` (from element 0 of its stream): `p + 1` moment
+ * trees, tree `q` summing `w x^q`.
  *
  * **Guarantee** (Theorem D.1): `(ε, δ)`-DP for neighbouring datasets that differ in **one
- * point** `(x_k, w_k)`, for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values are clamped
- * there, NaN → 0). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`
- * (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters), `_MISALIGNED`,
- * `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+ * point** `(x_k, w_k)` (one token), for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values
+ * are clamped there, NaN → 0). **Accounting**: the session's ledger is charged
+ * `(epsilon, delta)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_SHAPE_MISMATCH` (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters),
+ * `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed
+ * session), the ledger's status for a refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_distance_new(const double *x,
                                           size_t x_len,
                                           const double *w,
                                           size_t w_len,
                                           const dpattn_dp_tree_distance_params *params,
-                                          const dpattn_key *key,
-                                          uint64_t stream,
+                                          dpattn_session *session,
                                           dpattn_dp_tree_distance **out_tree);
 
 /**
@@ -6328,13 +6339,16 @@ dpattn_status dpattn_dp_tree_distance_noise_variance(const dpattn_dp_tree_distan
  * `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`.
  *
  * **Guarantee** (Lemma E.1): `(ε', δ + δ′)`-DP for neighbours differing in one row
- * `(x_k, w_k)` with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy` (≈ `√2·c·ε`).
- * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
- * `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates.
- * Thread-safe.
+ * `(x_k, w_k)` (one token) with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy`
+ * (≈ `√2·c·ε`). **Accounting**: the session's ledger (one fresh stream id of `session`) is
+ * charged that `(ε', δ + δ′)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`,
+ * `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed session), the ledger's status for a
+ * refused charge. Allocates. Thread-safe.
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_dp_tree_high_dim_new(const double *x,
                                           size_t x_len,
@@ -6344,8 +6358,7 @@ dpattn_status dpattn_dp_tree_high_dim_new(const double *x,
                                           const double *w,
                                           size_t w_len,
                                           const dpattn_dp_tree_high_dim_params *params,
-                                          const dpattn_key *key,
-                                          uint64_t stream,
+                                          dpattn_session *session,
                                           dpattn_dp_tree_high_dim **out_tree);
 
 /**
@@ -6503,31 +6516,35 @@ dpattn_status dpattn_softmax_tree_params_default(dpattn_softmax_tree_params *out
 
 /**
  * Builds DPTreeSoftmax (Algorithm 3) over the rows of `keys` (`rows × cols`, row stride
- * `row_stride`) with weights `weights` (`weights_len = rows`), noised from element 0 of
- * `(key, stream)`. Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)` for public `y`.
+ * `row_stride`) with weights `weights` (`weights_len = rows`), noised with fresh randomness
+ * from `session` (from element 0 of its stream). Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)`
+ * for public `y`.
  *
  * **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
- * that differ in **one row** `(x_k, w_k)`, for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n`
- * (private rows clamped there, NaN → 0); `n` is public. The accountant
+ * that differ in **one row** `(x_k, w_k)` (one token), for `X ∈ [0, R]^{n×d}`,
+ * `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is public. The accountant
  * (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
- * under the paper split). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`,
- * `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT`
- * (estimate over `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`,
- * `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+ * under the paper split); the session's ledger is charged exactly that (module docs).
+ * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+ * `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT` (estimate over
+ * `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`, `_MISALIGNED`,
+ * `_SIZE_OVERFLOW`, `_INVALID_HANDLE` (a freed session), the ledger's status for a refused
+ * charge. Allocates. Thread-safe.
  *
  * ```c
  * dpattn_softmax_tree_params p;
  * dpattn_softmax_tree_params_default(&p);
  * p.epsilon = 0.5; p.delta = 1e-6; p.delta_prime = 1e-6;
  * dpattn_softmax_tree *t = NULL;
- * dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, &key, 0, &t);
+ * dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, session, &t);
  * size_t len; dpattn_softmax_tree_query_scratch_len(t, &len);
  * double z; dpattn_softmax_tree_query(t, y, d, scratch, len, &z);
  * dpattn_softmax_tree_free(t);
  * ```
  *
  * # Safety
- * Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+ * Buffers valid for their lengths, struct pointers readable, `session` a value returned
+ * by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
  */
 dpattn_status dpattn_softmax_tree_new(const double *keys,
                                       size_t keys_len,
@@ -6537,8 +6554,7 @@ dpattn_status dpattn_softmax_tree_new(const double *keys,
                                       const double *weights,
                                       size_t weights_len,
                                       const dpattn_softmax_tree_params *params,
-                                      const dpattn_key *key,
-                                      uint64_t stream,
+                                      dpattn_session *session,
                                       dpattn_softmax_tree **out_tree);
 
 /**
@@ -6678,10 +6694,12 @@ dpattn_status dpattn_softmax_tree_adaptive_copy_count(const dpattn_softmax_tree_
  * Builds DPTreeSoftmaxAdaptive (Algorithm 7): `l` independent DPTreeSoftmax copies at
  * `(ε/l, δ/l, δ′/l)`, queries answered by their median.
  *
- * **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (basic
- * composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy` reports the
- * spend). "Robust to adaptive queries" is an accuracy property, not a privacy one. Errors
- * as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates. Thread-safe.
+ * **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (one
+ * token; basic composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy`
+ * reports the spend, and the session's ledger is charged exactly that, one fresh stream id
+ * for all copies). "Robust to adaptive queries" is an accuracy property, not a privacy
+ * one. Errors as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates.
+ * Thread-safe.
  *
  * # Safety
  * As `dpattn_softmax_tree_new`.
@@ -6694,8 +6712,7 @@ dpattn_status dpattn_softmax_tree_adaptive_new(const double *keys,
                                                const double *weights,
                                                size_t weights_len,
                                                const dpattn_softmax_tree_adaptive_params *params,
-                                               const dpattn_key *key,
-                                               uint64_t stream,
+                                               dpattn_session *session,
                                                dpattn_softmax_tree_adaptive **out_tree);
 
 /**

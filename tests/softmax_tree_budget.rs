@@ -41,6 +41,8 @@
 
 mod support;
 
+use std::sync::LazyLock;
+
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
@@ -53,6 +55,7 @@ use dpattn::moment_sketch::SketchGrid;
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams, SketchNoise};
 use dpattn::sampling::ExactSampler;
 use dpattn::sampling::{KeyedStream, NoiseKey, TruncatedLaplace};
+use dpattn::session::Draw;
 use dpattn::softmax_tree::{
     Accounting, AdaptiveParams, Copies, DpTreeSoftmax, DpTreeSoftmaxAdaptive, QueryPolicy,
     SoftmaxTreeParams, Temperature, copy_count, min_degree, softmax_budget, taylor_relative_error,
@@ -104,7 +107,14 @@ fn out_of_range<T: std::fmt::Debug>(r: Result<T>, want: &str) {
 }
 
 fn stream(seed: u8, id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::for_replay([seed; 32]), id)
+    draw(seed, id).keyed(0)
+}
+
+/// The randomness of one release: stream `id` of the test key `[seed; 32]`.
+fn draw(seed: u8, id: u64) -> Draw<'static> {
+    static KEYS: LazyLock<Vec<NoiseKey>> =
+        LazyLock::new(|| (0..=255).map(|s| NoiseKey::for_replay([s; 32])).collect());
+    Draw { key: &KEYS[usize::from(seed)], stream: id }
 }
 
 /// `T_s(z) = Σ_{t ≤ s} z^t/t!`.
@@ -307,11 +317,11 @@ fn ac6_config_a_through_dp_cross_attention() {
     let vals = random_matrix(&mut rng, n, d, -1.0, 1.0);
     let total = PrivacyBudget::new(2.5, 5e-6).unwrap();
     let mut ledger: Ledger = Ledger::new_approx(PrivacyUnit::TOKEN, total);
-    let att = DpCrossAttention::new(
+    let att = DpCrossAttention::new_keyed(
         MatRef::from_row_major(&keys, n, d).unwrap(),
         MatRef::from_row_major(&vals, n, d).unwrap(),
         &params,
-        &stream(1, 0),
+        draw(1, 0),
         Some(&mut ledger),
     )
     .unwrap();
@@ -634,7 +644,7 @@ fn section_11_memory() {
         MatRef::from_row_major(&vals, n, d).unwrap(),
     );
     let want = 17 * 4846 * 3 * (2 * 16384 - 2) * 8;
-    match DpCrossAttention::new(k, v, &one, &stream(2, 0), None::<&mut Ledger>) {
+    match DpCrossAttention::new_keyed(k, v, &one, draw(2, 0), None) {
         Err(Error::MemoryLimit { needed_bytes, limit_bytes, .. }) => {
             assert_eq!((needed_bytes, limit_bytes), (want, 1 << 30));
         }
@@ -642,12 +652,12 @@ fn section_11_memory() {
     }
     // One DPTreeSoftmax of the same size (3.6 GiB) and an adaptive structure are refused too.
     let w = vec![1.0; n];
-    match DpTreeSoftmax::new(k, &w, &paper_tree(), &stream(2, 1)) {
+    match DpTreeSoftmax::new_keyed(k, &w, &paper_tree(), draw(2, 1), None) {
         Err(Error::MemoryLimit { needed_bytes, .. }) => assert_eq!(needed_bytes, want / 17),
         other => panic!("expected MemoryLimit, got {other:?}"),
     }
     let ad = AdaptiveParams::new(paper_tree());
-    let r = DpTreeSoftmaxAdaptive::new(k, &w, &ad, &stream(2, 2));
+    let r = DpTreeSoftmaxAdaptive::new_keyed(k, &w, &ad, draw(2, 2), None);
     assert!(matches!(r, Err(Error::MemoryLimit { .. })), "{r:?}");
 
     // The limit is inclusive: exactly the estimate builds, one byte less is refused.
@@ -662,9 +672,9 @@ fn section_11_memory() {
     assert_eq!(need, 3 * 16 * 3 * 126 * 8);
     let mut p = one;
     p.adaptive.tree.memory_limit_bytes = need;
-    assert!(DpCrossAttention::new(k, v, &p, &stream(2, 3), None::<&mut Ledger>).is_ok());
+    assert!(DpCrossAttention::new_keyed(k, v, &p, draw(2, 3), None).is_ok());
     p.adaptive.tree.memory_limit_bytes = need - 1;
-    match DpCrossAttention::new(k, v, &p, &stream(2, 3), None::<&mut Ledger>) {
+    match DpCrossAttention::new_keyed(k, v, &p, draw(2, 3), None) {
         Err(Error::MemoryLimit { needed_bytes, limit_bytes, .. }) => {
             assert_eq!((needed_bytes, limit_bytes), (need, need - 1));
         }
@@ -712,12 +722,12 @@ fn e1_calibration() {
     p.budget = PrivacyBudget::new(1.0, 1e-6).unwrap(); // Laplace with δ > 0
     out_of_range(p.calibrate(2), "delta");
     let (k, v) = ([0.5, 0.5], [0.0, 0.0]);
-    let r = MomentSketch::new(
+    let r = MomentSketch::new_keyed(
         MatRef::from_row_major(&k, 1, 2).unwrap(),
         MatRef::from_row_major(&v, 1, 2).unwrap(),
         &p,
-        &stream(3, 0),
-        None::<&mut Ledger>,
+        draw(3, 0),
+        None,
     );
     out_of_range(r, "delta");
 }
@@ -751,7 +761,7 @@ fn e1_noise_statistics() {
         let (_, scale) = exact.calibration();
         let mut diffs = Vec::with_capacity(runs * m.len());
         for id in 0..runs as u64 {
-            let s = MomentSketch::new(k, v, &p, &stream(4, id), None::<&mut Ledger>).unwrap();
+            let s = MomentSketch::new_keyed(k, v, &p, draw(4, id), None).unwrap();
             assert_eq!(s.calibration(), exact.calibration());
             diffs.extend(s.sketch().iter().zip(m).map(|(a, b)| a - b));
         }
@@ -822,10 +832,10 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
         let err = gamma(h) * nf * delta / 2.0;
         let rounded = delta + 2.0 * err + per_entry * lambda;
 
-        let st = stream(8, 1);
+        let (st, dr) = (stream(8, 1), draw(8, 1));
         let mut ledger: Ledger =
             Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
-        let sk = MomentSketch::new(k, v, &p, &st, Some(&mut ledger)).unwrap();
+        let sk = MomentSketch::new_keyed(k, v, &p, dr, Some(&mut ledger)).unwrap();
         assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
         assert_eq!((sk.noise_mode(), sk.resolution()), (NoiseMode::Exact, Some(lambda)));
         let grid = *sk.grid().unwrap();
@@ -883,7 +893,7 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
         // A refused charge: no sketch, the ledger as it was.
         let mut small: Ledger =
             Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(0.1, 1e-5).unwrap());
-        let r = MomentSketch::new(k, v, &p, &st, Some(&mut small));
+        let r = MomentSketch::new_keyed(k, v, &p, dr, Some(&mut small));
         assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
         assert_eq!(
             (small.charges(), small.spent()),
@@ -892,7 +902,7 @@ fn e1_exact_release_is_the_integer_noise_on_the_grid() {
         // The unsafe float path is counted as such.
         let mut fp = p;
         fp.noise_mode = NoiseMode::UnsafeFloat;
-        let f = MomentSketch::new(k, v, &fp, &st, Some(&mut ledger)).unwrap();
+        let f = MomentSketch::new_keyed(k, v, &fp, dr, Some(&mut ledger)).unwrap();
         assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (2, 1));
         assert_eq!((f.noise_mode(), f.resolution()), (NoiseMode::UnsafeFloat, None));
     }
@@ -974,7 +984,7 @@ fn e1_accuracy_against_exact_attention() {
         MatRef::from_row_major(&vals, n, d).unwrap(),
     );
     let p = sketch_params(1e-6);
-    let noisy = MomentSketch::new(k, v, &p, &stream(5, 0), None::<&mut Ledger>).unwrap();
+    let noisy = MomentSketch::new_keyed(k, v, &p, draw(5, 0), None).unwrap();
     let poly = MomentSketch::non_private_exact(k, v, &p).unwrap();
     let (_, sigma) = noisy.calibration();
     let nu = 10.0 * sigma * taylor(1.0, 4).sqrt();
@@ -1014,8 +1024,11 @@ fn e1_accuracy_against_exact_attention() {
     assert!(mae < 1e-4 * trees, "sketch MAE {mae} vs trees' estimate {trees}");
 }
 
-/// E1 ledger: a Gaussian sketch charges `Approx(budget)` (refused by a zCDP ledger, δ > 0);
-/// a Laplace sketch charges `Pure(ε)` (accepted by a zCDP ledger as ρ = ε²/2).
+/// E1 ledger: a Gaussian sketch charges its `(ε, δ)` to an approximate-DP ledger and its
+/// zCDP `ρ = Δ′²/(2σ²)` to a zCDP ledger (the Gaussian mechanism's ρ, Bun & Steinke 2016
+/// Prop. 1.6; the discrete Gaussian's, CKS20, with `Δ′` the rounded sensitivity and `σ = s·Λ`
+/// of the public calibration); a Laplace sketch charges `Pure(ε)` (a zCDP ledger takes it as
+/// `ρ = ε²/2`). A ledger kept for another unit refuses the release.
 #[test]
 fn e1_ledger_charges() {
     let (n, d) = (16, 2);
@@ -1029,25 +1042,45 @@ fn e1_ledger_charges() {
     let gauss = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(0.75, 1e-6).unwrap());
     let mut approx: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
-    MomentSketch::new(k, v, &gauss, &stream(7, 0), Some(&mut approx)).unwrap();
+    MomentSketch::new_keyed(k, v, &gauss, draw(7, 0), Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 0.75, delta: 1e-6 });
     let mut zcdp: Ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0).unwrap());
-    let r = MomentSketch::new(k, v, &gauss, &stream(7, 1), Some(&mut zcdp));
-    assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
-    assert_eq!(zcdp.charges(), 0);
+    let g = MomentSketch::new_keyed(k, v, &gauss, draw(7, 1), Some(&mut zcdp)).unwrap();
+    let grid = gauss.exact_grid(d, n).unwrap();
+    let rho = (grid.rounded_sensitivity() / grid.scale()).powi(2) / 2.0;
+    let Amount::Zcdp { rho: spent } = zcdp.spent() else { panic!("zCDP ledger") };
+    assert_rel(spent, rho, 1e-12, "Gaussian sketch ρ");
+    assert_eq!(g.rho(), Some(spent));
+    // The float path: the analytic Gaussian's σ at the float sensitivity Δ.
+    let mut float = gauss;
+    float.noise_mode = NoiseMode::UnsafeFloat;
+    let mut z2: Ledger = Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0).unwrap());
+    MomentSketch::new_keyed(k, v, &float, draw(7, 5), Some(&mut z2)).unwrap();
+    let (delta, sigma) = float.calibrate(d).unwrap();
+    assert_eq!(sigma, analytic_gaussian_sigma(0.75, 1e-6, delta).unwrap());
+    let Amount::Zcdp { rho: spent_f } = z2.spent() else { panic!("zCDP ledger") };
+    assert_rel(spent_f, (delta / sigma).powi(2) / 2.0, 1e-12, "float sketch ρ");
+    assert_eq!(z2.unsafe_float_charges(), 1);
+    // A ledger kept for another unit: refused, no sketch.
+    let mut prompts: Ledger =
+        Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-5).unwrap());
+    let r = MomentSketch::new_keyed(k, v, &gauss, draw(7, 6), Some(&mut prompts));
+    assert!(matches!(r, Err(Error::UnitMismatch { .. })), "{r:?}");
+    assert_eq!(prompts.charges(), 0);
 
     let mut lap = gauss;
     lap.noise = SketchNoise::Laplace;
     lap.budget = PrivacyBudget::new(0.5, 0.0).unwrap();
-    MomentSketch::new(k, v, &lap, &stream(7, 2), Some(&mut zcdp)).unwrap();
-    assert_eq!(zcdp.spent(), Amount::Zcdp { rho: 0.125 });
-    MomentSketch::new(k, v, &lap, &stream(7, 3), Some(&mut approx)).unwrap();
+    MomentSketch::new_keyed(k, v, &lap, draw(7, 2), Some(&mut zcdp)).unwrap();
+    let Amount::Zcdp { rho: total } = zcdp.spent() else { panic!("zCDP ledger") };
+    assert_rel(total, spent + 0.125, 1e-12, "ρ after the Laplace sketch");
+    MomentSketch::new_keyed(k, v, &lap, draw(7, 3), Some(&mut approx)).unwrap();
     assert_eq!(approx.spent(), Amount::Approx { epsilon: 1.25, delta: 1e-6 });
     assert_eq!(approx.charges(), 2);
     // A refused charge returns no sketch.
     let mut small: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(0.25, 1e-5).unwrap());
-    let r = MomentSketch::new(k, v, &lap, &stream(7, 4), Some(&mut small));
+    let r = MomentSketch::new_keyed(k, v, &lap, draw(7, 4), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
 }
@@ -1072,12 +1105,12 @@ fn mat(x: &[f64], rows: usize, cols: usize) -> MatRef<'_, f64> {
 
 fn build_tiny(p: &CrossAttentionParams) -> Result<DpCrossAttention> {
     let (k, v) = tiny();
-    DpCrossAttention::new(
+    DpCrossAttention::new_keyed(
         MatRef::from_row_major(&k, 4, 2)?,
         MatRef::from_row_major(&v, 4, 2)?,
         p,
-        &stream(8, 0),
-        None::<&mut Ledger>,
+        draw(8, 0),
+        None,
     )
 }
 
@@ -1118,7 +1151,7 @@ fn strict_parameter_ranges() {
     let keys = MatRef::from_row_major(&k, 4, 2).unwrap();
     t = paper_tree();
     t.c = 0.2;
-    out_of_range(DpTreeSoftmax::new(keys, &[1.0; 4], &t, &stream(8, 1)), "c");
+    out_of_range(DpTreeSoftmax::new_keyed(keys, &[1.0; 4], &t, draw(8, 1), None), "c");
     // ε = 1 exactly is accepted (Config A uses it).
     assert!(paper_tree().feature_map(2).is_ok());
     // Relaxed: ε > 1, c ≤ 0.7, ε_s < 1, R, R_w > 0.
@@ -1167,12 +1200,12 @@ fn copies_and_shapes() {
     let (k, v) = tiny();
     let p = tiny_params();
     let build = |kr, kc, vr, vc| -> Result<DpCrossAttention> {
-        DpCrossAttention::new(
+        DpCrossAttention::new_keyed(
             MatRef::from_row_major(&k[..kr * kc], kr, kc)?,
             MatRef::from_row_major(&v[..vr * vc], vr, vc)?,
             &p,
-            &stream(9, 0),
-            None::<&mut Ledger>,
+            draw(9, 0),
+            None,
         )
     };
     let r = build(4, 2, 3, 2);
@@ -1185,23 +1218,23 @@ fn copies_and_shapes() {
     assert!(build(1, 2, 1, 2).is_ok());
 
     let keys = MatRef::from_row_major(&k, 4, 2).unwrap();
-    let r = DpTreeSoftmax::new(keys, &[1.0; 3], &paper_tree(), &stream(9, 1));
+    let r = DpTreeSoftmax::new_keyed(keys, &[1.0; 3], &paper_tree(), draw(9, 1), None);
     assert!(matches!(r, Err(Error::ShapeMismatch { arg: "weights", .. })), "{r:?}");
     let ad = AdaptiveParams { copies: Copies::Fixed(3), ..AdaptiveParams::new(paper_tree()) };
-    let r = DpTreeSoftmaxAdaptive::new(keys, &[1.0; 5], &ad, &stream(9, 2));
+    let r = DpTreeSoftmaxAdaptive::new_keyed(keys, &[1.0; 5], &ad, draw(9, 2), None);
     assert!(matches!(r, Err(Error::ShapeMismatch { arg: "weights", .. })), "{r:?}");
     let empty = MatRef::from_row_major(&k[..0], 0, 2).unwrap();
-    out_of_range(DpTreeSoftmax::new(empty, &[], &paper_tree(), &stream(9, 3)), "n");
+    out_of_range(DpTreeSoftmax::new_keyed(empty, &[], &paper_tree(), draw(9, 3), None), "n");
 
     // Moment sketch: n = 0, shapes, d = 0.
     let sp = sketch_params(1e-6);
     let sketch = |kr, kc, vr, vc| -> Result<MomentSketch> {
-        MomentSketch::new(
+        MomentSketch::new_keyed(
             MatRef::from_row_major(&k[..kr * kc], kr, kc)?,
             MatRef::from_row_major(&v[..vr * vc], vr, vc)?,
             &sp,
-            &stream(9, 4),
-            None::<&mut Ledger>,
+            draw(9, 4),
+            None,
         )
     };
     out_of_range(sketch(0, 2, 0, 2), "n");
@@ -1239,11 +1272,11 @@ fn tight_accounting_report_fits_its_target() {
     p.adaptive.copies = Copies::Fixed(3);
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 2e-6).unwrap());
-    let r = DpCrossAttention::new(
+    let r = DpCrossAttention::new_keyed(
         mat(&keys, 4, 4),
         mat(&keys, 4, 4),
         &p,
-        &stream(13, 0),
+        draw(13, 0),
         Some(&mut ledger),
     );
     assert!(r.is_ok(), "a ledger holding exactly (ε, δ + δ′) refuses the build: {r:?}");
@@ -1290,16 +1323,16 @@ fn public_query_policy() {
     // The single structures and the sketch follow the same policy.
     let (k, v) = tiny();
     let keys = MatRef::from_row_major(&k, 4, 2).unwrap();
-    let s = DpTreeSoftmax::new(keys, &[1.0; 4], &paper_tree(), &stream(10, 0)).unwrap();
+    let s = DpTreeSoftmax::new_keyed(keys, &[1.0; 4], &paper_tree(), draw(10, 0), None).unwrap();
     assert!(matches!(s.query(&[2.0, 0.0]), Err(Error::OutOfRange { .. })));
     let r = s.query_into(&[0.5, 0.5], &mut vec![0.0; s.query_scratch_len() - 1]);
     assert!(matches!(r, Err(Error::ScratchTooSmall { .. })), "{r:?}");
-    let sk = MomentSketch::new(
+    let sk = MomentSketch::new_keyed(
         keys,
         MatRef::from_row_major(&v, 4, 2).unwrap(),
         &sketch_params(1e-6),
-        &stream(10, 1),
-        None::<&mut Ledger>,
+        draw(10, 1),
+        None,
     )
     .unwrap();
     assert!(matches!(sk.query(&[0.5, 1.01], &mut out), Err(Error::OutOfRange { .. })));
@@ -1323,16 +1356,9 @@ fn private_domain_policy() {
     assert_eq!((rep.keys_outside, rep.values_outside, rep.non_finite), (2, 1, 4));
 
     let p = tiny_params();
-    let got = DpCrossAttention::new(m(&bad_k), m(&bad_v), &p, &stream(12, 0), None::<&mut Ledger>)
-        .unwrap();
-    let want = DpCrossAttention::new(
-        m(&clamped_k),
-        m(&clamped_v),
-        &p,
-        &stream(12, 0),
-        None::<&mut Ledger>,
-    )
-    .unwrap();
+    let got = DpCrossAttention::new_keyed(m(&bad_k), m(&bad_v), &p, draw(12, 0), None).unwrap();
+    let want =
+        DpCrossAttention::new_keyed(m(&clamped_k), m(&clamped_v), &p, draw(12, 0), None).unwrap();
     assert_eq!(got, want, "Clamp must release exactly the clamped data's structures");
     let mut out = [0.0; 2];
     got.query(&[0.5, 0.5], &mut out).unwrap();
@@ -1340,17 +1366,15 @@ fn private_domain_policy() {
 
     let w = [f64::NAN, f64::INFINITY, -5.0, 0.5];
     let t = paper_tree();
-    let a = DpTreeSoftmax::new(m(&bad_k), &w, &t, &stream(12, 1)).unwrap();
-    let b = DpTreeSoftmax::new(m(&clamped_k), &[0.0, 1.0, -1.0, 0.5], &t, &stream(12, 1)).unwrap();
+    let a = DpTreeSoftmax::new_keyed(m(&bad_k), &w, &t, draw(12, 1), None).unwrap();
+    let b = DpTreeSoftmax::new_keyed(m(&clamped_k), &[0.0, 1.0, -1.0, 0.5], &t, draw(12, 1), None)
+        .unwrap();
     assert_eq!(a, b, "DpTreeSoftmax clamps private rows");
     assert!(a.query(&[0.5, 0.5]).unwrap().is_finite());
 
     let sp = sketch_params(1e-6);
-    let a =
-        MomentSketch::new(m(&bad_k), m(&bad_v), &sp, &stream(12, 2), None::<&mut Ledger>).unwrap();
-    let b =
-        MomentSketch::new(m(&clamped_k), m(&clamped_v), &sp, &stream(12, 2), None::<&mut Ledger>)
-            .unwrap();
+    let a = MomentSketch::new_keyed(m(&bad_k), m(&bad_v), &sp, draw(12, 2), None).unwrap();
+    let b = MomentSketch::new_keyed(m(&clamped_k), m(&clamped_v), &sp, draw(12, 2), None).unwrap();
     assert_eq!(a.sketch(), b.sketch(), "MomentSketch clamps private rows");
     // The non-private constructors refuse non-finite data instead.
     let r = MomentSketch::non_private_exact(m(&bad_k), m(&clamped_v), &sp);
@@ -1362,7 +1386,7 @@ fn private_domain_policy() {
     let one_bad_key = [0.1, 0.8, 0.6, 0.3, 0.9, 1.2, 1.0, 0.0];
     let (_, tv) = tiny();
     for (k, v) in [(&one_bad_key[..], &tv[..]), (&clamped_k, &bad_v), (&bad_k, &tv)] {
-        let r = DpCrossAttention::new(m(k), m(v), &reject, &stream(12, 3), None::<&mut Ledger>);
+        let r = DpCrossAttention::new_keyed(m(k), m(v), &reject, draw(12, 3), None);
         assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
         // The count of offending entries is private: in the detail, equal to check_domain's.
         let want = check_domain(
@@ -1377,8 +1401,13 @@ fn private_domain_policy() {
     }
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
-    let r =
-        DpCrossAttention::new(m(&one_bad_key), m(&tv), &reject, &stream(12, 4), Some(&mut ledger));
+    let r = DpCrossAttention::new_keyed(
+        m(&one_bad_key),
+        m(&tv),
+        &reject,
+        draw(12, 4),
+        Some(&mut ledger),
+    );
     assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
     assert_eq!(ledger.charges(), 0, "a refused build charges nothing");
 }
@@ -1395,13 +1424,117 @@ fn vacuous_composed_guarantee_is_refused_before_building() {
     let keys: Vec<f64> = (0..32).map(|i| f64::from(i % 7) / 7.0).collect();
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(100.0, 0.999).unwrap());
-    let r = DpCrossAttention::new(
+    let r = DpCrossAttention::new_keyed(
         mat(&keys, 8, 4),
         mat(&keys, 8, 4),
         &p,
-        &stream(21, 0),
+        draw(21, 0),
         Some(&mut ledger),
     );
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(ledger.charges(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sessions: the construction is the release
+
+/// The default API: every structure of paper 001 built from a [`Session`] takes one fresh
+/// stream id and charges the session's ledger what it achieves (DPTree and DPTreeDistance:
+/// their `(ε, δ)`; the others: their `achieved_privacy`; the Gaussian sketch: its `(ε, δ)`).
+/// Two builds never share a stream id, so the same data gives independent noise.
+#[test]
+fn sessions_charge_every_build_on_a_fresh_stream() {
+    use dpattn::session::Session;
+    use dpattn::softmax_tree::{
+        DistanceParams, DpTree, DpTreeDistance, DpTreeHighDim, HighDimParams, PRIVACY_UNIT, STREAMS,
+    };
+    assert_eq!((PRIVACY_UNIT, STREAMS), (PrivacyUnit::TOKEN, 1));
+    assert_eq!(dpattn::moment_sketch::PRIVACY_UNIT, PrivacyUnit::TOKEN);
+    assert_eq!(dpattn::dp_cross_attention::PRIVACY_UNIT, PrivacyUnit::TOKEN);
+    let (n, d) = (6, 2);
+    let mut rng = Rng(0x5E55);
+    let keys = random_matrix(&mut rng, n, d, 0.0, 1.0);
+    let vals = random_matrix(&mut rng, n, d, -1.0, 1.0);
+    let w: Vec<f64> = vals.iter().step_by(d).copied().collect();
+    let x: Vec<f64> = keys.iter().step_by(d).copied().collect();
+    let (k, v) = (mat(&keys, n, d), mat(&vals, n, d));
+    let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(50.0, 0.5).unwrap());
+    let mut session = Session::new(ledger).unwrap();
+    let first = session.next_stream();
+    let mut want = (0.0, 0.0);
+    let mut add = |b: PrivacyBudget| {
+        want.0 += b.epsilon().get();
+        want.1 += b.delta().get();
+    };
+
+    let tb = PrivacyBudget::new(0.5, 1e-6).unwrap();
+    let t1 = DpTree::new(&w, 1.0, tb, &mut session).unwrap();
+    let t2 = DpTree::new(&w, 1.0, tb, &mut session).unwrap();
+    add(tb);
+    add(tb);
+    // Independent noise: the same data on two streams gives different nodes.
+    assert!((2..2 * t1.n_leaves()).any(|v| t1.node(v) != t2.node(v)));
+    let dp = DistanceParams {
+        p: 2,
+        range: 1.0,
+        weight_bound: 1.0,
+        budget: PrivacyBudget::new(0.5, 1e-4).unwrap(),
+        noise_mode: NoiseMode::Exact,
+    };
+    DpTreeDistance::new(&x, &w, &dp, &mut session).unwrap();
+    add(dp.budget);
+    let hp = HighDimParams {
+        p: 1,
+        range: 1.0,
+        weight_bound: 1.0,
+        budget: PrivacyBudget::new(0.5, 1e-6).unwrap(),
+        delta_prime: 1e-6,
+        c: 0.09,
+        noise_mode: NoiseMode::Exact,
+    };
+    add(DpTreeHighDim::new(k, &w, &hp, &mut session).unwrap().achieved_privacy().unwrap());
+    add(DpTreeSoftmax::new(k, &w, &paper_tree(), &mut session)
+        .unwrap()
+        .achieved_privacy()
+        .unwrap());
+    let mut ad = AdaptiveParams::new(paper_tree());
+    ad.copies = Copies::Fixed(3);
+    add(DpTreeSoftmaxAdaptive::new(k, &w, &ad, &mut session).unwrap().achieved_privacy().unwrap());
+    let mut cp = CrossAttentionParams::new(paper_tree());
+    cp.adaptive.copies = Copies::Fixed(1);
+    add(DpCrossAttention::new(k, v, &cp, &mut session).unwrap().achieved_privacy().unwrap());
+    let sp = sketch_params(1e-6);
+    MomentSketch::new(k, v, &sp, &mut session).unwrap();
+    add(sp.budget);
+
+    assert_eq!(session.next_stream(), first + 8);
+    assert_eq!((session.ledger().charges(), session.ledger().unsafe_float_charges()), (8, 0));
+    let Amount::Approx { epsilon, delta } = session.ledger().spent() else { panic!("approx") };
+    assert_rel(epsilon, want.0, 1e-12, "ε spent");
+    assert_rel(delta, want.1, 1e-12, "δ spent");
+
+    // A zCDP ledger cannot take the trees' (ε, δ > 0): refused, nothing returned, the stream
+    // id consumed; the Gaussian sketch is charged its ρ.
+    let mut zs =
+        Session::new(Ledger::new_zcdp(PrivacyUnit::TOKEN, Rho::new(1.0).unwrap())).unwrap();
+    let z0 = zs.next_stream();
+    let r = DpTree::new(&w, 1.0, tb, &mut zs);
+    assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
+    let r = DpCrossAttention::new(k, v, &cp, &mut zs);
+    assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
+    assert_eq!((zs.ledger().charges(), zs.next_stream()), (0, z0 + 2));
+    let s = MomentSketch::new(k, v, &sp, &mut zs).unwrap();
+    assert_eq!(zs.ledger().spent(), Amount::Zcdp { rho: s.rho().unwrap() });
+
+    // A ledger kept for another unit refuses every build.
+    let mut ps = Session::new(Ledger::new_approx(
+        PrivacyUnit::Prompt,
+        PrivacyBudget::new(50.0, 0.5).unwrap(),
+    ))
+    .unwrap();
+    let r = DpTreeSoftmax::new(k, &w, &paper_tree(), &mut ps);
+    assert!(matches!(r, Err(Error::UnitMismatch { .. })), "{r:?}");
+    let r = MomentSketch::new(k, v, &sp, &mut ps);
+    assert!(matches!(r, Err(Error::UnitMismatch { .. })), "{r:?}");
+    assert_eq!(ps.ledger().charges(), 0);
 }

@@ -27,10 +27,13 @@
 
 mod support;
 
+use std::sync::LazyLock;
+
 use dpattn::sampling::{
     ExactSampler, FixedWordSampler, KeyedStream, NoiseKey, TruncatedDiscreteLaplace,
     TruncatedLaplace,
 };
+use dpattn::session::Draw;
 use dpattn::softmax_tree::{
     DistanceParams, DpTree, DpTreeDistance, DpTreeHighDim, HighDimParams, Side, TaylorFeatureMap,
     bin, feature_count, gamma_bound, leaf_count, min_degree, taylor_exp, taylor_relative_error,
@@ -41,8 +44,16 @@ use support::stats::{ALPHA, ks_test, mean_z, moments, var_z, z_accepts};
 
 const KEY: [u8; 32] = [0x3c; 32];
 
+static NOISE_KEY: LazyLock<NoiseKey> = LazyLock::new(|| NoiseKey::for_replay(KEY));
+
 fn stream(id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::for_replay(KEY), id)
+    KeyedStream::new(&NOISE_KEY, id)
+}
+
+/// The randomness of one release: stream `id` of the test key (`draw(id).keyed(0)` is
+/// `stream(id)`).
+fn draw(id: u64) -> Draw<'static> {
+    Draw { key: &NOISE_KEY, stream: id }
 }
 
 fn rel(a: f64, b: f64) -> f64 {
@@ -331,7 +342,8 @@ fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     let mut out = [(0, Side::Left); 4];
     for s in 0..runs {
         let tree =
-            DpTree::new_in(&values, b, budget, &stream(s as u64), NoiseMode::UnsafeFloat).unwrap();
+            DpTree::new_keyed(&values, b, budget, draw(s as u64), None, NoiseMode::UnsafeFloat)
+                .unwrap();
         if s == 0 {
             assert_eq!(tree.depth(), 4);
             assert!(rel(tree.bound(), bound) < 1e-9, "B = {} vs {bound}", tree.bound());
@@ -404,7 +416,8 @@ fn dptree_exact_release_is_the_integer_noise_on_the_node_grid() {
     let mut z_all = Vec::with_capacity(runs * (2 * n_leaves - 2));
     for s in 0..runs as u64 {
         let st = stream(70_000 + s);
-        let tree = DpTree::new(&values, b, budget, &st).unwrap();
+        let tree = DpTree::new_keyed(&values, b, budget, draw(70_000 + s), None, NoiseMode::Exact)
+            .unwrap();
         let nn = tree.node_noise().unwrap();
         assert_eq!(nn.noise_mode(), NoiseMode::Exact);
         if s == 0 {
@@ -437,8 +450,8 @@ fn dptree_clamps_private_values_instead_of_failing() {
     let budget = PrivacyBudget::new(0.5, 1e-6).unwrap();
     let raw = [f64::NAN, 5.0, f64::NEG_INFINITY, 0.3, f64::INFINITY, -1e300];
     let clamped = [0.0, 1.0, -1.0, 0.3, 1.0, -1.0];
-    let a = DpTree::new(&raw, 1.0, budget, &stream(7)).unwrap();
-    let b = DpTree::new(&clamped, 1.0, budget, &stream(7)).unwrap();
+    let a = DpTree::new_keyed(&raw, 1.0, budget, draw(7), None, NoiseMode::Exact).unwrap();
+    let b = DpTree::new_keyed(&clamped, 1.0, budget, draw(7), None, NoiseMode::Exact).unwrap();
     assert_eq!(a, b);
     assert!((2..16).all(|v| a.node(v).is_none_or(f64::is_finite)));
 }
@@ -557,10 +570,10 @@ fn distance_noise_variance_is_the_formula_of_section_4_6() {
         let x: Vec<f64> = (0..n).map(|_| rng.unit() * range).collect();
         let w: Vec<f64> = (0..n).map(|_| rng.uniform() * rw).collect();
         let prm = float_params(p, range, rw, eps, delta);
-        let s = DpTreeDistance::new(&x, &w, &prm, &stream(p.into())).unwrap();
+        let s = DpTreeDistance::new_keyed(&x, &w, &prm, draw(p.into()), None).unwrap();
         assert_eq!(s.n_leaves(), n.max(2).next_power_of_two());
         let exact_prm = params(p, range, rw, eps, delta);
-        let e = DpTreeDistance::new(&x, &w, &exact_prm, &stream(p.into())).unwrap();
+        let e = DpTreeDistance::new_keyed(&x, &w, &exact_prm, draw(p.into()), None).unwrap();
         let depth = s.depth();
         let parts = f64::from(p + 1) * f64::from(depth);
         let node_var: Vec<f64> = (0..=p)
@@ -622,7 +635,7 @@ fn section_4_6_example_statistically() {
     let runs = 4000;
     let mut err = Vec::with_capacity(runs);
     for s in 0..runs {
-        let tree = DpTreeDistance::new(&x, &w, &prm, &stream(10_000 + s as u64)).unwrap();
+        let tree = DpTreeDistance::new_keyed(&x, &w, &prm, draw(10_000 + s as u64), None).unwrap();
         if s == 0 {
             assert_eq!((tree.n_leaves(), tree.depth()), (64, 6));
             let v = tree.noise_variance(y).unwrap();
@@ -642,11 +655,15 @@ fn section_4_6_example_statistically() {
     // calibration in `distance_noise_variance_is_the_formula_of_section_4_6`) is within 2%
     // of the float one, and the Monte Carlo matches it.
     let prm = params(2, 1.0, 1.0, 1.0, 1e-3);
-    let v = DpTreeDistance::new(&x, &w, &prm, &stream(20_000)).unwrap().noise_variance(y).unwrap();
+    let v = DpTreeDistance::new_keyed(&x, &w, &prm, draw(20_000), None)
+        .unwrap()
+        .noise_variance(y)
+        .unwrap();
     assert!((1.0..1.02).contains(&(v / formula)), "exact {v} vs float {formula}");
     let err: Vec<f64> = (0..runs)
         .map(|s| {
-            let tree = DpTreeDistance::new(&x, &w, &prm, &stream(20_000 + s as u64)).unwrap();
+            let tree =
+                DpTreeDistance::new_keyed(&x, &w, &prm, draw(20_000 + s as u64), None).unwrap();
             tree.query(y).unwrap() - exact
         })
         .collect();
@@ -663,8 +680,8 @@ fn distance_clamps_private_data_instead_of_failing() {
     let w = [1.0, f64::NAN, -7.0, f64::NEG_INFINITY, 0.5, 3.0];
     let xc = [0.0, 0.0, 1.0, 0.25, 1.0, 0.75];
     let wc = [1.0, 0.0, -2.0, -2.0, 0.5, 2.0];
-    let a = DpTreeDistance::new(&x, &w, &prm, &stream(3)).unwrap();
-    let b = DpTreeDistance::new(&xc, &wc, &prm, &stream(3)).unwrap();
+    let a = DpTreeDistance::new_keyed(&x, &w, &prm, draw(3), None).unwrap();
+    let b = DpTreeDistance::new_keyed(&xc, &wc, &prm, draw(3), None).unwrap();
     assert_eq!(a, b);
     assert!(a.query(0.5).unwrap().is_finite());
 }
@@ -692,8 +709,14 @@ fn highdim_budget_variance_and_achieved_privacy() {
             HighDimParams { noise_mode: NoiseMode::UnsafeFloat, ..highdim_params(d_prime, p) };
         let x: Vec<f64> = (0..n * d).map(|_| rng.unit() * prm.range).collect();
         let w: Vec<f64> = (0..n).map(|_| rng.uniform() * prm.weight_bound).collect();
-        let s = DpTreeHighDim::new(MatRef::from_row_major(&x, n, d).unwrap(), &w, &prm, &stream(5))
-            .unwrap();
+        let s = DpTreeHighDim::new_keyed(
+            MatRef::from_row_major(&x, n, d).unwrap(),
+            &w,
+            &prm,
+            draw(5),
+            None,
+        )
+        .unwrap();
         let (eps, delta) = (0.5, 1e-5);
         let df = d as f64;
         let eps_k = prm.c * eps / (df * (1.0 / d_prime).ln()).sqrt();
@@ -727,8 +750,14 @@ fn highdim_budget_variance_and_achieved_privacy() {
         // The exact release: every coordinate's moment trees have the documented node noise
         // at (ε_k, δ_k)/((p+1)L).
         let ex = HighDimParams { noise_mode: NoiseMode::Exact, ..prm };
-        let e = DpTreeHighDim::new(MatRef::from_row_major(&x, n, d).unwrap(), &w, &ex, &stream(5))
-            .unwrap();
+        let e = DpTreeHighDim::new_keyed(
+            MatRef::from_row_major(&x, n, d).unwrap(),
+            &w,
+            &ex,
+            draw(5),
+            None,
+        )
+        .unwrap();
         let parts = f64::from(p + 1) * f64::from(depth);
         for q in 0..=p {
             let c = prm.weight_bound * prm.range.powi(q as i32);
@@ -788,7 +817,7 @@ fn highdim_is_the_sum_of_one_dimensional_structures_and_has_the_stated_variance(
     let mut err = Vec::with_capacity(runs);
     let mut var = 0.0;
     for s in 0..runs {
-        let t = DpTreeHighDim::new(view, &w, &prm, &stream(50_000 + s as u64)).unwrap();
+        let t = DpTreeHighDim::new_keyed(view, &w, &prm, draw(50_000 + s as u64), None).unwrap();
         var = t.noise_variance(&y).unwrap();
         err.push(t.query(&y).unwrap() - exact);
     }
@@ -805,10 +834,22 @@ fn highdim_clamps_private_data_instead_of_failing() {
     let xc = [0.0, 1.5, 0.0, 0.5, 0.7, 1.5];
     let w = [f64::NAN, -9.0, 1.0];
     let wc = [0.0, -2.0, 1.0];
-    let a = DpTreeHighDim::new(MatRef::from_row_major(&x, 3, 2).unwrap(), &w, &prm, &stream(9))
-        .unwrap();
-    let b = DpTreeHighDim::new(MatRef::from_row_major(&xc, 3, 2).unwrap(), &wc, &prm, &stream(9))
-        .unwrap();
+    let a = DpTreeHighDim::new_keyed(
+        MatRef::from_row_major(&x, 3, 2).unwrap(),
+        &w,
+        &prm,
+        draw(9),
+        None,
+    )
+    .unwrap();
+    let b = DpTreeHighDim::new_keyed(
+        MatRef::from_row_major(&xc, 3, 2).unwrap(),
+        &wc,
+        &prm,
+        draw(9),
+        None,
+    )
+    .unwrap();
     assert_eq!(a, b);
     assert!(a.query(&[0.3, 1.2]).unwrap().is_finite());
 }
@@ -1123,24 +1164,30 @@ fn gamma_values_of_section_6_3() {
 #[test]
 fn bad_input_gives_typed_errors() {
     let budget = PrivacyBudget::new(1.0, 1e-3).unwrap();
-    let st = stream(0);
+    let st = draw(0);
     let ok = params(2, 1.0, 1.0, 1.0, 1e-3);
     let x = [0.1, 0.5, 0.9];
     let w = [1.0, -1.0, 0.5];
 
     // DpTree.
-    assert!(matches!(DpTree::new(&[], 1.0, budget, &st), Err(Error::OutOfRange { .. })));
+    assert!(matches!(
+        DpTree::new_keyed(&[], 1.0, budget, st, None, NoiseMode::Exact),
+        Err(Error::OutOfRange { .. })
+    ));
     assert!(matches!(DpTree::non_private_exact(&[]), Err(Error::OutOfRange { .. })));
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-        assert!(matches!(DpTree::new(&x, bad, budget, &st), Err(Error::OutOfRange { .. })));
+        assert!(matches!(
+            DpTree::new_keyed(&x, bad, budget, st, None, NoiseMode::Exact),
+            Err(Error::OutOfRange { .. })
+        ));
     }
     // N = 2 (L = 1): the node budget δ/L = 0.9 > 1/2 is refused by the float TLap (its
     // guarantee needs B ≥ Δ); the truncated discrete Laplace is calibrated for any δ < 1.
     let big_delta = PrivacyBudget::new(1.0, 0.9).unwrap();
     let float = NoiseMode::UnsafeFloat;
-    let refused = DpTree::new_in(&[1.0], 1.0, big_delta, &st, float);
+    let refused = DpTree::new_keyed(&[1.0], 1.0, big_delta, st, None, float);
     assert!(matches!(refused, Err(Error::OutOfRange { .. })));
-    assert!(DpTree::new(&[1.0], 1.0, big_delta, &st).is_ok());
+    assert!(DpTree::new_keyed(&[1.0], 1.0, big_delta, st, None, NoiseMode::Exact).is_ok());
     assert!(matches!(
         DpTree::non_private_exact(&[1.0, f64::NAN, 2.0]),
         Err(Error::PrivateNonFinite { detail, .. }) if detail.index() == Some(1)
@@ -1158,9 +1205,12 @@ fn bad_input_gives_typed_errors() {
     }
 
     // DpTreeDistance: empty, mismatched, p, range, weight bound.
-    assert!(matches!(DpTreeDistance::new(&[], &[], &ok, &st), Err(Error::OutOfRange { .. })));
     assert!(matches!(
-        DpTreeDistance::new(&x, &w[..2], &ok, &st),
+        DpTreeDistance::new_keyed(&[], &[], &ok, st, None),
+        Err(Error::OutOfRange { .. })
+    ));
+    assert!(matches!(
+        DpTreeDistance::new_keyed(&x, &w[..2], &ok, st, None),
         Err(Error::ShapeMismatch { expected: 3, got: 2, .. })
     ));
     assert!(matches!(
@@ -1170,7 +1220,7 @@ fn bad_input_gives_typed_errors() {
     for p in [0, 9, 100] {
         let prm = DistanceParams { p, ..ok };
         assert!(matches!(
-            DpTreeDistance::new(&x, &w, &prm, &st),
+            DpTreeDistance::new_keyed(&x, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "p", .. })
         ));
         assert!(matches!(
@@ -1181,7 +1231,7 @@ fn bad_input_gives_typed_errors() {
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         let prm = DistanceParams { range: bad, ..ok };
         assert!(matches!(
-            DpTreeDistance::new(&x, &w, &prm, &st),
+            DpTreeDistance::new_keyed(&x, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "range", .. })
         ));
         assert!(matches!(
@@ -1190,7 +1240,7 @@ fn bad_input_gives_typed_errors() {
         ));
         let prm = DistanceParams { weight_bound: bad, ..ok };
         assert!(matches!(
-            DpTreeDistance::new(&x, &w, &prm, &st),
+            DpTreeDistance::new_keyed(&x, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "weight_bound", .. })
         ));
     }
@@ -1209,7 +1259,7 @@ fn bad_input_gives_typed_errors() {
         Err(Error::PrivateNonFinite { arg: "w", detail }) if detail.index() == Some(0)
     ));
     // Queries are public: rejected, not clamped.
-    let noisy = DpTreeDistance::new(&x, &w, &ok, &st).unwrap();
+    let noisy = DpTreeDistance::new_keyed(&x, &w, &ok, st, None).unwrap();
     let exact = DpTreeDistance::non_private_exact(&x, &w, 4, &ok).unwrap();
     for s in [&noisy, &exact] {
         for y in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
@@ -1228,44 +1278,50 @@ fn bad_input_gives_typed_errors() {
     let xm = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6];
     let view = MatRef::from_row_major(&xm, 3, 2).unwrap();
     assert!(matches!(
-        DpTreeHighDim::new(view, &[1.0, 1.0], &hp, &st),
+        DpTreeHighDim::new_keyed(view, &[1.0, 1.0], &hp, st, None),
         Err(Error::ShapeMismatch { expected: 3, got: 2, .. })
     ));
     assert!(matches!(
-        DpTreeHighDim::new(MatRef::from_row_major(&[], 0, 2).unwrap(), &[], &hp, &st),
+        DpTreeHighDim::new_keyed(MatRef::from_row_major(&[], 0, 2).unwrap(), &[], &hp, st, None),
         Err(Error::OutOfRange { .. })
     ));
     assert!(matches!(
-        DpTreeHighDim::new(MatRef::from_row_major(&[], 3, 0).unwrap(), &[1.0; 3], &hp, &st),
+        DpTreeHighDim::new_keyed(
+            MatRef::from_row_major(&[], 3, 0).unwrap(),
+            &[1.0; 3],
+            &hp,
+            st,
+            None
+        ),
         Err(Error::OutOfRange { .. })
     ));
     for p in [0, 9] {
         let prm = HighDimParams { p, ..hp };
         assert!(matches!(
-            DpTreeHighDim::new(view, &w, &prm, &st),
+            DpTreeHighDim::new_keyed(view, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "p", .. })
         ));
     }
     for bad in [0.0, -2.0, f64::NAN] {
         let prm = HighDimParams { range: bad, ..hp };
         assert!(matches!(
-            DpTreeHighDim::new(view, &w, &prm, &st),
+            DpTreeHighDim::new_keyed(view, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "range", .. })
         ));
     }
     for bad in [0.0, 1.0, -0.1, f64::NAN] {
         let prm = HighDimParams { delta_prime: bad, ..hp };
         assert!(matches!(
-            DpTreeHighDim::new(view, &w, &prm, &st),
+            DpTreeHighDim::new_keyed(view, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "delta_prime", .. })
         ));
         let prm = HighDimParams { c: bad, ..hp };
         assert!(matches!(
-            DpTreeHighDim::new(view, &w, &prm, &st),
+            DpTreeHighDim::new_keyed(view, &w, &prm, st, None),
             Err(Error::OutOfRange { name: "c", .. })
         ));
     }
-    let hd = DpTreeHighDim::new(view, &w, &hp, &st).unwrap();
+    let hd = DpTreeHighDim::new_keyed(view, &w, &hp, st, None).unwrap();
     assert!(matches!(hd.query(&[0.1]), Err(Error::ShapeMismatch { expected: 2, got: 1, .. })));
     assert!(matches!(hd.query(&[0.1, f64::NAN]), Err(Error::NonFinite { .. })));
     assert!(matches!(hd.query(&[0.1, 1.6]), Err(Error::OutOfRange { .. })));

@@ -20,11 +20,14 @@
 
 mod support;
 
+use std::sync::LazyLock;
+
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::dp_cross_attention::{BudgetSplit, CrossAttentionParams, DpCrossAttention};
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey, TruncatedDiscreteLaplace};
+use dpattn::session::Draw;
 use dpattn::softmax_tree::{
     AdaptiveParams, Copies, DpTreeSoftmax, DpTreeSoftmaxAdaptive, SoftmaxTreeParams, bin,
     net_resolution, snap_to_net,
@@ -216,7 +219,14 @@ fn random_problem(rng: &mut Rng, n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn stream(key: u8, id: u64) -> KeyedStream {
-    KeyedStream::new(&NoiseKey::for_replay([key; 32]), id)
+    draw(key, id).keyed(0)
+}
+
+/// The randomness of one release: stream `id` of the test key `[key; 32]`.
+fn draw(key: u8, id: u64) -> Draw<'static> {
+    static KEYS: LazyLock<Vec<NoiseKey>> =
+        LazyLock::new(|| (0..=255).map(|s| NoiseKey::for_replay([s; 32])).collect());
+    Draw { key: &KEYS[usize::from(key)], stream: id }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -334,7 +344,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     let y = [0.8, 0.3];
     let truth = exact.query(&y).unwrap();
 
-    let first = DpTreeSoftmax::new(km, &w, &params, &stream(0x77, 0)).unwrap();
+    let first = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x77, 0), None).unwrap();
     let var = first.noise_variance(&y).unwrap();
     let sigma = var.sqrt();
     assert!((sigma / 34_773.0 - 1.0).abs() < 0.01, "σ = {sigma}, spec 34,773");
@@ -347,7 +357,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
 
     let errs: Vec<f64> = (0..RUNS)
         .map(|id| {
-            let s = DpTreeSoftmax::new(km, &w, &params, &stream(0x77, id)).unwrap();
+            let s = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x77, id), None).unwrap();
             s.query(&y).unwrap() - truth
         })
         .collect();
@@ -357,7 +367,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     // §7.5 with its node variances, within 1% of the float σ, and the same Monte Carlo
     // checks on 2000 builds.
     params.noise_mode = NoiseMode::Exact;
-    let first = DpTreeSoftmax::new(km, &w, &params, &stream(0x78, 0)).unwrap();
+    let first = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x78, 0), None).unwrap();
     assert_eq!(first.noise_mode(), NoiseMode::Exact);
     let [fe, fd, oe, od] = node_budgets(6.0, 5.0, 1.0, 1e-3, 1e-3, 0.09);
     let b = first.budget();
@@ -384,7 +394,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     assert!((1.0..1.01).contains(&ratio), "σ exact/float = {ratio}");
     let errs: Vec<f64> = (0..2000)
         .map(|id| {
-            let s = DpTreeSoftmax::new(km, &w, &params, &stream(0x78, id)).unwrap();
+            let s = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x78, id), None).unwrap();
             s.query(&y).unwrap() - truth
         })
         .collect();
@@ -427,7 +437,7 @@ fn exact_softmax_scalars_are_the_integer_noise_at_the_documented_elements() {
     let (eta, lambda, dd) = exact_node(1.0, depth);
     for id in 0..20 {
         let st = stream(0x79, id);
-        let t = DpTreeSoftmax::new(km, &w, &params, &st).unwrap();
+        let t = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x79, id), None).unwrap();
         let r = t.feature_map().features();
         let ones = t.budget().ones_noise(1.0).unwrap();
         let g = *ones.as_exact().unwrap();
@@ -492,7 +502,7 @@ fn ac9_median_boosting_obeys_hoeffding_and_the_order_statistic_law() {
         let mut ap = AdaptiveParams::new(tree);
         ap.copies = Copies::Fixed(u64::from(l));
         let key_med = 0x90 + li as u8;
-        let first = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(key_med, 0)).unwrap();
+        let first = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(key_med, 0), None).unwrap();
         assert_eq!(first.copies(), l as usize);
         let copy_var = first.copy_noise_variance(&y).unwrap();
         let t = copy_var.sqrt();
@@ -501,19 +511,21 @@ fn ac9_median_boosting_obeys_hoeffding_and_the_order_statistic_law() {
         single.budget = budget(eps / lf, delta / lf);
         single.delta_prime = delta_p / lf;
         let key_single = 0xA0 + li as u8;
-        let s0 = DpTreeSoftmax::new(km, &w, &single, &stream(key_single, 0)).unwrap();
+        let s0 = DpTreeSoftmax::new_keyed(km, &w, &single, draw(key_single, 0), None).unwrap();
         let v0 = s0.noise_variance(&y).unwrap();
         assert!((v0 / copy_var - 1.0).abs() < 1e-9, "l = {l}: single {v0} vs copy {copy_var}");
 
         let single_fails = (0..SINGLES)
             .filter(|&id| {
-                let s = DpTreeSoftmax::new(km, &w, &single, &stream(key_single, id)).unwrap();
+                let s =
+                    DpTreeSoftmax::new_keyed(km, &w, &single, draw(key_single, id), None).unwrap();
                 (s.query(&y).unwrap() - truth).abs() > t
             })
             .count() as u64;
         let median_fails = (0..MEDIANS)
             .filter(|&id| {
-                let s = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(key_med, id)).unwrap();
+                let s =
+                    DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(key_med, id), None).unwrap();
                 (s.query(&y).unwrap() - truth).abs() > t
             })
             .count() as u64;
@@ -565,7 +577,7 @@ fn adaptive_copies_are_odd_and_snapping_acts_only_through_the_query() {
     for (asked, want) in [(1, 1), (2, 3), (3, 3), (4, 5), (7, 7)] {
         let mut ap = AdaptiveParams::new(tree);
         ap.copies = Copies::Fixed(asked);
-        let s = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(0x31, 0)).unwrap();
+        let s = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(0x31, 0), None).unwrap();
         assert_eq!(s.copies(), want, "Fixed({asked})");
     }
     // §8.4 table (R = 1, ε_s = 0.01, p_f = 0.01, k = 10): l = 29, 49, 93, 187 for
@@ -607,8 +619,8 @@ fn adaptive_copies_are_odd_and_snapping_acts_only_through_the_query() {
     on.snap_to_net = true;
     let mut off = on;
     off.snap_to_net = false;
-    let snapped = DpTreeSoftmaxAdaptive::new(km, &w, &on, &stream(0x32, 5)).unwrap();
-    let plain = DpTreeSoftmaxAdaptive::new(km, &w, &off, &stream(0x32, 5)).unwrap();
+    let snapped = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &on, draw(0x32, 5), None).unwrap();
+    let plain = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &off, draw(0x32, 5), None).unwrap();
     let mut moved = 0;
     for y in &ys {
         let g = [snap_to_net(y[0], step, 1.0), snap_to_net(y[1], step, 1.0)];
@@ -727,13 +739,11 @@ fn ac11_noisy_cross_attention_clamps_outputs_and_denominator() {
     let params =
         CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-6), 1e-6));
     assert!(params.clamp_outputs);
-    let att =
-        DpCrossAttention::new(km, vm, &params, &stream(0x41, 3), None::<&mut Ledger>).unwrap();
+    let att = DpCrossAttention::new_keyed(km, vm, &params, draw(0x41, 3), None).unwrap();
     assert_eq!(att.copies(), 29); // NetHoeffding, d = 2 (§8.4)
     let mut raw_params = params;
     raw_params.clamp_outputs = false;
-    let raw =
-        DpCrossAttention::new(km, vm, &raw_params, &stream(0x41, 3), None::<&mut Ledger>).unwrap();
+    let raw = DpCrossAttention::new_keyed(km, vm, &raw_params, draw(0x41, 3), None).unwrap();
 
     let nf = n as f64;
     // n·e^{z_max} (z_max = 1), with room for the last-ulp difference between exp implementations.
@@ -786,10 +796,10 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
     let ys = [[0.25, 0.75], [1.0, 0.0], [0.6, 0.6]];
     let bits = |v: f64| v.to_bits();
 
-    let a = DpTreeSoftmax::new(km, &w, &tree, &stream(0x13, 7)).unwrap();
-    let b = DpTreeSoftmax::new(km, &w, &tree, &stream(0x13, 7)).unwrap();
-    let c = DpTreeSoftmax::new(km, &w, &tree, &stream(0x13, 8)).unwrap();
-    let e = DpTreeSoftmax::new(km, &w, &tree, &stream(0x14, 7)).unwrap();
+    let a = DpTreeSoftmax::new_keyed(km, &w, &tree, draw(0x13, 7), None).unwrap();
+    let b = DpTreeSoftmax::new_keyed(km, &w, &tree, draw(0x13, 7), None).unwrap();
+    let c = DpTreeSoftmax::new_keyed(km, &w, &tree, draw(0x13, 8), None).unwrap();
+    let e = DpTreeSoftmax::new_keyed(km, &w, &tree, draw(0x14, 7), None).unwrap();
     assert_eq!(a, b);
     assert_eq!(bits(a.scalars().0), bits(b.scalars().0));
     for y in &ys {
@@ -801,9 +811,9 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
 
     let mut ap = AdaptiveParams::new(tree);
     ap.copies = Copies::Fixed(3);
-    let a = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(0x13, 7)).unwrap();
-    let b = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(0x13, 7)).unwrap();
-    let c = DpTreeSoftmaxAdaptive::new(km, &w, &ap, &stream(0x13, 8)).unwrap();
+    let a = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(0x13, 7), None).unwrap();
+    let b = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(0x13, 7), None).unwrap();
+    let c = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(0x13, 8), None).unwrap();
     assert_eq!(a, b);
     for y in &ys {
         let qa = a.query(y).unwrap();
@@ -813,16 +823,16 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
 
     let mut cp = CrossAttentionParams::new(tree);
     cp.adaptive.copies = Copies::Fixed(3);
-    let a = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let b = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let c = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 8), None::<&mut Ledger>).unwrap();
+    let a = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let b = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let c = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
     assert_eq!(a, b);
     assert_ne!(a, c);
     // Unclamped, so that the noise reaches the outputs (clamped ones can coincide at ±1).
     cp.clamp_outputs = false;
-    let a = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let b = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let c = DpCrossAttention::new(km, vm, &cp, &stream(0x13, 8), None::<&mut Ledger>).unwrap();
+    let a = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let b = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let c = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
     let (mut oa, mut ob, mut oc) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     for y in &ys {
         let ia = a.query(y, &mut oa).unwrap();
@@ -835,9 +845,9 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
     }
 
     let sp = MomentSketchParams::new(1.0, 1.0, budget(0.8, 1e-6));
-    let a = MomentSketch::new(km, vm, &sp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let b = MomentSketch::new(km, vm, &sp, &stream(0x13, 7), None::<&mut Ledger>).unwrap();
-    let c = MomentSketch::new(km, vm, &sp, &stream(0x13, 8), None::<&mut Ledger>).unwrap();
+    let a = MomentSketch::new_keyed(km, vm, &sp, draw(0x13, 7), None).unwrap();
+    let b = MomentSketch::new_keyed(km, vm, &sp, draw(0x13, 7), None).unwrap();
+    let c = MomentSketch::new_keyed(km, vm, &sp, draw(0x13, 8), None).unwrap();
     assert_eq!(
         a.sketch().iter().map(|&v| bits(v)).collect::<Vec<_>>(),
         b.sketch().iter().map(|&v| bits(v)).collect::<Vec<_>>()
@@ -870,7 +880,8 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     assert_eq!(params.split, BudgetSplit::PerVector);
 
     let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
-    let att = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut ledger)).unwrap();
+    let att =
+        DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut ledger)).unwrap();
     let got = att.achieved_privacy().unwrap();
     let (ge, gd) = (got.epsilon().get(), got.delta().get());
     assert_eq!(ledger.spent(), Amount::Approx { epsilon: ge, delta: gd });
@@ -882,19 +893,19 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     let mut fp = params;
     fp.adaptive.tree.noise_mode = NoiseMode::UnsafeFloat;
     let mut fl = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
-    let f = DpCrossAttention::new(km, vm, &fp, &stream(0x51, 0), Some(&mut fl)).unwrap();
+    let f = DpCrossAttention::new_keyed(km, vm, &fp, draw(0x51, 0), Some(&mut fl)).unwrap();
     assert_eq!(f.achieved_privacy().unwrap(), got);
     assert_eq!((fl.spent(), fl.unsafe_float_charges()), (ledger.spent(), 1));
 
     // Too little ε: refused before anything is returned; the ledger is unchanged.
     let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(0.99 * ge, 2e-6));
-    let r = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut small));
+    let r = DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
     assert_eq!(small.spent(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
     // Too little δ.
     let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 0.5 * gd));
-    let r = DpCrossAttention::new(km, vm, &params, &stream(0x51, 0), Some(&mut small));
+    let r = DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
 
@@ -902,7 +913,8 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     // runs out: ⌊1/ε_release⌋ of them (one fewer if the upward rounding of the sums bites).
     let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 1e-3));
     let mut releases = 0u64;
-    while DpCrossAttention::new(km, vm, &params, &stream(0x51, releases), Some(&mut ledger)).is_ok()
+    while DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, releases), Some(&mut ledger))
+        .is_ok()
     {
         releases += 1;
     }
@@ -917,7 +929,7 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     let mut pe = params;
     pe.split = BudgetSplit::PerEntry;
     pe.adaptive.copies = Copies::Fixed(3);
-    let att = DpCrossAttention::new(km, vm, &pe, &stream(0x52, 0), None::<&mut Ledger>).unwrap();
+    let att = DpCrossAttention::new_keyed(km, vm, &pe, draw(0x52, 0), None).unwrap();
     let entry = att.per_entry_privacy().unwrap();
     let all = att.achieved_privacy().unwrap();
     assert!(entry.epsilon().get() <= 1.0 && entry.delta().get() <= 2e-6);

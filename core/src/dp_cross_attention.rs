@@ -18,6 +18,18 @@
 //! [`NodeNoise`](crate::softmax_tree::NodeNoise)); [`NoiseMode::UnsafeFloat`] is the paper's
 //! float TLap and is counted as such by the ledger.
 //!
+//! **Privacy unit:** [`PRIVACY_UNIT`], one token (row `j` of `K` with row `j` of `V`;
+//! replace-one, `n` public).
+//!
+//! **The construction is the release.** [`DpCrossAttention::new`] draws one ([`STREAMS`]) fresh
+//! stream id from a [`Session`] (every node of every copy of every structure is an element
+//! of that stream, `docs/RANDOMNESS.md` §5.2) and charges the session's ledger
+//! [`achieved_privacy`](DpCrossAttention::achieved_privacy) as an `(ε, δ)`
+//! ([`Cost::Approx`]: approximate-DP ledgers only) after the structures are built and before
+//! they are returned; queries are post-processing. [`DpCrossAttention::new_keyed`] takes an
+//! explicit [`Draw`] and an optional ledger, for replay, audit, and hosts that manage their
+//! own stream ids.
+//!
 //! **Accuracy** (corrected, OQ11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
 //! the additive part ([`estimate_error`]) is large unless `n` is huge (AC-12: useful only for
 //! `n ≳ 1e9` at `d ≤ 4`). For practical use prefer [`crate::moment_sketch`].
@@ -27,18 +39,25 @@
 use alloc::vec::Vec;
 
 use crate::accounting::composition::basic_composition_k;
-use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::error::{Error, PrivateDetail, Result};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::{MatMut, MatRef};
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
+use crate::session::{Draw, Session};
 use crate::softmax_tree::{
     AdaptiveParams, Copies, SoftmaxBudget, SoftmaxCopy, SoftmaxTreeParams, StructureSpec,
     TaylorFeatureMap, build_structures, check_memory, estimate_bytes, leaf_count, median_answer,
     query_features, taylor_max, uniform_noise_std, worst_case_noise_bound,
 };
+
+/// The privacy unit: one token of the private context (a key row and its value row).
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
+
+/// Stream ids one release uses (`draw.stream` only).
+pub const STREAMS: u64 = 1;
 
 /// How the total budget is divided between the `d + 1` structures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,20 +138,25 @@ pub struct QueryInfo {
 ///
 /// ```
 /// use dpattn_core::{MatRef, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::softmax_tree::{Copies, SoftmaxTreeParams};
 /// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
+/// use dpattn_core::session::Session;
 /// let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
 /// let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
 /// let mut params = CrossAttentionParams::new(
 ///     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.9, 1e-6)?, 1e-6));
 /// params.adaptive.copies = Copies::Fixed(3);
+/// // A session: a key from the operating system, fresh stream ids, a ledger for tokens.
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
 /// let att = DpCrossAttention::new(MatRef::from_row_major(&k, 3, 2)?, MatRef::from_row_major(&v, 3, 2)?,
-///     &params, &KeyedStream::new(&NoiseKey::for_replay([5; 32]), 0), None::<&mut Ledger>)?;
+///     &params, &mut session)?;
 /// let mut out = [0.0; 2];
 /// att.query(&[0.5, 0.5], &mut out)?;
 /// assert!(out.iter().all(|o| o.abs() <= 1.0)); // E8 clamps; n = 3 is far too small to be accurate
+/// assert_eq!(session.ledger().charges(), 1); // charged achieved_privacy()
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -149,27 +173,59 @@ pub struct DpCrossAttention {
 }
 
 impl DpCrossAttention {
-    /// Releases the structures for private `keys` and `values` (both `n × d`), noised from
-    /// `stream`, charging `ledger` (if any) with [`achieved_privacy`](Self::achieved_privacy)
-    /// before returning. Nothing is returned if the charge fails.
+    /// Releases the structures for private `keys` and `values` (both `n × d`), noised with
+    /// fresh randomness from `session`, charging the session's ledger (which must be kept
+    /// for [`PRIVACY_UNIT`]) [`achieved_privacy`](Self::achieved_privacy) before returning.
+    /// Nothing is returned if the charge fails (the stream id is consumed either way).
     ///
     /// # Errors
     /// Bad parameters or shapes; [`Error::MemoryLimit`]; [`Error::DomainViolation`] only
-    /// under [`DomainPolicy::Reject`]; the ledger's error.
+    /// under [`DomainPolicy::Reject`]; the session's and the ledger's errors
+    /// ([`Error::UnitMismatch`] for a ledger of another unit).
     pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
         params: &CrossAttentionParams,
-        stream: &KeyedStream,
-        ledger: Option<&mut Ledger<N>>,
+        session: &mut Session<N>,
     ) -> Result<Self> {
-        let s = Self::build(keys, values, params, Some(stream))?;
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(keys, values, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// ```
+    /// use dpattn_core::{MatRef, PrivacyBudget};
+    /// use dpattn_core::sampling::NoiseKey;
+    /// use dpattn_core::session::Draw;
+    /// use dpattn_core::softmax_tree::{Copies, SoftmaxTreeParams};
+    /// use dpattn_core::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
+    /// let (k, v) = ([0.1, 0.8, 0.6, 0.3], [0.5, -0.5, 1.0, 0.0]);
+    /// let mut params = CrossAttentionParams::new(
+    ///     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.9, 1e-6)?, 1e-6));
+    /// params.adaptive.copies = Copies::Fixed(1);
+    /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
+    /// let replay = || DpCrossAttention::new_keyed(MatRef::from_row_major(&k, 2, 2)?,
+    ///     MatRef::from_row_major(&v, 2, 2)?, &params, Draw { key: &key, stream: 9 }, None);
+    /// assert_eq!(replay()?, replay()?); // the same key and stream reproduce the release
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        keys: MatRef<'_, f64>,
+        values: MatRef<'_, f64>,
+        params: &CrossAttentionParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
+    ) -> Result<Self> {
+        let s = Self::build(keys, values, params, Some(&draw.keyed(0)))?;
         if let Some(ledger) = ledger {
-            ledger.try_charge_in(
-                PrivacyUnit::TOKEN,
-                Charge::Approx(s.achieved_privacy()?),
-                s.noise_mode(),
-            )?;
+            let cost = Cost::Approx(s.achieved_privacy()?);
+            ledger.charge(PRIVACY_UNIT, &cost, s.noise_mode())?;
         }
         Ok(s)
     }

@@ -14,6 +14,14 @@
 //! * [`SketchNoise::Laplace`]: ℓ1 sensitivity `2·(Σ_a β_a)·(1 + d R_w)` with the per-feature
 //!   bounds `β_a`: `ε`-DP.
 //!
+//! **Privacy unit:** [`PRIVACY_UNIT`], one token (replace-one). **The construction is the
+//! release:** [`MomentSketch::new`] draws [`STREAMS`] (one) fresh stream id from a [`Session`]
+//! and charges its ledger (kept for [`PRIVACY_UNIT`]) after the sketch is built and before
+//! it is returned — Gaussian noise as [`Cost::Gaussian`] (its `(ε, δ)` on approximate-DP
+//! ledgers, its zCDP `ρ` ([`MomentSketch::rho`]) on zCDP and RDP ledgers), Laplace noise as
+//! the pure [`Cost::Pure`] `ε`; [`MomentSketch::new_keyed`] takes an explicit [`Draw`] and
+//! an optional ledger, for replay, audit, and hosts that manage their own stream ids.
+//!
 //! Every answer, for every query, adaptive or not, is post-processing of `M̃`. The noise of
 //! `⟨P(q), g⟩` is at most `‖P(q)‖·‖g‖ ≤ √(T_s(z_max))·‖g‖` for all `q` at once.
 //! `[EXT]` E8 (default on): the denominator is clamped into its public range
@@ -52,16 +60,18 @@
 //! `(ε, δ)`-DP (up to `2·10^−117`, `grid_release`'s lemma); [`LaplaceGrid`] releases
 //! `round(f̂/Λ) + DLap(Δ₁′/(Λε))`, `Δ₁′ = Δ₁ + 2E + r(d+1)·Λ`: `ε`-DP. The released floats are
 //! `Λ` times integers, so the guarantee is the one of the floats the caller receives; entry
-//! `(i, c)` uses the exact-sampler window of element `i·(d+1) + c`. The charge is the
-//! same `(ε, δ)` as before. [`NoiseMode::UnsafeFloat`] is the previous textbook release
+//! `(i, c)` uses the exact-sampler window of element `i·(d+1) + c`. The `(ε, δ)` charged
+//! is the same in both modes; the zCDP `ρ` of the exact Gaussian release is the discrete
+//! Gaussian's `(Δ′/Λ)²/(2s²)` ([`GaussianGrid::rho`], CKS20), that of the float path
+//! `Δ²/(2σ²)`. [`NoiseMode::UnsafeFloat`] is the previous textbook release
 //! `f̂ + z` with float `z` (not DP as shipped, Mironov 2012), kept bit for bit.
 
 use alloc::vec::Vec;
 
-use crate::accounting::ledger::{Charge, Ledger};
+use crate::accounting::cost::{Accountant, Cost};
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_sigma;
-use crate::directed_rounding::{add_down, add_up, count_up, div_up, mul_up, sqrt_up};
+use crate::directed_rounding::{add_down, add_up, count_up, div_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result, mul_size};
 use crate::grid_release::{
     GaussianGrid, GaussianGridSpec, GridFormat, LaplaceGrid, LaplaceGridSpec, NoiseMode,
@@ -70,10 +80,17 @@ use crate::matrix_view::MatRef;
 use crate::privacy_params::{Epsilon, PrivacyBudget};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, Laplace};
 use crate::scratch::try_filled;
+use crate::session::{Draw, Session};
 use crate::softmax_tree::{
     QueryPolicy, SoftmaxTreeParams, TaylorFeatureMap, Temperature, clamp_private, query_features,
     taylor_exp,
 };
+
+/// The privacy unit: one token of the private context (row `j` of `K` and of `V`).
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
+
+/// Stream ids one release uses (`draw.stream` only).
+pub const STREAMS: u64 = 1;
 
 /// Relative margin on the unsafe-float path's sensitivities for floating-point rounding in
 /// `P(k)` and its norms (module docs: it covers them; the exact release derives its own).
@@ -353,18 +370,20 @@ impl SketchGrid {
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::{MatRef, PrivacyBudget};
 /// use dpattn_core::accounting::ledger::Ledger;
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::moment_sketch::{MomentSketch, MomentSketchParams};
+/// use dpattn_core::session::Session;
 /// let (n, d) = (2000, 2);
 /// let keys: Vec<f64> = (0..n * d).map(|i| ((i * 37) % 100) as f64 / 100.0).collect();
 /// let vals: Vec<f64> = (0..n * d).map(|i| ((i * 53) % 200) as f64 / 100.0 - 1.0).collect();
 /// let params = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
-/// let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// // A session: a key from the operating system, fresh stream ids, a ledger for tokens.
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
 /// let s = MomentSketch::new(MatRef::from_row_major(&keys, n, d)?, MatRef::from_row_major(&vals, n, d)?,
-///     &params, &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 0), Some(&mut ledger))?;
+///     &params, &mut session)?;
 /// let mut out = [0.0; 2];
 /// s.query(&[0.5, 0.5], &mut out)?;
-/// assert!(out.iter().all(|o| o.abs() <= 1.0) && ledger.charges() == 1);
+/// assert!(out.iter().all(|o| o.abs() <= 1.0) && session.ledger().charges() == 1);
 /// // The exact release: every entry is an integer multiple of Λ.
 /// let lambda = s.resolution().unwrap();
 /// assert!(s.sketch().iter().all(|m| (m / lambda).fract() == 0.0));
@@ -379,40 +398,110 @@ pub struct MomentSketch {
     scale: f64,
     grid: Option<SketchGrid>,
     sketch: Vec<f64>,
+    /// Released with noise (`false` for [`MomentSketch::non_private_exact`]).
+    private: bool,
 }
 
 impl MomentSketch {
-    /// Releases the sketch of private `keys`, `values` (`n × d`), noised from element 0 of
-    /// `stream` (entry `(i, c)` is element `i·(d+1) + c`, `docs/RANDOMNESS.md` §5.2), and
-    /// charges `ledger` (`Approx` for Gaussian, `Pure` for Laplace, in `params.noise_mode`)
-    /// before returning. In exact mode (the default) the entries are multiples of
-    /// [`resolution`](Self::resolution) with exact noise (module docs).
+    /// Releases the sketch of private `keys`, `values` (`n × d`), noised with fresh
+    /// randomness from `session` (entry `(i, c)` is element `i·(d+1) + c` of its stream,
+    /// `docs/RANDOMNESS.md` §5.2), and charges the session's ledger (module docs: Gaussian
+    /// `(ε, δ)` / `ρ`, Laplace `ε`, in `params.noise_mode`) before returning. In exact mode
+    /// (the default) the entries are multiples of [`resolution`](Self::resolution) with exact
+    /// noise (module docs).
     ///
     /// # Errors
-    /// Bad parameters or shapes; the ledger's error; in exact mode, more than `2^40`
-    /// entries. Nothing is returned or charged on error.
+    /// Bad parameters or shapes; the session's and the ledger's errors
+    /// ([`Error::UnitMismatch`] for a ledger of another unit); in exact mode, more than
+    /// `2^40` entries. Nothing is returned or charged on error (the stream id is consumed
+    /// either way).
     pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
         params: &MomentSketchParams,
-        stream: &KeyedStream,
-        ledger: Option<&mut Ledger<N>>,
+        session: &mut Session<N>,
     ) -> Result<Self> {
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(keys, values, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// ```
+    /// use dpattn_core::{MatRef, PrivacyBudget};
+    /// use dpattn_core::moment_sketch::{MomentSketch, MomentSketchParams};
+    /// use dpattn_core::sampling::NoiseKey;
+    /// use dpattn_core::session::Draw;
+    /// let (keys, vals) = ([0.25, 0.5, 0.75, 1.0], [0.5, -0.5, 1.0, 0.0]);
+    /// let params = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
+    /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
+    /// let replay = || MomentSketch::new_keyed(MatRef::from_row_major(&keys, 2, 2)?,
+    ///     MatRef::from_row_major(&vals, 2, 2)?, &params, Draw { key: &key, stream: 5 }, None);
+    /// assert_eq!(replay()?.sketch(), replay()?.sketch()); // reproduced exactly
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        keys: MatRef<'_, f64>,
+        values: MatRef<'_, f64>,
+        params: &MomentSketchParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
+    ) -> Result<Self> {
+        let stream = draw.keyed(0);
         let mut s = match params.noise_mode {
-            NoiseMode::Exact => Self::exact_release(keys, values, params, stream)?,
-            NoiseMode::UnsafeFloat => Self::float_release(keys, values, params, stream)?,
+            NoiseMode::Exact => Self::exact_release(keys, values, params, &stream)?,
+            NoiseMode::UnsafeFloat => Self::float_release(keys, values, params, &stream)?,
         };
         if let Some(ledger) = ledger {
-            let charge = match params.noise {
-                SketchNoise::Gaussian => Charge::Approx(params.budget),
-                SketchNoise::Laplace => Charge::Pure(Epsilon::new(params.budget.epsilon().get())?),
-            };
-            if let Err(e) = ledger.try_charge_in(PrivacyUnit::TOKEN, charge, params.noise_mode) {
+            let charged =
+                s.cost().and_then(|cost| ledger.charge(PRIVACY_UNIT, &cost, params.noise_mode));
+            if let Err(e) = charged {
                 s.sketch.fill(0.0);
                 return Err(e);
             }
         }
         Ok(s)
+    }
+
+    /// What the release costs: Gaussian noise [`Cost::Gaussian`] with the `(ε, δ)` of
+    /// `params` and [`rho`](Self::rho), Laplace noise the pure [`Cost::Pure`] `ε`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for the non-private sketch.
+    pub fn cost(&self) -> Result<Cost> {
+        if !self.private {
+            return Err(Error::Unsupported {
+                what: "the privacy cost of the non-private sketch (MomentSketch::non_private_exact)",
+            });
+        }
+        let budget = self.params.budget;
+        match (self.params.noise, self.rho()) {
+            (SketchNoise::Gaussian, Some(rho)) => Ok(Cost::Gaussian { approx: Some(budget), rho }),
+            _ => Ok(Cost::Pure(Epsilon::new(budget.epsilon().get())?)),
+        }
+    }
+
+    /// An upper bound on the zCDP `ρ` of a Gaussian release: the discrete Gaussian's
+    /// `(Δ′/Λ)²/(2s²)` ([`GaussianGrid::rho`]) in exact mode, `Δ²/(2σ²)` of the float
+    /// Gaussian in unsafe-float mode (rounded up). `None` for Laplace noise (a pure `ε`
+    /// release) and for the non-private sketch.
+    pub fn rho(&self) -> Option<f64> {
+        if !self.private || self.params.noise != SketchNoise::Gaussian {
+            return None;
+        }
+        Some(match self.grid {
+            Some(SketchGrid::Gaussian(g)) => g.rho(),
+            Some(SketchGrid::Laplace(_)) => return None,
+            None => {
+                let (d, s) = (self.sensitivity, self.scale);
+                div_up(mul_up(d, d), mul_down(2.0 * s, s))
+            }
+        })
     }
 
     /// The exact release: the calibration (public) first, then the blocked sum, then the
@@ -542,7 +631,7 @@ impl MomentSketch {
         u.fill(0.0);
         x.fill(0.0);
         v.fill(0.0);
-        Ok(Self { params: *params, map, n, sensitivity, scale, grid: None, sketch })
+        Ok(Self { params: *params, map, n, sensitivity, scale, grid: None, sketch, private: clamp })
     }
 
     /// The released `M̃`, row-major `r × (d+1)`.

@@ -32,6 +32,13 @@
 //! clamped to zero, as on the CPU. The clamped copies live in the caller's workspace
 //! ([`workspace_len`], [`exact_workspace_len`]).
 //!
+//! **Privacy unit and randomness** as on the CPU: one token
+//! ([`PRIVACY_UNIT`](dpattn_core::output_perturbation::PRIVACY_UNIT)), one stream id per
+//! release ([`STREAMS`]).
+//! [`output_perturbation_attention_raw`] takes a [`Session`] (fresh stream id, its ledger
+//! charged); [`output_perturbation_attention_raw_keyed`] takes an explicit [`Draw`] and an
+//! optional ledger, for replay, audit, and hosts that manage their own stream ids.
+//!
 //! **Differences from the CPU**: no key-padding mask (refused); on the float path the
 //! attention runs in the input precision (bf16/f16 tensor cores). The call
 //! **synchronises** `stream` once: `σ` depends on the queries, which are read back.
@@ -39,15 +46,15 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
-use dpattn_core::accounting::ledger::Ledger;
+use dpattn_core::accounting::cost::Accountant;
 use dpattn_core::attention::AttentionParams;
 use dpattn_core::grid_release::GridFormat;
 use dpattn_core::noisy_attention::{NoiseSpec, NoiseStream};
 use dpattn_core::output_perturbation::{
-    AttentionErrorModel, OutputPerturbationParams, output_perturbation_calibrate,
+    AttentionErrorModel, OutputPerturbationParams, STREAMS, output_perturbation_calibrate,
     output_perturbation_calibrate_exact, output_perturbation_grid,
 };
-use dpattn_core::sampling::{KeyedStream, NoiseKey};
+use dpattn_core::session::{Draw, Session};
 use dpattn_core::{BatchedRef, Layout4, Mask, NoiseMode};
 
 use crate::attention::{
@@ -169,11 +176,11 @@ pub fn exact_workspace_len(k_shape: [usize; 4], q_shape: [usize; 4]) -> Result<u
         .ok_or(dpattn_core::Error::SizeOverflow { what: "workspace bytes" }.into())
 }
 
-/// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise on the GPU: the
-/// CPU's
+/// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise on the GPU with
+/// fresh randomness from `session`, charging its ledger (kept for one token): the CPU's
 /// [`output_perturbation_attention`](dpattn_core::output_perturbation::output_perturbation_attention)
-/// with the same calibration, noise elements (draw `(key, stream_id)`) and ledger charge, in
-/// `params.noise_mode` (module docs: the exact release rounds the `f64` attention to the
+/// with the same calibration, noise elements (the release's one stream id) and ledger
+/// charge, in `params.noise_mode` (module docs: the exact release rounds the `f64` attention to the
 /// grid of its batch element and adds exact integer noise; the unsafe float path adds
 /// `N(0, σ_b²)` in the kernel). `sigma` (`batch · heads` entries) receives each `(b, h)`'s
 /// noise scale (`σ_b`, or in exact mode the discrete Gaussian's `s·Λ`, 0 where no noise is
@@ -194,7 +201,7 @@ pub fn exact_workspace_len(k_shape: [usize; 4], q_shape: [usize; 4]) -> Result<u
 /// # Errors
 /// Those of [`noisy_attention_raw`] and the CPU function; [`Error::Unsupported`] for a
 /// key-padding mask, or bf16/f16 inputs in exact mode; [`Error::Core`] for a short or
-/// misaligned workspace.
+/// misaligned workspace, the session's errors and the ledger's refusal.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output_perturbation_attention_raw<const N: usize>(
     dev: &Device,
@@ -205,9 +212,53 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
     k: GpuTensor,
     v: GpuTensor,
     params: &OutputPerturbationParams<'_>,
-    key: &NoiseKey,
-    stream_id: u64,
-    ledger: Option<&mut Ledger<N>>,
+    session: &mut Session<N>,
+    sigma: &mut [f64],
+    workspace: u64,
+    workspace_bytes: usize,
+) -> Result<()> {
+    let r = session.begin(STREAMS)?;
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        output_perturbation_attention_raw_keyed(
+            dev,
+            stream,
+            dtype,
+            out,
+            q,
+            k,
+            v,
+            params,
+            r.draw,
+            Some(r.ledger),
+            sigma,
+            workspace,
+            workspace_bytes,
+        )
+    }
+}
+
+/// [`output_perturbation_attention_raw`] with an explicit key and stream id (its one stream
+/// is `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+/// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+///
+/// # Safety
+/// As [`output_perturbation_attention_raw`].
+///
+/// # Errors
+/// As [`output_perturbation_attention_raw`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn output_perturbation_attention_raw_keyed(
+    dev: &Device,
+    stream: &Arc<CudaStream>,
+    dtype: AttnDtype,
+    out: GpuTensor,
+    q: GpuTensor,
+    k: GpuTensor,
+    v: GpuTensor,
+    params: &OutputPerturbationParams<'_>,
+    draw: Draw<'_>,
+    ledger: Option<&mut dyn Accountant>,
     sigma: &mut [f64],
     workspace: u64,
     workspace_bytes: usize,
@@ -276,7 +327,7 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
         // no operand.
         unsafe { attention_f64_raw(dev, stream, noiseless, q, kc, vc, &attn) }?;
         let layout = Layout4::new(out.shape, out.strides)?;
-        let draw = KeyedStream::new(key, stream_id);
+        let keyed = draw.keyed(0);
         let group_len = (heads * s_q * d) as u64;
         // SAFETY: `out` addresses `out.len` f32 on this device (caller contract, checked
         // shapes), `status` the workspace's last 16 bytes and `noiseless` one f64 per
@@ -291,7 +342,7 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
                 layout,
                 &groups,
                 group_len,
-                &draw,
+                &keyed,
                 0,
                 status,
                 noiseless.ptr,
@@ -300,8 +351,8 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
     }
     let total = batch * heads;
     let noise = NoiseSpec {
-        key,
-        output: Some(NoiseStream { stream: stream_id, sigma: &sigma[..total] }),
+        key: draw.key,
+        output: Some(NoiseStream { stream: draw.stream, sigma: &sigma[..total] }),
         logits: None,
     };
     // SAFETY: forwarded caller contract; kc and vc are the clamped copies in the workspace.

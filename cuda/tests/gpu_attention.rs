@@ -133,8 +133,9 @@ fn dp_cross_attention_equals_the_cpu_release() {
     use dpattn_core::output_perturbation::{
         OutputPerturbationParams, output_perturbation_attention_keyed,
     };
+    use dpattn_core::session::Draw;
     use dpattn_core::{Kernel, PrivacyBudget};
-    use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw, workspace_len};
+    use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw_keyed, workspace_len};
     let (dev, s) = gpu();
     let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
     let key = NoiseKey::for_replay([0x77; 32]);
@@ -183,7 +184,7 @@ fn dp_cross_attention_equals_the_cpu_release() {
         let t = |p, seq| GpuTensor::contiguous(p, [b, h, seq, d]).unwrap();
         // SAFETY: live buffers of the stated shapes; the workspace has ws_len bytes.
         unsafe {
-            output_perturbation_attention_raw::<1>(
+            output_perturbation_attention_raw_keyed(
                 &dev,
                 &s,
                 AttnDtype::F32,
@@ -192,8 +193,7 @@ fn dp_cross_attention_equals_the_cpu_release() {
                 t(kp, sk),
                 t(vp, sk),
                 &params,
-                &key,
-                3,
+                Draw { key: &key, stream: 3 },
                 None,
                 &mut sigma_gpu,
                 wp,
@@ -219,6 +219,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
         OutputPerturbationParams, output_perturbation_calibrate_exact, output_perturbation_grid,
     };
     use dpattn_core::sampling::ExactSampler;
+    use dpattn_core::session::{NoiseSource, Session};
     use dpattn_core::{Kernel, PrivacyBudget};
     use dpattn_cuda::dp_cross_attention::{
         GPU_F64, exact_workspace_len, output_perturbation_attention_raw,
@@ -291,7 +292,11 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
     let ws_len = exact_workspace_len([b, h, sk, d], [b, h, sq, d]).unwrap();
     let mut ws = s.alloc_zeros::<u8>(ws_len).unwrap();
     let mut sigma_gpu = vec![0.0; b * h];
-    let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
+    // The default API: a session (here replaying master key 0x78 at epoch 9 from stream 3,
+    // so the expected noise can be recomputed from its draw).
+    let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5).unwrap());
+    let mut session = Session::with_source(NoiseSource::for_replay(key.clone(), 9, 3), ledger);
+    let epoch_key = dpattn_core::session::epoch_key(&key, 9);
     {
         let (qp, _a) = qd.device_ptr(&s);
         let (kp, _b) = kd.device_ptr(&s);
@@ -310,9 +315,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
                 t(kp, sk),
                 t(vp, sk),
                 &params,
-                &key,
-                3,
-                Some(&mut ledger),
+                &mut session,
                 &mut sigma_gpu,
                 wp,
                 ws_len,
@@ -321,13 +324,14 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
         .unwrap();
     }
     assert_eq!(sigma_gpu, sigma_cpu, "the calibration is the CPU's for the GPU model");
-    assert_eq!((ledger.charges(), ledger.unsafe_float_charges()), (1, 0));
+    assert_eq!((session.ledger().charges(), session.ledger().unsafe_float_charges()), (1, 0));
+    assert_eq!(session.next_stream(), 4);
     let st = s.clone_dtoh(&ws).unwrap();
     let status: Vec<u64> =
         st[ws_len - 16..].chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(status, [0, u64::MAX]);
     let got = s.clone_dtoh(&od).unwrap();
-    let draw = KeyedStream::new(&key, 3);
+    let draw = KeyedStream::new(&epoch_key, 3);
     let mut same = 0;
     for (e, (&g, &x)) in got.iter().zip(&noiseless).enumerate() {
         let grid = &grids[e / (h * sq * d)];
@@ -358,9 +362,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
                 t(qp, sk),
                 t(qp, sk),
                 &params,
-                &key,
-                4,
-                Some(&mut ledger),
+                &mut session,
                 &mut sigma_gpu,
                 wp,
                 ws_len,
@@ -368,5 +370,5 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
         }
     };
     assert!(matches!(e, Err(dpattn_cuda::Error::Unsupported { .. })), "{e:?}");
-    assert_eq!(ledger.charges(), 1);
+    assert_eq!(session.ledger().charges(), 1);
 }

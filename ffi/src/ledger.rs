@@ -510,21 +510,6 @@ pub unsafe extern "C" fn dpattn_ledger_free(ledger: *mut dpattn_ledger) {
     })
 }
 
-/// Runs `f` with the ledger behind `ledger` locked for the whole of `f` (`None` when
-/// `ledger` is NULL): the shared path of every DP entry point that takes an optional
-/// `dpattn_ledger *`. A freed or foreign handle is `FfiError::InvalidHandle` before `f`
-/// runs. The lock is a non-reentrant mutex: `f` must not look the same handle up again.
-pub(crate) fn with_ledger<R>(
-    ledger: *mut dpattn_ledger,
-    f: impl FnOnce(Option<&mut Ledger>) -> Result<R, FfiError>,
-) -> Result<R, FfiError> {
-    if ledger.is_null() {
-        return f(None);
-    }
-    let handle = dpattn_ledger::lookup(ledger, "ledger")?;
-    handle.with(|l| f(Some(l)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,20 +5,18 @@
 //! (`dpattn_moment_sketch_new`); everything else is post-processing. There is no update
 //! operation: the core sketch is released once over the whole `(K, V)`.
 
-use dpattn_core::moment_sketch::{MomentSketch, MomentSketchParams, SketchNoise};
-use dpattn_core::sampling::KeyedStream;
+use dpattn_core::moment_sketch::{self as ms, MomentSketch, MomentSketchParams, SketchNoise};
 use dpattn_core::{MatRef, PrivacyBudget};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value};
 use crate::handle::Handle;
-use crate::ledger::{dpattn_ledger, with_ledger};
+use crate::session::{dpattn_session, with_session};
 use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_QUERY_REJECT, DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM, impl_handle,
     query_policy_of, temperature_of,
 };
 use crate::status::dpattn_status;
-use crate::tensor::dpattn_key;
 
 /// Gaussian noise, `(ε, δ)`-DP by the analytic Gaussian mechanism (`δ ∈ (0, 1)`).
 pub const DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN: u32 = 0;
@@ -151,35 +149,39 @@ pub unsafe extern "C" fn dpattn_moment_sketch_calibrate(
 }
 
 /// Releases the sketch of private `keys` and `values` (both `rows × cols`, own row strides)
-/// noised from element 0 of `(key, stream)` (entry `(i, c)` is element `i·(d+1) + c`).
+/// with fresh randomness from `session` (one stream id; entry `(i, c)` is element
+/// `i·(d+1) + c` of that stream).
 ///
 /// **Guarantee**: neighbours differ in **one token** (row `j` of `K` and of `V`; `n`
-/// public). For `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped
-/// there, NaN → 0), Gaussian noise gives `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace
-/// noise `ε`-DP. Every later query is post-processing.
+/// public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). For `K ∈ [0, R]^{n×d}`,
+/// `V ∈ [−R_w, R_w]^{n×d}` (private rows are clamped there, NaN → 0), Gaussian noise gives
+/// `(ε, δ)`-DP (analytic Gaussian mechanism), Laplace noise `ε`-DP. The release is DP in the
+/// floats it returns: every entry is a multiple of a public grid with exact integer noise.
+/// Every later query is post-processing.
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then charges `(epsilon, delta)` of
-/// `params` (Gaussian) or the pure `epsilon` (Laplace) itself, with
-/// `dpattn_ledger_charge_approx`. A non-NULL `ledger` is charged exactly that, once, after
-/// the noisy sketch is built and before the handle is returned: Gaussian, an
-/// approximate-DP charge `(ε, δ)` with `δ > 0` (approximate-DP ledgers only; zCDP and RDP
-/// ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`); Laplace, a pure charge `ε`
+/// **Accounting.** The session's ledger (kept for one token) is charged once, after the
+/// noisy sketch is built and before the handle is returned: Gaussian noise, `(epsilon,
+/// delta)` of `params` on an approximate-DP ledger and the release's zCDP `ρ` (the discrete
+/// Gaussian's, rounded up) on a zCDP or RDP ledger; Laplace noise, the pure `epsilon`
 /// (accepted by every kind: `(ε, 0)`, `ρ = ε²/2`, or the pure-DP RDP curve). A refused
-/// charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget), drops the
-/// sketch, and leaves `*out_sketch` and the ledger unchanged. The ledger is locked for the
-/// whole call (concurrent calls on it wait).
+/// charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget,
+/// `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the sketch, and
+/// leaves `*out_sketch` and the ledger unchanged (the stream id is consumed). The session
+/// and its ledger are locked for the whole call (concurrent calls on them wait). To replay
+/// a release for an audit, pass a session from `dpattn_session_new_for_replay` (with a NULL
+/// ledger nothing is charged).
 ///
 /// Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
 /// `_OUT_OF_RANGE` (`n = 0`, bad parameters), `_INFEASIBLE`, `_ALLOCATION_FAILED`,
-/// `_MISALIGNED`, `_SIZE_OVERFLOW`; `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger
-/// charge, `_INVALID_HANDLE` for a freed `ledger`. Allocates. Thread-safe.
+/// `_MISALIGNED`, `_SIZE_OVERFLOW`; the ledger's status for a refused charge,
+/// `_INVALID_HANDLE` for a freed `session` (or ledger). Allocates. Thread-safe.
 ///
 /// ```c
 /// dpattn_moment_sketch_params p;
 /// dpattn_moment_sketch_params_default(&p);
 /// p.epsilon = 1.0; p.delta = 1e-6;
 /// dpattn_moment_sketch *s = NULL;
-/// dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, &key, 0, ledger, &s);
+/// dpattn_moment_sketch_new(keys, n * d, vals, n * d, n, d, d, d, &p, session, &s);
 /// size_t len; dpattn_moment_sketch_query_scratch_len(s, &len);
 /// double out[2], den;
 /// dpattn_moment_sketch_query(s, out, d, q, d, scratch, len, &den);
@@ -188,7 +190,7 @@ pub unsafe extern "C" fn dpattn_moment_sketch_calibrate(
 ///
 /// # Safety
 /// Buffers valid for their lengths, struct pointers readable, `out_sketch` writable;
-/// `ledger` NULL or a value returned by `dpattn_ledger_new_*` (a freed one is detected).
+/// `session` a value returned by `dpattn_session_new*` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_moment_sketch_new(
@@ -201,24 +203,23 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new(
     keys_row_stride: usize,
     values_row_stride: usize,
     params: *const dpattn_moment_sketch_params,
-    key: *const dpattn_key,
-    stream: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     out_sketch: *mut *mut dpattn_moment_sketch,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_sketch, "out_sketch")?;
         // SAFETY: forwarded caller contract.
-        let (k, v, p, key) = unsafe {
+        let (k, v, p) = unsafe {
             (
                 MatRef::new(slice(keys, keys_len, "keys")?, rows, cols, keys_row_stride)?,
                 MatRef::new(slice(values, values_len, "values")?, rows, cols, values_row_stride)?,
                 read(params, "params")?,
-                read(key, "key")?,
             )
         };
-        let (p, stream) = (p.to_core()?, KeyedStream::new(&key.to_core(), stream));
-        let s = with_ledger(ledger, |l| Ok(MomentSketch::new(k, v, &p, &stream, l)?))?;
+        let p = p.to_core()?;
+        let s = with_session(session, ms::STREAMS, |draw, l| {
+            Ok(MomentSketch::new_keyed(k, v, &p, draw, l)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_moment_sketch::into_handle(s)) };
         Ok(())
@@ -446,8 +447,10 @@ mod tests {
     use super::*;
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
-    use dpattn_core::accounting::ledger::Ledger;
-    use dpattn_core::sampling::NoiseKey;
+    use crate::ledger::dpattn_ledger;
+    use crate::softmax_tree::session_testing as ss;
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+    use dpattn_core::session::Draw;
     use std::ptr::null_mut;
 
     #[test]
@@ -462,7 +465,7 @@ mod tests {
         let mut p = unsafe { p.assume_init() };
         p.epsilon = 1.0;
         p.delta = 1e-6;
-        let key = dpattn_key { bytes: [6; 32] };
+        let session = ss::replay(6, 4, null_mut());
         let mut h = null_mut();
         // SAFETY: valid pointers.
         let s = unsafe {
@@ -476,19 +479,17 @@ mod tests {
                 d,
                 d,
                 &p,
-                &key,
-                4,
-                null_mut(),
+                session,
                 &mut h,
             )
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
-        let core = MomentSketch::new(
+        let core = MomentSketch::new_keyed(
             MatRef::from_row_major(&keys, n, d).unwrap(),
             MatRef::from_row_major(&vals, n, d).unwrap(),
             &p.to_core().unwrap(),
-            &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 4),
-            None::<&mut Ledger>,
+            Draw { key: &ss::key(6), stream: 4 },
+            None,
         )
         .unwrap();
         let mut m = vec![0.0; core.sketch().len()];
@@ -586,14 +587,39 @@ mod tests {
                 d,
                 d,
                 &p,
-                &key,
-                4,
-                null_mut(),
+                session,
                 &mut h,
             )
         };
         assert_eq!(s, dpattn_status::OutOfRange);
         assert!(last_error_string().contains("noise"));
+        // A bad parameter is refused before the session hands out a stream id; a NULL or
+        // freed session is refused.
+        assert_eq!(ss::next_stream(session), 5);
+        p.noise = DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN;
+        for (bad, want) in
+            [(null_mut(), dpattn_status::NullArgument), (ss::freed(), dpattn_status::InvalidHandle)]
+        {
+            // SAFETY: valid pointers; a NULL or freed session.
+            let s = unsafe {
+                dpattn_moment_sketch_new(
+                    keys.as_ptr(),
+                    n * d,
+                    vals.as_ptr(),
+                    n * d,
+                    n,
+                    d,
+                    d,
+                    d,
+                    &p,
+                    bad,
+                    &mut h,
+                )
+            };
+            assert_eq!(s, want);
+            assert!(last_error_string().contains("session"));
+        }
+        ss::free(session);
         p.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; // δ must then be 0
         let (mut a, mut b, mut r) = (0.0, 0.0, 0usize);
         // SAFETY: valid pointers.
@@ -602,6 +628,8 @@ mod tests {
         assert!(last_error_string().contains("delta"));
     }
 
+    /// A release on a replay session of key `[6; 32]` whose next stream id is 4, charging
+    /// `ledger` (NULL: nothing).
     fn sketch_with(
         p: &dpattn_moment_sketch_params,
         ledger: *mut dpattn_ledger,
@@ -610,8 +638,9 @@ mod tests {
         let (n, d) = (50usize, 2usize);
         let keys: Vec<f64> = (0..n * d).map(|i| ((i * 37) % 100) as f64 / 100.0).collect();
         let vals: Vec<f64> = (0..n * d).map(|i| ((i * 53) % 200) as f64 / 100.0 - 1.0).collect();
-        // SAFETY: valid pointers; `ledger` NULL or a (possibly freed) handle.
-        unsafe {
+        let session = ss::replay(6, 4, ledger);
+        // SAFETY: valid pointers; a live session.
+        let st = unsafe {
             dpattn_moment_sketch_new(
                 keys.as_ptr(),
                 n * d,
@@ -622,12 +651,12 @@ mod tests {
                 d,
                 d,
                 p,
-                &dpattn_key { bytes: [6; 32] },
-                4,
-                ledger,
+                session,
                 h,
             )
-        }
+        };
+        ss::free(session);
+        st
     }
 
     #[test]
@@ -651,48 +680,57 @@ mod tests {
                 let (l, mut cl) = lt::pair(PrivacyUnit::TOKEN, kind);
                 let mut h = null_mut();
                 let st = sketch_with(&p, l, &mut h);
-                let core = MomentSketch::new(
+                let core = MomentSketch::new_keyed(
                     MatRef::from_row_major(&keys, n, d).unwrap(),
                     MatRef::from_row_major(&vals, n, d).unwrap(),
                     &p.to_core().unwrap(),
-                    &KeyedStream::new(&NoiseKey::for_replay([6; 32]), 4),
+                    Draw { key: &ss::key(6), stream: 4 },
                     Some(&mut cl),
                 );
-                let gaussian = noise == DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN;
-                if gaussian && !matches!(kind, Kind::Approx(..)) {
-                    // A δ > 0 charge: only approximate-DP ledgers take it.
-                    assert_eq!(st, dpattn_status::OutOfRange, "{kind:?}");
-                    assert_eq!(st, dpattn_status::of(&core.unwrap_err()));
-                    assert!(h.is_null());
-                    lt::assert_untouched(l);
-                } else {
-                    assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
-                    let core = core.unwrap();
-                    let mut m = vec![0.0; core.sketch().len()];
-                    // SAFETY: valid buffer, live handle.
-                    let s = unsafe { dpattn_moment_sketch_get(h, m.as_mut_ptr(), m.len()) };
-                    assert_eq!(s, dpattn_status::Ok);
-                    assert!(m.iter().zip(core.sketch()).all(|(a, b)| a.to_bits() == b.to_bits()));
-                    assert!(lt::nonzero(cl.spent()));
-                    if let Kind::Approx(..) = kind {
-                        let (spent, _) = lt::state(l);
+                // Every kind of ledger takes the release: Gaussian noise as (ε, δ) or its
+                // zCDP ρ, Laplace noise as the pure ε.
+                assert_eq!(st, dpattn_status::Ok, "{kind:?}: {}", last_error_string());
+                let core = core.unwrap();
+                let mut m = vec![0.0; core.sketch().len()];
+                // SAFETY: valid buffer, live handle.
+                let s = unsafe { dpattn_moment_sketch_get(h, m.as_mut_ptr(), m.len()) };
+                assert_eq!(s, dpattn_status::Ok);
+                assert!(m.iter().zip(core.sketch()).all(|(a, b)| a.to_bits() == b.to_bits()));
+                assert!(lt::nonzero(cl.spent()));
+                let (spent, charges) = lt::state(l);
+                assert_eq!(charges, 1);
+                match kind {
+                    Kind::Approx(..) => {
                         assert_eq!((spent.epsilon, spent.delta), (1.0, delta));
                     }
-                    dpattn_moment_sketch_free(h);
+                    Kind::Zcdp(..) if noise == DPATTN_MOMENT_SKETCH_NOISE_GAUSSIAN => {
+                        // ρ = Δ′²/(2σ²) of the released discrete Gaussian: Δ′ the rounded
+                        // sensitivity, σ = s·Λ its noise scale (public calibration).
+                        let g = p.to_core().unwrap().exact_grid(d, n).unwrap();
+                        let want = (g.rounded_sensitivity() / g.scale()).powi(2) / 2.0;
+                        assert!((spent.rho / want - 1.0).abs() < 1e-12, "{} vs {want}", spent.rho);
+                    }
+                    Kind::Zcdp(..) => assert_eq!(spent.rho, 0.5), // ε²/2 of the pure ε = 1
+                    Kind::Rdp(..) => {}
                 }
+                dpattn_moment_sketch_free(h);
                 lt::assert_same(l, &cl);
                 lt::free(l);
             }
         }
-        // Refused (over budget): no handle, ledger unchanged; a freed ledger.
-        let (l, _) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(0.5, 1e-5));
-        let mut h = 0x10 as *mut dpattn_moment_sketch;
-        assert_eq!(sketch_with(&p, l, &mut h), dpattn_status::Infeasible);
-        assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);
-        lt::assert_untouched(l);
-        lt::free(l);
-        assert_eq!(sketch_with(&p, lt::freed(), &mut h), dpattn_status::InvalidHandle);
-        assert!(last_error_string().contains("ledger"));
-        assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);
+        // Refused (over budget; a ledger kept for another unit): no handle, ledger
+        // unchanged.
+        for (unit, want) in [
+            (PrivacyUnit::TOKEN, dpattn_status::Infeasible),
+            (PrivacyUnit::Prompt, dpattn_status::UnitMismatch),
+        ] {
+            let total = if unit == PrivacyUnit::TOKEN { 0.5 } else { 10.0 };
+            let (l, _) = lt::pair(unit, Kind::Approx(total, 1e-5));
+            let mut h = 0x10 as *mut dpattn_moment_sketch;
+            assert_eq!(sketch_with(&p, l, &mut h), want);
+            assert_eq!(h, 0x10 as *mut dpattn_moment_sketch);
+            lt::assert_untouched(l);
+            lt::free(l);
+        }
     }
 }

@@ -11,7 +11,6 @@ use dpattn_core::dp_cross_attention::{
     self as cross, BudgetSplit, CrossAttentionParams, DomainPolicy, DpCrossAttention,
 };
 use dpattn_core::output_perturbation::{self as op, OutputPerturbationParams};
-use dpattn_core::sampling::KeyedStream;
 use dpattn_core::softmax_tree::{AdaptiveParams, SoftmaxTreeParams};
 use dpattn_core::{MatRef, NoiseMode, PrivacyBudget};
 
@@ -22,7 +21,6 @@ use crate::attention::{
 };
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
-use crate::ledger::{dpattn_ledger, with_ledger};
 use crate::session::{dpattn_session, with_session};
 use crate::softmax_tree::{
     DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER, DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT,
@@ -33,7 +31,7 @@ use crate::softmax_tree::{
     temperature_of,
 };
 use crate::status::dpattn_status;
-use crate::tensor::{dpattn_key, dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
+use crate::tensor::{dpattn_tensor4, dpattn_tensor4_mut, with_dtype};
 
 // ---------------------------------------------------------------------------------------
 // Output perturbation
@@ -588,37 +586,42 @@ unsafe fn matrix<'a>(
 }
 
 /// Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
-/// `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised from the
-/// keyed stream `(key, stream)`, and returns the handle in `*out`. Any number of public
-/// queries are then answered by post-processing (`dpattn_cross_attention_query`).
-/// **Allocates** (the structures; `dpattn_cross_attention_estimate_bytes` gives the size
-/// before building, and builds over `memory_limit_bytes` are refused).
+/// `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
+/// randomness from `session` (one stream id; every node of every copy is an element of that
+/// stream), and returns the handle in `*out`. Any number of public queries are then
+/// answered by post-processing (`dpattn_cross_attention_query`). **Allocates** (the
+/// structures; `dpattn_cross_attention_estimate_bytes` gives the size before building, and
+/// builds over `memory_limit_bytes` are refused).
 ///
 /// **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
-/// `n` public). With `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every
-/// query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each
-/// output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+/// `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
+/// `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
+/// `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
+/// coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
 /// `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
 /// actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
-/// (NaN → 0). Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+/// (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+/// for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
 /// `dpattn_cross_attention_estimate_error`).
 ///
-/// **Accounting.** `ledger` may be NULL: the caller then accounts for the release itself,
-/// charging what `dpattn_cross_attention_achieved_privacy` reports for the new handle
-/// before publishing any answer. A non-NULL `ledger` is charged that whole-release
-/// `(ε, δ)` (basic composition over the `(d + 1) · l` copies; an approximate-DP charge with
-/// `δ > 0`, so only approximate-DP ledgers accept it: zCDP and RDP ledgers refuse it with
-/// `DPATTN_STATUS_OUT_OF_RANGE`) after the structures are built and before the handle is
+/// **Accounting.** The session's ledger (kept for one token) is charged the whole-release
+/// `(ε, δ)` that `dpattn_cross_attention_achieved_privacy` reports (basic composition over
+/// the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
+/// ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
+/// after the structures are built and before the handle is
 /// returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
-/// budget), drops the structures, and leaves `*out` and the ledger unchanged. The ledger is
-/// locked for the whole call (concurrent calls on it wait).
+/// budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
+/// structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
+/// session and its ledger are locked for the whole call (concurrent calls on them wait). To
+/// replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
+/// a NULL ledger nothing is charged).
 ///
 /// ```c
 /// dpattn_cross_attention_params p;
 /// dpattn_cross_attention_params_default(&p);
 /// p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
 /// dpattn_cross_attention *att = NULL;
-/// if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, &key, 0, ledger, &att) == DPATTN_STATUS_OK) {
+/// if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, session, &att) == DPATTN_STATUS_OK) {
 ///     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
 ///     dpattn_cross_attention_free(att);
 /// }
@@ -629,14 +632,14 @@ unsafe fn matrix<'a>(
 /// values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
 /// `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
 /// `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
-/// only to the data holder); `DPATTN_STATUS_INFEASIBLE` / `DPATTN_STATUS_OUT_OF_RANGE` for a
-/// refused charge; `DPATTN_STATUS_INVALID_HANDLE` for a freed `ledger`. `*out` is written
-/// only on success. Thread-safe; no shared state.
+/// only to the data holder); the ledger's status for a refused charge;
+/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `session` (or ledger). `*out` is written only
+/// on success. Thread-safe.
 ///
 /// # Safety
-/// `keys`/`values` NULL or readable for their lengths; `params`, `key` NULL or readable for
-/// one struct; `out` NULL or writable for one pointer; `ledger` NULL or a value returned by
-/// `dpattn_ledger_new_*` (a freed one is detected).
+/// `keys`/`values` NULL or readable for their lengths; `params` NULL or readable for one
+/// struct; `out` NULL or writable for one pointer; `session` a value returned by
+/// `dpattn_session_new*` (a freed one is detected).
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_cross_attention_new(
@@ -647,9 +650,7 @@ pub unsafe extern "C" fn dpattn_cross_attention_new(
     n: usize,
     d: usize,
     params: *const dpattn_cross_attention_params,
-    key: *const dpattn_key,
-    stream: u64,
-    ledger: *mut dpattn_ledger,
+    session: *mut dpattn_session,
     out: *mut *mut dpattn_cross_attention,
 ) -> dpattn_status {
     ffi_status(|| {
@@ -660,10 +661,9 @@ pub unsafe extern "C" fn dpattn_cross_attention_new(
         let v = unsafe { matrix(values, values_len, n, d, "values") }?;
         // SAFETY: as above.
         let p = unsafe { decode_cross(params) }?;
-        // SAFETY: as above.
-        let key = unsafe { read(key, "key") }?.to_core();
-        let s = KeyedStream::new(&key, stream);
-        let att = with_ledger(ledger, |l| Ok(DpCrossAttention::new(k, v, &p, &s, l)?))?;
+        let att = with_session(session, cross::STREAMS, |draw, l| {
+            Ok(DpCrossAttention::new_keyed(k, v, &p, draw, l)?)
+        })?;
         let h = dpattn_cross_attention::into_handle(att);
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe { out.write(h) };
@@ -957,6 +957,8 @@ mod tests {
         let e = unsafe { decode_cross(&p) }.unwrap_err();
         assert!(e.to_string().contains("params.copies_kind"), "{e}");
     }
+    use crate::ledger::dpattn_ledger;
+    use crate::tensor::dpattn_key;
     use crate::attention::tests::{data, t, tm};
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
@@ -1177,12 +1179,18 @@ mod tests {
         assert!(got.iter().all(|&x| x == 7.0));
     }
 
-    fn cross_new(ledger: *mut dpattn_ledger, h: &mut *mut dpattn_cross_attention) -> dpattn_status {
+    /// A release on a replay session of master key `[5; 32]` whose next stream id is 2,
+    /// charging `ledger` (NULL: nothing).
+    fn cross_new(
+        ledger: *mut crate::ledger::dpattn_ledger,
+        h: &mut *mut dpattn_cross_attention,
+    ) -> dpattn_status {
+        use crate::softmax_tree::session_testing as ss;
         let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
         let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
-        let key = dpattn_key { bytes: [5; 32] };
-        // SAFETY: live locals; `ledger` NULL or a (possibly freed) handle.
-        unsafe {
+        let session = ss::replay(5, 2, ledger);
+        // SAFETY: live locals and session.
+        let st = unsafe {
             dpattn_cross_attention_new(
                 k.as_ptr(),
                 6,
@@ -1191,16 +1199,17 @@ mod tests {
                 3,
                 2,
                 &cross_params(),
-                &key,
-                2,
-                ledger,
+                session,
                 h,
             )
-        }
+        };
+        ss::free(session);
+        st
     }
 
     #[test]
     fn cross_attention_with_a_ledger_charges_exactly_what_the_core_charges() {
+        use dpattn_core::accounting::privacy_unit::PrivacyUnit;
         let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
         let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
         let mut cp = CrossAttentionParams::new(SoftmaxTreeParams::paper(
@@ -1211,11 +1220,12 @@ mod tests {
         ));
         cp.adaptive.copies = Copies::Fixed(3);
         let core_new = |l: &mut Ledger| {
-            DpCrossAttention::new(
+            use crate::softmax_tree::session_testing as ss;
+            DpCrossAttention::new_keyed(
                 MatRef::from_row_major(&k, 3, 2).unwrap(),
                 MatRef::from_row_major(&v, 3, 2).unwrap(),
                 &cp,
-                &KeyedStream::new(&NoiseKey::for_replay([5; 32]), 2),
+                dpattn_core::session::Draw { key: &ss::key(5), stream: 2 },
                 Some(l),
             )
         };
@@ -1269,15 +1279,19 @@ mod tests {
             lt::assert_same(l, &cl);
             lt::free(l);
         }
-        // Refused: nothing returned, ledger unchanged; a freed ledger.
-        let (l, _) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(1e-3, 1e-9));
-        let mut h = 0x10 as *mut dpattn_cross_attention;
-        assert_eq!(cross_new(l, &mut h), dpattn_status::Infeasible);
-        assert_eq!(h, 0x10 as *mut dpattn_cross_attention);
-        lt::assert_untouched(l);
-        lt::free(l);
-        assert_eq!(cross_new(lt::freed(), &mut h), dpattn_status::InvalidHandle);
-        assert_eq!(h, 0x10 as *mut dpattn_cross_attention);
+        // Refused (over budget; a ledger kept for another unit): nothing returned, ledger
+        // unchanged.
+        for (unit, total, want) in [
+            (PrivacyUnit::TOKEN, 1e-3, dpattn_status::Infeasible),
+            (PrivacyUnit::Prompt, 100.0, dpattn_status::UnitMismatch),
+        ] {
+            let (l, _) = lt::pair(unit, Kind::Approx(total, 1e-2));
+            let mut h = 0x10 as *mut dpattn_cross_attention;
+            assert_eq!(cross_new(l, &mut h), want);
+            assert_eq!(h, 0x10 as *mut dpattn_cross_attention);
+            lt::assert_untouched(l);
+            lt::free(l);
+        }
     }
 
     #[test]
@@ -1442,13 +1456,14 @@ mod tests {
             1e-6,
         ));
         cp.adaptive.copies = Copies::Fixed(3);
-        let key = dpattn_key { bytes: [5; 32] };
-        let core = DpCrossAttention::new(
+        use crate::softmax_tree::session_testing as ss;
+        let session = ss::replay(5, 2, std::ptr::null_mut());
+        let core = DpCrossAttention::new_keyed(
             MatRef::from_row_major(&k, 3, 2).unwrap(),
             MatRef::from_row_major(&v, 3, 2).unwrap(),
             &cp,
-            &KeyedStream::new(&key.to_core(), 2),
-            None::<&mut Ledger>,
+            dpattn_core::session::Draw { key: &ss::key(5), stream: 2 },
+            None,
         )
         .unwrap();
         let mut want = [0.0; 2];
@@ -1457,19 +1472,8 @@ mod tests {
         let p = cross_params();
         // SAFETY: live locals throughout.
         unsafe {
-            let st = dpattn_cross_attention_new(
-                k.as_ptr(),
-                6,
-                v.as_ptr(),
-                6,
-                3,
-                2,
-                &p,
-                &key,
-                2,
-                std::ptr::null_mut(),
-                &mut h,
-            );
+            let st =
+                dpattn_cross_attention_new(k.as_ptr(), 6, v.as_ptr(), 6, 3, 2, &p, session, &mut h);
             assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
             let mut n = 0;
             assert_eq!(dpattn_cross_attention_query_scratch_len(h, &mut n), dpattn_status::Ok);
@@ -1543,9 +1547,7 @@ mod tests {
                 3,
                 2,
                 &p,
-                &key,
-                2,
-                std::ptr::null_mut(),
+                session,
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::ShapeMismatch);
@@ -1559,9 +1561,7 @@ mod tests {
                 3,
                 2,
                 &bad_p,
-                &key,
-                2,
-                std::ptr::null_mut(),
+                session,
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::OutOfRange);
@@ -1574,9 +1574,7 @@ mod tests {
                 3,
                 2,
                 &bad_p,
-                &key,
-                2,
-                std::ptr::null_mut(),
+                session,
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::OutOfRange);
@@ -1591,9 +1589,7 @@ mod tests {
                 3,
                 2,
                 &rej,
-                &key,
-                2,
-                std::ptr::null_mut(),
+                session,
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::DomainViolation);
@@ -1606,12 +1602,28 @@ mod tests {
                 3,
                 2,
                 &p,
-                std::ptr::null(),
-                2,
                 std::ptr::null_mut(),
                 &mut h2,
             );
             assert_eq!(st, dpattn_status::NullArgument);
+            assert!(last_error_string().contains("session"));
+            let st = dpattn_cross_attention_new(
+                k.as_ptr(),
+                6,
+                v.as_ptr(),
+                6,
+                3,
+                2,
+                &p,
+                ss::freed(),
+                &mut h2,
+            );
+            assert_eq!(st, dpattn_status::InvalidHandle);
+            assert!(last_error_string().contains("session"));
+            // The release took stream 2; the domain refusal (inside the build) took 3; the
+            // argument errors took none.
+            assert_eq!(ss::next_stream(session), 4);
+            ss::free(session);
             // Domain report, estimates.
             let mut rep = dpattn_domain_report::default();
             let st = dpattn_cross_attention_check_domain(

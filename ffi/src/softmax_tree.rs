@@ -4,13 +4,19 @@
 //! Structures are opaque registry handles (`_new` / `_free`); every query takes a `const`
 //! handle. Handles are thread-safe: each call locks its handle's mutex, so concurrent
 //! calls on one handle are serialised; a freed handle gives `DPATTN_STATUS_INVALID_HANDLE`
-//! and a second `_free` is harmless. All noise is drawn at build time from the keyed
-//! stream `(key, stream)`; queries are post-processing (any number, adaptive or not).
+//! and a second `_free` is harmless. The construction is the release: every `_new` takes a
+//! `dpattn_session`, draws all its noise at build time from one fresh stream id of it and
+//! charges the session's ledger (kept for one token, `DPATTN_UNIT_TOKENS` with 1 token)
+//! what the structure achieves, an `(ε, δ)` with `δ > 0` (approximate-DP ledgers only:
+//! truncated Laplace noise has no zCDP form), after the structure is built and before the
+//! handle is returned; a refused charge returns the ledger's status and no handle (the
+//! stream id is consumed). Replaying a build for an audit takes a session from
+//! `dpattn_session_new_for_replay` (with a NULL ledger nothing is charged). Queries are
+//! post-processing (any number, adaptive or not).
 //! Constructors allocate (the structures hold `3(2N − 2)` nodes per feature); the softmax
 //! constructors refuse configurations whose memory estimate exceeds
 //! `memory_limit_bytes` with `DPATTN_STATUS_MEMORY_LIMIT` before allocating.
 
-use dpattn_core::sampling::KeyedStream;
 use dpattn_core::softmax_tree as st;
 use dpattn_core::softmax_tree::{
     Accounting, AdaptiveParams, Copies, DistanceParams, DpTree, DpTreeDistance, DpTreeHighDim,
@@ -22,8 +28,8 @@ use dpattn_core::{Error, MatRef, NoiseMode, PrivacyBudget};
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};
 use crate::handle::Handle;
+use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
-use crate::tensor::dpattn_key;
 
 /// `Side` of a touched node: a left sibling (added to `c_left`).
 pub const DPATTN_DP_TREE_SIDE_LEFT: u32 = 0;
@@ -578,16 +584,20 @@ pub extern "C" fn dpattn_softmax_tree_gamma_bound(radius: f64, degree: u32) -> f
 // DPTree.
 
 /// Builds a DPTree over `values[0..values_len]` (padded to `N = max(2, next_pow2(n))`
-/// leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised from element 0 of
-/// `(key, stream)` with `TLap(2·bound, ε/L, δ/L)` per node.
+/// leaves, each value clamped into `[−bound, bound]`, NaN → 0), noised with fresh randomness
+/// from `session` (node `v` is element `v − 2` of its stream): every node on its grid with
+/// exact truncated discrete Laplace noise for `TLap(2·bound, ε/L, δ/L)`.
 ///
 /// **Guarantee** (Lemma B.6, root dropped): `(ε, δ)`-DP for neighbouring inputs that differ
-/// in **one value**. Queries are post-processing. Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
-/// `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty input, bad bound/ε/δ, node
-/// `δ/L > 1/2`), `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+/// in **one value** (one token). **Accounting**: the session's ledger is charged
+/// `(epsilon, delta)` (module docs). Queries are post-processing. Errors:
+/// `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_OUT_OF_RANGE` (empty
+/// input, bad bound/ε/δ, node `δ/L > 1/2`), `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a
+/// freed session), the ledger's status for a refused charge. Allocates. Thread-safe.
 ///
 /// # Safety
-/// `values` valid for `values_len` reads, `key` readable, `out_tree` writable.
+/// `values` valid for `values_len` reads, `session` a value returned by
+/// `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_dp_tree_new(
@@ -596,20 +606,17 @@ pub unsafe extern "C" fn dpattn_dp_tree_new(
     bound: f64,
     epsilon: f64,
     delta: f64,
-    key: *const dpattn_key,
-    stream: u64,
+    session: *mut dpattn_session,
     out_tree: *mut *mut dpattn_dp_tree,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_tree, "out_tree")?;
         // SAFETY: forwarded caller contract.
-        let (v, key) = unsafe { (slice(values, values_len, "values")?, read(key, "key")?) };
-        let t = DpTree::new(
-            v,
-            bound,
-            PrivacyBudget::new(epsilon, delta)?,
-            &KeyedStream::new(&key.to_core(), stream),
-        )?;
+        let v = unsafe { slice(values, values_len, "values") }?;
+        let budget = PrivacyBudget::new(epsilon, delta)?;
+        let t = with_session(session, st::STREAMS, |draw, l| {
+            Ok(DpTree::new_keyed(v, bound, budget, draw, l, NoiseMode::Exact)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_dp_tree::into_handle(t)) };
         Ok(())
@@ -822,16 +829,20 @@ impl dpattn_dp_tree_distance_params {
 }
 
 /// Builds DPTreeDistance over points `x` with weights `w` (`n = x_len = w_len`), noised
-/// from element 0 of `(key, stream)`: `p + 1` moment trees, tree `q` summing `w x^q`.
+/// with fresh randomness from `session` (from element 0 of its stream): `p + 1` moment
+/// trees, tree `q` summing `w x^q`.
 ///
 /// **Guarantee** (Theorem D.1): `(ε, δ)`-DP for neighbouring datasets that differ in **one
-/// point** `(x_k, w_k)`, for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values are clamped
-/// there, NaN → 0). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`
-/// (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters), `_MISALIGNED`,
-/// `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates. Thread-safe.
+/// point** `(x_k, w_k)` (one token), for `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` (private values
+/// are clamped there, NaN → 0). **Accounting**: the session's ledger is charged
+/// `(epsilon, delta)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+/// `_SHAPE_MISMATCH` (`x_len ≠ w_len`), `_OUT_OF_RANGE` (empty, bad parameters),
+/// `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed
+/// session), the ledger's status for a refused charge. Allocates. Thread-safe.
 ///
 /// # Safety
-/// Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+/// Buffers valid for their lengths, struct pointers readable, `session` a value returned
+/// by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_dp_tree_distance_new(
@@ -840,23 +851,18 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_new(
     w: *const f64,
     w_len: usize,
     params: *const dpattn_dp_tree_distance_params,
-    key: *const dpattn_key,
-    stream: u64,
+    session: *mut dpattn_session,
     out_tree: *mut *mut dpattn_dp_tree_distance,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_tree, "out_tree")?;
         // SAFETY: forwarded caller contract.
-        let (x, w, p, key) = unsafe {
-            (
-                slice(x, x_len, "x")?,
-                slice(w, w_len, "w")?,
-                read(params, "params")?,
-                read(key, "key")?,
-            )
-        };
-        let t =
-            DpTreeDistance::new(x, w, &p.to_core()?, &KeyedStream::new(&key.to_core(), stream))?;
+        let (x, w, p) =
+            unsafe { (slice(x, x_len, "x")?, slice(w, w_len, "w")?, read(params, "params")?) };
+        let p = p.to_core()?;
+        let t = with_session(session, st::STREAMS, |draw, l| {
+            Ok(DpTreeDistance::new_keyed(x, w, &p, draw, l)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_dp_tree_distance::into_handle(t)) };
         Ok(())
@@ -993,13 +999,16 @@ pub struct dpattn_dp_tree_high_dim_params {
 /// `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`.
 ///
 /// **Guarantee** (Lemma E.1): `(ε', δ + δ′)`-DP for neighbours differing in one row
-/// `(x_k, w_k)` with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy` (≈ `√2·c·ε`).
-/// Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
-/// `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`, `_ALLOCATION_FAILED`. Allocates.
-/// Thread-safe.
+/// `(x_k, w_k)` (one token) with `ε'` = `dpattn_dp_tree_high_dim_achieved_privacy`
+/// (≈ `√2·c·ε`). **Accounting**: the session's ledger (one fresh stream id of `session`) is
+/// charged that `(ε', δ + δ′)` (module docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
+/// `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE`, `_MISALIGNED`, `_SIZE_OVERFLOW`,
+/// `_ALLOCATION_FAILED`, `_INVALID_HANDLE` (a freed session), the ledger's status for a
+/// refused charge. Allocates. Thread-safe.
 ///
 /// # Safety
-/// Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+/// Buffers valid for their lengths, struct pointers readable, `session` a value returned
+/// by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_dp_tree_high_dim_new(
@@ -1011,19 +1020,17 @@ pub unsafe extern "C" fn dpattn_dp_tree_high_dim_new(
     w: *const f64,
     w_len: usize,
     params: *const dpattn_dp_tree_high_dim_params,
-    key: *const dpattn_key,
-    stream: u64,
+    session: *mut dpattn_session,
     out_tree: *mut *mut dpattn_dp_tree_high_dim,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_tree, "out_tree")?;
         // SAFETY: forwarded caller contract.
-        let (xm, w, p, key) = unsafe {
+        let (xm, w, p) = unsafe {
             (
                 mat(x, x_len, rows, cols, row_stride, "x")?,
                 slice(w, w_len, "w")?,
                 read(params, "params")?,
-                read(key, "key")?,
             )
         };
         let hp = HighDimParams {
@@ -1035,7 +1042,9 @@ pub unsafe extern "C" fn dpattn_dp_tree_high_dim_new(
             c: p.c,
             noise_mode: NoiseMode::Exact,
         };
-        let t = DpTreeHighDim::new(xm, w, &hp, &KeyedStream::new(&key.to_core(), stream))?;
+        let t = with_session(session, st::STREAMS, |draw, l| {
+            Ok(DpTreeHighDim::new_keyed(xm, w, &hp, draw, l)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_dp_tree_high_dim::into_handle(t)) };
         Ok(())
@@ -1443,31 +1452,35 @@ fn info_of(m: &TaylorFeatureMap, gamma: f64, copies: usize) -> dpattn_softmax_tr
 }
 
 /// Builds DPTreeSoftmax (Algorithm 3) over the rows of `keys` (`rows × cols`, row stride
-/// `row_stride`) with weights `weights` (`weights_len = rows`), noised from element 0 of
-/// `(key, stream)`. Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)` for public `y`.
+/// `row_stride`) with weights `weights` (`weights_len = rows`), noised with fresh randomness
+/// from `session` (from element 0 of its stream). Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)`
+/// for public `y`.
 ///
 /// **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
-/// that differ in **one row** `(x_k, w_k)`, for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n`
-/// (private rows clamped there, NaN → 0); `n` is public. The accountant
+/// that differ in **one row** `(x_k, w_k)` (one token), for `X ∈ [0, R]^{n×d}`,
+/// `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is public. The accountant
 /// (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
-/// under the paper split). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`,
-/// `_BUFFER_TOO_SHORT`, `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT`
-/// (estimate over `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`,
-/// `_MISALIGNED`, `_SIZE_OVERFLOW`. Allocates. Thread-safe.
+/// under the paper split); the session's ledger is charged exactly that (module docs).
+/// Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+/// `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT` (estimate over
+/// `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`, `_MISALIGNED`,
+/// `_SIZE_OVERFLOW`, `_INVALID_HANDLE` (a freed session), the ledger's status for a refused
+/// charge. Allocates. Thread-safe.
 ///
 /// ```c
 /// dpattn_softmax_tree_params p;
 /// dpattn_softmax_tree_params_default(&p);
 /// p.epsilon = 0.5; p.delta = 1e-6; p.delta_prime = 1e-6;
 /// dpattn_softmax_tree *t = NULL;
-/// dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, &key, 0, &t);
+/// dpattn_softmax_tree_new(keys, n * d, n, d, d, w, n, &p, session, &t);
 /// size_t len; dpattn_softmax_tree_query_scratch_len(t, &len);
 /// double z; dpattn_softmax_tree_query(t, y, d, scratch, len, &z);
 /// dpattn_softmax_tree_free(t);
 /// ```
 ///
 /// # Safety
-/// Buffers valid for their lengths, struct pointers readable, `out_tree` writable.
+/// Buffers valid for their lengths, struct pointers readable, `session` a value returned
+/// by `dpattn_session_new*` (a freed one is detected), `out_tree` writable.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn dpattn_softmax_tree_new(
@@ -1479,22 +1492,23 @@ pub unsafe extern "C" fn dpattn_softmax_tree_new(
     weights: *const f64,
     weights_len: usize,
     params: *const dpattn_softmax_tree_params,
-    key: *const dpattn_key,
-    stream: u64,
+    session: *mut dpattn_session,
     out_tree: *mut *mut dpattn_softmax_tree,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_tree, "out_tree")?;
         // SAFETY: forwarded caller contract.
-        let (k, w, p, key) = unsafe {
+        let (k, w, p) = unsafe {
             (
                 mat(keys, keys_len, rows, cols, row_stride, "keys")?,
                 slice(weights, weights_len, "weights")?,
                 read(params, "params")?,
-                read(key, "key")?,
             )
         };
-        let t = DpTreeSoftmax::new(k, w, &p.to_core()?, &KeyedStream::new(&key.to_core(), stream))?;
+        let p = p.to_core()?;
+        let t = with_session(session, st::STREAMS, |draw, l| {
+            Ok(DpTreeSoftmax::new_keyed(k, w, &p, draw, l)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_softmax_tree::into_handle(t)) };
         Ok(())
@@ -1801,10 +1815,12 @@ pub unsafe extern "C" fn dpattn_softmax_tree_adaptive_copy_count(
 /// Builds DPTreeSoftmaxAdaptive (Algorithm 7): `l` independent DPTreeSoftmax copies at
 /// `(ε/l, δ/l, δ′/l)`, queries answered by their median.
 ///
-/// **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (basic
-/// composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy` reports the
-/// spend). "Robust to adaptive queries" is an accuracy property, not a privacy one. Errors
-/// as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates. Thread-safe.
+/// **Guarantee**: `(ε, δ + δ′)`-DP for neighbours differing in one row `(x_k, w_k)` (one
+/// token; basic composition over the copies; `dpattn_softmax_tree_adaptive_achieved_privacy`
+/// reports the spend, and the session's ledger is charged exactly that, one fresh stream id
+/// for all copies). "Robust to adaptive queries" is an accuracy property, not a privacy
+/// one. Errors as `dpattn_softmax_tree_new` (incl. `_MEMORY_LIMIT`). Allocates.
+/// Thread-safe.
 ///
 /// # Safety
 /// As `dpattn_softmax_tree_new`.
@@ -1819,27 +1835,23 @@ pub unsafe extern "C" fn dpattn_softmax_tree_adaptive_new(
     weights: *const f64,
     weights_len: usize,
     params: *const dpattn_softmax_tree_adaptive_params,
-    key: *const dpattn_key,
-    stream: u64,
+    session: *mut dpattn_session,
     out_tree: *mut *mut dpattn_softmax_tree_adaptive,
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_tree, "out_tree")?;
         // SAFETY: forwarded caller contract.
-        let (k, w, p, key) = unsafe {
+        let (k, w, p) = unsafe {
             (
                 mat(keys, keys_len, rows, cols, row_stride, "keys")?,
                 slice(weights, weights_len, "weights")?,
                 read(params, "params")?,
-                read(key, "key")?,
             )
         };
-        let t = DpTreeSoftmaxAdaptive::new(
-            k,
-            w,
-            &p.to_core()?,
-            &KeyedStream::new(&key.to_core(), stream),
-        )?;
+        let p = p.to_core()?;
+        let t = with_session(session, st::STREAMS, |draw, l| {
+            Ok(DpTreeSoftmaxAdaptive::new_keyed(k, w, &p, draw, l)?)
+        })?;
         // SAFETY: checked non-NULL; writable.
         unsafe { out.write(dpattn_softmax_tree_adaptive::into_handle(t)) };
         Ok(())
@@ -1969,27 +1981,90 @@ pub unsafe extern "C" fn dpattn_softmax_tree_adaptive_copy_noise_variance(
     })
 }
 
+/// Replay sessions for the unit tests of the paper-001 entry points: a C session and the
+/// core [`Draw`](dpattn_core::session::Draw) it hands out, so a C release can be compared
+/// with the core's keyed release bit for bit.
+#[cfg(test)]
+pub(crate) mod session_testing {
+    use dpattn_core::sampling::NoiseKey;
+    use dpattn_core::session::epoch_key;
+
+    use crate::ledger::dpattn_ledger;
+    use crate::session::{
+        dpattn_session, dpattn_session_free, dpattn_session_new_for_replay, dpattn_session_position,
+    };
+    use crate::status::dpattn_status;
+    use crate::tensor::dpattn_key;
+
+    /// The epoch of every replay session made here.
+    pub(crate) const EPOCH: u64 = 0x5eed;
+
+    /// A replay session of master key `[byte; 32]` at [`EPOCH`] whose next release gets
+    /// stream id `next`, charging `ledger` (NULL: nothing is charged).
+    pub(crate) fn replay(byte: u8, next: u64, ledger: *mut dpattn_ledger) -> *mut dpattn_session {
+        let mut s = std::ptr::null_mut();
+        let key = dpattn_key { bytes: [byte; 32] };
+        // SAFETY: live locals; `ledger` NULL or a handle.
+        let st = unsafe { dpattn_session_new_for_replay(&key, EPOCH, next, ledger, &mut s) };
+        assert_eq!(st, dpattn_status::Ok);
+        s
+    }
+
+    /// The key the sessions of [`replay`] draw with (the epoch key of the master key).
+    pub(crate) fn key(byte: u8) -> NoiseKey {
+        epoch_key(&NoiseKey::for_replay([byte; 32]), EPOCH)
+    }
+
+    /// The session's next stream id.
+    pub(crate) fn next_stream(s: *const dpattn_session) -> u64 {
+        let (mut e, mut n) = (0, 0);
+        // SAFETY: live out-pointers; `s` a handle.
+        let st = unsafe { dpattn_session_position(s, &mut e, &mut n) };
+        assert_eq!((st, e), (dpattn_status::Ok, EPOCH));
+        n
+    }
+
+    /// A session that was freed (its id is never reused).
+    pub(crate) fn freed() -> *mut dpattn_session {
+        let s = replay(0, 0, std::ptr::null_mut());
+        // SAFETY: a live handle, freed once.
+        unsafe { dpattn_session_free(s) };
+        s
+    }
+
+    /// Frees a session.
+    pub(crate) fn free(s: *mut dpattn_session) {
+        // SAFETY: a handle (or an ignored value).
+        unsafe { dpattn_session_free(s) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::session_testing as ss;
     use super::*;
+    use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
-    use dpattn_core::sampling::NoiseKey;
-    use std::ptr::{null, null_mut};
-
-    const KEY: dpattn_key = dpattn_key { bytes: [7; 32] };
+    use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+    use dpattn_core::session::Draw;
+    use std::ptr::null_mut;
 
     #[test]
     fn dp_tree_equals_core_and_detects_freed_handles() {
         let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
         let mut t = null_mut();
+        let session = ss::replay(7, 3, null_mut());
         // SAFETY: valid pointers.
-        let s = unsafe { dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, 1.0, 1e-6, &KEY, 3, &mut t) };
+        let s = unsafe { dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, 1.0, 1e-6, session, &mut t) };
         assert_eq!(s, dpattn_status::Ok);
-        let core = DpTree::new(
+        assert_eq!(ss::next_stream(session), 4);
+        let core = DpTree::new_keyed(
             &values,
             8.0,
             PrivacyBudget::new(1.0, 1e-6).unwrap(),
-            &KeyedStream::new(&NoiseKey::for_replay([7; 32]), 3),
+            Draw { key: &ss::key(7), stream: 3 },
+            None,
+            NoiseMode::Exact,
         )
         .unwrap();
         let (mut l, mut r) = (0.0, 0.0);
@@ -2041,16 +2116,21 @@ mod tests {
         // SAFETY: NULL / bad inputs rejected.
         unsafe {
             assert_eq!(
-                dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, 1.0, 1e-6, null(), 3, &mut t),
+                dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, 1.0, 1e-6, null_mut(), &mut t),
                 dpattn_status::NullArgument
             );
-            assert!(last_error_string().contains("key"));
+            assert!(last_error_string().contains("session"));
             assert_eq!(
-                dpattn_dp_tree_new(values.as_ptr(), 0, 8.0, 1.0, 1e-6, &KEY, 3, &mut t),
+                dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, 1.0, 1e-6, ss::freed(), &mut t),
+                dpattn_status::InvalidHandle
+            );
+            assert!(last_error_string().contains("session"));
+            assert_eq!(
+                dpattn_dp_tree_new(values.as_ptr(), 0, 8.0, 1.0, 1e-6, session, &mut t),
                 dpattn_status::OutOfRange
             );
             assert_eq!(
-                dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, -1.0, 1e-6, &KEY, 3, &mut t),
+                dpattn_dp_tree_new(values.as_ptr(), 8, 8.0, -1.0, 1e-6, session, &mut t),
                 dpattn_status::OutOfRange
             );
             assert!(last_error_string().contains("epsilon"));
@@ -2061,13 +2141,16 @@ mod tests {
                     8.0,
                     1.0,
                     1e-6,
-                    &KEY,
-                    3,
+                    session,
                     &mut t
                 ),
                 dpattn_status::SizeOverflow
             );
         }
+        // Invalid arguments are refused before the session hands out a stream id; an error
+        // of the build itself (empty input) consumes one.
+        assert_eq!(ss::next_stream(session), 5);
+        ss::free(session);
     }
 
     #[test]
@@ -2106,6 +2189,7 @@ mod tests {
         tp.delta = 1e-6;
         tp.delta_prime = 1e-6;
         let mut h = null_mut();
+        let session = ss::replay(7, 1, null_mut());
         // SAFETY: valid pointers.
         let s = unsafe {
             dpattn_softmax_tree_new(
@@ -2117,17 +2201,17 @@ mod tests {
                 wts.as_ptr(),
                 3,
                 &tp,
-                &KEY,
-                1,
+                session,
                 &mut h,
             )
         };
         assert_eq!(s, dpattn_status::Ok, "{}", last_error_string());
-        let core = DpTreeSoftmax::new(
+        let core = DpTreeSoftmax::new_keyed(
             MatRef::from_row_major(&keys, 3, 2).unwrap(),
             &wts,
             &tp.to_core().unwrap(),
-            &KeyedStream::new(&NoiseKey::for_replay([7; 32]), 1),
+            Draw { key: &ss::key(7), stream: 1 },
+            None,
         )
         .unwrap();
         let mut len = 0;
@@ -2167,8 +2251,7 @@ mod tests {
                     wts.as_ptr(),
                     3,
                     &tp,
-                    &KEY,
-                    1,
+                    session,
                     &mut h
                 ),
                 dpattn_status::MemoryLimit
@@ -2185,14 +2268,337 @@ mod tests {
                     wts.as_ptr(),
                     3,
                     &tp,
-                    &KEY,
-                    1,
+                    session,
                     &mut h
                 ),
                 dpattn_status::OutOfRange
             );
             assert!(last_error_string().contains("accounting"));
         }
+        ss::free(session);
+    }
+
+    /// Builds each of the five structures through the C ABI on `session`, returning the
+    /// status and the `(ε, δ)` its handle reports as achieved (NaN when not built); frees
+    /// the handles.
+    fn build_all(session: *mut dpattn_session) -> Vec<(dpattn_status, f64, f64)> {
+        let values = [0.25, -1.0, 0.5, 2.0];
+        let x = [0.1, 0.3, 0.6, 0.9];
+        let keys = [0.2, 0.9, 0.5, 0.1, 1.0, 0.4, 0.3, 0.3];
+        let dp = dpattn_dp_tree_distance_params {
+            p: 1,
+            range: 1.0,
+            weight_bound: 1.0,
+            epsilon: 0.5,
+            delta: 1e-4,
+        };
+        let hp = dpattn_dp_tree_high_dim_params {
+            p: 1,
+            range: 1.0,
+            weight_bound: 1.0,
+            epsilon: 0.5,
+            delta: 1e-6,
+            delta_prime: 1e-6,
+            c: 0.09,
+        };
+        let mut tp = default_tree_params();
+        (tp.epsilon, tp.delta, tp.delta_prime) = (0.5, 1e-6, 1e-6);
+        let mut ap = std::mem::MaybeUninit::uninit();
+        // SAFETY: writable local, initialised on success.
+        let mut ap = unsafe {
+            assert_eq!(
+                dpattn_softmax_tree_adaptive_params_default(ap.as_mut_ptr()),
+                dpattn_status::Ok
+            );
+            ap.assume_init()
+        };
+        ap.tree = tp;
+        ap.copies = dpattn_softmax_tree_copies {
+            kind: DPATTN_SOFTMAX_TREE_COPIES_FIXED,
+            value: 0.0,
+            fixed: 3,
+        };
+        let nan = (f64::NAN, f64::NAN);
+        let mut out = Vec::new();
+        // SAFETY: live locals of the stated lengths; handles freed once.
+        unsafe {
+            let mut t = null_mut();
+            let st = dpattn_dp_tree_new(values.as_ptr(), 4, 2.0, 0.5, 1e-6, session, &mut t);
+            // DPTree reports no achieved privacy: it spends exactly (ε, δ).
+            let (e, d) = if st == dpattn_status::Ok { (0.5, 1e-6) } else { nan };
+            out.push((st, e, d));
+            dpattn_dp_tree_free(t);
+
+            let mut t = null_mut();
+            let st = dpattn_dp_tree_distance_new(
+                x.as_ptr(),
+                4,
+                values.as_ptr(),
+                4,
+                &dp,
+                session,
+                &mut t,
+            );
+            let (e, d) = if st == dpattn_status::Ok { (0.5, 1e-4) } else { nan };
+            out.push((st, e, d));
+            dpattn_dp_tree_distance_free(t);
+
+            let (mut e, mut d) = nan;
+            let mut t = null_mut();
+            let st = dpattn_dp_tree_high_dim_new(
+                x.as_ptr(),
+                4,
+                2,
+                2,
+                2,
+                values.as_ptr(),
+                2,
+                &hp,
+                session,
+                &mut t,
+            );
+            if st == dpattn_status::Ok {
+                assert_eq!(
+                    dpattn_dp_tree_high_dim_achieved_privacy(t, &mut e, &mut d),
+                    dpattn_status::Ok
+                );
+            }
+            out.push((st, e, d));
+            dpattn_dp_tree_high_dim_free(t);
+
+            let (mut e, mut d) = nan;
+            let mut t = null_mut();
+            let st = dpattn_softmax_tree_new(
+                keys.as_ptr(),
+                8,
+                4,
+                2,
+                2,
+                values.as_ptr(),
+                4,
+                &tp,
+                session,
+                &mut t,
+            );
+            if st == dpattn_status::Ok {
+                assert_eq!(
+                    dpattn_softmax_tree_achieved_privacy(t, &mut e, &mut d),
+                    dpattn_status::Ok
+                );
+            }
+            out.push((st, e, d));
+            dpattn_softmax_tree_free(t);
+
+            let (mut e, mut d) = nan;
+            let mut t = null_mut();
+            let st = dpattn_softmax_tree_adaptive_new(
+                keys.as_ptr(),
+                8,
+                4,
+                2,
+                2,
+                values.as_ptr(),
+                4,
+                &ap,
+                session,
+                &mut t,
+            );
+            if st == dpattn_status::Ok {
+                assert_eq!(
+                    dpattn_softmax_tree_adaptive_achieved_privacy(t, &mut e, &mut d),
+                    dpattn_status::Ok
+                );
+            }
+            out.push((st, e, d));
+            dpattn_softmax_tree_adaptive_free(t);
+        }
+        out
+    }
+
+    #[test]
+    fn every_build_charges_the_sessions_ledger_what_it_achieves() {
+        // An approximate-DP ledger for tokens: each build is one (ε, δ) charge of what the
+        // structure reports as achieved, on one fresh stream id.
+        let (l, _) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(100.0, 0.5));
+        let session = ss::replay(9, 40, l);
+        let built = build_all(session);
+        let (mut eps, mut delta) = (0.0, 0.0);
+        for (i, &(st, e, d)) in built.iter().enumerate() {
+            assert_eq!(st, dpattn_status::Ok, "structure {i}: {}", last_error_string());
+            assert!(e > 0.0 && e <= 0.5 && d > 0.0, "structure {i}: ({e}, {d})");
+            eps += e;
+            delta += d;
+        }
+        let (spent, charges) = lt::state(l);
+        assert_eq!(charges, 5);
+        assert!((spent.epsilon / eps - 1.0).abs() < 1e-12, "{spent:?} vs {eps}");
+        assert!((spent.delta / delta - 1.0).abs() < 1e-12, "{spent:?} vs {delta}");
+        assert_eq!(ss::next_stream(session), 45);
+        ss::free(session);
+        lt::free(l);
+
+        // zCDP and RDP ledgers cannot take an (ε, δ > 0) charge; a ledger kept for another
+        // unit refuses it too; over budget is refused. No handle, ledger unchanged.
+        for (unit, kind, want) in [
+            (PrivacyUnit::TOKEN, Kind::Zcdp(10.0), dpattn_status::OutOfRange),
+            (PrivacyUnit::TOKEN, Kind::Rdp(10.0, 1e-5), dpattn_status::OutOfRange),
+            (PrivacyUnit::Prompt, Kind::Approx(100.0, 0.5), dpattn_status::UnitMismatch),
+            (PrivacyUnit::TOKEN, Kind::Approx(0.01, 0.5), dpattn_status::Infeasible),
+        ] {
+            let (l, _) = lt::pair(unit, kind);
+            let session = ss::replay(9, 0, l);
+            for (i, (st, e, _)) in build_all(session).into_iter().enumerate() {
+                assert_eq!(st, want, "{kind:?} {unit:?}, structure {i}");
+                assert!(e.is_nan());
+            }
+            lt::assert_untouched(l);
+            assert_eq!(ss::next_stream(session), 5, "each refused build consumed its stream id");
+            ss::free(session);
+            lt::free(l);
+        }
+
+        // A replay session without a ledger builds and charges nothing.
+        let session = ss::replay(9, 40, null_mut());
+        let again = build_all(session);
+        assert!(again.iter().all(|r| r.0 == dpattn_status::Ok));
+        ss::free(session);
+    }
+
+    #[test]
+    fn each_structure_equals_the_cores_keyed_build_with_its_charge() {
+        // The C session's draw (epoch key, next stream id) and ledger against the core's
+        // new_keyed with the same draw and a core ledger of the same kind.
+        let x = [0.1, 0.3, 0.6, 0.9, 0.45, 0.2];
+        let w = [0.5, -1.0, 0.25, 1.0, 0.0, 0.75];
+        let hp = dpattn_dp_tree_high_dim_params {
+            p: 2,
+            range: 1.0,
+            weight_bound: 1.0,
+            epsilon: 0.5,
+            delta: 1e-6,
+            delta_prime: 1e-6,
+            c: 0.09,
+        };
+        let (l, mut cl) = lt::pair(PrivacyUnit::TOKEN, Kind::Approx(10.0, 1e-3));
+        let session = ss::replay(3, 17, l);
+        let mut t = null_mut();
+        // SAFETY: live locals of the stated lengths.
+        let st = unsafe {
+            dpattn_dp_tree_high_dim_new(x.as_ptr(), 6, 3, 2, 2, w.as_ptr(), 3, &hp, session, &mut t)
+        };
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        let core = DpTreeHighDim::new_keyed(
+            MatRef::from_row_major(&x, 3, 2).unwrap(),
+            &w[..3],
+            &HighDimParams {
+                p: 2,
+                range: 1.0,
+                weight_bound: 1.0,
+                budget: PrivacyBudget::new(0.5, 1e-6).unwrap(),
+                delta_prime: 1e-6,
+                c: 0.09,
+                noise_mode: NoiseMode::Exact,
+            },
+            Draw { key: &ss::key(3), stream: 17 },
+            Some(&mut cl),
+        )
+        .unwrap();
+        lt::assert_same(l, &cl);
+        for y in [[0.0, 0.0], [0.3, 0.8], [1.0, 0.5]] {
+            let mut v = 0.0;
+            // SAFETY: live locals.
+            let st = unsafe { dpattn_dp_tree_high_dim_query(t, y.as_ptr(), 2, &mut v) };
+            assert_eq!(st, dpattn_status::Ok);
+            assert_eq!(v.to_bits(), core.query(&y).unwrap().to_bits());
+        }
+        dpattn_dp_tree_high_dim_free(t);
+
+        let dp = dpattn_dp_tree_distance_params {
+            p: 2,
+            range: 1.0,
+            weight_bound: 1.0,
+            epsilon: 0.5,
+            delta: 1e-4,
+        };
+        let mut t = null_mut();
+        // SAFETY: live locals of the stated lengths.
+        let st = unsafe {
+            dpattn_dp_tree_distance_new(x.as_ptr(), 6, w.as_ptr(), 6, &dp, session, &mut t)
+        };
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        let core = DpTreeDistance::new_keyed(
+            &x,
+            &w,
+            &dp.to_core().unwrap(),
+            Draw { key: &ss::key(3), stream: 18 },
+            Some(&mut cl),
+        )
+        .unwrap();
+        lt::assert_same(l, &cl);
+        for y in [0.0, 0.3, 1.0] {
+            let mut v = 0.0;
+            // SAFETY: live locals.
+            assert_eq!(unsafe { dpattn_dp_tree_distance_query(t, y, &mut v) }, dpattn_status::Ok);
+            assert_eq!(v.to_bits(), core.query(y).unwrap().to_bits());
+        }
+        dpattn_dp_tree_distance_free(t);
+
+        let keys = [0.2, 0.9, 0.5, 0.1, 1.0, 0.4];
+        let mut ap = std::mem::MaybeUninit::uninit();
+        // SAFETY: writable local, initialised on success.
+        let mut ap = unsafe {
+            assert_eq!(
+                dpattn_softmax_tree_adaptive_params_default(ap.as_mut_ptr()),
+                dpattn_status::Ok
+            );
+            ap.assume_init()
+        };
+        (ap.tree.epsilon, ap.tree.delta, ap.tree.delta_prime) = (0.5, 1e-6, 1e-6);
+        ap.copies = dpattn_softmax_tree_copies {
+            kind: DPATTN_SOFTMAX_TREE_COPIES_FIXED,
+            value: 0.0,
+            fixed: 3,
+        };
+        let mut t = null_mut();
+        // SAFETY: live locals of the stated lengths.
+        let st = unsafe {
+            dpattn_softmax_tree_adaptive_new(
+                keys.as_ptr(),
+                6,
+                3,
+                2,
+                2,
+                w.as_ptr(),
+                3,
+                &ap,
+                session,
+                &mut t,
+            )
+        };
+        assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
+        let core = DpTreeSoftmaxAdaptive::new_keyed(
+            MatRef::from_row_major(&keys, 3, 2).unwrap(),
+            &w[..3],
+            &ap.to_core().unwrap(),
+            Draw { key: &ss::key(3), stream: 19 },
+            Some(&mut cl),
+        )
+        .unwrap();
+        lt::assert_same(l, &cl);
+        let mut len = 0;
+        // SAFETY: live locals.
+        unsafe { dpattn_softmax_tree_adaptive_query_scratch_len(t, &mut len) };
+        let (y, mut sc, mut z) = ([0.3, 0.7], vec![0.0; len], 0.0);
+        // SAFETY: live locals of the stated lengths.
+        let st = unsafe {
+            dpattn_softmax_tree_adaptive_query(t, y.as_ptr(), 2, sc.as_mut_ptr(), len, &mut z)
+        };
+        assert_eq!(st, dpattn_status::Ok);
+        assert_eq!(z.to_bits(), core.query(&y).unwrap().to_bits());
+        dpattn_softmax_tree_adaptive_free(t);
+        assert_eq!(cl.charges(), 3);
+        ss::free(session);
+        lt::free(l);
     }
 
     #[test]

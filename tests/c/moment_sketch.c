@@ -2,7 +2,8 @@
  * C ABI of the moment sketch ([EXT] E1 of seed-001): every entry point, checked against a
  * naive C reference (the noise-free answer is sum_j T_s(tau k_j.q) v_j / sum_j T_s(tau k_j.q)
  * because P(k).P(q) = T_s(tau k.q)), closed-form sensitivities, the statistics of the
- * Gaussian noise, determinism of the keyed noise, and bad input. Returns 0 or the line.
+ * Gaussian noise, replay of a release from its (master key, epoch, stream id), the charge
+ * of the session's ledger, and bad input. Returns 0 or the line.
  */
 #include "dpattn.h"
 #include "check.h"
@@ -25,6 +26,8 @@ int dpattn_c_moment_sketch(void) {
     static double keys[N * D], vals[N * D], sk[M], sk2[M], ex[M], sc[64];
     dpattn_moment_sketch_params p, q;
     dpattn_moment_sketch *s = NULL, *s2 = NULL, *e = NULL;
+    dpattn_session *rs = NULL, *rs2 = NULL;
+    const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
     dpattn_key key;
     size_t dim = 0, r = 0, len = 0, i, j;
     uint32_t deg = 0;
@@ -91,8 +94,10 @@ int dpattn_c_moment_sketch(void) {
 
     /* Released sketch: M~ - M ~ N(0, sigma^2) i.i.d. over 45 entries. Every |z| < 6 sigma
      * (P(fail) ~ 1e-7) and the sample variance / sigma^2 in [0.25, 2.5] (chi^2_45/45 tails
-     * there are below 1e-6). */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s) == DPATTN_STATUS_OK);
+     * there are below 1e-6). A replay session (master key 6, epoch 7, next stream 0, no
+     * ledger) so the release can be reproduced below. */
+    CHECK(dpattn_session_new_for_replay(&key, 7, 0, NULL, &rs) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, rs, &s) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s, sk, M) == DPATTN_STATUS_OK);
     {
         double ss = 0;
@@ -109,42 +114,87 @@ int dpattn_c_moment_sketch(void) {
     CHECK(dpattn_moment_sketch_info(s, &dim, &r, &deg, &sens2, &x) == DPATTN_STATUS_OK);
     CHECK(sens2 > sens && sens2 < 1.01 * sens && x > scale && x < 1.01 * scale);
     CHECK(dpattn_moment_sketch_projection_noise_std(s, 4.0, &sd) == DPATTN_STATUS_OK && sd == x * 2.0);
-    /* Determinism: same key and stream -> identical bits; another stream differs. */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    /* Replay: the session moved to stream 1; a second replay session at (key, epoch 7,
+     * stream 0) reissues the release bit for bit, and its next release (stream 1) differs. */
+    {
+        uint64_t epoch = 0, next = 0;
+        CHECK(dpattn_session_position(rs, &epoch, &next) == DPATTN_STATUS_OK && epoch == 7 && next == 1);
+    }
+    CHECK(dpattn_session_new_for_replay(&key, 7, 0, NULL, &rs2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, rs2, &s2) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
     dpattn_moment_sketch_free(s2);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 1, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, rs2, &s2) == DPATTN_STATUS_OK);
     CHECK(dpattn_moment_sketch_get(s2, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) != 0);
     dpattn_moment_sketch_free(s2);
-    /* With a ledger: the same sketch, charged (ε, δ) of the params (closed form); a
-       too-small ledger, or a zCDP one (δ > 0), refuses it and returns no handle. */
+    dpattn_session_free(rs2);
+    /* The session's ledger is charged. Gaussian noise: (ε, δ) of the params on an
+     * approximate-DP ledger (closed form), the discrete Gaussian's zCDP ρ = Δ'²/(2σ²) on a
+     * zCDP ledger (Δ' the rounded sensitivity and σ = s·Λ of the release, from
+     * dpattn_moment_sketch_info); Laplace noise the pure ε, which a zCDP ledger takes as
+     * ρ = ε²/2. A too-small ledger or a ledger kept for another unit refuses the release and
+     * returns no handle. */
     {
-        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
-        dpattn_moment_sketch *s3 = NULL, *s4 = (dpattn_moment_sketch *)(void *)&x;
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL, *pr = NULL;
+        dpattn_session *sl = NULL, *os = NULL, *st = NULL, *sz = NULL, *sp = NULL;
+        dpattn_moment_sketch *s3 = NULL, *s5 = NULL, *s4 = (dpattn_moment_sketch *)(void *)&x;
+        const dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0};
         dpattn_amount spent;
         uint64_t charges = 9;
-        CHECK(dpattn_ledger_new_approx(2.0, 1e-5, &l) == DPATTN_STATUS_OK);
-        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, l, &s3) == DPATTN_STATUS_OK);
+        double rsens = 0, rscale = 0, rho = 0;
+        CHECK(dpattn_moment_sketch_info(s, &dim, &r, &deg, &rsens, &rscale) == DPATTN_STATUS_OK);
+        rho = (rsens / rscale) * (rsens / rscale) / 2;
+        CHECK(dpattn_ledger_new_approx(token, 4.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new_for_replay(&key, 7, 0, l, &sl) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, sl, &s3) == DPATTN_STATUS_OK);
         CHECK(dpattn_moment_sketch_get(s3, sk2, M) == DPATTN_STATUS_OK && memcmp(sk, sk2, sizeof sk) == 0);
         dpattn_moment_sketch_free(s3);
         CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
         CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == p.epsilon && spent.delta == p.delta);
-        CHECK(dpattn_ledger_new_approx(0.5, 1e-5, &tiny) == DPATTN_STATUS_OK);
-        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, tiny, &s4) == DPATTN_STATUS_INFEASIBLE);
+        /* The default API: a session with a key from the operating system; its two
+         * releases draw from two fresh streams (different noise) and are both charged. */
+        CHECK(dpattn_session_new(l, &os) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, os, &s3) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, os, &s5) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_get(s3, sk2, M) == DPATTN_STATUS_OK);
+        {
+            static double sk3[M];
+            CHECK(dpattn_moment_sketch_get(s5, sk3, M) == DPATTN_STATUS_OK && memcmp(sk3, sk2, sizeof sk2) != 0);
+        }
+        dpattn_moment_sketch_free(s3);
+        dpattn_moment_sketch_free(s5);
+        CHECK(dpattn_ledger_charges(l, &charges) == DPATTN_STATUS_OK && charges == 3);
+        CHECK(dpattn_ledger_new_approx(token, 0.5, 1e-5, &tiny) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(tiny, &st) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, st, &s4) == DPATTN_STATUS_INFEASIBLE);
         CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
-        CHECK(dpattn_ledger_new_zcdp(1.0, &z) == DPATTN_STATUS_OK);
-        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, z, &s4) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(dpattn_ledger_new_approx(prompt, 10.0, 1e-5, &pr) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(pr, &sp) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, sp, &s4) == DPATTN_STATUS_UNIT_MISMATCH);
         CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
-        /* Laplace noise is a pure ε charge, which a zCDP ledger takes as ρ = ε²/2. */
-        q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; q.delta = 0.0;
-        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &q, &key, 0, z, &s3) == DPATTN_STATUS_OK);
+        CHECK(dpattn_ledger_charges(pr, &charges) == DPATTN_STATUS_OK && charges == 0);
+        CHECK(dpattn_ledger_new_zcdp(token, 1.0, &z) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new_for_replay(&key, 7, 0, z, &sz) == DPATTN_STATUS_OK);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, sz, &s3) == DPATTN_STATUS_OK);
         dpattn_moment_sketch_free(s3);
         CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
-        CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && fabs(spent.rho - 0.5) <= 1e-15);
-        dpattn_ledger_free(tiny);
-        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, tiny, &s4) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && fabs(spent.rho - rho) <= 1e-12 * rho);
+        q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; q.delta = 0.0;
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &q, sz, &s3) == DPATTN_STATUS_OK);
+        dpattn_moment_sketch_free(s3);
+        CHECK(dpattn_ledger_spent(z, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_ZCDP && fabs(spent.rho - (rho + 0.5)) <= 1e-12);
+        /* A freed session is detected. */
+        dpattn_session_free(st);
+        CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, st, &s4) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
         CHECK(s4 == (dpattn_moment_sketch *)(void *)&x);
+        dpattn_session_free(sl);
+        dpattn_session_free(os);
+        dpattn_session_free(sz);
+        dpattn_session_free(sp);
+        dpattn_ledger_free(tiny);
+        dpattn_ledger_free(pr);
         dpattn_ledger_free(z);
         dpattn_ledger_free(l);
     }
@@ -170,7 +220,7 @@ int dpattn_c_moment_sketch(void) {
     CHECK(dpattn_moment_sketch_get(s, sk2, SIZE_MAX / 2) == DPATTN_STATUS_SIZE_OVERFLOW);
     CHECK(dpattn_moment_sketch_projection_noise_std(s, -1.0, &sd) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("u2"));
     CHECK(dpattn_moment_sketch_projection_noise_std(s, NAN, &sd) == DPATTN_STATUS_OUT_OF_RANGE);
-#define NEW(P) dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, (P), &key, 0, NULL, &s2)
+#define NEW(P) dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, (P), rs, &s2)
     q = p; q.noise = 7;
     CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("noise"));
     q = p; q.noise = DPATTN_MOMENT_SKETCH_NOISE_LAPLACE; /* delta must be 0 */
@@ -189,15 +239,16 @@ int dpattn_c_moment_sketch(void) {
     CHECK(NEW(&q) == DPATTN_STATUS_OUT_OF_RANGE);
     CHECK(NEW(NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("params"));
 #undef NEW
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, 0, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OUT_OF_RANGE);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D - 1, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_BUFFER_TOO_SHORT);
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, NULL, 0, NULL, &s2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sketch"));
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, 0, D, D, D, &p, rs, &s2) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D - 1, N, D, D, D, &p, rs, &s2) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, NULL, &s2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, rs, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_sketch"));
     keys[3] = NAN;
     CHECK(dpattn_moment_sketch_new_exact(keys, N * D, vals, N * D, N, D, D, D, &p, &s2) == DPATTN_STATUS_NON_FINITE);
     /* The private release clamps NaN to 0 instead of refusing (a per-row map). */
-    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, &key, 0, NULL, &s2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_moment_sketch_new(keys, N * D, vals, N * D, N, D, D, D, &p, rs, &s2) == DPATTN_STATUS_OK);
     dpattn_moment_sketch_free(s2);
+    dpattn_session_free(rs);
     CHECK(dpattn_moment_sketch_calibrate(&p, 0, &sens, &scale, &r) == DPATTN_STATUS_OUT_OF_RANGE);
     CHECK(dpattn_moment_sketch_calibrate(&p, D, NULL, &scale, &r) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_moment_sketch_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);

@@ -311,11 +311,16 @@ static int test_cross_attention(void) {
     dpattn_domain_report rep;
     dpattn_cross_attention *a = NULL, *a2 = NULL;
     dpattn_key key;
+    dpattn_session *r1 = NULL, *r2 = NULL;
+    const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
     uint64_t bytes = 0;
     size_t n = 0;
     size_t live = dpattn_live_handle_count();
 
     memset(&key, 9, sizeof key);
+    /* Two replay sessions of one (master key, epoch, stream): the same release twice. */
+    CHECK(dpattn_session_new_for_replay(&key, 4, 1, NULL, &r1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key, 4, 1, NULL, &r2) == DPATTN_STATUS_OK);
     CHECK(dpattn_cross_attention_params_default(&p) == DPATTN_STATUS_OK);
     CHECK(isnan(p.epsilon) && p.split == DPATTN_SPLIT_PER_VECTOR && p.clamp_outputs == 1);
     CHECK(dpattn_cross_attention_estimate_bytes(1000, 2, &p, &bytes) ==
@@ -332,30 +337,35 @@ static int test_cross_attention(void) {
           DPATTN_STATUS_SHAPE_MISMATCH && msg_has("keys"));
 
     p.copies_kind = DPATTN_COPIES_FIXED; p.copies_fixed = 3;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) == 0);
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a2) == 0);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, r1, &a) == 0);
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, r2, &a2) == 0);
     CHECK(a != NULL && a2 != NULL && a != a2);
     CHECK(dpattn_cross_attention_query_scratch_len(a, &n) == 0 && n > 0);
     scr = malloc(n * sizeof *scr);
     CHECK(scr != NULL);
     CHECK(dpattn_cross_attention_query(a, o1, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
     CHECK(fabs(o1[0]) <= 1.0 && fabs(o1[1]) <= 1.0 && info.denominator >= 3.0);
-    /* Same key and stream: the same release, the same answers, bit for bit. */
+    /* Same key, epoch and stream: the same release, the same answers, bit for bit. */
     CHECK(dpattn_cross_attention_query(a2, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
     CHECK(memcmp(o1, o2, sizeof o1) == 0);
     CHECK(dpattn_cross_attention_achieved_privacy(a, &e, &dl) == DPATTN_STATUS_OK);
     CHECK(e > 0.0 && e <= 0.9 * (1 + 1e-12) && dl > 0.0 && dl <= 2e-6 * (1 + 1e-12));
-    /* With an approximate-DP ledger: charged what dpattn_cross_attention_achieved_privacy
-       reports; a too-small ledger (or a zCDP one: δ > 0) refuses and returns no handle. */
+    /* The session's ledger is charged what dpattn_cross_attention_achieved_privacy reports
+       (a replay session over a ledger: the same release as above); a session with a key
+       from the operating system draws fresh noise; a too-small ledger, a zCDP one (δ > 0)
+       or one kept for another unit refuses and returns no handle. */
     {
         dpattn_cross_attention *a3 = NULL, *a4 = (dpattn_cross_attention *)(void *)&bytes;
         const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
-        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL;
+        dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL, *pr = NULL;
+        dpattn_session *sl = NULL, *os = NULL, *st = NULL, *sz = NULL, *sp = NULL;
+        const dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0};
         dpattn_amount spent;
         double e3 = 0, dl3 = 0;
         uint64_t charges = 9;
-        CHECK(dpattn_ledger_new_approx(token, 1.0, 1e-5, &l) == DPATTN_STATUS_OK);
-        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, l, &a3) == 0);
+        CHECK(dpattn_ledger_new_approx(token, 2.0, 1e-5, &l) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new_for_replay(&key, 4, 1, l, &sl) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, sl, &a3) == 0);
         CHECK(dpattn_cross_attention_achieved_privacy(a3, &e3, &dl3) == DPATTN_STATUS_OK);
         CHECK(e3 == e && dl3 == dl);
         CHECK(dpattn_ledger_spent(l, &spent) == DPATTN_STATUS_OK);
@@ -363,20 +373,37 @@ static int test_cross_attention(void) {
         CHECK(dpattn_cross_attention_query(a3, o2, 2, qv, 2, scr, n, &info) == DPATTN_STATUS_OK);
         CHECK(memcmp(o1, o2, sizeof o1) == 0);
         dpattn_cross_attention_free(a3);
+        CHECK(dpattn_session_new(l, &os) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, os, &a3) == 0);
+        CHECK(dpattn_ledger_charges(l, &charges) == DPATTN_STATUS_OK && charges == 2);
+        dpattn_cross_attention_free(a3);
         CHECK(dpattn_ledger_new_approx(token, e / 2, 1e-5, &tiny) == DPATTN_STATUS_OK);
-        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, tiny, &a4) ==
+        CHECK(dpattn_session_new(tiny, &st) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, st, &a4) ==
               DPATTN_STATUS_INFEASIBLE);
         CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
         CHECK(dpattn_ledger_charges(tiny, &charges) == DPATTN_STATUS_OK && charges == 0);
         CHECK(dpattn_ledger_new_zcdp(token, 1.0, &z) == DPATTN_STATUS_OK);
-        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, z, &a4) ==
+        CHECK(dpattn_session_new(z, &sz) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, sz, &a4) ==
               DPATTN_STATUS_OUT_OF_RANGE);
         CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
-        dpattn_ledger_free(tiny);
-        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, tiny, &a4) ==
-              DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
+        CHECK(dpattn_ledger_new_approx(prompt, 10.0, 1e-5, &pr) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(pr, &sp) == DPATTN_STATUS_OK);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, sp, &a4) ==
+              DPATTN_STATUS_UNIT_MISMATCH);
         CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
+        dpattn_session_free(st);
+        CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, st, &a4) ==
+              DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
+        CHECK(a4 == (dpattn_cross_attention *)(void *)&bytes);
+        dpattn_session_free(sl);
+        dpattn_session_free(os);
+        dpattn_session_free(sz);
+        dpattn_session_free(sp);
+        dpattn_ledger_free(tiny);
         dpattn_ledger_free(z);
+        dpattn_ledger_free(pr);
         dpattn_ledger_free(l);
     }
     /* Bad queries: outside [0, R], wrong length, short scratch; out untouched. */
@@ -403,25 +430,27 @@ static int test_cross_attention(void) {
     /* Constructor refusals: nothing is returned. */
     a = NULL;
     p.domain_policy = DPATTN_DOMAIN_REJECT; /* not DP: a data-dependent refusal */
-    CHECK(dpattn_cross_attention_new(keys, 6, bad_v, 6, 3, 2, &p, &key, 1, NULL, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, bad_v, 6, 3, 2, &p, r1, &a) ==
           DPATTN_STATUS_DOMAIN_VIOLATION && a == NULL);
     p.domain_policy = DPATTN_DOMAIN_CLAMP; /* the default clamps: the same data is accepted */
-    CHECK(dpattn_cross_attention_new(bad_k, 6, bad_v, 6, 3, 2, &p, &key, 1, NULL, &a) == 0);
+    CHECK(dpattn_cross_attention_new(bad_k, 6, bad_v, 6, 3, 2, &p, r1, &a) == 0);
     dpattn_cross_attention_free(a);
     a = NULL;
     p.split = 5;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, r1, &a) ==
           DPATTN_STATUS_OUT_OF_RANGE && msg_has("params.split") && a == NULL);
     p.split = DPATTN_SPLIT_PER_ENTRY;
     p.delta = 1.0;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, r1, &a) ==
           DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta") && a == NULL);
     p.delta = 1e-6;
     p.memory_limit_bytes = 16;
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, &key, 1, NULL, &a) ==
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, r1, &a) ==
           DPATTN_STATUS_MEMORY_LIMIT && a == NULL);
-    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, NULL, 1, NULL, &a) ==
-          DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
+    CHECK(dpattn_cross_attention_new(keys, 6, vals, 6, 3, 2, &p, NULL, &a) ==
+          DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    dpattn_session_free(r1);
+    dpattn_session_free(r2);
     CHECK(dpattn_live_handle_count() == live);
     return 0;
 }

@@ -2,8 +2,9 @@
  * C ABI of the softmax-tree structures of paper 001: every entry point, checked against
  * spec seed-001 acceptance values (AC-2 DPTree paths, AC-3 Figure 1, AC-4 feature map,
  * AC-6 Config A, §8.4 copy counts), closed forms computed here (binomials, exp, Taylor
- * sums), TLap's deterministic noise bound, determinism of the keyed noise, and bad input.
- * Returns 0 or the failing line.
+ * sums), TLap's deterministic noise bound, replay of a build from its (master key, epoch,
+ * stream id), the charge of the session's ledger (each build is one (ε, δ) release of one
+ * token), and bad input. Returns 0 or the failing line.
  */
 #include "dpattn.h"
 #include "check.h"
@@ -18,6 +19,18 @@ static double binom(unsigned n, unsigned k) {
     double r = 1;
     for (unsigned t = 1; t <= k; t++) r = r * (n - k + t) / t;
     return r;
+}
+
+static const dpattn_privacy_unit TOKEN = {DPATTN_UNIT_TOKENS, 1};
+
+/* The (ε, δ) spent on an approximate-DP ledger, and its charge count. */
+static int spent_approx(const dpattn_ledger *l, double *eps, double *delta, uint64_t *charges) {
+    dpattn_amount a;
+    CHECK(dpattn_ledger_spent(l, &a) == DPATTN_STATUS_OK && a.kind == DPATTN_AMOUNT_APPROX);
+    CHECK(dpattn_ledger_charges(l, charges) == DPATTN_STATUS_OK);
+    *eps = a.epsilon;
+    *delta = a.delta;
+    return 0;
 }
 
 static double taylor(double z, unsigned s) {
@@ -124,11 +137,14 @@ static int scalars(void) {
 
 static int trees(void) {
     const double v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    dpattn_dp_tree *t = NULL, *ex = NULL, *t2 = NULL;
+    dpattn_dp_tree *t = NULL, *ex = NULL, *t2 = NULL, *t3 = NULL;
     dpattn_key key, key2;
+    dpattn_ledger *lg = NULL, *zl = NULL;
+    dpattn_session *s = NULL, *zs = NULL, *rp1 = NULL, *rp2 = NULL, *rp3 = NULL;
     size_t nl = 0, nodes[3], cnt = 0, j, vv;
     uint32_t depth = 0, sides[3];
-    double bound = 0, var = 0, l = 0, r = 0, l2 = 0, r2 = 0, x = 0;
+    uint64_t charges = 0;
+    double bound = 0, var = 0, l = 0, r = 0, l2 = 0, r2 = 0, x = 0, se = 0, sd = 0;
     memset(key.bytes, 7, 32);
     memset(key2.bytes, 8, 32);
 
@@ -150,7 +166,21 @@ static int trees(void) {
     CHECK(dpattn_dp_tree_node(ex, 1, &x) == DPATTN_STATUS_OUT_OF_RANGE && x == 10.0); /* root never released */
     CHECK(dpattn_dp_tree_node(ex, 16, &x) == DPATTN_STATUS_OUT_OF_RANGE);
 
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, &key, 0, &t) == DPATTN_STATUS_OK);
+    /* The default API: a session (key from the operating system) over a ledger for tokens;
+     * the build is charged the tree's (ε, δ) = (1, 1e-6). */
+    CHECK(dpattn_ledger_new_approx(TOKEN, 10.0, 1e-3, &lg) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(lg, &s) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, s, &t) == DPATTN_STATUS_OK);
+    CHECK(spent_approx(lg, &se, &sd, &charges) == 0 && se == 1.0 && sd == 1e-6 && charges == 1);
+    /* A zCDP ledger cannot take an (ε, δ > 0) charge: refused, no handle. */
+    CHECK(dpattn_ledger_new_zcdp(TOKEN, 10.0, &zl) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(zl, &zs) == DPATTN_STATUS_OK);
+    t2 = (dpattn_dp_tree *)(void *)&x;
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, zs, &t2) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(t2 == (dpattn_dp_tree *)(void *)&x);
+    CHECK(dpattn_ledger_charges(zl, &charges) == DPATTN_STATUS_OK && charges == 0);
+    dpattn_session_free(zs);
+    dpattn_ledger_free(zl);
     CHECK(dpattn_dp_tree_info(t, &nl, &depth, &bound, &var) == DPATTN_STATUS_OK);
     CHECK(nl == 8 && depth == 3 && bound > 0 && var > 0 && var <= bound * bound);
     /* TLap is bounded: each answer reads <= L nodes, each off by <= B. */
@@ -160,19 +190,30 @@ static int trees(void) {
         CHECK(dpattn_dp_tree_query_leaf(t, j, &l, &r) == DPATTN_STATUS_OK);
         CHECK(fabs(l - el) <= 3 * bound && fabs(r - er) <= 3 * bound);
     }
-    /* Node noise is addressed by node: same key -> same bits; another stream/key differs. */
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_tree_query_leaf(t, 3, &l, &r) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_tree_query_leaf(t2, 3, &l2, &r2) == DPATTN_STATUS_OK);
+    /* Node noise is addressed by node: replay sessions at the same (key, epoch, stream) ->
+     * the same bits; another key, or the session's next stream, differs. */
+    CHECK(dpattn_session_new_for_replay(&key, 1, 0, NULL, &rp1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key, 1, 0, NULL, &rp2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key2, 1, 0, NULL, &rp3) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp2, &t3) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_query_leaf(t2, 3, &l, &r) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_query_leaf(t3, 3, &l2, &r2) == DPATTN_STATUS_OK);
     CHECK(memcmp(&l, &l2, sizeof l) == 0 && memcmp(&r, &r2, sizeof r) == 0);
+    dpattn_dp_tree_free(t3);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp2, &t3) == DPATTN_STATUS_OK); /* stream 1 */
+    CHECK(dpattn_dp_tree_query_leaf(t3, 3, &l2, &r2) == DPATTN_STATUS_OK && l2 != l);
+    dpattn_dp_tree_free(t3);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp3, &t3) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_query_leaf(t3, 3, &l2, &r2) == DPATTN_STATUS_OK && l2 != l);
+    dpattn_dp_tree_free(t3);
     dpattn_dp_tree_free(t2);
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, &key2, 0, &t2) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_tree_query_leaf(t2, 3, &l2, &r2) == DPATTN_STATUS_OK && l2 != l);
-    dpattn_dp_tree_free(t2);
+    dpattn_session_free(rp2);
+    dpattn_session_free(rp3);
     /* Clamping: values far out of [-b, b] act as +-b (NaN as 0): a per-value map. */
     {
         const double wild[2] = {1e300, NAN};
-        CHECK(dpattn_dp_tree_new(wild, 2, 1.0, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_OK);
+        CHECK(dpattn_dp_tree_new(wild, 2, 1.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_OK);
         dpattn_dp_tree_free(t2);
     }
     /* Bad input. */
@@ -181,14 +222,20 @@ static int trees(void) {
     CHECK(dpattn_dp_tree_touched_nodes(t, nodes, 2, sides, 3, 5, &cnt) == DPATTN_STATUS_BUFFER_TOO_SHORT && msg_has("out_nodes"));
     CHECK(dpattn_dp_tree_touched_nodes(t, nodes, 3, (uint32_t *)(void *)nodes, 3, 5, &cnt) == DPATTN_STATUS_ALIASING);
     CHECK(dpattn_dp_tree_touched_nodes(t, nodes, 3, sides, 3, 5, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_count"));
-    CHECK(dpattn_dp_tree_new(v, 0, 8.0, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_OUT_OF_RANGE);
-    CHECK(dpattn_dp_tree_new(NULL, 8, 8.0, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("values"));
-    CHECK(dpattn_dp_tree_new(v, SIZE_MAX / 4, 8.0, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_SIZE_OVERFLOW);
-    CHECK(dpattn_dp_tree_new(v, 8, NAN, 1.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("bound"));
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 0.0, 1e-6, &key, 0, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1.0, &key, 0, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, NULL, 0, &t2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("key"));
-    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, &key, 0, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_tree"));
+    CHECK(dpattn_dp_tree_new(v, 0, 8.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_dp_tree_new(NULL, 8, 8.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("values"));
+    CHECK(dpattn_dp_tree_new(v, SIZE_MAX / 4, 8.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_SIZE_OVERFLOW);
+    CHECK(dpattn_dp_tree_new(v, 8, NAN, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("bound"));
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 0.0, 1e-6, rp1, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1.0, rp1, &t2) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, NULL, &t2) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp1, NULL) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("out_tree"));
+    dpattn_session_free(rp1);
+    CHECK(dpattn_dp_tree_new(v, 8, 8.0, 1.0, 1e-6, rp1, &t2) == DPATTN_STATUS_INVALID_HANDLE && msg_has("session"));
+    /* Only the one build on the ledger's session was charged. */
+    CHECK(spent_approx(lg, &se, &sd, &charges) == 0 && charges == 1);
+    dpattn_session_free(s);
+    dpattn_ledger_free(lg);
     {
         double bad[2] = {1.0, INFINITY};
         CHECK(dpattn_dp_tree_new_exact(bad, 2, &t2) == DPATTN_STATUS_NON_FINITE);
@@ -215,9 +262,12 @@ static int distance(void) {
     dpattn_dp_tree_distance_params p = {1, 1.0, 6.0, 1.0, 1e-3};
     dpattn_dp_tree_distance *t = NULL, *n1 = NULL, *n2 = NULL;
     dpattn_key key;
+    dpattn_session *r1 = NULL, *r2 = NULL, *ls = NULL;
+    dpattn_ledger *lg = NULL;
     size_t nl = 0, i;
     uint32_t depth = 0;
-    double v = 0, v2 = 0, var = 0;
+    uint64_t charges = 0;
+    double v = 0, v2 = 0, var = 0, se = 0, sd = 0;
     memset(key.bytes, 1, 32);
 
     CHECK(dpattn_dp_tree_distance_new_exact(x, 9, w, 9, 16, &p, &t) == DPATTN_STATUS_OK);
@@ -233,10 +283,12 @@ static int distance(void) {
     CHECK(dpattn_dp_tree_distance_query(t, NAN, &v) == DPATTN_STATUS_NON_FINITE);
     CHECK(dpattn_dp_tree_distance_noise_variance(t, -0.1, &var) == DPATTN_STATUS_OUT_OF_RANGE);
     dpattn_dp_tree_distance_free(t);
-    /* Noisy: reproducible per key; variance positive. */
+    /* Noisy: reproducible from (key, epoch, stream); variance positive. */
     p.p = 1;
-    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, &key, 0, &n1) == DPATTN_STATUS_OK);
-    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, &key, 0, &n2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key, 2, 5, NULL, &r1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key, 2, 5, NULL, &r2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, r1, &n1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, r2, &n2) == DPATTN_STATUS_OK);
     CHECK(dpattn_dp_tree_distance_query(n1, 0.5, &v) == DPATTN_STATUS_OK);
     CHECK(dpattn_dp_tree_distance_query(n2, 0.5, &v2) == DPATTN_STATUS_OK && memcmp(&v, &v2, sizeof v) == 0);
     CHECK(dpattn_dp_tree_distance_noise_variance(n1, 0.5, &var) == DPATTN_STATUS_OK && var > 0);
@@ -244,12 +296,21 @@ static int distance(void) {
     dpattn_dp_tree_distance_free(n2);
     dpattn_dp_tree_distance_free(n2);
     CHECK(dpattn_dp_tree_distance_query(n2, 0.5, &v) == DPATTN_STATUS_INVALID_HANDLE);
-    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 8, &p, &key, 0, &n1) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("w"));
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 8, &p, r1, &n1) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("w"));
     p.p = 9;
-    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, &key, 0, &n1) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("p"));
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, r1, &n1) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("p"));
     p.p = 1;
     CHECK(dpattn_dp_tree_distance_new_exact(x, 9, w, 9, 12, &p, &n1) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("n_leaves"));
-    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, NULL, &key, 0, &n1) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("params"));
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, NULL, r1, &n1) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("params"));
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, NULL, &n1) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    dpattn_session_free(r1);
+    dpattn_session_free(r2);
+    /* On a session over a ledger for tokens: charged the params' (ε, δ) = (1, 1e-3). */
+    CHECK(dpattn_ledger_new_approx(TOKEN, 10.0, 0.5, &lg) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(lg, &ls) == DPATTN_STATUS_OK);
+    CHECK(dpattn_dp_tree_distance_new(x, 9, w, 9, &p, ls, &n1) == DPATTN_STATUS_OK);
+    dpattn_dp_tree_distance_free(n1);
+    CHECK(spent_approx(lg, &se, &sd, &charges) == 0 && se == 1.0 && sd == 1e-3 && charges == 1);
 
     /* High-dim: eps_k = c eps / sqrt(d ln(1/delta')), delta_k = delta/d; the achieved eps'
      * is at most d eps_k (e^eps_k - 1) + eps_k sqrt(2 d ln(1/delta')) (Lemma E.1). */
@@ -258,13 +319,16 @@ static int distance(void) {
         dpattn_dp_tree_high_dim_params hp = {1, 1.0, 1.0, 0.5, 1e-6, 1e-6, 0.09};
         dpattn_dp_tree_high_dim *h = NULL;
         double ek = 0.09 * 0.5 / sqrt(2 * log(1e6)), e = 0, d = 0;
-        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 2, &hp, &key, 0, &h) == DPATTN_STATUS_OK);
+        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 2, &hp, ls, &h) == DPATTN_STATUS_OK);
         CHECK(dpattn_dp_tree_high_dim_per_coordinate(h, &e, &d) == DPATTN_STATUS_OK);
         CHECK(rel(e, ek, 1e-12) && rel(d, 0.5e-6, 1e-12));
         CHECK(dpattn_dp_tree_high_dim_achieved_privacy(h, &e, &d) == DPATTN_STATUS_OK);
         /* Never worse than basic composition (2 eps_k, delta) or advanced (+ delta'). */
         CHECK(e <= fmin(2 * ek, 2 * ek * expm1(ek) + ek * sqrt(4 * log(1e6))) * (1 + 1e-9));
         CHECK(d >= 1e-6 * (1 - 1e-12) && d <= 2e-6 * (1 + 1e-9));
+        /* The session's ledger was charged exactly what the structure achieves. */
+        CHECK(spent_approx(lg, &se, &sd, &charges) == 0 && charges == 2);
+        CHECK(rel(se - 1.0, e, 1e-9) && rel(sd - 1e-3, d, 1e-6));
         CHECK(dpattn_dp_tree_high_dim_query(h, y, 2, &v) == DPATTN_STATUS_OK && isfinite(v));
         CHECK(dpattn_dp_tree_high_dim_noise_variance(h, y, 2, &var) == DPATTN_STATUS_OK && var > 0);
         CHECK(dpattn_dp_tree_high_dim_query(h, y, 1, &v) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("y"));
@@ -272,11 +336,13 @@ static int distance(void) {
         dpattn_dp_tree_high_dim_free(h);
         CHECK(dpattn_dp_tree_high_dim_query(h, y, 2, &v) == DPATTN_STATUS_INVALID_HANDLE);
         dpattn_dp_tree_high_dim_free(h);
-        CHECK(dpattn_dp_tree_high_dim_new(hx, 3, 2, 2, 2, hw, 2, &hp, &key, 0, &h) == DPATTN_STATUS_BUFFER_TOO_SHORT);
-        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 1, &hp, &key, 0, &h) == DPATTN_STATUS_SHAPE_MISMATCH);
+        CHECK(dpattn_dp_tree_high_dim_new(hx, 3, 2, 2, 2, hw, 2, &hp, ls, &h) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 1, &hp, ls, &h) == DPATTN_STATUS_SHAPE_MISMATCH);
         hp.c = 1.5;
-        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 2, &hp, &key, 0, &h) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c"));
+        CHECK(dpattn_dp_tree_high_dim_new(hx, 4, 2, 2, 2, hw, 2, &hp, ls, &h) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c"));
     }
+    dpattn_session_free(ls);
+    dpattn_ledger_free(lg);
     return 0;
 }
 
@@ -329,14 +395,22 @@ static int softmax(void) {
     dpattn_softmax_tree_shape sh;
     dpattn_softmax_budget b;
     dpattn_key key;
+    dpattn_session *r1 = NULL, *r2 = NULL, *ls = NULL;
+    dpattn_ledger *lg = NULL;
     double sc[64], z = 0, z2 = 0, want = 0, abs_sum = 0, e = 0, d = 0, var = 0, pwx = 0, sw = 0;
+    double se = 0, sd = 0;
     size_t len = 0, l = 0, i;
     uint32_t depth = 0;
+    uint64_t charges = 0;
     memset(key.bytes, 3, 32);
+    CHECK(dpattn_session_new_for_replay(&key, 3, 0, NULL, &r1) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new_for_replay(&key, 3, 0, NULL, &r2) == DPATTN_STATUS_OK);
+    CHECK(dpattn_ledger_new_approx(TOKEN, 10.0, 1e-3, &lg) == DPATTN_STATUS_OK);
+    CHECK(dpattn_session_new(lg, &ls) == DPATTN_STATUS_OK);
 
     CHECK(dpattn_softmax_tree_params_default(&p) == DPATTN_STATUS_OK);
     CHECK(p.epsilon == 0 && p.c == 0.09 && p.eps_s == 0.01 && p.strict == 1 && p.memory_limit_bytes == (1u << 30));
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
     p.epsilon = 0.5; p.delta = 1e-6; p.delta_prime = 1e-6;
 
     /* Noise-free: within eps_s sum|w| e^z of the exact w^T exp(tau X y) plus own-bin bias;
@@ -363,12 +437,21 @@ static int softmax(void) {
     CHECK(sh.dim == 2 && sh.degree == 4 && sh.tau == 0.5 && sh.features == 15 && sh.copies == 1 && depth == 2);
     CHECK(rel(sh.gamma, 1.0, 1e-15)); /* R_eff = 1: Gamma = max(1, 1/sqrt(j!)) = 1 */
 
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OK);
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t2) == DPATTN_STATUS_OK);
+    /* Replay: the same (key, epoch, stream) gives the same bits (the refused call above
+     * took no stream id). */
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OK);
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r2, &t2) == DPATTN_STATUS_OK);
     CHECK(dpattn_softmax_tree_query(t, y, 2, sc, len, &z) == DPATTN_STATUS_OK);
     CHECK(dpattn_softmax_tree_query(t2, y, 2, sc, len, &z2) == DPATTN_STATUS_OK && memcmp(&z, &z2, sizeof z) == 0);
     CHECK(dpattn_softmax_tree_noise_variance(t, y, 2, &var) == DPATTN_STATUS_OK && var > 1e6); /* useless at n = 3 */
     CHECK(dpattn_softmax_tree_achieved_privacy(t, &e, &d) == DPATTN_STATUS_OK && e <= 0.5 && d <= 2e-6 * (1 + 1e-12));
+    /* On a session over a ledger for tokens: charged exactly what it achieves. */
+    {
+        dpattn_softmax_tree *t3 = NULL;
+        CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, ls, &t3) == DPATTN_STATUS_OK);
+        dpattn_softmax_tree_free(t3);
+        CHECK(spent_approx(lg, &se, &sd, &charges) == 0 && se == e && sd == d && charges == 1);
+    }
     CHECK(dpattn_softmax_tree_get_budget(t, &b) == DPATTN_STATUS_OK && b.features == 15 && b.depth == 2 && b.copy_epsilon == 0.5);
     CHECK(dpattn_softmax_tree_scalars(t, &pwx, &sw) == DPATTN_STATUS_OK && isfinite(pwx) && isfinite(sw));
     /* Bad queries and scratch; the answer is untouched. */
@@ -389,20 +472,20 @@ static int softmax(void) {
     dpattn_softmax_tree_free(ex);
     /* Build-time refusals: memory limit (before allocating), shapes, enum values. */
     p.memory_limit_bytes = 16;
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_MEMORY_LIMIT);
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_MEMORY_LIMIT);
     p.memory_limit_bytes = 1u << 30;
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 2, &p, &key, 0, &t) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("weights"));
-    CHECK(dpattn_softmax_tree_new(keys, 5, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_BUFFER_TOO_SHORT);
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 2, &p, r1, &t) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("weights"));
+    CHECK(dpattn_softmax_tree_new(keys, 5, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_BUFFER_TOO_SHORT);
     p.strict = 2;
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("strict"));
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("strict"));
     p.strict = 1; p.temperature = 5;
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("temperature"));
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("temperature"));
     p.temperature = DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM; p.tau = -1;
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OUT_OF_RANGE);
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE);
     p.temperature = 0; p.query_policy = 4;
     CHECK(dpattn_softmax_tree_new_exact(keys, 6, 3, 2, 2, w, 3, &p, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("query_policy"));
     p.query_policy = DPATTN_SOFTMAX_TREE_QUERY_CLAMP; p.c = 0.5; /* c in (0, 0.1) when strict */
-    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, &key, 0, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c"));
+    CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c"));
     p.c = 0.09;
 
     /* Adaptive: l = 29 for d = 2 by default (§8.4); five fixed copies here. */
@@ -411,10 +494,16 @@ static int softmax(void) {
     CHECK(dpattn_softmax_tree_adaptive_copy_count(&ap, 2, &l) == DPATTN_STATUS_OK && l == 29);
     ap.copies.kind = DPATTN_SOFTMAX_TREE_COPIES_FIXED; ap.copies.fixed = 5;
     CHECK(dpattn_softmax_tree_adaptive_copy_count(&ap, 2, &l) == DPATTN_STATUS_OK && l == 5);
-    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, &key, 0, &a) == DPATTN_STATUS_OK);
+    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, ls, &a) == DPATTN_STATUS_OK);
     CHECK(dpattn_softmax_tree_adaptive_info(a, &sh, &b) == DPATTN_STATUS_OK && sh.copies == 5 && sh.features == 15);
     CHECK(rel(b.copy_epsilon, 0.5 / 5, 1e-12) && sh.gamma == 1.0);
-    CHECK(dpattn_softmax_tree_adaptive_achieved_privacy(a, &e, &d) == DPATTN_STATUS_OK && e <= 0.5);
+    {
+        /* Charged exactly what it achieves, on top of the softmax tree's (se, sd). */
+        double se2 = 0, sd2 = 0;
+        CHECK(dpattn_softmax_tree_adaptive_achieved_privacy(a, &e, &d) == DPATTN_STATUS_OK && e <= 0.5);
+        CHECK(spent_approx(lg, &se2, &sd2, &charges) == 0 && charges == 2);
+        CHECK(rel(se2 - se, e, 1e-9) && rel(sd2 - sd, d, 1e-6));
+    }
     CHECK(dpattn_softmax_tree_adaptive_query_scratch_len(a, &len) == DPATTN_STATUS_OK && len == 15 + 2 + 5);
     CHECK(dpattn_softmax_tree_adaptive_query(a, y, 2, sc, len, &z) == DPATTN_STATUS_OK && isfinite(z));
     {
@@ -429,14 +518,19 @@ static int softmax(void) {
     CHECK(dpattn_softmax_tree_adaptive_query(a, y, 2, sc, len, &z) == DPATTN_STATUS_INVALID_HANDLE);
     dpattn_softmax_tree_adaptive_free(a);
     ap.snap_to_net = 3;
-    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, &key, 0, &a) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("snap_to_net"));
+    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, r1, &a) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("snap_to_net"));
     ap.snap_to_net = 0; ap.p_fail = 0.5; /* (0, 0.01] when strict */
-    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, &key, 0, &a) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("p_fail"));
+    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, r1, &a) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("p_fail"));
     ap.p_fail = 0.01; ap.tree.memory_limit_bytes = 64;
-    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, &key, 0, &a) == DPATTN_STATUS_MEMORY_LIMIT);
+    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, r1, &a) == DPATTN_STATUS_MEMORY_LIMIT);
     CHECK(dpattn_softmax_tree_adaptive_copy_count(NULL, 2, &l) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_softmax_tree_adaptive_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_softmax_tree_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
+    CHECK(dpattn_softmax_tree_adaptive_new(keys, 6, 3, 2, 2, w, 3, &ap, NULL, &a) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("session"));
+    dpattn_session_free(r1);
+    dpattn_session_free(r2);
+    dpattn_session_free(ls);
+    dpattn_ledger_free(lg);
     return 0;
 }
 

@@ -13,9 +13,9 @@
 //! 256 and the low-8-bit histograms compare like with like (the DP-bounded shift itself is
 //! not what the audit measures).
 
-use dpattn::accounting::ledger::Ledger;
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams, SketchGrid, SketchNoise};
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey, Uniform};
+use dpattn::session::Draw;
 use dpattn::{MatRef, NoiseMode, PrivacyBudget};
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation};
@@ -49,9 +49,9 @@ fn audit(noise: SketchNoise, mode: NoiseMode, v: f64) -> LowBits {
         MatRef::from_row_major(&vals, 1, D).unwrap(),
     );
     let mut bits = LowBits::new();
+    let key = NoiseKey::for_replay([0x5C + v as u8; 32]);
     for id in 0..RELEASES {
-        let st = KeyedStream::new(&NoiseKey::for_replay([0x5C + v as u8; 32]), id);
-        let s = MomentSketch::new(k, vm, &p, &st, None::<&mut Ledger>).unwrap();
+        let s = MomentSketch::new_keyed(k, vm, &p, Draw { key: &key, stream: id }, None).unwrap();
         assert_eq!(s.feature_map().features(), D + 1);
         for &m in &s.sketch()[1..=D] {
             bits.record_f64(m, s.resolution());
@@ -169,8 +169,9 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
         assert!(rel(&out) < 1e-5, "noise-free error {}", rel(&out));
         let mut errs = Vec::with_capacity(REPS as usize);
         let mut m = vec![0.0; clean.len()];
+        let key = NoiseKey::for_replay([12; 32]);
         for id in 0..REPS {
-            let st = KeyedStream::new(&NoiseKey::for_replay([12; 32]), id);
+            let st = KeyedStream::new(&key, id);
             match mode {
                 NoiseMode::Exact => {
                     m.copy_from_slice(clean);
@@ -183,7 +184,8 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
             }
             answer(&m, &mut out);
             if id == 0 {
-                let s = MomentSketch::new(km, vm, &p, &st, None::<&mut Ledger>).unwrap();
+                let dr = Draw { key: &key, stream: id };
+                let s = MomentSketch::new_keyed(km, vm, &p, dr, None).unwrap();
                 assert_eq!(s.sketch(), &m[..], "{mode:?}: the emulated release");
                 let mut want = vec![0.0; nq * d];
                 for (q, o) in qs.chunks_exact(d).zip(want.chunks_exact_mut(d)) {

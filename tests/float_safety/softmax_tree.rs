@@ -12,7 +12,8 @@
 //! what the audit measures).
 
 use dpattn::dp_cross_attention::{CrossAttentionParams, estimate_error};
-use dpattn::sampling::{KeyedStream, NoiseKey};
+use dpattn::sampling::NoiseKey;
+use dpattn::session::Draw;
 use dpattn::softmax_tree::{Copies, DpTree, SoftmaxTreeParams};
 use dpattn::{NoiseMode, PrivacyBudget};
 
@@ -27,10 +28,11 @@ fn audit(mode: NoiseMode, leaf0: f64) -> LowBits {
     values[0] = leaf0;
     let budget = PrivacyBudget::new(1.0, 1e-3).unwrap();
     let mut bits = LowBits::new();
+    // Independent noise for the two inputs: different keys.
+    let key = NoiseKey::for_replay([0x7E + leaf0 as u8; 32]);
     for id in 0..RELEASES {
-        // Independent noise for the two inputs: different keys.
-        let st = KeyedStream::new(&NoiseKey::for_replay([0x7E + leaf0 as u8; 32]), id);
-        let t = DpTree::new_in(&values, 1.0, budget, &st, mode).unwrap();
+        let t = DpTree::new_keyed(&values, 1.0, budget, Draw { key: &key, stream: id }, None, mode)
+            .unwrap();
         let grid = t.node_noise().unwrap().resolution();
         for v in [16, 8, 4, 2] {
             bits.record_f64(t.node(v).unwrap(), grid);

@@ -7,6 +7,12 @@
 //! bound that holds for every query at once with probability `1 − p_f`), not a privacy one:
 //! privacy holds for any queries because all noise is drawn at build time.
 //!
+//! **Privacy unit:** one token (one row `(x_k, w_k)`; replace-one, `n` public).
+//! **Release:** the construction ([`DpTreeSoftmaxAdaptive::new`]: one stream id of a
+//! [`Session`](crate::session::Session) for all `l` copies, its ledger charged
+//! [`achieved_privacy`](DpTreeSoftmaxAdaptive::achieved_privacy);
+//! [`DpTreeSoftmaxAdaptive::new_keyed`] for replay and audit).
+//!
 //! Corrections: `l` uses the net exponent `d`, not `r` ([`Copies::NetHoeffding`], OQ14), and
 //! the proof covers the output only if queries are snapped to the net (`snap_to_net`, OQ13;
 //! post-processing of a public value, off in faithful mode). The median is returned, never
@@ -14,16 +20,18 @@
 
 use alloc::vec::Vec;
 
+use crate::accounting::cost::Accountant;
 use crate::error::{Error, Result};
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::KeyedStream;
+use crate::session::{Draw, Session};
 
 use super::budget::{Copies, SoftmaxBudget, copy_count, softmax_budget};
 use super::build::{SoftmaxCopy, StructureSpec, build_structures};
 use super::feature_map::TaylorFeatureMap;
 use super::softmax::{SoftmaxTreeParams, check_memory, copy_noise_variance, query_features};
 use super::tree_arena::leaf_count;
+use super::{STREAMS, charge};
 
 /// Parameters of the adaptive structures (and of DPCrossAttention).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,13 +120,17 @@ pub(crate) fn median_answer(
 ///
 /// ```
 /// use dpattn_core::{MatRef, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::{AdaptiveParams, Copies, DpTreeSoftmaxAdaptive, SoftmaxTreeParams};
 /// let keys = MatRef::from_row_major(&[0.2, 0.9, 0.5, 0.1], 2, 2)?;
 /// let mut params = AdaptiveParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.5, 1e-6)?, 1e-6));
 /// params.copies = Copies::Fixed(5);
-/// let s = DpTreeSoftmaxAdaptive::new(keys, &[1.0, 1.0], &params, &KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0))?;
+/// let mut session = Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-5)?))?;
+/// let s = DpTreeSoftmaxAdaptive::new(keys, &[1.0, 1.0], &params, &mut session)?;
 /// assert_eq!(s.copies(), 5);
+/// assert_eq!(session.ledger().charges(), 1);
 /// assert!(s.query(&[0.5, 0.5])?.is_finite());
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -132,16 +144,37 @@ pub struct DpTreeSoftmaxAdaptive {
 }
 
 impl DpTreeSoftmaxAdaptive {
-    /// Builds `l` copies over the rows of `keys` with weights `w`, noised from element 0 of
-    /// `stream` (copy `j` of structure 0 in the addressing of `docs/RANDOMNESS.md` §5.2).
+    /// Builds `l` copies over the rows of `keys` with weights `w`, noised with fresh
+    /// randomness from `session` (copy `j` of structure 0 in the addressing of
+    /// `docs/RANDOMNESS.md` §5.2, from element 0 of its stream), and charges the session's
+    /// ledger [`achieved_privacy`](Self::achieved_privacy) (after the build, before the
+    /// structure is returned).
     ///
     /// # Errors
-    /// Bad parameters or shapes; [`Error::MemoryLimit`].
-    pub fn new(
+    /// Bad parameters or shapes; [`Error::MemoryLimit`]; the session's and the ledger's
+    /// errors.
+    pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         weights: &[f64],
         params: &AdaptiveParams,
-        stream: &KeyedStream,
+        session: &mut Session<N>,
+    ) -> Result<Self> {
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(keys, weights, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        keys: MatRef<'_, f64>,
+        weights: &[f64],
+        params: &AdaptiveParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
     ) -> Result<Self> {
         params.check()?;
         let map = params.tree.feature_map(keys.cols())?;
@@ -177,10 +210,12 @@ impl DpTreeSoftmaxAdaptive {
             &map,
             gamma,
             l,
-            Some(stream),
+            Some(&draw.keyed(0)),
         )?;
         let copies = built.pop().ok_or(Error::Unsupported { what: "empty build" })?;
-        Ok(Self { params: *params, map, gamma, budget, copies })
+        let s = Self { params: *params, map, gamma, budget, copies };
+        charge(ledger, s.achieved_privacy()?, s.noise_mode())?;
+        Ok(s)
     }
 
     /// `l`.

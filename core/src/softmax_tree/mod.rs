@@ -24,9 +24,25 @@
 //! Realistically `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
 //! (seed-001 AC-12, reproduced by [`crate::dp_cross_attention::estimate_error`]).
 //!
-//! Every structure is built from a keyed ChaCha20 stream: node noise is addressed by the
-//! node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are reproducible and
-//! auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
+//! **Privacy unit and neighbour relation.** Every structure of this module protects
+//! [`PRIVACY_UNIT`], one token: neighbouring inputs differ in one element of the private input
+//! — one value of a [`DpTree`], one point `(x_k, w_k)` of a [`DpTreeDistance`] or
+//! [`DpTreeHighDim`], one row `(x_k, w_k)` (a key row and its weight) of a softmax structure;
+//! replace-one, `n` public. Each type's docs state its `(ε, δ)`.
+//!
+//! **The construction is the release.** A structure is built once, noised, and then queried
+//! any number of times by post-processing. Its primary constructor (`new`) takes a
+//! [`Session`](crate::session::Session): it draws one fresh stream id ([`STREAMS`]) and
+//! charges the session's ledger (kept for [`PRIVACY_UNIT`]) what the structure achieves, as
+//! an `(ε, δ)` ([`Cost::Approx`]: truncated Laplace noise has no zCDP form, so
+//! approximate-DP ledgers only), after the structure is built and before it is returned;
+//! nothing is returned when the charge is refused. `new_keyed` takes an explicit
+//! [`Draw`](crate::session::Draw) and an optional ledger, **for replay, audit, and hosts that
+//! manage their own stream ids** — a `(key, stream)` pair must never serve two releases.
+//!
+//! Every structure is built from one keyed ChaCha20 stream, `draw.keyed(0)`: node noise is
+//! addressed by the node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are
+//! reproducible and auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
 //! multiple of a public grid with exact truncated discrete Laplace noise, so the guarantees
 //! above hold for the released floats ([`NodeNoise`] has the proof);
 //! [`NoiseMode::UnsafeFloat`](crate::NoiseMode) is the paper's float TLap. The private data and exact sums are never stored; each type's
@@ -62,9 +78,32 @@ pub(crate) use adaptive::median_answer;
 pub(crate) use build::{SoftmaxCopy, StructureSpec, build_structures, estimate_bytes};
 pub(crate) use softmax::{check_memory, query_features, taylor_max};
 
+use crate::accounting::cost::{Accountant, Cost};
+use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::directed_rounding::div_down;
 use crate::error::{Error, Result};
+use crate::grid_release::NoiseMode;
 use crate::privacy_params::PrivacyBudget;
+
+/// The privacy unit of every structure of this module (and of
+/// [`crate::dp_cross_attention`]): one token — one value, point or row of the private input.
+pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
+
+/// Stream ids one build of any structure of this module uses (`draw.stream` only: every node
+/// of every copy is an element of that one stream).
+pub const STREAMS: u64 = 1;
+
+/// Charges a built structure's `(ε, δ)` to `ledger` (if any), in `mode`.
+pub(crate) fn charge(
+    ledger: Option<&mut dyn Accountant>,
+    achieved: PrivacyBudget,
+    mode: NoiseMode,
+) -> Result<()> {
+    match ledger {
+        Some(l) => l.charge(PRIVACY_UNIT, &Cost::Approx(achieved), mode),
+        None => Ok(()),
+    }
+}
 
 /// Clamps a private value into `[lo, hi]`, NaN → `0` clamped (seed-001 §12.4): a per-value
 /// map, so neighbouring datasets stay neighbouring.

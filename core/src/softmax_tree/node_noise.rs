@@ -58,11 +58,13 @@ pub const MAX_EXACT_DEPTH: u32 = 50;
 ///
 /// ```
 /// use dpattn_core::{NoiseMode, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::session::Draw;
 /// use dpattn_core::softmax_tree::DpTree;
 /// let values = [0.5; 16];
-/// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
-/// let tree = DpTree::new(&values, 1.0, PrivacyBudget::new(1.0, 1e-6)?, &stream)?;
+/// let key = NoiseKey::generate()?;
+/// let tree = DpTree::new_keyed(&values, 1.0, PrivacyBudget::new(1.0, 1e-6)?,
+///     Draw { key: &key, stream: 0 }, None, NoiseMode::Exact)?;
 /// let noise = tree.node_noise().unwrap();
 /// assert_eq!(noise.noise_mode(), NoiseMode::Exact);
 /// let lambda = noise.resolution().unwrap(); // 2^⌊log₂((2 + η)/256)⌋

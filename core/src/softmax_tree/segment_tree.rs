@@ -10,6 +10,11 @@
 //! composition gives `(ε, δ)`. Queries read only the noisy nodes: any number of them, adaptive
 //! or not, is post-processing.
 //!
+//! **Privacy unit:** one token (one value of the private input; replace-one, `n` public).
+//! **Release:** the construction ([`DpTree::new`], one stream id of a
+//! [`Session`](crate::session::Session), its ledger charged `(ε, δ)`; [`DpTree::new_keyed`] for
+//! replay and audit).
+//!
 //! **Floating point.** [`DpTree::new`] releases every node in [`NoiseMode::Exact`]: a
 //! multiple of the node grid `Λ = 2^⌊log₂(2b/256)⌋` with exact truncated discrete Laplace
 //! noise calibrated for the sensitivity `2b` plus twice the summation error of the node
@@ -17,14 +22,16 @@
 //! [`DpTree::new_in`] with [`NoiseMode::UnsafeFloat`] adds the float `TLap` instead (not DP
 //! as shipped).
 
+use crate::accounting::cost::Accountant;
 use crate::error::{Error, Result};
 use crate::grid_release::NoiseMode;
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::{KeyedStream, TruncatedLaplace};
+use crate::sampling::TruncatedLaplace;
+use crate::session::{Draw, Session};
 
 use super::node_noise::{Layout, NodeNoise};
 use super::tree_arena::{TreeArena, check_capacity, leaf_count};
-use super::{clamp_private, split_budget};
+use super::{STREAMS, charge, clamp_private, split_budget};
 
 /// Which side of the query path a read node lies on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,13 +46,18 @@ pub enum Side {
 ///
 /// ```
 /// use dpattn_core::PrivacyBudget;
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::DpTree;
 /// let values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
-/// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
-/// let tree = DpTree::new(&values, 8.0, PrivacyBudget::new(1.0, 1e-6)?, &stream)?;
+/// // A session: a key from the operating system, fresh stream ids, a ledger for tokens.
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
+/// let mut session = Session::new(ledger)?;
+/// let tree = DpTree::new(&values, 8.0, PrivacyBudget::new(1.0, 1e-6)?, &mut session)?;
 /// let (left, right) = tree.query_leaf(5)?; // noisy 1+…+5 and 7+8
 /// assert!((left - 15.0).abs() <= 3.0 * tree.bound() && (right - 15.0).abs() <= 3.0 * tree.bound());
+/// assert_eq!(session.ledger().charges(), 1);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -56,43 +68,67 @@ pub struct DpTree {
 
 impl DpTree {
     /// Builds the tree over `values` (padded with zeros to `N = max(2, next_pow2(n))` leaves)
-    /// with values clamped into `[−bound, bound]`, released in [`NoiseMode::Exact`] from
-    /// element 0 of `stream` (node `v` is element `v − 2`).
+    /// with values clamped into `[−bound, bound]`, released in [`NoiseMode::Exact`] with
+    /// fresh randomness from `session` (node `v` is element `v − 2` of its stream), and
+    /// charges the session's ledger `(ε, δ)` = `budget` (module docs: after the build,
+    /// before the tree is returned; the ledger must be kept for
+    /// [`PRIVACY_UNIT`](super::PRIVACY_UNIT)).
     ///
     /// # Errors
     /// [`Error::OutOfRange`] for an empty input, a bad `bound`, a node budget `δ/L` outside
-    /// `(0, 1/2]`, or more than `2^40` nodes.
-    pub fn new(
+    /// `(0, 1/2]`, or more than `2^40` nodes; the session's and the ledger's errors.
+    pub fn new<const N: usize>(
         values: &[f64],
         bound: f64,
         budget: PrivacyBudget,
-        stream: &KeyedStream,
+        session: &mut Session<N>,
     ) -> Result<Self> {
-        Self::new_in(values, bound, budget, stream, NoiseMode::Exact)
+        Self::new_in(values, bound, budget, session, NoiseMode::Exact)
     }
 
     /// [`new`](Self::new) in `mode`: [`NoiseMode::UnsafeFloat`] adds the float
     /// `TLap(2b, ε/L, δ/L)` to each float node sum (the paper's mechanism; **not DP as
-    /// shipped**, for reproducing the paper).
+    /// shipped**, for reproducing the paper; the ledger counts it as such).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) (the `2^40`-node limit is the exact mode's).
+    pub fn new_in<const N: usize>(
+        values: &[f64],
+        bound: f64,
+        budget: PrivacyBudget,
+        session: &mut Session<N>,
+        mode: NoiseMode,
+    ) -> Result<Self> {
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(values, bound, budget, r.draw, Some(r.ledger), mode)
+    }
+
+    /// [`new_in`](Self::new_in) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
     ///
     /// ```
     /// use dpattn_core::{NoiseMode, PrivacyBudget};
-    /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+    /// use dpattn_core::sampling::NoiseKey;
+    /// use dpattn_core::session::Draw;
     /// use dpattn_core::softmax_tree::DpTree;
-    /// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
+    /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
     /// let b = PrivacyBudget::new(1.0, 1e-6)?;
-    /// let t = DpTree::new_in(&[1.0, 2.0], 2.0, b, &stream, NoiseMode::UnsafeFloat)?;
+    /// let build = |mode| DpTree::new_keyed(&[1.0, 2.0], 2.0, b, Draw { key: &key, stream: 3 }, None, mode);
+    /// assert_eq!(build(NoiseMode::Exact)?, build(NoiseMode::Exact)?); // replayed exactly
+    /// let t = build(NoiseMode::UnsafeFloat)?;
     /// assert_eq!(t.node_noise().unwrap().noise_mode(), NoiseMode::UnsafeFloat);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
     ///
     /// # Errors
-    /// As [`new`](Self::new) (the `2^40`-node limit is the exact mode's).
-    pub fn new_in(
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
         values: &[f64],
         bound: f64,
         budget: PrivacyBudget,
-        stream: &KeyedStream,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
         mode: NoiseMode,
     ) -> Result<Self> {
         crate::error::positive_finite("bound", bound)?;
@@ -108,8 +144,9 @@ impl DpTree {
         };
         check_capacity(mode, 0, TreeArena::len_for(1, 1, n_leaves)?)?;
         let mut tree = Self::build(values, bound, Some(&noise))?;
-        tree.arena.add_noise(&[noise], stream, 0)?;
+        tree.arena.add_noise(&[noise], &draw.keyed(0), 0)?;
         tree.noise = Some(noise);
+        charge(ledger, budget, mode)?;
         Ok(tree)
     }
 

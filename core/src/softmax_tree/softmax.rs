@@ -9,6 +9,12 @@
 //! `2ε/3` under the paper's split (OQ15). Queries are post-processing: any number, adaptive
 //! or not.
 //!
+//! **Privacy unit:** one token (one row `(x_k, w_k)`: a key row and its weight; replace-one,
+//! `n` public). **Release:** the construction ([`DpTreeSoftmax::new`]: one stream id of a
+//! [`Session`](crate::session::Session), its ledger charged
+//! [`achieved_privacy`](DpTreeSoftmax::achieved_privacy); [`DpTreeSoftmax::new_keyed`] for
+//! replay and audit).
+//!
 //! **Accuracy**: `|answer − wᵀexp(τXy)| ≤ ε_s Σ_i |w_i| e^{τ⟨x_i,y⟩}` (the corrected OQ11
 //! form, not the paper's `ε_s |wᵀexp|`) `+` own-bin bias `+` noise whose exact variance is
 //! [`DpTreeSoftmax::noise_variance`] (§7.5).
@@ -23,17 +29,20 @@
 
 use alloc::vec::Vec;
 
+use crate::accounting::cost::Accountant;
 use crate::error::{Error, Result, open_unit};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::KeyedStream;
 use crate::scratch::check_scratch;
+use crate::session::{Draw, Session};
 
 use super::budget::{Accounting, SoftmaxBudget, net_resolution, snap_to_net, softmax_budget};
 use super::build::{SoftmaxCopy, StructureSpec, build_structures, estimate_bytes};
 use super::feature_map::{TaylorFeatureMap, min_degree, taylor_exp};
 use super::tree_arena::{bin, leaf_count};
+use super::{STREAMS, charge};
 
 /// The kernel temperature `τ` of `exp(τ⟨x, y⟩)`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -221,7 +230,9 @@ pub(crate) fn check_memory(
 ///
 /// ```
 /// use dpattn_core::{MatRef, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::{DpTreeSoftmax, SoftmaxTreeParams};
 /// let keys = [0.2, 0.9, 0.5, 0.1, 1.0, 0.4];
 /// let params = SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.5, 1e-6)?, 1e-6);
@@ -230,9 +241,10 @@ pub(crate) fn check_memory(
 /// let want: f64 = [(0.2, 0.9, 1.0), (0.5, 0.1, -1.0), (1.0, 0.4, 0.5)].iter()
 ///     .map(|(a, b, w)| w * f64::exp((a * 0.3 + b * 0.7) / 2.0)).sum();
 /// assert!((exact.query(&[0.3, 0.7])? - want).abs() < 0.01 * 3.0 * 1.5);
-/// let noisy = DpTreeSoftmax::new(keys, &[1.0, -1.0, 0.5], &params,
-///     &KeyedStream::new(&NoiseKey::for_replay([3; 32]), 0))?;
+/// let mut session = Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-5)?))?;
+/// let noisy = DpTreeSoftmax::new(keys, &[1.0, -1.0, 0.5], &params, &mut session)?;
 /// assert!(noisy.noise_variance(&[0.3, 0.7])? > 1e6); // useless at n = 3 (see docs)
+/// assert_eq!(session.ledger().charges(), 1); // charged achieved_privacy() ≤ (ε, δ + δ′)
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -245,18 +257,40 @@ pub struct DpTreeSoftmax {
 }
 
 impl DpTreeSoftmax {
-    /// Builds the structure over the rows of `keys` (`n × d`) with weights `w`, noised from
-    /// element 0 of `stream`.
+    /// Builds the structure over the rows of `keys` (`n × d`) with weights `w`, noised with
+    /// fresh randomness from `session` (from element 0 of its stream), and charges the
+    /// session's ledger [`achieved_privacy`](Self::achieved_privacy) (after the build, before
+    /// the structure is returned).
     ///
     /// # Errors
-    /// Bad parameters or shapes; [`Error::MemoryLimit`] when the estimate exceeds the limit.
-    pub fn new(
+    /// Bad parameters or shapes; [`Error::MemoryLimit`] when the estimate exceeds the limit;
+    /// the session's and the ledger's errors.
+    pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         weights: &[f64],
         params: &SoftmaxTreeParams,
-        stream: &KeyedStream,
+        session: &mut Session<N>,
     ) -> Result<Self> {
-        Self::build(keys, weights, params, Some(stream))
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(keys, weights, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        keys: MatRef<'_, f64>,
+        weights: &[f64],
+        params: &SoftmaxTreeParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
+    ) -> Result<Self> {
+        let s = Self::build(keys, weights, params, Some(&draw.keyed(0)))?;
+        charge(ledger, s.achieved_privacy()?, s.noise_mode())?;
+        Ok(s)
     }
 
     /// **Not differentially private.** The noise-free structure over unclamped finite data:

@@ -14,6 +14,11 @@
 //! `ε' = d ε_k (e^{ε_k} − 1) + ε_k √(2 d ln(1/δ′)) ≈ √2·c·ε` (Lemma E.1; the exact `ε'` is
 //! returned by [`DpTreeHighDim::achieved_privacy`]).
 //!
+//! **Privacy unit:** one token (one point `(x_k, w_k)`, resp. one row of `x` with its
+//! weight; replace-one, `n` public). **Release:** the construction (`new`: one stream id of a
+//! [`Session`](crate::session::Session), its ledger charged the structure's `(ε, δ)`, resp.
+//! `(ε', δ + δ′)`; `new_keyed` for replay and audit).
+//!
 //! **Accuracy.** Points in the query's own bin are dropped (OQ10): a bias of at most
 //! `R_w (ρ/N)^p` per such point. The noise variance is exactly
 //! `Σ_q (C(p,q) y^{p−q})² · L · V_q` (§4.6), `V_q` the node noise variance of moment `q`.
@@ -26,18 +31,19 @@
 //! `TLap(Δ_q, ε/((p+1)L), δ/((p+1)L))` (the paper; not DP as shipped).
 
 use crate::accounting::composition::tighter_composition;
+use crate::accounting::cost::Accountant;
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result, open_unit, positive_finite};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Delta, PrivacyBudget};
-use crate::sampling::KeyedStream;
+use crate::session::{Draw, Session};
 
 use super::node_noise::NodeNoise;
 use super::tree_arena::{
     MAX_MOMENTS, TreeArena, bin, check_capacity, leaf_count, moment_noise, powi,
 };
-use super::{check_query_value, clamp_private, split_budget};
+use super::{STREAMS, charge, check_query_value, clamp_private, split_budget};
 
 /// Parameters of a [`DpTreeDistance`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,7 +78,9 @@ impl DistanceParams {
 ///
 /// ```
 /// use dpattn_core::{NoiseMode, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::{DistanceParams, DpTreeDistance};
 /// // The paper's Figure 1 (seed-001 §4.7), noise-free: Σ w |0 − x| = 4.4.
 /// let x = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
@@ -81,8 +89,11 @@ impl DistanceParams {
 ///     budget: PrivacyBudget::new(1.0, 1e-3)?, noise_mode: NoiseMode::Exact };
 /// let exact = DpTreeDistance::non_private_exact(&x, &w, 16, &params)?;
 /// assert!((exact.query(0.0)? - 4.4).abs() < 1e-12);
-/// let noisy = DpTreeDistance::new(&x, &w, &params, &KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0))?;
+/// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-2)?);
+/// let mut session = Session::new(ledger)?;
+/// let noisy = DpTreeDistance::new(&x, &w, &params, &mut session)?;
 /// assert!(noisy.query(0.0)?.is_finite());
+/// assert_eq!(session.ledger().charges(), 1);
 /// // Exact mode: every node is a multiple of its moment's grid Λ_q = 2^⌊log₂(2 R_w ρ^q/256)⌋,
 /// // and at y = 0 the answer is c_right₁ − c_left₁, built from moment-1 nodes alone.
 /// let lambda = noisy.node_noise(1).unwrap().resolution().unwrap();
@@ -99,17 +110,36 @@ pub struct DpTreeDistance {
 
 impl DpTreeDistance {
     /// Builds the structure over points `x` with weights `w` (`N = max(2, next_pow2(n))`
-    /// leaves), released in `params.noise_mode` from element 0 of `stream` (node offset `o`
-    /// of the arena is element `o`).
+    /// leaves), released in `params.noise_mode` with fresh randomness from `session` (node
+    /// offset `o` of the arena is element `o` of its stream), and charges the session's
+    /// ledger `params.budget` (after the build, before the structure is returned).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] for `x`, `w` of different lengths; [`Error::OutOfRange`] for
-    /// an empty input, bad parameters, or (exact mode) more than `2^40` nodes.
-    pub fn new(
+    /// an empty input, bad parameters, or (exact mode) more than `2^40` nodes; the
+    /// session's and the ledger's errors.
+    pub fn new<const N: usize>(
         x: &[f64],
         w: &[f64],
         params: &DistanceParams,
-        stream: &KeyedStream,
+        session: &mut Session<N>,
+    ) -> Result<Self> {
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(x, w, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        x: &[f64],
+        w: &[f64],
+        params: &DistanceParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
     ) -> Result<Self> {
         params.check()?;
         let n_leaves = leaf_count(x.len())?;
@@ -121,8 +151,9 @@ impl DpTreeDistance {
         let noise = moment_noise(params.noise_mode, m, wb, range, depth, eps, delta)?;
         check_capacity(params.noise_mode, 0, TreeArena::len_for(1, m, n_leaves)?)?;
         let mut s = Self::build(x, w, n_leaves, params, Some(&noise[..m]))?;
-        s.arena.add_noise(&noise[..m], stream, 0)?;
+        s.arena.add_noise(&noise[..m], &draw.keyed(0), 0)?;
         s.noise = Some(noise);
+        charge(ledger, params.budget, params.noise_mode)?;
         Ok(s)
     }
 
@@ -273,16 +304,22 @@ pub struct HighDimParams {
 ///
 /// ```
 /// use dpattn_core::{MatRef, NoiseMode, PrivacyBudget};
-/// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+/// use dpattn_core::accounting::ledger::Ledger;
+/// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
+/// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::{DpTreeHighDim, HighDimParams};
 /// let x = [0.1, 0.9, 0.5, 0.5];
 /// let params = HighDimParams { p: 1, range: 1.0, weight_bound: 1.0,
 ///     budget: PrivacyBudget::new(0.5, 1e-6)?, delta_prime: 1e-6, c: 0.09,
 ///     noise_mode: NoiseMode::Exact };
-/// let s = DpTreeHighDim::new(MatRef::from_row_major(&x, 2, 2)?, &[1.0, 1.0], &params,
-///     &KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0))?;
+/// let mut session = Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 1e-5)?))?;
+/// let s = DpTreeHighDim::new(MatRef::from_row_major(&x, 2, 2)?, &[1.0, 1.0], &params, &mut session)?;
 /// assert!(s.query(&[0.0, 0.0])?.is_finite());
 /// assert!(s.achieved_privacy()?.epsilon().get() < 0.5);
+/// // The ledger is charged what the structure achieves, (ε', δ + δ′).
+/// let spent = session.ledger().spent();
+/// assert_eq!(spent, dpattn_core::accounting::ledger::Amount::Approx {
+///     epsilon: s.achieved_privacy()?.epsilon().get(), delta: s.achieved_privacy()?.delta().get() });
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -296,16 +333,35 @@ pub struct DpTreeHighDim {
 
 impl DpTreeHighDim {
     /// Builds `d` structures over the rows of `x` (`n × d`) with weights `w`, released in
-    /// `params.noise_mode` from element 0 of `stream`.
+    /// `params.noise_mode` with fresh randomness from `session`, and charges the session's
+    /// ledger [`achieved_privacy`](Self::achieved_privacy) (after the build, before the
+    /// structure is returned).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`], [`Error::OutOfRange`] for bad parameters or (exact mode)
-    /// more than `2^40` nodes.
-    pub fn new(
+    /// more than `2^40` nodes; the session's and the ledger's errors.
+    pub fn new<const N: usize>(
         x: MatRef<'_, f64>,
         w: &[f64],
         params: &HighDimParams,
-        stream: &KeyedStream,
+        session: &mut Session<N>,
+    ) -> Result<Self> {
+        let r = session.begin(STREAMS)?;
+        Self::new_keyed(x, w, params, r.draw, Some(r.ledger))
+    }
+
+    /// [`new`](Self::new) with an explicit key and stream id (its one stream is
+    /// `draw.stream`) and an optional ledger: **for replay, audit, and hosts that manage
+    /// their own stream ids** — a `(key, stream)` pair must never serve two releases.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_keyed(
+        x: MatRef<'_, f64>,
+        w: &[f64],
+        params: &HighDimParams,
+        draw: Draw<'_>,
+        ledger: Option<&mut dyn Accountant>,
     ) -> Result<Self> {
         DistanceParams {
             p: params.p,
@@ -348,8 +404,10 @@ impl DpTreeHighDim {
             }
         }
         arena.build_sums();
-        arena.add_noise(&noise[..m], stream, 0)?;
-        Ok(Self { arena, params: *params, dim: d, per_coordinate, noise })
+        arena.add_noise(&noise[..m], &draw.keyed(0), 0)?;
+        let s = Self { arena, params: *params, dim: d, per_coordinate, noise };
+        charge(ledger, s.achieved_privacy()?, mode)?;
+        Ok(s)
     }
 
     /// The node noise of moment `q ∈ 0..=p` (the same in every coordinate's trees); `None`
