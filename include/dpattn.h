@@ -1108,7 +1108,8 @@ typedef struct {
  */
 typedef struct {
   /**
-   * Largest column norm of any problem, before clipping.
+   * Largest column norm of any problem, before clipping (infinity when clip-and-ridge
+   * zeroed a column holding a NaN or an infinity).
    */
   double alpha_hat;
   /**
@@ -1116,7 +1117,7 @@ typedef struct {
    */
   double r_hat;
   /**
-   * Columns clipped to `α` (0 in reject mode).
+   * Columns clipped to `α` or zeroed for a NaN or an infinity (0 in reject mode).
    */
   size_t clipped_columns;
 } dpattn_gaussian_sampling_report;
@@ -3599,9 +3600,10 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * `_SHAPE_MISMATCH` (any axis; `d < n` in reject mode), `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (bad ε, δ, domain, `k ∉ [1, 2^53]`, Bartlett with `k < n`, zero sizes, an
  * unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
- * declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
- * private data lies outside the declared domain (reject mode): **a data-dependent
- * refusal**, which the guarantee does not cover; show it only to the data holder;
+ * declared domain), `_SCRATCH_TOO_SMALL`, and in reject mode only `_NON_FINITE` and
+ * `_DOMAIN_VIOLATION` (private data outside the declared domain): **data-dependent
+ * refusals**, which the guarantee does not cover; show them only to the data holder
+ * (clip-and-ridge refuses neither: it zeroes a column holding a NaN or an infinity);
  * `_INFEASIBLE` / `_OUT_OF_RANGE` for a refused ledger charge, `_INVALID_HANDLE` for a
  * freed `ledger`. The used
  * part of `scratch` is zeroed before returning (it held `XXᵀ`), whatever the outcome.
