@@ -4,7 +4,9 @@
 use crate::accounting::ledger::{Amount, Charge, Ledger};
 use crate::dp_forward::clip::{check_finite_hidden, clip_checked};
 use crate::dp_forward::exact::{plan_exact, release_exact};
-use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
+use crate::dp_forward::noise::{
+    NoiseFactors, add_noise, check_factors, check_float_range, dp_forward_scratch_len,
+};
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
 use crate::grid_release::NoiseMode;
@@ -124,7 +126,10 @@ pub fn dp_forward<T: NoiseFloat, const N: usize>(
     first.checked_add(total).ok_or(Error::SizeOverflow { what: "first + rows * dim" })?;
     let grid = match params.noise_mode {
         NoiseMode::Exact => Some(plan_exact::<T>(params, factors, floor, first, total)?),
-        NoiseMode::UnsafeFloat => None,
+        NoiseMode::UnsafeFloat => {
+            check_float_range::<T>(params, factors, floor)?;
+            None
+        }
     };
     check_finite_hidden(&x)?;
     if let Some(ledger) = ledger {

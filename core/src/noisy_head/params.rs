@@ -15,6 +15,7 @@ use crate::directed_rounding::{add_up, mul_up};
 use crate::error::check_radius;
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
 use crate::grid_release::{GaussianGrid, NoiseMode};
+use crate::sampling::{check_largest, max_box_muller};
 
 /// How the per-entry noise standard deviation `s` is calibrated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -265,7 +266,18 @@ impl NoisyHeadParams {
         let (noise_std, rho) = self.noise_std_and_rho()?;
         let grid = match self.noise_mode {
             NoiseMode::Exact => Some(super::exact::exact_grid(self, noise_std)?),
-            NoiseMode::UnsafeFloat => None,
+            NoiseMode::UnsafeFloat => {
+                // Γ + s·z with |Γ| far below f64::MAX/2 (radii ≤ 1e100): the largest f64
+                // normal, 8.57, times s must stay below it too.
+                check_largest(
+                    "noise std s (its largest Gaussian draw, 8.57·s, must stay below f64::MAX/2)",
+                    noise_std,
+                    noise_std * max_box_muller::<f64>(),
+                    f64::MAX / 2.0,
+                    "a noise std whose largest draw is finite",
+                )?;
+                None
+            }
         };
         let budget = PrivacyBudget::new(self.epsilon, self.delta)?;
         Ok(Calibration { noise_std, budget, rho, grid, mode: self.noise_mode })

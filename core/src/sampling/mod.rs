@@ -51,6 +51,7 @@ pub use keyed_stream::{
 };
 pub use laplace::Laplace;
 pub use noise_float::NoiseFloat;
+pub(crate) use noise_float::{check_largest, max_box_muller};
 pub use truncated_discrete_laplace::TruncatedDiscreteLaplace;
 pub use truncated_laplace::TruncatedLaplace;
 pub use uniform::{Exponential, Uniform};

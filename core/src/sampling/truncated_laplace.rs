@@ -17,7 +17,7 @@
 use crate::error::{Error, Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::NoiseFloat;
+use crate::sampling::noise_float::{NoiseFloat, check_finite_draws, max_neg_ln};
 
 /// `TLap(Δ, ε, δ)`.
 ///
@@ -61,7 +61,9 @@ impl TruncatedLaplace {
         positive_finite("sensitivity / epsilon", scale)?;
         if delta == 0.0 {
             let inf = f64::INFINITY;
-            return Ok(Self { sensitivity, epsilon, delta, scale, t: inf, m: 1.0, bound: inf });
+            let lap = Self { sensitivity, epsilon, delta, scale, t: inf, m: 1.0, bound: inf };
+            lap.check_output::<f64>()?;
+            return Ok(lap);
         }
         // t = ln(1 + (e^ε − 1)/(2δ)); for ε > 1 use the form that cannot overflow:
         // t = ε − ln(2δ) + ln(1 + (2δ − 1) e^{−ε}).
@@ -74,6 +76,12 @@ impl TruncatedLaplace {
         let bound = scale * t;
         positive_finite("bound B", bound)?;
         Ok(Self { sensitivity, epsilon, delta, scale, t, m: -libm::expm1(-t), bound })
+    }
+
+    /// The largest magnitude a draw can have before rounding to the output type: `B`, or
+    /// `Δ/ε` times the largest `−ln U` (of the `f64` uniform every output uses) if `δ = 0`.
+    fn largest(&self) -> f64 {
+        if self.delta == 0.0 { self.scale * max_neg_ln::<f64>() } else { self.bound }
     }
 
     /// The bound `B` (infinite when `δ = 0`).
@@ -168,6 +176,11 @@ fn unit_variance_over_t2(t: f64) -> f64 {
 impl FixedWordSampler for TruncatedLaplace {
     fn layout<T: NoiseFloat>(&self) -> WordLayout {
         WordLayout { words: f64::UNIFORM_WORDS, elements: 1 }
+    }
+
+    fn check_output<T: NoiseFloat>(&self) -> Result<()> {
+        let name = "sensitivity / epsilon (the largest truncated-Laplace draw must be finite)";
+        check_finite_draws::<T>(name, self.scale, self.largest())
     }
 
     #[inline]
