@@ -22,7 +22,6 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
 use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,

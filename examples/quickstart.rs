@@ -319,7 +319,7 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> 
 /// `δ = δ′ = 1e-6`): the moment sketch (extension E1) and the faithful non-adaptive trees
 /// (`l = 1`, per-vector split), 16 public queries each; error `‖Õ − O‖_F/‖O‖_F` against exact
 /// `softmax(qKᵀ/d)V`. The trees' theorem-level estimate is printed too.
-fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpattn::Error> {
+fn softmax_tree_rows(rows: &mut Vec<Row>, tokens: &mut Session) -> Result<(), dpattn::Error> {
     use dpattn::MatRef;
     use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention, estimate_error};
     use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
@@ -329,7 +329,7 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
     let draw = |stream: u64, len: usize| -> Result<Vec<f64>, dpattn::Error> {
         let mut u = vec![0.0; len];
         Uniform.fill_keyed(
-            &KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream),
+            &KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream), // synthetic data
             0,
             &mut u,
         )?;
@@ -355,16 +355,9 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
         (num / exact.iter().map(|b| b * b).sum::<f64>()).sqrt()
     };
     let budget = PrivacyBudget::new(1.0, 1e-6)?;
-    let stream = KeyedStream::new(&NoiseKey::for_replay([12; 32]), 0);
 
     let t = Instant::now();
-    let sketch = MomentSketch::new(
-        km,
-        vm,
-        &MomentSketchParams::new(1.0, 1.0, budget),
-        &stream,
-        Some(&mut *ledger),
-    )?;
+    let sketch = MomentSketch::new(km, vm, &MomentSketchParams::new(1.0, 1.0, budget), tokens)?;
     let mut out = vec![0.0; QUERIES * d];
     for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         sketch.query(q, o)?;
@@ -383,8 +376,7 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, ledger: &mut Ledger) -> Result<(), dpa
     let mut params = CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
     params.adaptive.copies = Copies::Fixed(1);
     let t = Instant::now();
-    let stream = KeyedStream::new(&NoiseKey::for_replay([12; 32]), 1);
-    let trees = DpCrossAttention::new(km, vm, &params, &stream, Some(&mut *ledger))?;
+    let trees = DpCrossAttention::new(km, vm, &params, tokens)?;
     for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         trees.query(q, o)?;
     }

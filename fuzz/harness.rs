@@ -676,7 +676,8 @@ fn release_dp_forward(b: &mut Bytes<'_>, session: *mut dpattn_session) -> (dpatt
     // SAFETY: valid out-parameters.
     unsafe { dpattn_dp_forward_scratch_len(&iid, tokens, dim, &mut need) };
     let mut scratch = vec![0f64; scratch_len(b, need, 256)];
-    let mut rep = dpattn_dp_forward_clip_report { scaled: 7, max_norm: 7.0 };
+    let mut rep =
+        dpattn_dp_forward_clip_report { scaled: 7, max_norm: 7.0, private_sanitized_rows: 7 };
     let before = mem.words.clone();
     // SAFETY: `mem` holds CAP words, at least `len` elements of either dtype.
     let st = unsafe {

@@ -1155,7 +1155,8 @@ typedef struct {
  */
 typedef struct {
   /**
-   * Largest column norm of any problem, before clipping.
+   * Largest column norm of any problem, before clipping (infinity when clip-and-ridge
+   * zeroed a column holding a NaN or an infinity).
    */
   double alpha_hat;
   /**
@@ -1163,7 +1164,7 @@ typedef struct {
    */
   double r_hat;
   /**
-   * Columns clipped to `α` (0 in reject mode).
+   * Columns clipped to `α` or zeroed for a NaN or an infinity (0 in reject mode).
    */
   size_t clipped_columns;
 } dpattn_gaussian_sampling_report;
@@ -2739,8 +2740,10 @@ dpattn_status dpattn_analytic_gaussian_epsilon(double sigma,
 /**
  * The exact privacy profile of the Gaussian mechanism (Balle & Wang 2018, Thm 8): the
  * smallest δ for which `N(0, σ²)` on a query of L2 sensitivity `Δ` is `(ε, δ)`-DP,
- * `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably
- * (relative error about 1e-13); `ε = 0` gives `2Φ(μ/2) − 1`. Writes `*out_delta`.
+ * `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably and
+ * rounded up: never below the exact δ, at most `26(1 + a²)·2⁻⁵³` relative above it
+ * (`a = min(μ/2 − ε/μ, 0)`; 1.2e-13 at worst for δ ≥ 1e-300), with a floor of about
+ * 3e-322; `ε = 0` gives `2Φ(μ/2) − 1`. Writes `*out_delta`.
  *
  * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_delta`),
  * `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` negative/NaN/infinite, `sigma` or
@@ -2822,7 +2825,9 @@ dpattn_status dpattn_laplace_epsilon(double scale, double sensitivity, double *o
  * The bound `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))` and the variance
  * `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` (`t = εB/Δ`) of the truncated Laplace
  * `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`shared/spec/seed-001.md`
- * §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`.
+ * §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
+ * up (never below the exact bound, at most 4.5e-15 relative above it), so the δ it implies
+ * never exceeds `delta`.
  *
  * Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer),
  * `DPATTN_STATUS_OUT_OF_RANGE` (`sensitivity`/`epsilon` not finite and `> 0`, `delta`
@@ -3660,9 +3665,10 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * `_SHAPE_MISMATCH` (any axis; `d < n` in reject mode), `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (bad ε, δ, domain, `k ∉ [1, 2^53]`, Bartlett with `k < n`, zero sizes, an
  * unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
- * declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
- * private data lies outside the declared domain (reject mode): **a data-dependent
- * refusal**, which the guarantee does not cover; show it only to the data holder;
+ * declared domain), `_SCRATCH_TOO_SMALL`, and in reject mode only `_NON_FINITE` and
+ * `_DOMAIN_VIOLATION` (private data outside the declared domain): **data-dependent
+ * refusals**, which the guarantee does not cover; show them only to the data holder
+ * (clip-and-ridge refuses neither: it zeroes a column holding a NaN or an infinity);
  * `_INFEASIBLE` / `_OUT_OF_RANGE` / `_UNIT_MISMATCH` for a refused ledger charge,
  * `_INVALID_HANDLE` for a freed `session`, `_SIZE_OVERFLOW` when the session's stream ids
  * are used up. The used
@@ -4516,7 +4522,9 @@ dpattn_status dpattn_moment_sketch_query(const dpattn_moment_sketch *sketch,
  * Returns `DPATTN_STATUS_OK`, or
  * * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `out` NULL with `len > 0`;
  * * `DPATTN_STATUS_OUT_OF_RANGE`: `dtype` not F32/F64 (F16/BF16 are not sampler types),
- *   or `sigma` not finite and `> 0`;
+ *   `sigma` not finite and `> 0`, or so large that the largest draw is not finite in the
+ *   `dtype` (`8.57·sigma` above `DBL_MAX`; `5.77·sigma` above `FLT_MAX` for F32; the other
+ *   samplers likewise with their largest draw);
  * * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_SIZE_OVERFLOW` (byte length of `out`
  *   beyond `isize`, or `first_index + len` beyond 2^64), `DPATTN_STATUS_ALIASING` (`out`
  *   overlaps `*key`).

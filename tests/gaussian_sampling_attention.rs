@@ -520,6 +520,52 @@ fn clip_and_ridge_never_refuses_and_estimates_the_ridged_gram_matrix() {
     assert!(row_l1(&pm, &attention_of(&a, n, ScoreFn::Exp), n) < 1e-4);
 }
 
+#[test]
+fn clip_and_ridge_zeroes_a_non_finite_column_instead_of_refusing() {
+    // Issue 28: a NaN or ∞ in the private X made clip-and-ridge refuse (NonFinite), a
+    // data-dependent refusal. It now releases exactly what the same X with those columns
+    // set to zero releases (same key and stream), for every sampler, and is charged.
+    let (n, d) = (4, 8);
+    let mut rng = Rng(21);
+    let x: Vec<f64> = (0..n * d).map(|_| rng.normal() * 0.3).collect();
+    let bad = [(1, f64::NAN), (5, f64::INFINITY), (11, f64::NEG_INFINITY), (21, f64::NAN)];
+    let (mut dirty, mut zeroed) = (x.clone(), x.clone());
+    for &(i, v) in &bad {
+        dirty[i] = v;
+        for r in 0..n {
+            zeroed[r * d + i % d] = 0.0;
+        }
+    }
+    // Columns 1, 5 (twice) and 3 are non-finite.
+    let columns = 3;
+    for sampler in [Sampler::Bartlett, Sampler::Literal, Sampler::FactorFree] {
+        let mut p = default_params(Domain::new(0.5, 0.05, 1e-9).unwrap());
+        p.out_of_domain = OutOfDomain::ClipAndRidge;
+        p.sampler = sampler;
+        let mut ledger =
+            Ledger::new_approx(PrivacyUnit::FeatureColumn, PrivacyBudget::new(10.0, 1e-3).unwrap());
+        let (b, pm, report) = release_in(&dirty, n, d, &p, 3, Some(&mut ledger)).unwrap();
+        let (b0, pm0, report0) = release(&zeroed, n, d, &p, 3).unwrap();
+        assert!(b.iter().chain(&pm).all(|v| v.is_finite()), "{sampler:?}");
+        assert_eq!((b, pm), (b0, pm0), "{sampler:?}");
+        assert_eq!(ledger.charges(), 1);
+        // The private report flags them: counted, and an infinite largest norm.
+        assert_eq!(report.clipped_columns, report0.clipped_columns + columns, "{sampler:?}");
+        assert_eq!(report.alpha_hat, f64::INFINITY);
+        assert_eq!(report.r_hat, report0.r_hat);
+    }
+    // A column that is entirely non-finite, and every column non-finite: B = η·I in law.
+    let mut p = default_params(Domain::new(0.5, 0.05, 1e-9).unwrap());
+    p.out_of_domain = OutOfDomain::ClipAndRidge;
+    let all_bad = vec![f64::NAN; n * d];
+    let (b, _, report) = release(&all_bad, n, d, &p, 4).unwrap();
+    let (b0, _, _) = release(&vec![0.0; n * d], n, d, &p, 4).unwrap();
+    assert_eq!((b, report.clipped_columns), (b0, d));
+    // Reject mode still refuses (its refusals are documented as data-dependent).
+    p.out_of_domain = OutOfDomain::Reject;
+    assert!(matches!(release(&dirty, n, d, &p, 3), Err(Error::PrivateNonFinite { .. })));
+}
+
 // ---------------------------------------------------------------------------------------
 // AC-12: determinism and addressable randomness; batching, strides, element types.
 

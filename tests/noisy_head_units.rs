@@ -24,7 +24,7 @@ mod support;
 use dpattn::accounting::cost::Cost;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
-use dpattn::accounting::zcdp::{Rho, zcdp_rho_for};
+use dpattn::accounting::zcdp::{Rho, zcdp_rho_for, zcdp_to_epsilon};
 use dpattn::noisy_head::schedule::{
     expected_z_norm_sq, mean_field_excess_risk, t_from_r, t_low_dim_code, t_low_dim_theorem,
 };
@@ -37,7 +37,7 @@ use dpattn::noisy_head::{
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::session::{Draw, Session};
-use dpattn::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
+use dpattn::{Delta, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
@@ -1471,7 +1471,9 @@ fn u8_zcdp_accounting_lifts_the_per_step_limit() {
     let paper = NoisyHeadParams { accounting: Accounting::Paper, ..p };
     assert!(matches!(paper.validate(), Err(Error::Infeasible { .. })));
     let data = Data::generate(p.n, p.l, p.d, 0.0, 27, 0);
-    let rho = zcdp_rho_for(PrivacyBudget::new(8.0, 1e-5).unwrap()).unwrap();
+    let rho = p.zcdp_rho().unwrap();
+    let largest = zcdp_rho_for(PrivacyBudget::new(8.0, 1e-5).unwrap()).unwrap();
+    assert!(rel(rho.get(), largest.get()) <= 1e-14);
     let ledger = Ledger::new_zcdp(PrivacyUnit::Prompt, Rho::new(rho.get() * 1.5).unwrap());
     let mut session = Session::new(ledger).unwrap();
     let mut out = vec![0.0; 9];
@@ -1628,11 +1630,15 @@ fn accounting_charges_and_zcdp_noise() {
     assert_eq!(p.cost().unwrap(), Cost::Approx(budget(1.0, 1e-5)));
 
     let z = NoisyHeadParams { accounting: Accounting::Zcdp, ..p };
-    let rho = zcdp_rho_for(PrivacyBudget::new(1.0, 1e-5).unwrap()).unwrap();
+    // ρ is the largest that converts to (1, 1e-5) up to 1e-14 relative (solved directly,
+    // not by zcdp_rho_for's bisection: issue 28), and what the ledger is charged.
+    let rho = z.zcdp_rho().unwrap();
+    let largest = zcdp_rho_for(PrivacyBudget::new(1.0, 1e-5).unwrap()).unwrap();
+    assert!(rel(rho.get(), largest.get()) <= 1e-14);
+    assert!(zcdp_to_epsilon(rho, Delta::new(1e-5).unwrap()).unwrap() <= 1.0);
     // ρ on zCDP and RDP ledgers; the (ε, δ) it converts to on approximate-DP ones.
     let cz = Cost::Gaussian { approx: Some(budget(1.0, 1e-5)), rho: rho.get() };
     assert_eq!(z.cost().unwrap(), cz);
-    assert_eq!(z.zcdp_rho().unwrap(), rho);
     // ρ is at least the Bun–Steinke closed form ε²/(√(ln(1/δ) + ε) + √ln(1/δ))².
     let l = (1e5f64).ln();
     let bs16 = 1.0 / ((l + 1.0).sqrt() + l.sqrt()).powi(2);

@@ -142,12 +142,12 @@ fn cross_attention_reject_keeps_the_count_of_out_of_domain_entries_private() -> 
     let n = 64;
     let keys: Vec<f64> = (0..n).map(|i| if i < 37 { -0.5 } else { 0.5 }).collect();
     let values = vec![0.25; n];
-    let r = DpCrossAttention::new(
+    let r = DpCrossAttention::new_keyed(
         MatRef::from_row_major(&keys, n, 1)?,
         MatRef::from_row_major(&values, n, 1)?,
         &p,
-        &KeyedStream::new(&key(), 1),
-        None::<&mut Ledger>,
+        Draw { key: &key(), stream: 1 },
+        None,
     );
     let e = r.expect_err("refused");
     assert!(matches!(e, Error::DomainViolation { .. }), "{e}");

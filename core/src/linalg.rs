@@ -12,9 +12,10 @@ use crate::matrix_view::{MatMut, MatRef};
 
 /// The Gram matrix of the clipped columns plus a ridge:
 /// `a[i·n + j] = Σ_c (f_c·x_ic)(f_c·x_jc) + ridge·[i = j]` with the clip factor
-/// `f_c = min(1, α/‖x_c‖)` when `clip = Some(α)` and 1 otherwise. `factors` (length `d`)
-/// receives `f_c`. Returns the largest column norm *before* clipping and the number of
-/// clipped columns.
+/// `f_c = min(1, α/‖x_c‖)` when `clip = Some(α)` and 1 otherwise. A column holding a NaN or
+/// an infinity is the zero column (`f_c = 0` and its entries read as 0, [`finite_or_zero`]).
+/// `factors` (length `d`) receives `f_c`. Returns the largest column norm *before* clipping
+/// (`+∞` if a column is not finite) and the number of columns clipped or zeroed.
 pub(crate) fn gram<T: Element>(
     x: MatRef<'_, T>,
     clip: Option<f64>,
@@ -34,14 +35,22 @@ pub(crate) fn gram<T: Element>(
         // A sum of squares that overflows is recomputed scaled by the column's largest
         // entry, so the norm (and the clip factor, which must be continuous in the data
         // for clipping to preserve neighbours) is right for every finite column.
-        let norm = if f.is_finite() { libm::sqrt(*f) } else { scaled_column_norm(&x, c) };
-        max_norm = max_norm.max(norm);
-        *f = match clip {
-            Some(alpha) if norm > alpha => {
+        let norm = if f.is_finite() { Some(libm::sqrt(*f)) } else { scaled_column_norm(&x, c) };
+        *f = match (norm, clip) {
+            (None, _) => {
+                max_norm = f64::INFINITY;
+                clipped += 1;
+                0.0
+            }
+            (Some(norm), Some(alpha)) if norm > alpha => {
+                max_norm = max_norm.max(norm);
                 clipped += 1;
                 alpha / norm
             }
-            _ => 1.0,
+            (Some(norm), _) => {
+                max_norm = max_norm.max(norm);
+                1.0
+            }
         };
     }
     for i in 0..n {
@@ -53,12 +62,13 @@ pub(crate) fn gram<T: Element>(
             while c + 4 <= d {
                 for (l, acc) in s.iter_mut().enumerate() {
                     let f = factors[c + l];
-                    *acc += (f * xi[c + l].to_f64()) * (f * xj[c + l].to_f64());
+                    *acc += (f * finite_or_zero(xi[c + l])) * (f * finite_or_zero(xj[c + l]));
                 }
                 c += 4;
             }
             for l in c..d {
-                s[0] += (factors[l] * xi[l].to_f64()) * (factors[l] * xj[l].to_f64());
+                let f = factors[l];
+                s[0] += (f * finite_or_zero(xi[l])) * (f * finite_or_zero(xj[l]));
             }
             let v = (s[0] + s[1]) + (s[2] + s[3]);
             a[i * n + j] = v;
@@ -69,14 +79,26 @@ pub(crate) fn gram<T: Element>(
     (max_norm, clipped)
 }
 
-/// `‖x[:, c]‖₂` without overflow for finite entries: `m·√(Σ(x_ic/m)²)`, `m = max_i |x_ic|`.
-fn scaled_column_norm<T: Element>(x: &MatRef<'_, T>, c: usize) -> f64 {
-    let m = (0..x.rows()).map(|i| x.row(i)[c].to_f64().abs()).fold(0.0, f64::max);
-    if m == 0.0 || !m.is_finite() {
-        return m;
+/// `‖x[:, c]‖₂` without overflow for finite entries: `m·√(Σ(x_ic/m)²)`, `m = max_i |x_ic|`;
+/// `None` when an entry is NaN or infinite.
+fn scaled_column_norm<T: Element>(x: &MatRef<'_, T>, c: usize) -> Option<f64> {
+    let entry = |i: usize| x.row(i)[c].to_f64();
+    if (0..x.rows()).any(|i| !entry(i).is_finite()) {
+        return None;
     }
-    let scaled = |i: usize| x.row(i)[c].to_f64() / m;
-    m * libm::sqrt((0..x.rows()).map(|i| scaled(i) * scaled(i)).sum::<f64>())
+    let m = (0..x.rows()).map(|i| entry(i).abs()).fold(0.0, f64::max);
+    if m == 0.0 {
+        return Some(0.0);
+    }
+    Some(m * libm::sqrt((0..x.rows()).map(|i| (entry(i) / m) * (entry(i) / m)).sum::<f64>()))
+}
+
+/// `v` as an `f64`, or 0 when it is NaN or infinite: how the clip-and-ridge paths read the
+/// entries of a column they zero (a factor of 0 alone would leave `0 · ∞ = NaN`).
+#[inline]
+pub(crate) fn finite_or_zero<T: Element>(v: T) -> f64 {
+    let v = v.to_f64();
+    if v.is_finite() { v } else { 0.0 }
 }
 
 /// Cholesky `a = L·Lᵀ` in place: the lower triangle of `a` becomes `L`, the strict upper
@@ -246,6 +268,19 @@ mod tests {
         assert_eq!((m, clipped), (big, 1));
         assert_eq!(f, [1.0 / big, 1.0]);
         assert_eq!(a, [2.0]);
+    }
+
+    #[test]
+    fn a_non_finite_column_is_the_zero_column() {
+        // Columns (3, 4), (NaN, 1), (∞, 2), (0, −∞); clip to 2.5. The three non-finite
+        // columns count as zeroed (factor 0) and the norm reports +∞; A is the Gram matrix
+        // of the first column alone, halved: (1.5, 2)(1.5, 2)ᵀ.
+        let x = [3.0f64, f64::NAN, f64::INFINITY, 0.0, 4.0, 1.0, 2.0, f64::NEG_INFINITY];
+        let (mut f, mut a) = ([9.0; 4], [0.0; 4]);
+        let m = gram(MatRef::from_row_major(&x, 2, 4).unwrap(), Some(2.5), 0.0, &mut f, &mut a);
+        assert_eq!(m, (f64::INFINITY, 4));
+        assert_eq!(f, [0.5, 0.0, 0.0, 0.0]);
+        assert_eq!(a, [2.25, 3.0, 3.0, 4.0]);
     }
 
     #[test]

@@ -203,8 +203,9 @@ impl GpuKey {
 /// views do; a hand-written `DevicePtrMut` that lies about its length is the caller's bug.
 ///
 /// # Errors
-/// [`Error::Unsupported`] when `T` cannot hold `dtype`; [`Error::Core`] for an empty buffer
-/// or `first + len > u64::MAX` (the CPU's rule); [`Error::Driver`]/[`Error::Compile`] from the launch.
+/// [`Error::Unsupported`] when `T` cannot hold `dtype`; [`Error::Core`] for an empty buffer,
+/// `first + len > u64::MAX` (the CPU's rule) or a scale whose largest draw is not finite in
+/// `dtype` (`OutOfRange`); [`Error::Driver`]/[`Error::Compile`] from the launch.
 #[allow(clippy::too_many_arguments)]
 pub fn fill_noise<T: NoiseElement>(
     dev: &Device,
@@ -257,6 +258,7 @@ pub unsafe fn fill_noise_raw(
 ) -> Result<()> {
     check_device_buffer("out", ptr, len, dtype.size())?;
     in_context("a stream", stream, dev)?;
+    check_largest_draw(noise, bits, dtype)?;
     let plan = FillPlan::new(len as u64, first, bits.elements_per_block(), dev.multiprocessors())?;
     let (sampler, p) = noise.sampler_and_param();
     launch_fill(
@@ -269,6 +271,39 @@ pub unsafe fn fill_noise_raw(
         draw,
         p,
     )
+}
+
+/// Refuses a scale whose largest draw is not finite in `dtype` (the CPU samplers' rule,
+/// `FixedWordSampler::check_output`): the uniform is never below `2^-p` (`p` = 24 or 53), so
+/// `|z| ≤ √(2p·ln 2)·σ` (Gaussian) and `−ln U ≤ p·ln 2` (Laplace, exponential), with a
+/// `2^-40` margin for rounding.
+fn check_largest_draw(noise: GpuNoise, bits: UniformBits, dtype: OutDtype) -> Result<()> {
+    let p = match bits {
+        UniformBits::B24 => 24.0,
+        UniformBits::B53 => 53.0,
+    };
+    let neg_ln = p * core::f64::consts::LN_2 * (1.0 + 2f64.powi(-40));
+    let (name, scale, largest) = match noise {
+        GpuNoise::Uniform => return Ok(()),
+        GpuNoise::Gaussian(g) => ("sigma", g.sigma(), g.sigma() * (2.0 * neg_ln).sqrt()),
+        GpuNoise::Laplace(l) => ("scale", l.scale(), l.scale() * neg_ln),
+        GpuNoise::Exponential(e) => ("1 / rate", e.mean(), e.mean() * neg_ln),
+    };
+    let max = match dtype {
+        OutDtype::F32 => f64::from(f32::MAX),
+        OutDtype::F64 => f64::MAX,
+        OutDtype::Bf16 => 3.389_531_389_251_535_5e38,
+        OutDtype::F16 => 65504.0,
+    };
+    if largest <= max {
+        return Ok(());
+    }
+    Err(dpattn_core::Error::OutOfRange {
+        name,
+        value: scale,
+        allowed: "small enough that the largest draw is finite in the output dtype",
+    }
+    .into())
 }
 
 /// Fills `out` with words `first_word ..` of the ChaCha20 stream of `draw` (word `w` is
@@ -413,6 +448,29 @@ mod tests {
         assert_eq!((s, p), (GpuSampler::Gaussian, 1.5));
         assert_eq!(UniformBits::B53.elements_per_block(), 8);
         assert_eq!(UniformBits::B24.elements_per_block(), 16);
+    }
+
+    #[test]
+    fn a_scale_whose_largest_draw_overflows_the_output_dtype_is_refused() {
+        // Issue 28. Largest draws: √(2p ln 2)·σ (8.5717 at p = 53, 5.7684 at p = 24) and
+        // p·ln 2 (36.737, 16.636) times the scale; f16's largest finite value is 65504.
+        use GpuNoise as N;
+        use OutDtype as D;
+        use UniformBits as B;
+        let g = |s: f64| N::Gaussian(Gaussian::new(s).unwrap());
+        let lap = |s: f64| N::Laplace(dpattn_core::sampling::Laplace::new(s).unwrap());
+        let (lo, hi) = (1.0 - 1e-3, 1.0 + 1e-3);
+        for (noise_lo, noise_hi, bits, dtype) in [
+            (g(65504.0 / 5.7684 * lo), g(65504.0 / 5.7684 * hi), B::B24, D::F16),
+            (g(65504.0 / 8.5717 * lo), g(65504.0 / 8.5717 * hi), B::B53, D::F16),
+            (g(3.4028e38 / 8.5717 * lo), g(3.4028e38 / 8.5717 * hi), B::B53, D::F32),
+            (lap(3.4028e38 / 16.636 * lo), lap(3.4028e38 / 16.636 * hi), B::B24, D::F32),
+        ] {
+            assert!(check_largest_draw(noise_lo, bits, dtype).is_ok(), "{noise_lo:?} {dtype:?}");
+            assert!(check_largest_draw(noise_hi, bits, dtype).is_err(), "{noise_hi:?} {dtype:?}");
+            assert!(check_largest_draw(noise_hi, bits, D::F64).is_ok());
+        }
+        assert!(check_largest_draw(N::Uniform, B::B24, D::F16).is_ok());
     }
 
     #[test]

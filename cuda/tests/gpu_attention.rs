@@ -7,7 +7,6 @@
 //! the largest reference magnitude, ≤ 1e-5 for `f32`, ≤ 1e-2 for bf16/f16 (the issue's).
 
 use dpattn_core::accounting::privacy_unit::PrivacyUnit;
-use dpattn_core::session::Draw;
 use std::sync::Arc;
 
 use dpattn_core::attention::attention_scratch_len;

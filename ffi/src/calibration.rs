@@ -105,8 +105,10 @@ pub unsafe extern "C" fn dpattn_analytic_gaussian_epsilon(
 
 /// The exact privacy profile of the Gaussian mechanism (Balle & Wang 2018, Thm 8): the
 /// smallest δ for which `N(0, σ²)` on a query of L2 sensitivity `Δ` is `(ε, δ)`-DP,
-/// `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably
-/// (relative error about 1e-13); `ε = 0` gives `2Φ(μ/2) − 1`. Writes `*out_delta`.
+/// `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)` with `μ = Δ/σ`, evaluated stably and
+/// rounded up: never below the exact δ, at most `26(1 + a²)·2⁻⁵³` relative above it
+/// (`a = min(μ/2 − ε/μ, 0)`; 1.2e-13 at worst for δ ≥ 1e-300), with a floor of about
+/// 3e-322; `ε = 0` gives `2Φ(μ/2) − 1`. Writes `*out_delta`.
 ///
 /// Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (`out_delta`),
 /// `DPATTN_STATUS_OUT_OF_RANGE` (`epsilon` negative/NaN/infinite, `sigma` or
@@ -218,7 +220,9 @@ pub unsafe extern "C" fn dpattn_laplace_epsilon(
 /// The bound `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))` and the variance
 /// `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` (`t = εB/Δ`) of the truncated Laplace
 /// `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`shared/spec/seed-001.md`
-/// §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`.
+/// §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
+/// up (never below the exact bound, at most 4.5e-15 relative above it), so the δ it implies
+/// never exceeds `delta`.
 ///
 /// Returns `DPATTN_STATUS_OK`, or `DPATTN_STATUS_NULL_ARGUMENT` (an out-pointer),
 /// `DPATTN_STATUS_OUT_OF_RANGE` (`sensitivity`/`epsilon` not finite and `> 0`, `delta`

@@ -132,11 +132,12 @@ pub struct dpattn_gaussian_sampling_params {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct dpattn_gaussian_sampling_report {
-    /// Largest column norm of any problem, before clipping.
+    /// Largest column norm of any problem, before clipping (infinity when clip-and-ridge
+    /// zeroed a column holding a NaN or an infinity).
     pub alpha_hat: f64,
     /// Largest `(XXᵀ)_ii` of any problem (after clipping, before the ridge).
     pub r_hat: f64,
-    /// Columns clipped to `α` (0 in reject mode).
+    /// Columns clipped to `α` or zeroed for a NaN or an infinity (0 in reject mode).
     pub clipped_columns: usize,
 }
 
@@ -407,9 +408,10 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// `_SHAPE_MISMATCH` (any axis; `d < n` in reject mode), `_BUFFER_TOO_SHORT`,
 /// `_OUT_OF_RANGE` (bad ε, δ, domain, `k ∉ [1, 2^53]`, Bartlett with `k < n`, zero sizes, an
 /// unknown enum or dtype, outputs not f64), `_INFEASIBLE` (the privacy condition, or an empty
-/// declared domain), `_NON_FINITE`, `_SCRATCH_TOO_SMALL`, and `_DOMAIN_VIOLATION` when the
-/// private data lies outside the declared domain (reject mode): **a data-dependent
-/// refusal**, which the guarantee does not cover; show it only to the data holder;
+/// declared domain), `_SCRATCH_TOO_SMALL`, and in reject mode only `_NON_FINITE` and
+/// `_DOMAIN_VIOLATION` (private data outside the declared domain): **data-dependent
+/// refusals**, which the guarantee does not cover; show them only to the data holder
+/// (clip-and-ridge refuses neither: it zeroes a column holding a NaN or an infinity);
 /// `_INFEASIBLE` / `_OUT_OF_RANGE` / `_UNIT_MISMATCH` for a refused ledger charge,
 /// `_INVALID_HANDLE` for a freed `session`, `_SIZE_OVERFLOW` when the session's stream ids
 /// are used up. The used

@@ -114,7 +114,9 @@ unsafe fn fill_fixed<S: FixedWordSampler>(
 /// Returns `DPATTN_STATUS_OK`, or
 /// * `DPATTN_STATUS_NULL_ARGUMENT`: `key` NULL, or `out` NULL with `len > 0`;
 /// * `DPATTN_STATUS_OUT_OF_RANGE`: `dtype` not F32/F64 (F16/BF16 are not sampler types),
-///   or `sigma` not finite and `> 0`;
+///   `sigma` not finite and `> 0`, or so large that the largest draw is not finite in the
+///   `dtype` (`8.57·sigma` above `DBL_MAX`; `5.77·sigma` above `FLT_MAX` for F32; the other
+///   samplers likewise with their largest draw);
 /// * `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_SIZE_OVERFLOW` (byte length of `out`
 ///   beyond `isize`, or `first_index + len` beyond 2^64), `DPATTN_STATUS_ALIASING` (`out`
 ///   overlaps `*key`).

@@ -957,13 +957,13 @@ mod tests {
         let e = unsafe { decode_cross(&p) }.unwrap_err();
         assert!(e.to_string().contains("params.copies_kind"), "{e}");
     }
-    use crate::ledger::dpattn_ledger;
-    use crate::tensor::dpattn_key;
     use crate::attention::tests::{data, t, tm};
     use crate::dp_forward::ledger_testing::{self as lt, Kind};
     use crate::last_error::last_error_string;
+    use crate::ledger::dpattn_ledger;
     use crate::session::session_testing as st;
     use crate::tensor::DPATTN_DTYPE_F32;
+    use crate::tensor::dpattn_key;
     use dpattn_core::accounting::ledger::Ledger;
     use dpattn_core::accounting::privacy_unit::PrivacyUnit;
     use dpattn_core::sampling::NoiseKey;

@@ -103,31 +103,64 @@ impl dpattn_status {
         }
     }
 
-    fn description(code: u32) -> &'static [u8] {
-        match code {
-            0 => b"ok\0",
-            1 => b"a required pointer argument was NULL\0",
-            2 => b"shape mismatch\0",
-            3 => b"buffer too short for its shape and strides\0",
-            4 => b"non-finite input (NaN or infinity)\0",
-            5 => b"parameter out of range\0",
-            6 => b"scratch buffer too small\0",
-            7 => b"size overflow\0",
-            8 => b"infeasible privacy parameters\0",
-            9 => b"allocation failed\0",
-            10 => b"noise-stream window exhausted\0",
-            11 => b"unsupported by this build or CPU\0",
-            12 => b"private input outside the declared domain\0",
-            13 => b"memory estimate over the caller's limit\0",
-            14 => b"misaligned pointer\0",
-            15 => b"output buffer overlaps another buffer\0",
-            16 => b"invalid handle (freed, foreign, or of another type)\0",
-            17 => b"CUDA unavailable (no driver, no NVRTC, or no such device)\0",
-            18 => b"CUDA error (driver call, NVRTC compilation or kernel launch)\0",
-            19 => b"privacy unit mismatch between a release and its ledger\0",
-            99 => b"internal error\0",
-            100 => b"panic inside dpattn\0",
-            _ => b"unknown status code\0",
+    /// The status whose value is `code`, or `None` for a value that is not a status (the
+    /// one table from integers to statuses: a status a C callback returns comes back
+    /// through it, and `dpattn_status_str` describes through it).
+    pub(crate) fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| *s as u32 == code)
+    }
+
+    /// Every status, in value order.
+    pub(crate) const ALL: [Self; 22] = [
+        Self::Ok,
+        Self::NullArgument,
+        Self::ShapeMismatch,
+        Self::BufferTooShort,
+        Self::NonFinite,
+        Self::OutOfRange,
+        Self::ScratchTooSmall,
+        Self::SizeOverflow,
+        Self::Infeasible,
+        Self::AllocationFailed,
+        Self::RandomnessExhausted,
+        Self::Unsupported,
+        Self::DomainViolation,
+        Self::MemoryLimit,
+        Self::Misaligned,
+        Self::Aliasing,
+        Self::InvalidHandle,
+        Self::CudaUnavailable,
+        Self::CudaError,
+        Self::UnitMismatch,
+        Self::Internal,
+        Self::Panic,
+    ];
+
+    /// A static NUL-terminated description (an exhaustive match: a new status must get one).
+    fn description(self) -> &'static [u8] {
+        match self {
+            Self::Ok => b"ok\0",
+            Self::NullArgument => b"a required pointer argument was NULL\0",
+            Self::ShapeMismatch => b"shape mismatch\0",
+            Self::BufferTooShort => b"buffer too short for its shape and strides\0",
+            Self::NonFinite => b"non-finite input (NaN or infinity)\0",
+            Self::OutOfRange => b"parameter out of range\0",
+            Self::ScratchTooSmall => b"scratch buffer too small\0",
+            Self::SizeOverflow => b"size overflow\0",
+            Self::Infeasible => b"infeasible privacy parameters\0",
+            Self::AllocationFailed => b"allocation failed\0",
+            Self::RandomnessExhausted => b"noise-stream window exhausted\0",
+            Self::Unsupported => b"unsupported by this build or CPU\0",
+            Self::DomainViolation => b"private input outside the declared domain\0",
+            Self::MemoryLimit => b"memory estimate over the caller's limit\0",
+            Self::Misaligned => b"misaligned pointer\0",
+            Self::Aliasing => b"output buffer overlaps another buffer\0",
+            Self::InvalidHandle => b"invalid handle (freed, foreign, or of another type)\0",
+            Self::CudaUnavailable => b"CUDA unavailable (no driver, no NVRTC, or no such device)\0",
+            Self::CudaError => b"CUDA error (driver call, NVRTC compilation or kernel launch)\0",
+            Self::UnitMismatch => b"privacy unit mismatch between a release and its ledger\0",
+            Self::Internal => b"internal error\0",
+            Self::Panic => b"panic inside dpattn\0",
         }
     }
 }
@@ -137,7 +170,11 @@ impl dpattn_status {
 #[unsafe(no_mangle)]
 pub extern "C" fn dpattn_status_str(status: u32) -> *const c_char {
     static FALLBACK: &[u8] = b"panic inside dpattn\0";
-    ffi_value(FALLBACK.as_ptr().cast(), || dpattn_status::description(status).as_ptr().cast())
+    ffi_value(FALLBACK.as_ptr().cast(), || {
+        let text = dpattn_status::from_code(status)
+            .map_or(&b"unknown status code\0"[..], dpattn_status::description);
+        text.as_ptr().cast()
+    })
 }
 
 #[cfg(test)]
@@ -186,16 +223,75 @@ mod tests {
         assert_eq!(codes, [7, 17, 17, 17, 17, 18, 18, 18, 11, 18]);
     }
 
+    /// The position of `s` in `ALL`: an exhaustive match, so a new status fails to compile
+    /// here until it is added (and then `ALL` must grow, or the lookup below fails).
+    fn position(s: dpattn_status) -> usize {
+        use dpattn_status as S;
+        match s {
+            S::Ok => 0,
+            S::NullArgument => 1,
+            S::ShapeMismatch => 2,
+            S::BufferTooShort => 3,
+            S::NonFinite => 4,
+            S::OutOfRange => 5,
+            S::ScratchTooSmall => 6,
+            S::SizeOverflow => 7,
+            S::Infeasible => 8,
+            S::AllocationFailed => 9,
+            S::RandomnessExhausted => 10,
+            S::Unsupported => 11,
+            S::DomainViolation => 12,
+            S::MemoryLimit => 13,
+            S::Misaligned => 14,
+            S::Aliasing => 15,
+            S::InvalidHandle => 16,
+            S::CudaUnavailable => 17,
+            S::CudaError => 18,
+            S::UnitMismatch => 19,
+            S::Internal => 20,
+            S::Panic => 21,
+        }
+    }
+
+    #[test]
+    fn every_code_round_trips_and_nothing_else_is_a_status() {
+        for (i, &s) in dpattn_status::ALL.iter().enumerate() {
+            assert_eq!(position(s), i, "{s:?}");
+            assert_eq!(dpattn_status::from_code(s as u32), Some(s), "{s:?}");
+        }
+        // The codes the header documents (17 and 18 were missing from the callback table).
+        let codes = dpattn_status::ALL.map(|s| s as u32);
+        assert_eq!(
+            codes,
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 99, 100]
+        );
+        let mut found = 0;
+        for code in (0..=0x1_0000).chain([u32::MAX - 1, u32::MAX]) {
+            match dpattn_status::from_code(code) {
+                Some(s) => {
+                    assert_eq!(s as u32, code);
+                    found += 1;
+                }
+                None => assert!(!codes.contains(&code), "{code}"),
+            }
+        }
+        assert_eq!(found, dpattn_status::ALL.len());
+    }
+
     #[test]
     fn descriptions_are_nul_terminated_and_distinct() {
         let mut seen = std::collections::HashSet::new();
-        for code in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 99, 100] {
+        for s in dpattn_status::ALL {
             // SAFETY: `dpattn_status_str` returns a pointer to a static NUL-terminated string.
-            let s = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
-            assert!(seen.insert(s.to_str().unwrap().to_owned()), "duplicate for {code}");
+            let text = unsafe { CStr::from_ptr(dpattn_status_str(s as u32)) };
+            let text = text.to_str().unwrap().to_owned();
+            assert!(text != "unknown status code", "{s:?}");
+            assert!(seen.insert(text), "duplicate for {s:?}");
         }
-        // SAFETY: as above.
-        let unknown = unsafe { CStr::from_ptr(dpattn_status_str(12345)) };
-        assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+        for code in [19, 98, 101, 12345, u32::MAX] {
+            // SAFETY: as above.
+            let unknown = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
+            assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+        }
     }
 }

@@ -876,31 +876,6 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_charge(
 /// Most optimizer-state buffers one step takes.
 pub const DPATTN_SHUFFLE_MAX_STATE: usize = 8;
 
-fn status_from_code(code: u32) -> dpattn_status {
-    use dpattn_status as S;
-    match code {
-        0 => S::Ok,
-        1 => S::NullArgument,
-        2 => S::ShapeMismatch,
-        3 => S::BufferTooShort,
-        4 => S::NonFinite,
-        5 => S::OutOfRange,
-        6 => S::ScratchTooSmall,
-        7 => S::SizeOverflow,
-        8 => S::Infeasible,
-        9 => S::AllocationFailed,
-        10 => S::RandomnessExhausted,
-        11 => S::Unsupported,
-        12 => S::DomainViolation,
-        13 => S::MemoryLimit,
-        14 => S::Misaligned,
-        15 => S::Aliasing,
-        16 => S::InvalidHandle,
-        100 => S::Panic,
-        _ => S::Internal,
-    }
-}
-
 /// One step of shuffled DP-SGD (Algorithm 1) on flat buffers: each of `capacity` record
 /// slots joins the batch with probability `q` (keyed Poisson sampling); `grad` writes each
 /// sampled record's gradient, which is clipped to `c` and summed; optional batch clipping
@@ -1083,7 +1058,9 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
     });
     match callback_status.get() {
         0 => status,
-        code if status != dpattn_status::Ok => status_from_code(code),
+        code if status != dpattn_status::Ok => {
+            dpattn_status::from_code(code).unwrap_or(dpattn_status::Internal)
+        }
         _ => status,
     }
 }
@@ -1664,6 +1641,76 @@ mod tests {
         assert_eq!(s, dpattn_status::InvalidHandle);
         assert!(last_error_string().contains("session"));
         assert_eq!((w, m, perms, rep.batch_size), untouched);
+        dpattn_shuffle_plan_free(plan);
+    }
+
+    /// A callback that fails on every slot with the status in `*user` (a `u32`).
+    unsafe extern "C" fn fail_with_fn(
+        user: *mut c_void,
+        _slot: u64,
+        _w: *const c_void,
+        _wl: usize,
+        _g: *mut f64,
+        _gl: usize,
+    ) -> u32 {
+        // SAFETY: the test passes a pointer to a live u32.
+        unsafe { *user.cast::<u32>() }
+    }
+
+    #[test]
+    fn every_callback_status_comes_back_as_itself() {
+        // Issue 28: the step mapped callback codes through its own table, which lacked 17
+        // and 18 (a CUDA error in the callback came back as DPATTN_STATUS_INTERNAL).
+        use dpattn_status as S;
+        let plan = new_plan(&[mlp()], 17);
+        let p = sgd_params();
+        let cases = [
+            (17, S::CudaUnavailable),
+            (18, S::CudaError),
+            (16, S::InvalidHandle),
+            (12, S::DomainViolation),
+            (1, S::NullArgument),
+            (99, S::Internal),
+            (100, S::Panic),
+            (19, S::UnitMismatch),
+            (20, S::Internal), // not a status
+            (u32::MAX, S::Internal),
+        ];
+        for (code, want) in cases {
+            let (mut w, mut m, mut perms) = ([0.1f64; 17], [0.5f64; 17], [7u32; 3]);
+            let st = [m.as_mut_ptr().cast::<c_void>()];
+            let (mut scratch, mut rep) = ([0.0; 34], std::mem::MaybeUninit::uninit());
+            let mut user = code;
+            let session = crate::session::session_testing::replay(4, 0, 0, null_mut());
+            // SAFETY: valid locals; the callback reads only `user`.
+            let s = unsafe {
+                dpattn_shuffled_dp_sgd_step(
+                    w.as_mut_ptr().cast(),
+                    17,
+                    1,
+                    st.as_ptr(),
+                    1,
+                    perms.as_mut_ptr(),
+                    3,
+                    plan,
+                    &p,
+                    1000,
+                    Some(fail_with_fn),
+                    (&raw mut user).cast(),
+                    session,
+                    scratch.as_mut_ptr(),
+                    34,
+                    rep.as_mut_ptr(),
+                )
+            };
+            crate::session::session_testing::free(session);
+            assert_eq!(s, want, "callback status {code}: {}", last_error_string());
+            assert_eq!(
+                (w, m, perms),
+                ([0.1f64; 17], [0.5f64; 17], [7u32; 3]),
+                "callback status {code}"
+            );
+        }
         dpattn_shuffle_plan_free(plan);
     }
 

@@ -356,7 +356,6 @@ static int test_cross_attention(void) {
        or one kept for another unit refuses and returns no handle. */
     {
         dpattn_cross_attention *a3 = NULL, *a4 = (dpattn_cross_attention *)(void *)&bytes;
-        const dpattn_privacy_unit token = {DPATTN_UNIT_TOKENS, 1};
         dpattn_ledger *l = NULL, *tiny = NULL, *z = NULL, *pr = NULL;
         dpattn_session *sl = NULL, *os = NULL, *st = NULL, *sz = NULL, *sp = NULL;
         const dpattn_privacy_unit prompt = {DPATTN_UNIT_PROMPT, 0};

@@ -10,7 +10,7 @@
 // What it does not: warp scheduling and the memory model of a real GPU; compute-sanitizer's
 // racecheck on a device (scripts/gpu-test.sh) covers those.
 //
-// C++20 (std::barrier, std::atomic_ref). Both input types are compiled into this one file:
+// C++20 (std::barrier). Both input types are compiled into this one file:
 // each inclusion of the kernel source sits in its own namespace and its extern "C" entry
 // points are renamed.
 #include "prelude.cuh"
@@ -20,19 +20,10 @@
 
 #include "block_launch.h"
 
-#include <atomic>
 #include <cmath>
 #include <vector>
 
 namespace {
-
-unsigned long long atomicMin(unsigned long long* a, unsigned long long v) {
-    std::atomic_ref<unsigned long long> r(*a);
-    unsigned long long old = r.load();
-    while (v < old && !r.compare_exchange_weak(old, v)) {
-    }
-    return old;
-}
 
 using std::fabs;
 using std::fmax;
@@ -73,7 +64,7 @@ template <class T, class Factors, class Partial, class Finish>
 void emu_release(const T* x, u64 batch, u64 heads, u64 n, u64 d, u64 sb, u64 sh, u64 sr,
                  double alpha, double eta, const u32* key_words, u64 stream, u64 k, u64 chunk_len,
                  u64 chunks, u64 group, int cosh_score, unsigned factor_blocks, double* out_b,
-                 double* out_p, u64* status, Factors factors_kernel, Partial partial_kernel,
+                 double* out_p, Factors factors_kernel, Partial partial_kernel,
                  Finish finish_kernel) {
     const u64 problems = batch * heads, ntri = n * (n + 1) / 2;
     DpKey key;
@@ -83,22 +74,20 @@ void emu_release(const T* x, u64 batch, u64 heads, u64 n, u64 d, u64 sb, u64 sh,
     std::vector<double> workspace(problems * d + group * chunks * ntri, std::nan(""));
     double* factors = workspace.data();
     double* partial = factors + problems * d;
-    unsigned long long st = ~0ull;
     emu_launch<DP_GS_THREADS>(factor_blocks, 1, [&] {
-        factors_kernel(x, problems, heads, n, d, sb, sh, sr, alpha, factors, &st);
+        factors_kernel(x, problems, heads, n, d, sb, sh, sr, alpha, factors);
     });
     const double root_ridge = std::sqrt(eta);
     for (u64 p0 = 0; p0 < problems; p0 += group) {
         const u64 g = group < problems - p0 ? group : problems - p0;
         emu_launch<DP_GS_THREADS>((unsigned)chunks, (unsigned)g, [&] {
             partial_kernel(x, heads, n, d, sb, sh, sr, factors, p0, k, chunk_len, root_ridge, key,
-                           stream, partial, &st);
+                           stream, partial);
         });
         emu_launch<DP_GS_THREADS>((unsigned)g, 1, [&] {
-            finish_kernel(partial, p0, n, chunks, (double)k, cosh_score, out_b, out_p, &st);
+            finish_kernel(partial, p0, n, chunks, (double)k, cosh_score, out_b, out_p);
         });
     }
-    *status = st;
 }
 
 }  // namespace
@@ -107,21 +96,20 @@ extern "C" {
 
 // The release of `Job::queue_factors` + `Job::queue_release` for X of `batch · heads`
 // problems (`is_f32`: X is f32, else f64), with the plan's chunk_len, chunks and group and
-// `factor_blocks` blocks for the clip-factor kernel. Writes B and P (`problems · n²` each)
-// and the status word.
+// `factor_blocks` blocks for the clip-factor kernel. Writes B and P (`problems · n²` each).
 void dpck_gs_release(int is_f32, const void* x, u64 batch, u64 heads, u64 n, u64 d, u64 sb,
                      u64 sh, u64 sr, double alpha, double eta, const u32* key, u64 stream, u64 k,
                      u64 chunk_len, u64 chunks, u64 group, int cosh_score, u32 factor_blocks,
-                     double* out_b, double* out_p, u64* status) {
+                     double* out_b, double* out_p) {
     const std::lock_guard<std::mutex> one_at_a_time(emu_mutex);
     if (is_f32) {
         emu_release((const float*)x, batch, heads, n, d, sb, sh, sr, alpha, eta, key, stream, k,
-                    chunk_len, chunks, group, cosh_score, factor_blocks, out_b, out_p, status,
+                    chunk_len, chunks, group, cosh_score, factor_blocks, out_b, out_p,
                     gs_f32::dp_gs_factors_f32, gs_f32::dp_gs_partial_f32,
                     gs_f32::dp_gs_finish_f32);
     } else {
         emu_release((const double*)x, batch, heads, n, d, sb, sh, sr, alpha, eta, key, stream, k,
-                    chunk_len, chunks, group, cosh_score, factor_blocks, out_b, out_p, status,
+                    chunk_len, chunks, group, cosh_score, factor_blocks, out_b, out_p,
                     gs_f64::dp_gs_factors_f64, gs_f64::dp_gs_partial_f64,
                     gs_f64::dp_gs_finish_f64);
     }

@@ -53,10 +53,21 @@ pub(crate) struct NoiseDraw<'a> {
     pub(crate) sigma: &'a [f64],
 }
 
-impl NoiseDraw<'_> {
-    fn sampler(&self, b: usize, h: usize, heads: usize) -> Option<Gaussian> {
+impl<'a> NoiseDraw<'a> {
+    /// The stream and sampler of head `(b, h)`; `None` for `σ = 0` (no noise). Any other
+    /// `σ` the sampler refuses is an error, never a silent noiseless release (callers
+    /// check `σ` before charging, so this cannot fail after a charge).
+    fn sampler(
+        self,
+        b: usize,
+        h: usize,
+        heads: usize,
+    ) -> Result<Option<(&'a KeyedStream, Gaussian)>> {
         let i = if self.sigma.len() == heads { h } else { b * heads + h };
-        Gaussian::new(self.sigma[i]).ok() // σ = 0 (validated ≥ 0, finite): no noise
+        match self.sigma[i] {
+            0.0 => Ok(None),
+            sigma => Ok(Some((self.stream, Gaussian::new(sigma)?))),
+        }
     }
 }
 
@@ -133,13 +144,13 @@ fn clamp_factor<T: Element>(row: &[T], bound: f64) -> f64 {
     if norm <= target { 1.0 } else { target / norm }
 }
 
-/// Attention for one head. Errors only from the noise stream (positions validated by the
-/// caller), so in practice it always succeeds.
+/// Attention for one head. Errors only from the noise (stream positions and `σ` validated
+/// by the caller), so in practice it always succeeds.
 #[inline(always)]
-pub(crate) fn head<S: Simd, T: Element, O: Element>(
+pub(crate) fn head<'a, S: Simd, T: Element, O: Element>(
     s: S,
     mut job: HeadJob<'_, '_, T, O>,
-    plan: &Plan<'_>,
+    plan: &Plan<'a>,
     scratch: &mut [S::E],
 ) -> Result<()> {
     let (d, dv, dvp) = (plan.d, plan.dv, padded(plan.dv)?);
@@ -151,10 +162,11 @@ pub(crate) fn head<S: Simd, T: Element, O: Element>(
     let (m, rest) = take_scratch(rest, BR)?;
     let (l, _) = take_scratch(rest, BR)?;
     let scale = S::E::from_f64(plan.scale);
-    let logit_noise =
-        plan.logit_noise.and_then(|n| n.sampler(job.b, job.h, plan.heads).map(|g| (n.stream, g)));
-    let out_noise =
-        plan.out_noise.and_then(|n| n.sampler(job.b, job.h, plan.heads).map(|g| (n.stream, g)));
+    let draw = |n: Option<NoiseDraw<'a>>| match n {
+        Some(n) => n.sampler(job.b, job.h, plan.heads),
+        None => Ok(None),
+    };
+    let (logit_noise, out_noise) = (draw(plan.logit_noise)?, draw(plan.out_noise)?);
     let head_index = (job.b * plan.heads + job.h) as u64;
 
     for i0 in (0..plan.s_q).step_by(BR) {

@@ -72,7 +72,8 @@ fn normaliser(sigma: f64) -> f64 {
 ///
 /// # Errors
 /// [`Error::OutOfRange`] for `ε < 0`, NaN, `σ ∉ (0, ∞)`, `Δ = 0`, or more than
-/// [`MAX_TERMS`] terms.
+/// [`MAX_TERMS`] terms (naming `sigma` when `40σ + 40` alone is too many, `sensitivity`
+/// when the `Δ/2 − εσ²/Δ` terms before the peak make it too many).
 pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Result<f64> {
     check(sigma, sensitivity)?;
     nonneg_finite("epsilon", epsilon)?;
@@ -85,12 +86,21 @@ pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Re
     // Terms increase up to y = 0 and then fall; stop once past the peak and negligible.
     let peak_to_end = 40.0 * sigma + 40.0;
     let terms = if first < 0.0 { -first + peak_to_end } else { peak_to_end };
-    // `terms` is finite here (σ, ε and Δ are), so `>=` is the complete test.
+    // `terms` is finite here (σ, ε and Δ are), so `>=` is the complete test. The terms
+    // before the peak number `−⌊a⌋ ≤ Δ/2 + 1`: past the limit with a σ that alone fits,
+    // the sensitivity is what is too large.
+    if peak_to_end >= MAX_TERMS as f64 {
+        return Err(Error::OutOfRange {
+            name: "sigma (terms to sum: 40σ + 40)",
+            value: sigma,
+            allowed: "40σ + 40 below 2^24",
+        });
+    }
     if terms >= MAX_TERMS as f64 {
         return Err(Error::OutOfRange {
-            name: "sigma (terms to sum)",
-            value: sigma,
-            allowed: "σ + Δ/ε below 2^24 / 40",
+            name: "sensitivity (terms to sum: Δ/2 − εσ²/Δ + 40σ + 40)",
+            value: d,
+            allowed: "Δ/2 − εσ²/Δ + 40σ + 40 below 2^24",
         });
     }
     const U: f64 = f64::EPSILON;
@@ -290,6 +300,33 @@ mod tests {
         assert!(discrete_gaussian_delta(1.0, 0.0, 1).is_err());
         assert!(discrete_gaussian_delta(1.0, 1.0, 0).is_err());
         assert!(discrete_gaussian_delta(1.0, 1e9, 1).is_err());
+        assert!(discrete_gaussian_sigma(1.0, 1e-5, 1 << 30).is_err());
+    }
+
+    #[test]
+    fn an_oversized_sum_names_the_parameter_that_is_too_large() {
+        // Issue 28: Δ = 2^30 with σ = 1 (2^29 terms before the peak) was reported as a
+        // problem with σ. Δ/2 alone passes 2^24 at Δ = 2^25; σ alone at 40σ + 40 = 2^24.
+        let name = |r: Result<f64>| match r {
+            Err(Error::OutOfRange { name, value, .. }) => (name.split(' ').next().unwrap(), value),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            name(discrete_gaussian_delta(1.0, 1.0, 1 << 30)),
+            ("sensitivity", 2f64.powi(30))
+        );
+        assert_eq!(
+            name(discrete_gaussian_delta(0.0, 1.0, 1 << 25)),
+            ("sensitivity", 2f64.powi(25))
+        );
+        assert_eq!(name(discrete_gaussian_delta(1.0, 1e9, 1)), ("sigma", 1e9));
+        assert_eq!(name(discrete_gaussian_delta(1.0, 1e9, 1 << 30)), ("sigma", 1e9));
+        // A large Δ inside the limit (2^19 + 81 terms) is evaluated.
+        assert!(discrete_gaussian_delta(0.0, 1.0, 1 << 20).is_ok());
+        assert_eq!(
+            name(discrete_gaussian_sigma(1.0, 1e-5, 1 << 30)),
+            ("sensitivity", 2f64.powi(30))
+        );
         assert!(discrete_gaussian_sigma(0.0, 1e-5, 1).is_err());
         assert!(discrete_gaussian_sigma(1.0, 0.0, 1).is_err());
         assert!(discrete_gaussian_sigma(1.0, 1.0, 1).is_err());

@@ -25,7 +25,7 @@ use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result};
 use crate::grid_release::NoiseMode;
 use crate::matrix_view::MatMut;
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseFloat};
+use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseFloat, check_largest};
 
 #[cfg(feature = "alloc")]
 use crate::dp_forward::certify::CertifiedMatrixGaussian;
@@ -139,6 +139,46 @@ fn check_support(params: &DpForwardParams, floor: f64) -> Result<()> {
             rhs: allowed,
         })
     }
+}
+
+/// Unsafe float mode: refuses noise whose largest value would make an output non-finite in
+/// `T`. Every clipped entry is at most `C` in magnitude and every noise entry at most the
+/// largest `f64` normal (8.57) times the largest standard deviation an entry can get: the
+/// floor (i.i.d.), `max row_std · max col_std` (diagonal), or for a matrix sampler
+/// `(A·N·Bᵀ)_ij ≤ 8.57·Σ_k|A_ik|·Σ_l|B_jl|`, bounded by the entrywise ℓ1 norms.
+pub(crate) fn check_float_range<T: NoiseFloat>(
+    params: &DpForwardParams,
+    factors: &NoiseFactors<'_>,
+    floor: f64,
+) -> Result<()> {
+    let max_abs = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let std = match factors {
+        NoiseFactors::Iid => floor,
+        NoiseFactors::Diagonal { row_std, col_std } => max_abs(row_std) * max_abs(col_std),
+        #[cfg(feature = "alloc")]
+        NoiseFactors::Matrix(c) => {
+            let m = c.matrix_gaussian();
+            match (m.iid_sigma(), m.row_factor(), m.col_factor()) {
+                (Some(s), _, _) => s,
+                (None, Some(a), Some(b)) => {
+                    let l1 = |f: crate::MatRef<'_, f64>| {
+                        (0..f.rows())
+                            .map(|i| f.row(i).iter().map(|x| x.abs()).sum::<f64>())
+                            .sum::<f64>()
+                    };
+                    l1(a) * l1(b)
+                }
+                _ => 0.0, // an empty factor: no noise entries
+            }
+        }
+    };
+    check_largest(
+        "noise standard deviation (clip_norm + 8.57·std must be finite in the output type)",
+        std,
+        params.clip_norm + std * crate::sampling::max_box_muller::<f64>(),
+        T::MAX_FINITE,
+        "a noise scale whose largest noisy output is finite",
+    )
 }
 
 /// The `f64` scratch [`dp_forward`](super::dp_forward) needs for sequences of

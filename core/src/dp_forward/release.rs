@@ -4,7 +4,9 @@
 use crate::accounting::cost::{Accountant, Cost};
 use crate::dp_forward::clip::clip_checked;
 use crate::dp_forward::exact::{plan_exact, release_exact};
-use crate::dp_forward::noise::{NoiseFactors, add_noise, check_factors, dp_forward_scratch_len};
+use crate::dp_forward::noise::{
+    NoiseFactors, add_noise, check_factors, check_float_range, dp_forward_scratch_len,
+};
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
 use crate::grid_release::NoiseMode;
@@ -165,7 +167,10 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
     first.checked_add(total).ok_or(Error::SizeOverflow { what: "first + rows * dim" })?;
     let grid = match params.noise_mode {
         NoiseMode::Exact => Some(plan_exact::<T>(params, factors, floor, first, total)?),
-        NoiseMode::UnsafeFloat => None,
+        NoiseMode::UnsafeFloat => {
+            check_float_range::<T>(params, factors, floor)?;
+            None
+        }
     };
     if let Some(ledger) = ledger {
         let approx = match params.releases {

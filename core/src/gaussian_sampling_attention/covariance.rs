@@ -39,7 +39,8 @@ use crate::scratch::{check_scratch, scratch_len_sum, take_scratch};
 
 use super::calibration::check_k_range;
 use crate::linalg::{
-    cholesky_in_place, lower_gram_into, lower_times_lower_in_place, lower_times_vector_in_place,
+    cholesky_in_place, finite_or_zero, lower_gram_into, lower_times_lower_in_place,
+    lower_times_vector_in_place,
 };
 
 /// Samples per block of the literal and factor-free samplers (fixed, so the accumulation
@@ -378,7 +379,8 @@ pub fn dp_covariance_from_data<T: Element>(
 }
 
 /// The factor-free sampler on `X' = [X·diag(w), √ridge·I]` (the ridge columns only when
-/// `ridge > 0`). `scratch` holds `SAMPLE_BLOCK·(q + n) + n²` elements after `w`.
+/// `ridge > 0`; a NaN or infinite entry reads as 0, so a column the clip factors zero,
+/// `w_c = 0`, is the zero column). `scratch` holds `SAMPLE_BLOCK·(q + n) + n²` elements after `w`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn factor_free<T: Element>(
     out: MatMut<'_, f64>,
@@ -410,7 +412,7 @@ pub(crate) fn factor_free<T: Element>(
                     .iter()
                     .zip(col_scale)
                     .zip(zs)
-                    .map(|((v, w), z)| v.to_f64() * w * z)
+                    .map(|((v, w), z)| finite_or_zero(*v) * w * z)
                     .sum();
                 *gr = if q > d { dot + root_ridge * zs[d + r] } else { dot };
             }

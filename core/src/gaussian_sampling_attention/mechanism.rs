@@ -42,14 +42,16 @@ pub enum OutOfDomain {
     /// holder. Requires `d ≥ n`.
     #[default]
     Reject,
-    /// `[EXT]` (spec §5.2 (i)+(ii), not in the paper): clip every column to norm `α` and
-    /// append the public columns `√η·I_n`, so the mechanism runs on
-    /// `A' = X_c X_cᵀ + η·I ⪰ η·I` and never refuses private data. Both steps preserve
-    /// β-closeness (clipping is 1-Lipschitz, and the clip factor is computed without
-    /// overflow for every finite column; the appended columns are the same for all
-    /// neighbours), so the guarantee holds for every finite input. The release then
-    /// estimates `A + η·I`: every diagonal logit is shifted by `η` (and clipped columns
-    /// shrink). Allows `d < n`. With the Bartlett or literal sampler the public parameters
+    /// `[EXT]` (spec §5.2 (i)+(ii), not in the paper): replace every column holding a NaN
+    /// or an infinity by the zero column, clip every column to norm `α` and append the
+    /// public columns `√η·I_n`, so the mechanism runs on `A' = X_c X_cᵀ + η·I ⪰ η·I` and
+    /// never refuses private data (a non-finite entry included). The steps preserve
+    /// β-closeness (zeroing is the identity on finite columns, clipping is 1-Lipschitz and
+    /// its factor is computed without overflow for every finite column; the appended
+    /// columns are the same for all neighbours), so the guarantee holds for every pair of
+    /// finite neighbours; for non-finite inputs see the [module docs](super). The release
+    /// then estimates `A + η·I`: every diagonal logit is shifted by `η` (and clipped
+    /// columns shrink). Allows `d < n`. With the Bartlett or literal sampler the public parameters
     /// must satisfy `η ≥ 20·n^2.5·u·(d·α² + η)` (`u = 2^-53`), which guarantees that the
     /// Cholesky factorisation of `A'` succeeds in floating point (checked up front, an
     /// [`Error::OutOfRange`]); the factor-free sampler needs no factorisation.
@@ -136,13 +138,15 @@ impl GaussianSamplingParams {
 /// they are functions of the private `X` (spec §5.2).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PrivateReport {
-    /// Largest column norm of any problem, before clipping.
+    /// Largest column norm of any problem, before clipping (`+∞` when a column held a NaN
+    /// or an infinity, which [`OutOfDomain::ClipAndRidge`] zeroed).
     pub alpha_hat: f64,
     /// Largest `|A_ij| = max_i (XXᵀ)_ii` of any problem, of the matrix the mechanism runs on
     /// before the ridge (after clipping in [`OutOfDomain::ClipAndRidge`]): compare with the
     /// public `r` of the accuracy statement.
     pub r_hat: f64,
-    /// Columns clipped to `α` (always 0 with [`OutOfDomain::Reject`]).
+    /// Columns clipped to `α`, or zeroed because they held a NaN or an infinity (always 0
+    /// with [`OutOfDomain::Reject`]).
     pub clipped_columns: usize,
 }
 
@@ -363,8 +367,9 @@ pub fn check_release_parameters(
 /// public.
 ///
 /// Order of work: shapes and public parameters (the privacy condition `s < Δ(k)`, with
-/// [`Error::Infeasible`] naming it); finiteness and scratch; the private domain check of
-/// every problem; then the ledger is charged (once, the composed `(ε, δ)` of all charged
+/// [`Error::Infeasible`] naming it); finiteness (reject mode only: clip-and-ridge zeroes a
+/// non-finite column instead) and scratch; the private domain check of every problem; then
+/// the ledger is charged (once, the composed `(ε, δ)` of all charged
 /// problems); then the releases are drawn. Any error leaves `out_b`, `out_p` and the ledger
 /// untouched (every condition that could fail while drawing is checked before the charge:
 /// stream capacity, and the public bound `d·α² + η ≤ 2^900` that keeps `B` finite). The
@@ -408,10 +413,10 @@ pub fn check_release_parameters(
 /// [`Error::ShapeMismatch`] (any axis; `d < n` in reject mode), [`Error::OutOfRange`]
 /// (`ε ∉ (0, 1)`, `δ ∉ (0, 0.1)`, `k ∉ [1, 2^53]`, Bartlett with `k < n`, a bad domain,
 /// problem indices past the stream's window range), [`Error::Infeasible`] (the privacy
-/// condition, or an empty declared domain), [`Error::PrivateNonFinite`],
-/// [`Error::ScratchTooSmall`], [`Error::DomainViolation`] (private data outside the
-/// domain: **a data-dependent refusal**; the measured `α̂`, `λ_min` or pivot only through
-/// [`Error::private_detail`]), or the ledger's error when the charge does not fit.
+/// condition, or an empty declared domain), [`Error::ScratchTooSmall`], or the ledger's
+/// error when the charge does not fit; in reject mode only (**data-dependent refusals**),
+/// [`Error::PrivateNonFinite`] and [`Error::DomainViolation`] (private data outside the
+/// domain; the measured `α̂`, `λ_min` or pivot only through [`Error::private_detail`]).
 pub fn gaussian_sampling_attention<T: Element, const N: usize>(
     out_b: BatchedMut<'_, f64>,
     out_p: BatchedMut<'_, f64>,
@@ -471,7 +476,9 @@ fn release_all<T: Element>(
     let reject = params.out_of_domain == OutOfDomain::Reject;
     let needed =
         gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)?;
-    x.check_finite("x")?;
+    if reject {
+        x.check_finite("x")?; // clip-and-ridge zeroes a non-finite column (`gram`)
+    }
     check_scratch(scratch.len(), needed)?;
     let (factors, rest) = take_scratch(scratch, d)?;
     let (a, work) = take_scratch(rest, n * n)?;

@@ -46,6 +46,29 @@ pub trait FixedWordSampler {
     /// `layout::<T>().elements` entries are meaningful.
     fn group<T: NoiseFloat>(&self, words: &[u32]) -> [T; 2];
 
+    /// Checks that every output in `T` is finite: the samplers of this crate refuse a scale
+    /// whose largest draw overflows `T` (their constructors already refuse one that
+    /// overflows `f64`). [`fill_keyed`](Self::fill_keyed),
+    /// [`fill_keyed_batched`](Self::fill_keyed_batched) and [`sample_at`](Self::sample_at)
+    /// call it; call it before [`fill`](Self::fill) or [`sample`](Self::sample) with `f32`
+    /// output and a scale above about `10^37`, which cannot report an error. The default
+    /// accepts everything.
+    ///
+    /// ```
+    /// use dpattn_core::sampling::{FixedWordSampler, Gaussian};
+    /// let g = Gaussian::new(1e38)?; // finite draws in f64 ...
+    /// assert!(g.check_output::<f64>().is_ok());
+    /// assert!(g.check_output::<f32>().is_err()); // ... but up to 5.8e38 > f32::MAX in f32
+    /// assert!(Gaussian::new(1e308).is_err()); // 8.6e308 overflows f64 itself
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] naming the scale.
+    fn check_output<T: NoiseFloat>(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The outputs of `n` consecutive groups from their `n · words` words, into
     /// `out[..n · elements]`. The default calls [`group`](Self::group) per group; samplers
     /// override it with a loop the compiler can vectorise. Must equal the default.
@@ -58,7 +81,8 @@ pub trait FixedWordSampler {
         }
     }
 
-    /// One value from any cryptographic RNG (consumes one whole group of words).
+    /// One value from any cryptographic RNG (consumes one whole group of words). Finite
+    /// when [`check_output`](Self::check_output) passes for `T` (always for `f64`).
     fn sample<T: NoiseFloat, R: CryptoRng + ?Sized>(&self, rng: &mut R) -> T {
         let l = self.layout::<T>();
         let mut w = [0u32; MAX_GROUP_WORDS];
@@ -69,7 +93,8 @@ pub trait FixedWordSampler {
     }
 
     /// Fills `out` from any cryptographic RNG, group after group (the RNG's words are read
-    /// in `next_u32` order).
+    /// in `next_u32` order). Finite when [`check_output`](Self::check_output) passes for
+    /// `T` (always for `f64`).
     fn fill<T: NoiseFloat, R: CryptoRng + ?Sized>(&self, rng: &mut R, out: &mut [T]) {
         fill_batched(self, |w| read_words(rng, w), 0, out);
     }
@@ -78,13 +103,15 @@ pub trait FixedWordSampler {
     /// element `i` uses exactly the words the layout assigns to it, wherever the fill starts.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] if `first + out.len()` overflows `u64`.
+    /// [`Error::SizeOverflow`] if `first + out.len()` overflows `u64`; those of
+    /// [`check_output`](Self::check_output) (`out` is then untouched).
     fn fill_keyed<T: NoiseFloat>(
         &self,
         stream: &KeyedStream,
         first: u64,
         out: &mut [T],
     ) -> Result<()> {
+        self.check_output::<T>()?;
         if out.is_empty() {
             return Ok(());
         }
@@ -116,12 +143,14 @@ pub trait FixedWordSampler {
     /// ```
     ///
     /// # Errors
-    /// None beyond those of [`fill_keyed`](Self::fill_keyed).
+    /// None beyond those of [`fill_keyed`](Self::fill_keyed) (a refused scale leaves `out`
+    /// untouched).
     fn fill_keyed_batched<T: NoiseFloat>(
         &self,
         stream: &KeyedStream,
         mut out: BatchedMut<'_, T>,
     ) -> Result<()> {
+        self.check_output::<T>()?;
         let layout = *out.layout();
         let [nb, nh, ns, _] = layout.shape();
         for b in 0..nb {
@@ -139,8 +168,9 @@ pub trait FixedWordSampler {
     /// block); what a GPU thread computes.
     ///
     /// # Errors
-    /// None for the layouts in this crate; the `Result` guards future layouts.
+    /// Those of [`check_output`](Self::check_output).
     fn sample_at<T: NoiseFloat>(&self, stream: &KeyedStream, element: u64) -> Result<T> {
+        self.check_output::<T>()?;
         let l = self.layout::<T>();
         let (group, within) = l.group_of(element);
         let pos = l.first_word(group);

@@ -16,6 +16,7 @@ use crate::sampling::fast_math::{ln_unit, sincos_2pi};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
 use crate::sampling::noise_float::{NoiseFloat, box_muller};
+use crate::sampling::noise_float::{check_finite_draws, max_box_muller};
 
 /// `N(0, σ²)`.
 ///
@@ -36,13 +37,17 @@ pub struct Gaussian {
 }
 
 impl Gaussian {
-    /// Standard deviation `σ ∈ (0, ∞)`.
+    /// Standard deviation `σ ∈ (0, ∞)` whose largest draw, about `8.57σ`, is finite in
+    /// `f64` (`σ ≤ 2.09e307`; for `f32` output see
+    /// [`check_output`](FixedWordSampler::check_output)).
     ///
     /// # Errors
     /// [`Error::OutOfRange`](crate::Error::OutOfRange) otherwise (NaN included).
     pub fn new(sigma: f64) -> Result<Self> {
         positive_finite("sigma", sigma)?;
-        Ok(Self { sigma })
+        let g = Self { sigma };
+        g.check_output::<f64>()?;
+        Ok(g)
     }
 
     /// The standard normal `N(0, 1)`.
@@ -57,6 +62,11 @@ impl Gaussian {
 impl FixedWordSampler for Gaussian {
     fn layout<T: NoiseFloat>(&self) -> WordLayout {
         WordLayout { words: 2 * T::UNIFORM_WORDS, elements: 2 }
+    }
+
+    fn check_output<T: NoiseFloat>(&self) -> Result<()> {
+        let name = "sigma (its largest Gaussian draw must be finite)";
+        check_finite_draws::<T>(name, self.sigma, self.sigma * max_box_muller::<T>())
     }
 
     #[inline]

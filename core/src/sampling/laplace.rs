@@ -10,7 +10,7 @@
 use crate::error::{Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::{NoiseFloat, neg_ln};
+use crate::sampling::noise_float::{NoiseFloat, check_finite_draws, max_neg_ln, neg_ln};
 
 /// `Lap(b)`.
 ///
@@ -30,13 +30,16 @@ pub struct Laplace {
 }
 
 impl Laplace {
-    /// Scale `b ∈ (0, ∞)`.
+    /// Scale `b ∈ (0, ∞)` whose largest draw, about `36.7b`, is finite in `f64`
+    /// (`b ≤ 4.89e306`; for `f32` output see [`check_output`](FixedWordSampler::check_output)).
     ///
     /// # Errors
     /// [`Error::OutOfRange`](crate::Error::OutOfRange) otherwise (NaN included).
     pub fn new(scale: f64) -> Result<Self> {
         positive_finite("scale", scale)?;
-        Ok(Self { scale })
+        let lap = Self { scale };
+        lap.check_output::<f64>()?;
+        Ok(lap)
     }
 
     /// `b`.
@@ -48,6 +51,11 @@ impl Laplace {
 impl FixedWordSampler for Laplace {
     fn layout<T: NoiseFloat>(&self) -> WordLayout {
         WordLayout { words: T::UNIFORM_WORDS, elements: 1 }
+    }
+
+    fn check_output<T: NoiseFloat>(&self) -> Result<()> {
+        let name = "scale (its largest Laplace draw must be finite)";
+        check_finite_draws::<T>(name, self.scale, self.scale * max_neg_ln::<T>())
     }
 
     #[inline]

@@ -50,6 +50,7 @@ pub use gaussian::Gaussian;
 pub use keyed_stream::{BLOCK_WORDS, KeyedStream, STREAM_WORDS, WordLayout, chacha20_block};
 pub use laplace::Laplace;
 pub use noise_float::NoiseFloat;
+pub(crate) use noise_float::{check_largest, max_box_muller};
 pub use noise_key::NoiseKey;
 pub use truncated_discrete_laplace::TruncatedDiscreteLaplace;
 pub use truncated_laplace::TruncatedLaplace;

@@ -20,6 +20,8 @@ pub trait NoiseFloat: Copy + PartialOrd + core::fmt::Debug + sealed::Sealed + 's
     const UNIFORM_WORDS: u32;
     /// Random bits in one uniform variate (53 or 24).
     const UNIFORM_BITS: u32;
+    /// The largest finite value of this type, as an `f64`.
+    const MAX_FINITE: f64;
 
     /// The uniform variate in `(0, 1]` made from `words[..UNIFORM_WORDS]`, as an `f64`
     /// (exact for both precisions).
@@ -60,6 +62,7 @@ mod sealed {
 impl NoiseFloat for f64 {
     const UNIFORM_WORDS: u32 = 2;
     const UNIFORM_BITS: u32 = 53;
+    const MAX_FINITE: f64 = f64::MAX;
 
     #[inline(always)]
     fn uniform_int(words: &[u32]) -> u64 {
@@ -82,6 +85,7 @@ impl NoiseFloat for f64 {
 impl NoiseFloat for f32 {
     const UNIFORM_WORDS: u32 = 1;
     const UNIFORM_BITS: u32 = 24;
+    const MAX_FINITE: f64 = f32::MAX as f64;
 
     #[inline(always)]
     fn uniform_int(words: &[u32]) -> u64 {
@@ -110,6 +114,55 @@ impl NoiseFloat for f32 {
 #[inline(always)]
 pub(crate) fn neg_ln(u: f64) -> f64 {
     -crate::sampling::fast_math::ln_unit(u)
+}
+
+/// Relative margin on the largest draws below, for the kernels' rounding (a few ulps).
+const DRAW_MARGIN: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
+
+/// An upper bound on `-ln u` over the uniform variates of `T`: `UNIFORM_BITS · ln 2`
+/// (at `u = 2^-UNIFORM_BITS`; 36.74 for `f64`, 16.64 for `f32`), with the margin.
+pub(crate) fn max_neg_ln<T: NoiseFloat>() -> f64 {
+    f64::from(T::UNIFORM_BITS) * core::f64::consts::LN_2 * DRAW_MARGIN
+}
+
+/// An upper bound on `|r cos 2πu₂|`, `|r sin 2πu₂|` of the Box–Muller draw of `T`:
+/// `√(2 · UNIFORM_BITS · ln 2)` (8.572 for `f64`, 5.768 for `f32`), with the margin.
+pub(crate) fn max_box_muller<T: NoiseFloat>() -> f64 {
+    libm::sqrt(2.0 * f64::from(T::UNIFORM_BITS) * core::f64::consts::LN_2) * DRAW_MARGIN
+}
+
+/// Refuses a scale whose largest output, `largest` (computed in `f64`), is not finite in
+/// `T`: the draw would otherwise return `±∞` for the largest uniforms.
+pub(crate) fn check_finite_draws<T: NoiseFloat>(
+    name: &'static str,
+    scale: f64,
+    largest: f64,
+) -> crate::error::Result<()> {
+    let allowed = if T::UNIFORM_BITS == 53 {
+        "small enough that the largest draw is finite in f64"
+    } else {
+        "small enough that the largest draw is finite in f32 (use f64 output)"
+    };
+    check_largest(name, scale, largest, T::MAX_FINITE, allowed)
+}
+
+/// Refuses a noise scale (`value`, named `name`) when the largest value a release can
+/// produce, `largest` (noise magnitude plus the largest public bound on the data), exceeds
+/// `max` (the largest finite value of the type it is computed or stored in; NaN refused).
+/// The mechanisms' unsafe float paths call it before anything is charged, so a huge but
+/// finite scale is a clear error instead of `±∞` outputs with an `Ok` status.
+pub(crate) fn check_largest(
+    name: &'static str,
+    value: f64,
+    largest: f64,
+    max: f64,
+    allowed: &'static str,
+) -> crate::error::Result<()> {
+    if largest <= max {
+        Ok(())
+    } else {
+        Err(crate::error::Error::OutOfRange { name, value, allowed })
+    }
 }
 
 /// Box–Muller: `r = sqrt(-2 ln u1)`, `(r cos 2πu2, r sin 2πu2)` with `u2 = m2 · 2^-bits`.

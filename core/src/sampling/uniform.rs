@@ -12,7 +12,7 @@
 use crate::error::{Result, positive_finite};
 use crate::sampling::fixed_word::FixedWordSampler;
 use crate::sampling::keyed_stream::WordLayout;
-use crate::sampling::noise_float::{NoiseFloat, neg_ln};
+use crate::sampling::noise_float::{NoiseFloat, check_finite_draws, max_neg_ln, neg_ln};
 
 /// The uniform distribution on `(0, 1]` (see the module docs).
 ///
@@ -58,7 +58,8 @@ pub struct Exponential {
 }
 
 impl Exponential {
-    /// Rate `λ ∈ (0, ∞)` with finite `1/λ`.
+    /// Rate `λ ∈ (0, ∞)` whose largest draw, about `36.7/λ`, is finite in `f64`
+    /// (`λ ≥ 2.05e-307`; for `f32` output see [`check_output`](FixedWordSampler::check_output)).
     ///
     /// # Errors
     /// [`Error::OutOfRange`](crate::Error::OutOfRange) otherwise (NaN included).
@@ -66,7 +67,9 @@ impl Exponential {
         positive_finite("rate", rate)?;
         let inv_rate = 1.0 / rate;
         positive_finite("1 / rate", inv_rate)?;
-        Ok(Self { inv_rate })
+        let e = Self { inv_rate };
+        e.check_output::<f64>()?;
+        Ok(e)
     }
 
     /// The mean `1/λ`.
@@ -78,6 +81,11 @@ impl Exponential {
 impl FixedWordSampler for Exponential {
     fn layout<T: NoiseFloat>(&self) -> WordLayout {
         WordLayout { words: T::UNIFORM_WORDS, elements: 1 }
+    }
+
+    fn check_output<T: NoiseFloat>(&self) -> Result<()> {
+        let name = "1 / rate (its largest exponential draw must be finite)";
+        check_finite_draws::<T>(name, self.inv_rate, self.inv_rate * max_neg_ln::<T>())
     }
 
     #[inline]

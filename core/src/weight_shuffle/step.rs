@@ -101,6 +101,7 @@ use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode}
 use crate::matrix_view::MatMut;
 use crate::sampling::{
     DiscreteGaussian, ExactSampler, FixedWordSampler, Gaussian, KeyedStream, PoissonSubsampling,
+    check_largest, max_box_muller,
 };
 use crate::scratch::check_scratch;
 use crate::session::{Draw, Session};
@@ -667,7 +668,20 @@ where
             let grid = params.exact_grid(plan, capacity)?;
             Some((grid, params.exact_noises(&grid)?))
         }
-        NoiseMode::UnsafeFloat => None,
+        NoiseMode::UnsafeFloat => {
+            // The noisy sum, at most capacity·c plus the largest f64 normal (8.57) times
+            // the largest std, must be finite (and leave room for the update).
+            let sd = params.noise_multiplier.max(params.fixed_noise_multiplier.unwrap_or(0.0))
+                * params.clip_norm;
+            check_largest(
+                "noise std σ·c (its largest Gaussian draw, 8.57·σ·c, must stay below f64::MAX/2)",
+                sd,
+                capacity as f64 * params.clip_norm + sd * max_box_muller::<f64>(),
+                f64::MAX / 2.0,
+                "a noise multiplier whose largest draw is finite",
+            )?;
+            None
+        }
     };
     if let Some(l) = ledger.as_deref() {
         check_ledger(l, params, d)?;

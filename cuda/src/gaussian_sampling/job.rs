@@ -23,7 +23,8 @@ pub(super) struct Buffers {
     pub(super) out_b: (u64, usize),
     pub(super) out_p: (u64, usize),
     pub(super) workspace: (u64, usize),
-    pub(super) status: u64,
+    /// The raw entry point's status word (set to `STATUS_CLEAN`); `None` for the typed one.
+    pub(super) status: Option<u64>,
 }
 
 /// Pointers non-null and aligned, lengths sufficient, and the written buffers disjoint
@@ -34,7 +35,9 @@ fn check_buffers(plan: &SamplingPlan, x_layout: &Layout4, b: &Buffers) -> Result
     check_device_buffer("out_b", b.out_b.0, b.out_b.1, 8)?;
     check_device_buffer("out_p", b.out_p.0, b.out_p.1, 8)?;
     check_device_buffer("workspace", b.workspace.0, b.workspace.1, 8)?;
-    check_device_buffer("status", b.status, 1, 8)?;
+    if let Some(status) = b.status {
+        check_device_buffer("status", status, 1, 8)?;
+    }
     if b.x.1 < x_layout.required_len() {
         return Err(
             E::BufferTooShort { arg: "x", needed: x_layout.required_len(), got: b.x.1 }.into()
@@ -58,7 +61,7 @@ fn check_buffers(plan: &SamplingPlan, x_layout: &Layout4, b: &Buffers) -> Result
         ("out_b", span(b.out_b.0, out, 8)),
         ("out_p", span(b.out_p.0, out, 8)),
         ("workspace", span(b.workspace.0, needed, 8)),
-        ("status", span(b.status, 1, 8)),
+        ("status", b.status.map_or((0, 0), |p| span(p, 1, 8))),
         ("x", span(b.x.0, x_layout.required_len(), b.dtype.size())),
     ];
     for (i, &(name, (lo, hi))) in ranges.iter().enumerate() {
@@ -139,24 +142,30 @@ impl<'a> Job<'a> {
         Ok(job)
     }
 
-    /// Sets the status word to [`STATUS_CLEAN`] and queues the clip factors (which lower
-    /// the status to the index of the first non-finite entry of `X`, if any).
+    /// Sets the status word, if any, to [`STATUS_CLEAN`] and queues the clip factors.
     ///
     /// # Safety
     /// The buffers of `self.bufs` are live device memory of this context, as checked.
     pub(super) unsafe fn queue_factors(&self) -> Result<()> {
         let plan = &self.plan;
         let [sb, sh, sr] = self.strides;
-        let (x, ws, status) = (self.bufs.x.0, self.bufs.workspace.0, self.bufs.status);
+        let (x, ws) = (self.bufs.x.0, self.bufs.workspace.0);
         let alpha = self.params.domain.alpha;
         self.dev.bind()?;
         guarded(|| {
-            // SAFETY: `status` addresses one u64 of this context (checked non-null and
-            // aligned; caller contract); the memset is queued on the kernels' stream.
-            unsafe {
-                cudarc::driver::result::memset_d8_async(status, 0xff, 8, self.stream.cu_stream())
+            if let Some(status) = self.bufs.status {
+                // SAFETY: `status` addresses one u64 of this context (checked non-null and
+                // aligned; caller contract); the memset is queued on the kernels' stream.
+                unsafe {
+                    cudarc::driver::result::memset_d8_async(
+                        status,
+                        0xff,
+                        8,
+                        self.stream.cu_stream(),
+                    )
+                }
+                .map_err(driver("set the gaussian-sampling status"))?;
             }
-            .map_err(driver("set the gaussian-sampling status"))?;
             let work = plan.problems * plan.d;
             let cfg = LaunchConfig {
                 grid_dim: (grid_for(work, THREADS, self.dev.multiprocessors()), 1, 1),
@@ -165,12 +174,12 @@ impl<'a> Job<'a> {
             };
             let mut b = self.stream.launch_builder(&self.kernels.factors);
             b.arg(&x).arg(&plan.problems).arg(&self.heads).arg(&plan.n).arg(&plan.d);
-            b.arg(&sb).arg(&sh).arg(&sr).arg(&alpha).arg(&ws).arg(&status);
+            b.arg(&sb).arg(&sh).arg(&sr).arg(&alpha).arg(&ws);
             // SAFETY: the arguments match `dp_gs_factors(const T*, u64 problems, u64 heads,
-            // u64 n, u64 d, u64 sb, u64 sh, u64 sr, double alpha, double* factors, u64*
-            // status)`; every (b, h, r, c) offset lies within `required_len` ≤ the elements
-            // at `x` (checked); the kernel writes factors[0 .. problems·d) (the head of the
-            // workspace, checked long enough) and the status word.
+            // u64 n, u64 d, u64 sb, u64 sh, u64 sr, double alpha, double* factors)`; every
+            // (b, h, r, c) offset lies within `required_len` ≤ the elements at `x` (checked);
+            // the kernel writes factors[0 .. problems·d) (the head of the workspace, checked
+            // long enough).
             unsafe { b.launch(cfg) }.map_err(driver("launch dp_gs_factors"))?;
             Ok(())
         })
@@ -183,7 +192,7 @@ impl<'a> Job<'a> {
     pub(super) unsafe fn queue_release(&self) -> Result<()> {
         let plan = &self.plan;
         let [sb, sh, sr] = self.strides;
-        let (x, ws, status) = (self.bufs.x.0, self.bufs.workspace.0, self.bufs.status);
+        let (x, ws) = (self.bufs.x.0, self.bufs.workspace.0);
         let partial = ws + plan.problems * plan.d * 8;
         let root_ridge = self.params.domain.eta.sqrt(); // IEEE √, as the CPU's libm::sqrt
         let cosh = i32::from(self.params.score == ScoreFn::Cosh);
@@ -201,11 +210,10 @@ impl<'a> Job<'a> {
                 let mut b = self.stream.launch_builder(&self.kernels.partial);
                 b.arg(&x).arg(&self.heads).arg(&plan.n).arg(&plan.d).arg(&sb).arg(&sh).arg(&sr);
                 b.arg(&ws).arg(&p0).arg(&plan.k).arg(&plan.chunk_len).arg(&root_ridge);
-                b.arg(&self.key).arg(&self.stream_id).arg(&partial).arg(&status);
+                b.arg(&self.key).arg(&self.stream_id).arg(&partial);
                 // SAFETY: the arguments match `dp_gs_partial(const T*, u64 heads, u64 n, u64
                 // d, u64 sb, u64 sh, u64 sr, const double* factors, u64 p0, u64 k, u64
-                // chunk_len, double root_ridge, DpKey, u64 stream, double* partial, const
-                // u64* status)`; blocks (chunk < chunks, g) read X of problems p0 + g <
+                // chunk_len, double root_ridge, DpKey, u64 stream, double* partial)`; blocks (chunk < chunks, g) read X of problems p0 + g <
                 // problems and write partial[0 .. g·chunks·ntri) ⊆ the workspace (checked).
                 unsafe { b.launch(cfg) }.map_err(driver("launch dp_gs_partial"))?;
                 let cfg = LaunchConfig {
@@ -215,10 +223,9 @@ impl<'a> Job<'a> {
                 };
                 let mut b = self.stream.launch_builder(&self.kernels.finish);
                 b.arg(&partial).arg(&p0).arg(&plan.n).arg(&plan.chunks).arg(&kf).arg(&cosh);
-                b.arg(&out_b).arg(&out_p).arg(&status);
+                b.arg(&out_b).arg(&out_p);
                 // SAFETY: the arguments match `dp_gs_finish(const double* partial, u64 p0,
-                // u64 n, u64 chunks, double k, int cosh, double* out_b, double* out_p,
-                // const u64* status)`; it writes the n² entries of problems p0 .. p0 + g of
+                // u64 n, u64 chunks, double k, int cosh, double* out_b, double* out_p)`; it writes the n² entries of problems p0 .. p0 + g of
                 // out_b and out_p, each `problems · n²` long (checked).
                 unsafe { b.launch(cfg) }.map_err(driver("launch dp_gs_finish"))?;
                 p0 += g;
@@ -242,7 +249,7 @@ mod tests {
             out_b: (1 << 30, out),
             out_p: (2 << 30, out),
             workspace: (3 << 30, plan.workspace_len().unwrap()),
-            status: 4 << 30,
+            status: Some(4 << 30),
         }
     }
 
@@ -261,7 +268,7 @@ mod tests {
         b.out_b.0 = 4;
         cases.push((b, "misaligned out_b"));
         let mut b = ok;
-        b.status = (1 << 30) + 8; // inside out_b
+        b.status = Some((1 << 30) + 8); // inside out_b
         cases.push((b, "status inside out_b"));
         let mut b = ok;
         b.x.1 -= 1;

@@ -13,7 +13,8 @@
 //! `s < Δ(k)` holds. Clip-and-ridge (`[EXT]`, spec §5.2) puts every finite input in the
 //! `(α, η)`-good domain (`X'X'ᵀ ⪰ ηI`, columns of norm `≤ α`) while preserving
 //! β-closeness, so no private domain check is needed and nothing is refused for private
-//! reasons. The call composes over its `batch · heads` problems (or `heads` when
+//! reasons: a column holding a NaN or an infinity is the zero column, as on the CPU (what
+//! that means for the guarantee: `docs/PRIVACY.md` §3.1). The call composes over its `batch · heads` problems (or `heads` when
 //! `batch_elements_disjoint`), and that composed `(ε, δ)` is charged to the ledger.
 //!
 //! **Neighbour relation: one feature column** of one problem's `X` moves by at most `β`
@@ -40,10 +41,8 @@
 //! **Public checks first.** Before touching the device, the call runs the CPU's public
 //! checks (`check_release_parameters`: `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, the domain, the privacy
 //! condition, `k ∈ [1, 2^53]`, `d·α² + η ≤ 2^900`, stream capacity) and validates shapes,
-//! buffers, pointers and streams. Non-finite entries of `X` are found on the device: the
-//! typed entry point then returns the CPU's `NonFinite` error (same logical index) without
-//! charging or releasing anything; the raw entry point writes NaN to every `B` and `P` and
-//! reports the index through its status word.
+//! buffers, pointers and streams. Nothing about `X` is checked or waited for: a NaN or an
+//! infinity zeroes its column on the device, never refuses.
 //!
 //! **Unsupported** (an [`Error::Unsupported`] naming the CPU function to use):
 //! `Sampler::Bartlett` and `Sampler::Literal` (they factorise the private `XXᵀ` on the
@@ -109,7 +108,8 @@ pub const MAX_CHUNKS: u64 = 128;
 pub const PARTIALS_PER_LAUNCH: u64 = 4096;
 /// Threads per block of every kernel of this module (`DP_GS_THREADS`).
 const THREADS: u32 = 256;
-/// The status word of a release whose `X` is finite.
+/// The status word [`gaussian_sampling_attention_raw`] leaves (every release is clean: a
+/// non-finite column of `X` is zeroed, not reported).
 pub const STATUS_CLEAN: u64 = u64::MAX;
 
 /// Every kernel variant of this module (what the NVRTC compile test builds).
@@ -169,7 +169,7 @@ fn check_mode(params: &GaussianSamplingParams) -> Result<()> {
     Ok(())
 }
 
-/// Every host-side check that reads no data: mode, the CPU's public checks, the plan.
+/// Every host-side check (none reads data): mode, the CPU's public checks, the plan.
 fn validate(params: &GaussianSamplingParams, x: &Layout4) -> Result<(SamplingPlan, PrivacyBudget)> {
     check_mode(params)?;
     let total = check_release_parameters(params, x.shape())?;
@@ -193,18 +193,18 @@ fn charge(ledger: Option<&mut dyn Accountant>, total: PrivacyBudget) -> Result<(
 ///
 /// `x_layout` describes `x` (`[batch, heads, n, d]`, any strides with a contiguous feature
 /// axis; broadcast strides allowed). Order of work: the mode, the CPU's public checks, the
-/// shapes and buffers (no device work before they pass); then the clip factors on the
-/// device and a wait for them: a non-finite entry of `X` ends the call with the CPU's
-/// error, nothing charged or written to `out_b`/`out_p`; then the ledger is charged (once,
+/// shapes and buffers (no device work before they pass); then the ledger is charged (once,
 /// the composed `(ε, δ)`), and the release is queued on `stream` (this function does not
-/// wait for it). Allocates its workspace (freed, stream-ordered, when the call returns).
+/// wait for it). Nothing depends on the data: a column of `X` holding a NaN or an infinity
+/// is zeroed, as on the CPU. Allocates its workspace (freed, stream-ordered, when the call
+/// returns).
 ///
 /// # Errors
 /// [`Error::Unsupported`] (sampler or mode other than `FactorFree` with `ClipAndRidge`,
 /// `n > MAX_N`, a buffer of another device); [`Error::Core`] with the CPU's error for a
 /// public parameter (`OutOfRange`, `Infeasible`, `SizeOverflow`, …), a shape or buffer
-/// (`BufferTooShort`), a non-finite `X` (`NonFinite` with the CPU's logical index), or a
-/// ledger that cannot take the charge; [`Error::Driver`], [`Error::Compile`].
+/// (`BufferTooShort`), or a ledger that cannot take the charge; [`Error::Driver`],
+/// [`Error::Compile`].
 #[allow(clippy::too_many_arguments)]
 pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
     dev: &Device,
@@ -258,34 +258,27 @@ pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
     let (x_len, b_len, p_len) = (x.len(), out_b.len(), out_p.len());
     guarded(|| {
         let mut ws = stream.alloc_zeros::<f64>(ws_len).map_err(driver("allocate workspace"))?;
-        let mut status = stream.alloc_zeros::<u64>(1).map_err(driver("allocate status"))?;
         let (xp, _gx) = x.device_ptr(stream);
         let (bp, _gb) = out_b.device_ptr_mut(stream);
         let (pp, _gp) = out_p.device_ptr_mut(stream);
         let (wp, _gw) = ws.device_ptr_mut(stream);
-        // Everything runs on `stream`, where `status` was allocated: its address stays
-        // valid while `status` lives, and reading it back on the same stream is ordered.
-        let sp = status.device_ptr_mut(stream).0;
         let bufs = Buffers {
             x: (xp, x_len),
             dtype: T::DTYPE,
             out_b: (bp, b_len),
             out_p: (pp, p_len),
             workspace: (wp, ws_len),
-            status: sp,
+            status: None,
         };
         let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
-        // SAFETY: every pointer comes from a live cudarc buffer of this device (checked by
-        // `in_context`), alive and guarded until the queued work is recorded.
-        unsafe { job.queue_factors() }?;
-        let first_bad = stream.clone_dtoh(&status).map_err(driver("read the status"))?[0];
-        if first_bad != STATUS_CLEAN {
-            let index = usize::try_from(first_bad).unwrap_or(usize::MAX);
-            return Err(dpattn_core::Error::NonFinite { arg: "x", index }.into());
-        }
         charge(ledger, total)?;
-        // SAFETY: as above; the clip factors were written by the first phase on this stream.
-        unsafe { job.queue_release() }
+        // SAFETY: every pointer comes from a live cudarc buffer of this device (checked by
+        // `in_context`), alive and guarded until the queued work is recorded; the release
+        // is queued after the clip factors on the same stream.
+        unsafe {
+            job.queue_factors()?;
+            job.queue_release()
+        }
     })?;
     dev.check()
 }
@@ -296,12 +289,12 @@ pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
 /// * `x`: `x_len` elements of `x_dtype`, described by `x_layout`;
 /// * `out_b`, `out_p`: at least `batch · heads · n²` `f64` each (written contiguously);
 /// * `workspace`: at least [`gaussian_sampling_attention_workspace_len`] `f64`;
-/// * `status`: one `u64`, set to [`STATUS_CLEAN`] on the stream, then lowered to the logical
-///   index of the first non-finite entry of `X` if there is one, in which case every entry
-///   of `out_b` and `out_p` is NaN (nothing is released). Read it after the stream completes.
+/// * `status`: one `u64`, set to [`STATUS_CLEAN`] on the stream. Nothing in `X` can fail
+///   the release any more (a column holding a NaN or an infinity is zeroed), so it always
+///   ends clean; it stays in the signature for callers of the earlier contract, which
+///   reported a non-finite entry there.
 ///
-/// The ledger is charged after every host-side check and before anything is queued (a
-/// non-finite `X`, found later on the device, leaves that charge in place: conservative).
+/// The ledger is charged after every host-side check and before anything is queued.
 ///
 /// # Safety
 /// Every pointer must address the stated number of elements in this device's primary
@@ -337,7 +330,7 @@ pub unsafe fn gaussian_sampling_attention_raw(
         out_b: (out_b, out_b_len),
         out_p: (out_p, out_p_len),
         workspace: (workspace, workspace_len),
-        status,
+        status: Some(status),
     };
     let (plan, total) = validate(params, &x_layout)?;
     let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;

@@ -3,9 +3,10 @@
 // `normalise_scores` in dpattn-core (core/src/gaussian_sampling_attention/,
 // core/src/linalg.rs, core/src/attention/matrix.rs).
 //
-// Problem p (= b·heads + h) has X_p (n × d, row stride sr, feature stride 1). Its columns
-// are scaled by the clip factors f_c (min(1, α/‖x_c‖)) and √η·I_n columns are appended, so
-// q = d + n. Sample i is g_i = X'·z_i with coordinate c of z_i the element
+// Problem p (= b·heads + h) has X_p (n × d, row stride sr, feature stride 1). A column
+// holding a NaN or an infinity is the zero column (f_c = 0, its entries read as 0: the
+// CPU's `gram` and `finite_or_zero`); the columns are scaled by the clip factors f_c
+// (min(1, α/‖x_c‖)) and √η·I_n columns are appended, so q = d + n. Sample i is g_i = X'·z_i with coordinate c of z_i the element
 // p·k·q + i·q + c of the f64 Gaussian layout of the draw (docs/RANDOMNESS.md §3, §5.1),
 // B = (1/k)·Σ_i g_i g_iᵀ and P = D(B)⁻¹ f(B) row by row (f = exp or cosh, max-shifted).
 //
@@ -35,7 +36,6 @@ typedef double dp_gs_t;
 #define DP_GS_S 32                                             // samples per batch
 #define DP_GS_TC 32                                            // columns per tile
 #define DP_GS_RUN_BLOCKS (DP_GS_TC / 8 + 1)                    // ChaCha blocks of one run
-#define DP_GS_CLEAN 0xffffffffffffffffull                      // status: every entry finite
 
 // ---------------------------------------------------------------------------------------
 // exp(x): the port of libm's exp (FreeBSD e_exp.c), the function the CPU's
@@ -99,7 +99,7 @@ DP_FN double dp_gs_exp(double x) {
 DP_FN double dp_gs_scaled_norm(const dp_gs_t* col, u64 n, u64 sr) {
     double m = 0.0;
     for (u64 r = 0; r < n; ++r) m = fmax(m, fabs((double)col[r * sr]));
-    if (m == 0.0 || !dp_is_finite(m)) return m;
+    if (m == 0.0) return m; // only finite columns get here
     double s = -0.0;
     for (u64 r = 0; r < n; ++r) {
         const double v = (double)col[r * sr] / m;
@@ -108,13 +108,11 @@ DP_FN double dp_gs_scaled_norm(const dp_gs_t* col, u64 n, u64 sr) {
     return m * dp_sqrt(s);
 }
 
-// factors[p·d + c] = α/‖x_c‖ for columns longer than α, else 1; a non-finite entry lowers
-// *status to its logical index ((p·n + r)·d + c), so status ends as the CPU's
-// check_finite index (the first non-finite entry in row-major order).
+// factors[p·d + c] = α/‖x_c‖ for columns longer than α, 0 for a column holding a NaN or
+// an infinity (it is zeroed, never refused), else 1.
 extern "C" __global__ void __launch_bounds__(DP_GS_THREADS)
 dp_gs_factors(const dp_gs_t* __restrict__ x, u64 problems, u64 heads, u64 n, u64 d, u64 sb,
-              u64 sh, u64 sr, double alpha, double* __restrict__ factors,
-              unsigned long long* __restrict__ status) {
+              u64 sh, u64 sr, double alpha, double* __restrict__ factors) {
     const u64 total = problems * d;
     for (u64 t = (u64)blockIdx.x * DP_GS_THREADS + threadIdx.x; t < total;
          t += (u64)gridDim.x * DP_GS_THREADS) {
@@ -124,13 +122,13 @@ dp_gs_factors(const dp_gs_t* __restrict__ x, u64 problems, u64 heads, u64 n, u64
         bool finite = true;
         for (u64 r = 0; r < n && finite; ++r) {
             const double v = (double)col[r * sr];
-            if (!dp_is_finite(v)) {
-                atomicMin(status, (unsigned long long)((p * n + r) * d + c));
-                finite = false;
-            }
+            finite = dp_is_finite(v);
             s = s + v * v;
         }
-        if (!finite) continue;
+        if (!finite) {
+            factors[t] = 0.0;
+            continue;
+        }
         const double norm = dp_is_finite(s) ? dp_sqrt(s) : dp_gs_scaled_norm(col, n, sr);
         factors[t] = norm > alpha ? alpha / norm : 1.0;
     }
@@ -162,12 +160,14 @@ DP_FN void dp_gs_noise_tile(double* zs, u64 first, u64 q, u32 ns, u32 w, const D
     }
 }
 
-// xs[c·NMAX + r] = x[r][c0 + c] · f[c0 + c] (the CPU's `v · w` of `v · w · z`), c < w.
+// xs[c·NMAX + r] = x[r][c0 + c] · f[c0 + c] (the CPU's `v · w` of `v · w · z`, a NaN or
+// an infinity read as 0 like its `finite_or_zero`), c < w.
 DP_FN void dp_gs_load_tile(double* xs, const dp_gs_t* xp, u64 sr, u32 n, u64 c0, u32 w,
                            const double* f) {
     for (u32 i = threadIdx.x; i < n * w; i += DP_GS_THREADS) {
         const u32 r = i / w, c = i % w;
-        xs[c * DP_GS_NMAX + r] = (double)xp[r * sr + c0 + c] * f[c0 + c];
+        const double v = (double)xp[r * sr + c0 + c];
+        xs[c * DP_GS_NMAX + r] = (dp_is_finite(v) ? v : 0.0) * f[c0 + c];
     }
 }
 
@@ -225,16 +225,14 @@ DP_FN void dp_gs_samples(double* gs, double* xs, double* zs, const dp_gs_t* xp, 
 
 // Block (chunk, g) sums g_i g_iᵀ (lower triangle) over samples [chunk·chunk_len,
 // min(k, (chunk + 1)·chunk_len)) of problem p0 + g, in sample order, into
-// partial[(g·chunks + chunk)·ntri + e]. Skipped when X held a non-finite value.
+// partial[(g·chunks + chunk)·ntri + e].
 extern "C" __global__ void __launch_bounds__(DP_GS_THREADS)
 dp_gs_partial(const dp_gs_t* __restrict__ x, u64 heads, u64 n64, u64 d, u64 sb, u64 sh, u64 sr,
               const double* __restrict__ factors, u64 p0, u64 k, u64 chunk_len, double root_ridge,
-              DpKey key, u64 stream, double* __restrict__ partial,
-              const unsigned long long* __restrict__ status) {
+              DpKey key, u64 stream, double* __restrict__ partial) {
     __shared__ double xs[DP_GS_TC * DP_GS_NMAX];
     __shared__ double zs[DP_GS_S * DP_GS_TC];
     __shared__ double gs[DP_GS_S * DP_GS_NMAX];
-    if (*status != DP_GS_CLEAN) return;
     const u32 n = (u32)n64, ntri = n * (n + 1) / 2;
     const u64 p = p0 + blockIdx.y, q = d + n64;
     const u64 i_begin = (u64)blockIdx.x * chunk_len;
@@ -288,24 +286,15 @@ DP_FN void dp_gs_normalise_row(double* row, u32 n, int cosh_score) {
     for (u32 j = 0; j < n; ++j) row[j] = row[j] / sum;
 }
 
-// Problem p0 + blockIdx.x: B and P into out_b, out_p ([problem][n][n], contiguous), or NaN
-// everywhere when X held a non-finite value (nothing is released).
+// Problem p0 + blockIdx.x: B and P into out_b, out_p ([problem][n][n], contiguous).
 extern "C" __global__ void __launch_bounds__(DP_GS_THREADS)
 dp_gs_finish(const double* __restrict__ partial, u64 p0, u64 n64, u64 chunks, double k,
-             int cosh_score, double* __restrict__ out_b, double* __restrict__ out_p,
-             const unsigned long long* __restrict__ status) {
+             int cosh_score, double* __restrict__ out_b, double* __restrict__ out_p) {
     __shared__ double bs[DP_GS_NMAX * DP_GS_NMAX];
     const u32 n = (u32)n64, ntri = n * (n + 1) / 2;
     const u64 p = p0 + blockIdx.x;
     double* ob = out_b + p * n64 * n64;
     double* op = out_p + p * n64 * n64;
-    if (*status != DP_GS_CLEAN) {
-        for (u32 i = threadIdx.x; i < n * n; i += DP_GS_THREADS) {
-            ob[i] = dp_nan_f64();
-            op[i] = dp_nan_f64();
-        }
-        return;
-    }
     const double* part = partial + (u64)blockIdx.x * chunks * ntri;
     for (u32 e = threadIdx.x; e < ntri; e += DP_GS_THREADS) {
         double s = part[e];

@@ -187,7 +187,6 @@ unsafe extern "C" {
         factor_blocks: u32,
         out_b: *mut f64,
         out_p: *mut f64,
-        status: *mut u64,
     );
     /// The fused attention kernel `flash_attention.cu` (bf16, D = 64) run on the host by
     /// `attention_emulation.cpp` over a `(gx, gy)` grid, on the parameter block `params`
