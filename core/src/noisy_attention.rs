@@ -61,7 +61,7 @@ pub struct NoiseSpec<'a> {
 /// use dpattn_core::{BatchedMut, BatchedRef};
 /// let x = [0.25f32; 2 * 4];
 /// let view = BatchedRef::contiguous(&x, [1, 2, 2, 2])?; // 2 heads, 2 rows, d = 2
-/// let key = NoiseKey::for_replay([7; 32]);
+/// let key = NoiseKey::generate()?;
 /// let sigma = [0.5, 0.0]; // head 1 stays exact
 /// let spec = NoiseSpec { key: &key, output: Some(NoiseStream { stream: 3, sigma: &sigma }), logits: None };
 /// let mut out = [0f32; 8];
@@ -104,7 +104,7 @@ pub fn noisy_attention<T: Element, O: Element>(
 /// use dpattn_core::{BatchedMut, BatchedRef};
 /// let x: Vec<f32> = (0..3 * 4 * 2).map(|i| (i % 5) as f32 * 0.1).collect();
 /// let view = BatchedRef::contiguous(&x, [1, 3, 4, 2])?;
-/// let key = NoiseKey::for_replay([1; 32]);
+/// let key = NoiseKey::generate()?;
 /// let (so, sl) = ([0.1, 0.2, 0.3], [0.2; 3]); // σ per head
 /// let spec = NoiseSpec { key: &key, output: Some(NoiseStream { stream: 0, sigma: &so }),
 ///     logits: Some(NoiseStream { stream: 1, sigma: &sl }) };
@@ -147,7 +147,7 @@ pub fn noisy_attention_heads<T: Element, O: Element>(
 /// use dpattn_core::{BatchedMut, BatchedRef};
 /// let x: Vec<f32> = (0..16).map(|i| (i % 7) as f32 * 0.2 - 0.5).collect();
 /// let view = BatchedRef::contiguous(&x, [1, 1, 8, 2])?;
-/// let key = NoiseKey::for_replay([9; 32]);
+/// let key = NoiseKey::generate()?;
 /// let spec = NoiseSpec { key: &key, output: Some(NoiseStream { stream: 4, sigma: &[0.3] }),
 ///     logits: Some(NoiseStream { stream: 5, sigma: &[1.0] }) };
 /// let p = AttentionParams::default();

@@ -41,7 +41,7 @@
 //! let stream = dev.new_stream()?;
 //! let host = vec![0.5f32; 8 * 64];
 //! let mut x = stream.clone_htod(&host).map_err(dpattn_cuda::error::driver("upload"))?;
-//! let draw = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 9);
+//! let draw = KeyedStream::new(&NoiseKey::generate()?, 9);
 //! // One changed row: Δ = 2C over 64 coordinates; σ = 0.8 = 0.4·Δ.
 //! let spec = GaussianGridSpec { l2_sensitivity: 2.0, dimension: 64, computation_error: 0.0,
 //!     value_bound: 1.0, format: GridFormat::F32 };

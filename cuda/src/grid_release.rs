@@ -38,7 +38,7 @@
 //!     value_bound: 4.0, format: GridFormat::F32 };
 //! let grid = GaussianGrid::calibrate(&spec, 3.0)?;
 //! let mut x = stream.clone_htod(&[0.25f32; 64]).map_err(dpattn_cuda::error::driver("upload"))?;
-//! let draw = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+//! let draw = KeyedStream::new(&NoiseKey::generate()?, 0);
 //! let layout = Layout4::contiguous([1, 1, 1, 64])?;
 //! grid_release(&dev, &stream, &mut x, layout, &[GridGroup::gaussian(&grid)], 64, &draw, 0)?;
 //! # Ok::<(), dpattn_cuda::Error>(())

@@ -29,7 +29,7 @@
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
 //! let mut out = stream.alloc_zeros::<f32>(1 << 20).map_err(|e| dpattn_cuda::Error::Panicked(format!("{e:?}")))?;
-//! let draw = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 1);
+//! let draw = KeyedStream::new(&NoiseKey::generate()?, 1);
 //! let noise = GpuNoise::Gaussian(Gaussian::new(2.0)?);
 //! fill_noise(&dev, &stream, &mut out, OutDtype::F32, noise, UniformBits::B53, &draw, 0)?;
 //! # Ok::<(), dpattn_cuda::Error>(())

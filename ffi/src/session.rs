@@ -693,10 +693,10 @@ mod tests {
             assert_eq!((e, n, k.bytes), (5, 6, [1; 32]));
             assert_eq!(charges(l), 0);
             // A session whose stream ids are used up refuses, and does not move.
-            let full = replay(3, 1, u64::MAX - 1, l);
+            let full = replay(3, 1, u64::MAX, l);
             assert_eq!(release(full), Err(dpattn_status::SizeOverflow));
             assert!(last_error_string().contains("new epoch"), "{}", last_error_string());
-            assert_eq!(position(full), (1, u64::MAX - 1));
+            assert_eq!(position(full), (1, u64::MAX));
             assert_eq!(charges(l), 0);
             // A charge for another unit through a session is refused before any output.
             let mut pl = null_mut();

@@ -277,7 +277,7 @@ static int hook(void) {
     CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, NULL, NULL, 0, &r) == DPATTN_STATUS_NULL_ARGUMENT && msg_has("factors"));
     CHECK(df_at(&k1, 5, (dpattn_ledger *)(void *)&r, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_INVALID_HANDLE && msg_has("ledger"));
     /* A session whose stream ids are used up refuses (restore it to start a new epoch). */
-    CHECK(df_at(&k1, UINT64_MAX - 1, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_SIZE_OVERFLOW);
+    CHECK(df_at(&k1, UINT64_MAX, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_SIZE_OVERFLOW);
     CHECK(msg_has("new epoch"));
     CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F64, ROWS, &p, &iid, b + 8, 4, &r) == DPATTN_STATUS_ALIASING && msg_has("scratch"));
     CHECK(df_at(&k1, 5, NULL, b, ROWS * DIM, DPATTN_DTYPE_F16, ROWS, &p, &iid, NULL, 0, &r) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("dtype"));

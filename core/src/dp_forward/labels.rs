@@ -50,7 +50,7 @@ pub const MAX_CLASSES: u32 = 1 << 15;
 /// let rr = RandomizedResponse::new(Epsilon::new(9f64.ln())?, 2)?;
 /// assert!((rr.keep_probability() - 0.9).abs() < 1e-15);
 /// let mut labels = [0u32, 1, 1, 0];
-/// rr.randomize(&mut labels, &KeyedStream::new(&NoiseKey::for_replay([1; 32]), 5), 0)?;
+/// rr.randomize(&mut labels, &KeyedStream::new(&NoiseKey::generate()?, 5), 0)?;
 /// assert!(labels.iter().all(|&l| l < 2));
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -206,7 +206,7 @@ impl WindowReader {
 /// use dpattn_core::dp_forward::randomize_label_in;
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::Epsilon;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let out = randomize_label_in(7, &[3, 7, 9], Epsilon::new(2.0)?, &s, 0)?;
 /// assert!([3, 7, 9].contains(&out));
 /// # Ok::<(), dpattn_core::Error>(())

@@ -101,7 +101,7 @@ pub fn dp_covariance_scratch_len(n: usize, sampler: Sampler) -> Result<usize> {
 /// let sigma = [2.0, 0.5, 0.5, 1.0];
 /// let mut b = [0.0; 4];
 /// let mut scratch = vec![0.0; dp_covariance_scratch_len(2, Sampler::Bartlett)?];
-/// let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// dp_covariance(MatMut::from_row_major(&mut b, 2, 2)?, MatRef::from_row_major(&sigma, 2, 2)?,
 ///     1_000_000, Sampler::Bartlett, &stream, 0, &mut scratch)?;
 /// // B ≈ Σ: sd of B₀₀ is √(2·2²/10⁶) ≈ 0.0028.

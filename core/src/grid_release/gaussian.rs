@@ -46,7 +46,7 @@ pub struct GaussianGridSpec {
 /// assert!(g.inflation() <= 1.0 / 256.0);
 /// assert!(g.sigma() >= 3.0 * g.rounded_sensitivity());
 /// let mut x = [0.1f64; 64];
-/// g.release_keyed(&KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0), 0, &mut x)?;
+/// g.release_keyed(&KeyedStream::new(&NoiseKey::generate()?, 0), 0, &mut x)?;
 /// assert!(x.iter().all(|&y| (y / g.resolution()).fract() == 0.0 && y == f64::from(y as f32)));
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```

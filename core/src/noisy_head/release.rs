@@ -75,7 +75,7 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 /// let (n, l, d) = (p.n, p.l, p.d);
 /// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
 /// // Synthetic prompts (not private data: a fixed key is fine for them).
-/// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// generate_prompts(n, l, d, 0.0, &NoiseKey::generate()?, 0, 0, &mut x, &mut y, &mut q, &mut t)?;
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
 /// // A session: a key from the operating system, fresh stream ids, a ledger for prompts.
 /// let ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-4)?);
@@ -120,7 +120,7 @@ pub fn noisy_head<const N: usize>(
 /// let p = presets::low_dim(100, 1.0)?;
 /// let (n, l, d) = (p.n, p.l, p.d);
 /// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-/// generate_prompts(n, l, d, 0.0, &NoiseKey::for_replay([1; 32]), 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// generate_prompts(n, l, d, 0.0, &NoiseKey::generate()?, 0, 0, &mut x, &mut y, &mut q, &mut t)?;
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
 /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
 /// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];

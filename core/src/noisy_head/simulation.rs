@@ -43,7 +43,7 @@ fn normalise_or_e1(x: &mut [f64]) {
 /// ```
 /// use dpattn_core::noisy_head::generate_prompts;
 /// use dpattn_core::sampling::NoiseKey;
-/// let key = NoiseKey::for_replay([3; 32]);
+/// let key = NoiseKey::generate()?;
 /// let (mut x, mut y, mut q, mut t) = ([0.0; 2 * 4 * 3], [0.0; 8], [0.0; 6], [0.0; 2]);
 /// generate_prompts(2, 4, 3, 0.0, &key, 0, 10, &mut x, &mut y, &mut q, &mut t)?;
 /// let norm: f64 = q[..3].iter().map(|v| v * v).sum();

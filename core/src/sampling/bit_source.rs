@@ -129,7 +129,7 @@ impl<R: CryptoRng + ?Sized> BitSource for RngBits<'_, R> {
 ///
 /// ```
 /// use dpattn_core::sampling::{BitSource, ElementBits, KeyedStream, NoiseKey};
-/// let s = KeyedStream::new(&NoiseKey::for_replay([9; 32]), 1);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 1);
 /// let mut bits = ElementBits::new(&s, 5)?;
 /// // The first 32 bits are word 0 of block 5.
 /// assert_eq!(bits.next_bits(32)?, u64::from(s.block(5)[0]));

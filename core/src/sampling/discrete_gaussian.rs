@@ -54,7 +54,7 @@ const RANGE: &str = "s, q >= 1 with s*q*(floor(s/q)+1) < 2^63 and q^2*(floor(s/q
 /// ```
 /// use dpattn_core::sampling::{DiscreteGaussian, ExactSampler, KeyedStream, NoiseKey};
 /// let g = DiscreteGaussian::new(7, 2)?; // σ = 3.5
-/// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut noise = [0i64; 4000];
 /// g.fill_keyed(&s, 0, &mut noise)?;
 /// assert_eq!(noise[17], g.sample_at(&s, 17)?);

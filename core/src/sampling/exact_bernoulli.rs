@@ -199,7 +199,7 @@ impl ExactSampler for Bernoulli {
 /// use dpattn_core::sampling::{BernoulliDyadic, ExactSampler, KeyedStream, NoiseKey};
 /// let b = BernoulliDyadic::new(0.25)?;
 /// assert_eq!(b.probability(), 0.25);
-/// let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut out = [false; 4000];
 /// b.fill_keyed(&s, 0, &mut out)?;
 /// let hits = out.iter().filter(|&&x| x).count();

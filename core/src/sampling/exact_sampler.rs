@@ -51,7 +51,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// ```
 /// use dpattn_core::sampling::{Bernoulli, ExactSampler, KeyedStream, NoiseKey};
 /// let b = Bernoulli::new(1, 3)?;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut out = [false; 8];
 /// b.fill_keyed(&s, 0, &mut out)?;
 /// assert_eq!(out[5], b.sample_at(&s, 5)?);

@@ -32,7 +32,7 @@ pub const MAX_GROUP_WORDS: usize = 4;
 /// ```
 /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 /// let g = Gaussian::new(2.0)?;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut out = [0f32; 5];
 /// g.fill_keyed(&s, 10, &mut out)?;
 /// assert_eq!(out[3], g.sample_at::<f32>(&s, 13)?);
@@ -132,7 +132,7 @@ pub trait FixedWordSampler {
     /// ```
     /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
     /// use dpattn_core::{BatchedMut, Layout4};
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 0);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
     /// // A [1, 2, 3, 4] tensor stored heads-last (bshd): strides [24, 4, 8, 1].
     /// let mut buf = [0f32; 24];
     /// let layout = Layout4::new([1, 2, 3, 4], [24, 4, 8, 1])?;

@@ -36,7 +36,7 @@ use crate::sampling::noise_float::{NoiseFloat, box_muller};
 /// ```
 /// use dpattn_core::sampling::{Gamma, KeyedStream, NoiseKey};
 /// let g = Gamma::new(2.5)?;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mean = (0..2000).map(|i| g.sample_at(&s, i).unwrap()).sum::<f64>() / 2000.0;
 /// assert!((mean - 2.5).abs() < 0.2); // sd of the mean ≈ 0.035
 /// assert!(Gamma::new(0.0).is_err() && Gamma::new(f64::INFINITY).is_err());
@@ -52,7 +52,7 @@ pub struct Gamma {
 /// ```
 /// use dpattn_core::sampling::{ChiSquare, KeyedStream, NoiseKey};
 /// let c = ChiSquare::new(1e9)?; // constant time whatever the degrees of freedom
-/// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let x = c.sample_at(&s, 0)?;
 /// assert!((x - 1e9).abs() < 10.0 * 44_722.0); // sd = √(2·10⁹) ≈ 44,721
 /// # Ok::<(), dpattn_core::Error>(())

@@ -23,7 +23,7 @@ use crate::sampling::noise_float::{check_finite_draws, max_box_muller};
 /// ```
 /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 /// let g = Gaussian::new(0.5)?;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([8; 32]), 3);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 3);
 /// let mut noise = vec![0f64; 1000];
 /// g.fill_keyed(&s, 0, &mut noise)?;
 /// let mean = noise.iter().sum::<f64>() / 1000.0;

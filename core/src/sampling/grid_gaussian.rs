@@ -50,7 +50,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// assert_eq!(g.resolution(), 2f64.powi(-28)); // 4/r = 2^30
 /// assert!(g.sigma() >= 4.0 && g.sigma() <= 4.0 * (1.0 + 1e-9));
 /// assert!(g.rho() >= 1.0 / 32.0 && g.rho() < 1.0 / 32.0 * (1.0 + 1e-7));
-/// let s = KeyedStream::new(&NoiseKey::for_replay([4; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut data = [0.25; 16];
 /// g.add_noise_keyed(&s, 0, &mut data)?;
 /// assert!(data.iter().all(|&y| (y / g.resolution()).fract() == 0.0));

@@ -52,7 +52,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// lap.add_noise(&mut ChaCha20Rng::from_seed([1; 32]), &mut data)?;
 /// // Every output is a multiple of the resolution.
 /// assert!(data.iter().all(|&y| (y / lap.resolution()).fract() == 0.0));
-/// let s = KeyedStream::new(&NoiseKey::for_replay([2; 32]), 7);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 7);
 /// let mut same = [1.0, 2.5, -3.25];
 /// lap.add_noise_keyed(&s, 0, &mut same)?;
 /// assert!(lap.add_noise_keyed(&s, 2, &mut same).is_err()); // coordinates 2..5 of 3

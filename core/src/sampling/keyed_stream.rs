@@ -43,8 +43,9 @@ const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
 /// use rand_chacha::ChaCha20Rng;
 /// use rand_core::{Rng, SeedableRng};
 ///
-/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 42);
-/// let mut rng = ChaCha20Rng::from_seed([1; 32]);
+/// let key = NoiseKey::generate()?;
+/// let s = KeyedStream::new(&key, 42);
+/// let mut rng = ChaCha20Rng::from_seed(*key.expose_bytes());
 /// rng.set_stream(42);
 /// rng.set_word_pos(1000);
 /// assert_eq!(s.word(1000)?, rng.next_u32());
@@ -80,7 +81,7 @@ impl KeyedStream {
     ///
     /// ```
     /// use dpattn_core::sampling::{KeyedStream, NoiseKey, chacha20_block};
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 5);
+    /// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 5); // a test vector
     /// assert_eq!(s.key_words()[0], 0x0101_0101);
     /// assert_eq!(chacha20_block(&s.key_words(), 3, 5), s.block(3));
     /// ```

@@ -88,7 +88,7 @@ pub fn matrix_gaussian_scratch_len(rows: usize, cols: usize) -> usize {
 ///     MatRef::from_row_major(&sigma, 2, 2)?,
 ///     MatRef::from_row_major(&psi, 2, 2)?,
 /// )?;
-/// let stream = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut z = [0.0f64; 4];
 /// let mut scratch = vec![0.0; mg.scratch_len()];
 /// mg.sample_keyed_into(MatMut::from_row_major(&mut z, 2, 2)?, &stream, 0, &mut scratch)?;
@@ -435,7 +435,7 @@ impl MatrixGaussian {
     /// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
     /// use dpattn_core::MatMut;
     ///
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 9);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 9);
     /// let mg = MatrixGaussian::iid(2, 2, 3.0)?;
     /// let mut z = [0.0f64; 4];
     /// mg.sample_keyed_into(MatMut::from_row_major(&mut z, 2, 2)?, &s, 100, &mut [])?;

@@ -228,12 +228,13 @@ pub fn sample_permutation<I: PermIndex, R: CryptoRng + ?Sized>(
 /// use rand_chacha::ChaCha20Rng;
 /// use rand_core::SeedableRng;
 ///
-/// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 3);
+/// let key = NoiseKey::generate()?;
+/// let s = KeyedStream::new(&key, 3);
 /// let mut a = [0usize; 6];
 /// let next = sample_permutation_keyed(&s, 1000, &mut a)?;
 /// assert!(next >= 1005); // 5 bounded draws, at least one word each
 /// // The same draw from a ChaCha20Rng positioned at the same word.
-/// let mut rng = ChaCha20Rng::from_seed([5; 32]);
+/// let mut rng = ChaCha20Rng::from_seed(*key.expose_bytes());
 /// rng.set_stream(3);
 /// rng.set_word_pos(1000);
 /// let mut b = [0usize; 6];

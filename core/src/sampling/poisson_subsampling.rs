@@ -31,7 +31,7 @@ use crate::sampling::keyed_stream::KeyedStream;
 /// ```
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
 /// let p = PoissonSubsampling::new(0.25)?;
-/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 9);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 9);
 /// let mut mask = [false; 2000];
 /// p.select_keyed(&s, 0, &mut mask)?;
 /// let n = mask.iter().filter(|&&m| m).count();
@@ -74,7 +74,7 @@ impl PoissonSubsampling {
     ///
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([0; 32]), 0);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
     /// assert!(PoissonSubsampling::new(1.0)?.included_at(&s, 5)?);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
@@ -109,7 +109,7 @@ impl PoissonSubsampling {
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
     /// let p = PoissonSubsampling::new(0.5)?;
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 1);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 1);
     /// let (mut all, mut tail) = ([false; 64], [false; 24]);
     /// p.select_keyed(&s, 0, &mut all)?;
     /// p.select_keyed(&s, 40, &mut tail)?;
@@ -159,7 +159,7 @@ impl PoissonSubsampling {
     /// ```
     /// # use dpattn_core::sampling::{KeyedStream, NoiseKey, PoissonSubsampling};
     /// let p = PoissonSubsampling::new(0.3)?;
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([5; 32]), 2);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 2);
     /// let idx = p.indices_keyed(&s, 100, 500)?;
     /// assert!(idx.iter().all(|&i| p.included_at(&s, 100 + i as u64).unwrap()));
     /// # Ok::<(), dpattn_core::Error>(())

@@ -38,7 +38,7 @@ use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
 /// let t = TruncatedDiscreteLaplace::calibrated(3, 0.5, 1e-6)?;
 /// assert_eq!(t.scale().scale(), (6, 1));
 /// assert!(t.delta_for(3) <= 1e-6 && t.bound() >= 3);
-/// let s = KeyedStream::new(&NoiseKey::for_replay([1; 32]), 0);
+/// let s = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut z = [0i64; 1000];
 /// t.fill_keyed(&s, 0, &mut z)?;
 /// assert!(z.iter().all(|&z| z.unsigned_abs() <= t.bound()));

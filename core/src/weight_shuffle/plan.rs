@@ -46,7 +46,7 @@ const MAX_AXIS: usize = 1 << 31;
 /// })];
 /// let plan = ShufflePlan::new(&blocks, 17)?;
 /// let mut idx = [0u32; 3];
-/// let perms = plan.sample_keyed(&KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0), &mut idx)?;
+/// let perms = plan.sample_keyed(&KeyedStream::new(&NoiseKey::generate()?, 0), &mut idx)?;
 /// let mut w: [f64; 17] = core::array::from_fn(|i| i as f64);
 /// let mut scratch = vec![0.0; plan.apply_scratch_len()];
 /// plan.apply(&perms, &mut w, &mut scratch)?;
@@ -571,7 +571,7 @@ impl<'a> ShufflePlan<'a> {
     /// # let blocks = [Block::Mlp(MlpBlock { up: LinearLayout::new(0, 3, 2, WeightLayout::OutIn),
     /// #     gate: None, down: LinearLayout::new(6, 2, 3, WeightLayout::OutIn) })];
     /// let plan = ShufflePlan::new(&blocks, 12)?;
-    /// let s = KeyedStream::new(&NoiseKey::for_replay([3; 32]), 11);
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 11);
     /// let (mut a, mut b) = ([0u32; 3], [0u32; 3]);
     /// assert_eq!(plan.sample_keyed(&s, &mut a)?, plan.sample_keyed(&s, &mut b)?); // replayable
     /// # Ok::<(), dpattn_core::Error>(())

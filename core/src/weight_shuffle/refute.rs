@@ -619,7 +619,7 @@ pub fn monte_carlo_delta_scratch_len(d: usize) -> usize {
 /// ```
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::weight_shuffle::refute::{monte_carlo_delta, shuffled_gaussian_delta_d2};
-/// let stream = KeyedStream::new(&NoiseKey::for_replay([7; 32]), 0);
+/// let stream = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut scratch = [0.0; 2];
 /// let mc = monte_carlo_delta(1.0, 1.16125, 1.0, 1.0, 2, 2000, &stream, &mut scratch)?;
 /// let exact = shuffled_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0)?;

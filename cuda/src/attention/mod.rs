@@ -44,7 +44,7 @@
 //! let (qp, _g1) = q.device_ptr(&stream);
 //! let (op, _g2) = out.device_ptr_mut(&stream);
 //! let t = |ptr| GpuTensor::contiguous(ptr, [b, h, s, d]);
-//! let key = NoiseKey::for_replay([7; 32]);
+//! let key = NoiseKey::generate()?;
 //! let noise = NoiseSpec { key: &key, output: Some(NoiseStream { stream: 1, sigma: &[0.1] }), logits: None };
 //! // SAFETY: the four tensors describe live buffers of `n` bf16 values on this device.
 //! unsafe { noisy_attention_raw(&dev, &stream, AttnDtype::Bf16, t(op)?, t(qp)?, t(qp)?, t(qp)?,
