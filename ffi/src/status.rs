@@ -288,7 +288,7 @@ mod tests {
             assert!(text != "unknown status code", "{s:?}");
             assert!(seen.insert(text), "duplicate for {s:?}");
         }
-        for code in [19, 98, 101, 12345, u32::MAX] {
+        for code in [20, 98, 101, 12345, u32::MAX] {
             // SAFETY: as above.
             let unknown = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert_eq!(unknown.to_str().unwrap(), "unknown status code");
