@@ -259,6 +259,62 @@ fn matrix_and_permutation(c: &mut Criterion) {
     g.finish();
 }
 
+/// The `safe noise` group (issue "safe noise as fast as unsafe noise"): the keyed
+/// grid-Gaussian release of 4096 `f64` (exact discrete Gaussian on the grid, what every DP
+/// release draws) next to the unsafe float fills on the same ChaCha20, and the integer
+/// sampler at the grid's scale by both exact algorithms.
+fn safe_noise(c: &mut Criterion) {
+    let data: Vec<f64> = (0..N).map(|i| (i as f64).sin()).collect();
+    let mut buf = data.clone();
+    let ks = stream();
+    let mut g = group(c, "safe noise");
+    let grid = GridGaussian::new(1.0, 3.0, N).unwrap();
+    let mut first = 0u64;
+    g.bench_function("dpattn safe gaussian", |b| {
+        b.iter(|| {
+            buf.copy_from_slice(&data);
+            grid.add_noise_keyed(&ks, 0, black_box(&mut buf)).unwrap()
+        })
+    });
+    let mut z = vec![0i64; N];
+    // σ = 2^30 both ways: 64·2^24 takes the cell algorithm, (2^31 + 1)/2 CKS20's.
+    for (name, dg) in [
+        ("discrete gaussian 2^30 cells fill_keyed", DiscreteGaussian::new(64 << 24, 1).unwrap()),
+        (
+            "discrete gaussian 2^30 CKS20 fill_keyed",
+            DiscreteGaussian::new((1 << 31) + 1, 2).unwrap(),
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                dg.fill_keyed(&ks, first, black_box(&mut z)).unwrap();
+                first = (first + N as u64) % (1 << 39);
+            })
+        });
+    }
+    let mut out = vec![0f64; N];
+    let mut r = rng();
+    let gs = Gaussian::new(3.0).unwrap();
+    g.bench_function("unsafe Box-Muller f64 fill_keyed", |b| {
+        b.iter(|| {
+            gs.fill_keyed(&ks, first, black_box(&mut out)).unwrap();
+            first = (first + N as u64) % (1 << 39);
+        })
+    });
+    g.bench_function("unsafe Box-Muller f64 fill (ChaCha20Rng)", |b| {
+        b.iter(|| gs.fill(&mut r, black_box(&mut out)))
+    });
+    g.bench_function("rand_distr StandardNormal (ziggurat)", |b| {
+        b.iter(|| {
+            for o in out.iter_mut() {
+                *o = StandardNormal.sample(&mut r);
+            }
+            black_box(&out);
+        })
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -268,4 +324,5 @@ fn config() -> Criterion {
 
 criterion_group! { name = continuous; config = config(); targets = keystream, gaussian, exponential_laplace }
 criterion_group! { name = discrete; config = config(); targets = exact_samplers, matrix_and_permutation }
-criterion_main!(continuous, discrete);
+criterion_group! { name = safe; config = config(); targets = safe_noise }
+criterion_main!(continuous, discrete, safe);

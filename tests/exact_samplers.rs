@@ -232,6 +232,61 @@ fn discrete_gaussian_matches_its_exact_pmf() {
 }
 
 #[test]
+fn discrete_gaussian_cell_algorithm_matches_its_exact_pmf() {
+    // σ = 64·m with q = 1 selects the cell algorithm (Karney at 64, cells of width m).
+    let n = 200_000;
+    for (i, m) in [1u64, 3, 7].into_iter().enumerate() {
+        let g = DiscreteGaussian::new(64 * m, 1).unwrap();
+        let sigma = 64.0 * m as f64;
+        let pmf = Pmf::gaussian(sigma);
+        let seed = 150 + i as u8;
+        pmf.check(&draw(&g, seed, n), &format!("DGauss({sigma}) cells fill"));
+        pmf.check(&draw_keyed(&g, seed, n), &format!("DGauss({sigma}) cells fill_keyed"));
+    }
+}
+
+/// χ² of `xs` against `N(0, σ²)` on bins of width `σ/4` over `±8σ` (the tails pooled in
+/// the end bins). For `σ ≥ 2^26` the discrete Gaussian's bin masses equal the normal's
+/// (with the integer edges at half-integers) to far below the test's resolution.
+fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
+    let edges: Vec<f64> = (-32..=32).map(|k| f64::from(k) * sigma / 4.0).collect();
+    let cdf = |x: f64| normal_cdf(x / sigma);
+    let mut probs = vec![cdf(edges[0])];
+    probs.extend(edges.windows(2).map(|w| cdf(w[1]) - cdf(w[0])));
+    probs.push(1.0 - cdf(edges[edges.len() - 1]));
+    let mut counts = vec![0u64; probs.len()];
+    for &x in xs {
+        counts[edges.partition_point(|&e| e <= x as f64 + 0.5)] += 1;
+    }
+    chi_square_gof(&counts, &probs)
+}
+
+#[test]
+fn discrete_gaussian_at_grid_scales_is_normal_with_the_right_variance() {
+    // What the grid releases use: σ/r ∈ (2^29, 2^30], rounded up to a multiple of 64.
+    let n = 400_000;
+    for (i, sigma) in [1e9, 6.0e8 + 0.3].into_iter().enumerate() {
+        let g = DiscreteGaussian::from_f64(sigma).unwrap();
+        let (s, q) = g.sigma_ratio();
+        assert!(q == 1 && s % 64 == 0 && s as f64 >= sigma && (s as f64) < sigma + 64.0);
+        let xs = draw_keyed(&g, 160 + i as u8, n);
+        let chi = large_sigma_chi_square(&xs, s as f64);
+        assert!(chi.accepts(), "σ = {s}: χ² = {} (df {})", chi.statistic, chi.df);
+        let f: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+        let mo = moments(&f);
+        let var = (s as f64) * (s as f64);
+        assert!(z_accepts(mean_z(&mo, 0.0, var)), "σ = {s}: mean {}", mo.mean);
+        assert!(z_accepts(var_z(&mo, var, 3.0 * var * var)), "σ = {s}: var {}", mo.var);
+    }
+    // Power: σ off by 2 % is rejected by the same binned test (λ ≈ n·2·0.02² = 320 on
+    // df ≈ 60: about 7 standard deviations above the critical value).
+    let g = DiscreteGaussian::new(64 * 15_937_500, 1).unwrap(); // 1.02e9
+    let chi = large_sigma_chi_square(&draw_keyed(&g, 162, n), 1e9);
+    eprintln!("power, DGauss(1.02e9) vs N(0, 1e9²): {chi:?}");
+    assert!(chi.rejects(), "χ² = {} (df {})", chi.statistic, chi.df);
+}
+
+#[test]
 fn chi_square_rejects_a_two_percent_scale_error() {
     // Power. For a scale off by a factor 1 + δ the χ² statistic is about df + λ, with
     // non-centrality λ ≈ n·I·δ² and standard deviation √(2(df + 2λ)), where I is the

@@ -174,9 +174,10 @@ impl DiscreteLaplace {
         2.0 * libm::exp(-lambda) / (em1 * em1)
     }
 
-    /// `U` uniform on `{0, …, t−1}` (Lemire's method).
+    /// `U` uniform on `{0, …, t−1}` (Lemire's method); also the cell uniform of the
+    /// discrete Gaussian's cell algorithm.
     #[inline]
-    fn uniform<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<u64> {
+    pub(crate) fn uniform<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<u64> {
         if self.ubits == 0 {
             return Ok(0);
         }

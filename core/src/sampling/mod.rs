@@ -28,6 +28,7 @@ mod fast_math;
 mod fixed_word;
 pub(crate) mod gamma;
 mod gaussian;
+mod gaussian_cells;
 mod grid_gaussian;
 mod grid_laplace;
 mod grid_noise;

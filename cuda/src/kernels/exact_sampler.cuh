@@ -1,6 +1,6 @@
 // Exact samplers on per-element windows (docs/RANDOMNESS.md §4): the port of
 // core/src/sampling/{bit_source, exact_sampler, lazy_compare, exact_bernoulli,
-// discrete_laplace, discrete_gaussian}.rs. Integer arithmetic only (u64, and u128 as two
+// discrete_laplace, discrete_gaussian, gaussian_cells}.rs. Integer arithmetic only (u64, and u128 as two
 // u64); no floating-point value takes part in any decision. One thread draws one element
 // from its own window, so the integers equal the CPU's `sample_at(stream, element)`.
 //
@@ -391,10 +391,14 @@ DP_NOINLINE int dp_dlap_draw(DpBits* b, const DpDLap* l, i64* out) {
 
 // σ = s/q in lowest terms (as DiscreteGaussian::sigma_ratio gives it, which also checked
 // the range): proposal DLap(t), t = ⌊s/q⌋ + 1; q2t = q²·t < 2^64; s2 = s²; B = s·q·t < 2^63.
+// When q = 1 and 64 | s, the cell algorithm instead (gaussian_cells.rs): cell_m = s/64,
+// its uniform `cell` (Lemire on 0..m), cell_den = 2^13·m² < 2^64 (the range guarantees it).
 struct DpDGauss {
     DpDLap lap;
     u64 q2t, b;
     DpU128 s2;
+    u64 cell_m, cell_den;
+    DpDLap cell;
 };
 
 DP_FN DpDGauss dp_dgauss(u64 s, u64 q) {
@@ -404,7 +408,99 @@ DP_FN DpDGauss dp_dgauss(u64 s, u64 q) {
     g.q2t = q * q * t;
     g.b = s * q * t;
     g.s2 = dp_mul64(s, s);
+    g.cell_m = (q == 1 && (s & 63ull) == 0) ? s >> 6 : 0;
+    g.cell_den = (g.cell_m * g.cell_m) << 13;
+    g.cell = dp_dlap(g.cell_m == 0 ? 1 : g.cell_m, 1);
     return g;
+}
+
+// ---- the cell algorithm (gaussian_cells.rs) ---------------------------------------------
+
+// Step 1a: k ≥ 0 with P(k) ∝ e^{−k²/2}: count Bernoulli(e^{−1/2}) successes; k ≥ 2 is kept
+// with k(k−1)/2 draws of Bernoulli(e^{−1}).
+DP_NOINLINE int dp_cells_k(DpBits* b, u64* out) {
+    for (;;) {
+        u64 k = 0;
+        for (;;) {
+            const int x = dp_exp_u64(b, 1, 2);
+            if (x < 0) return x;
+            if (x == 0) break;
+            if (k == ~0ull) return DP_OVERFLOW;
+            k += 1;
+        }
+        if (k < 2) {
+            *out = k;
+            return 0;
+        }
+        const DpU128 half = dp_shr128(dp_mul64(k, k - 1), 1);
+        const int a = dp_exp_split(b, half, dp_u128(0), dp_u128(1));
+        if (a < 0) return a;
+        if (a == 1) {
+            *out = k;
+            return 0;
+        }
+    }
+}
+
+// Step 1: b ≥ 0 with P(b) ∝ e^{−b²/2·64²}: b = 64k + j, j six bits, kept with
+// k draws of Bernoulli(exp(−j/64)) then Bernoulli(exp(−j²/8192)).
+DP_NOINLINE int dp_cells_base(DpBits* b, u64* out) {
+    for (;;) {
+        u64 k, j;
+        DP_TRY(dp_cells_k(b, &k));
+        DP_TRY(dp_uint(b, 6, &j));
+        int accept = 1;
+        for (u64 i = 0; accept == 1 && i < k; ++i) {
+            accept = dp_exp_u64(b, j, 64);
+            if (accept < 0) return accept;
+        }
+        if (accept == 1) accept = dp_exp_u64(b, j * j, 8192);
+        if (accept < 0) return accept;
+        if (accept == 1) {
+            if (k > (~0ull - j) >> 6) return DP_OVERFLOW;
+            *out = (k << 6) + j;
+            return 0;
+        }
+    }
+}
+
+// Steps 1–4: n = m·b + u kept with Bernoulli(exp(−u(2mb + u)/2^13 m²)), a sign bit, the
+// negative zero rejected.
+DP_NOINLINE int dp_cells_draw(DpBits* bits, const DpDGauss* g, i64* out) {
+    for (;;) {
+        u64 base, u;
+        DP_TRY(dp_cells_base(bits, &base));
+        DP_TRY(dp_dlap_uniform(bits, &g->cell, &u));
+        const DpU128 mb = dp_mul64(g->cell_m, base);
+        // 2mb + u, then times u, each checked against 2^128.
+        if (mb.hi >> 63) return DP_OVERFLOW;
+        const DpU128 two_mb_u = dp_add128(dp_shl1_128(mb), dp_u128(u));
+        if (dp_lt128(two_mb_u, dp_shl1_128(mb))) return DP_OVERFLOW;
+        const DpU128 lo = dp_mul64(two_mb_u.lo, u);
+        const DpU128 hi = dp_mul64(two_mb_u.hi, u);
+        const u64 top = lo.hi + hi.lo;
+        if (hi.hi != 0 || top < lo.hi) return DP_OVERFLOW;
+        const DpU128 num = DpU128{lo.lo, top};
+        if (num.lo != 0 || num.hi != 0) {
+            int a;
+            if (num.hi == 0 && num.lo < g->cell_den) {
+                a = dp_exp_u64(bits, num.lo, g->cell_den);
+            } else {
+                u64 rem;
+                const DpU128 whole = dp_divmod128(num, g->cell_den, &rem);
+                a = dp_exp_split(bits, whole, dp_u128(rem), dp_u128(g->cell_den));
+            }
+            if (a < 0) return a;
+            if (a == 0) continue;
+        }
+        const DpU128 n = dp_add128(mb, dp_u128(u));
+        const int negative = dp_bit(bits);
+        if (negative < 0) return negative;
+        if (negative == 1 && dp_is_zero128(n)) continue;
+        if (n.hi != 0 || n.lo > 0x7fffffffffffffffull) return DP_OVERFLOW;
+        *out = negative == 1 ? -(i64)n.lo : (i64)n.lo;
+        return 0;
+    }
 }
 
 // Bernoulli(exp(−a²/2)).
@@ -458,6 +554,7 @@ DP_NOINLINE int dp_dgauss_accept(DpBits* bits, const DpDGauss* g, i64 y) {
 }
 
 DP_FN int dp_dgauss_draw(DpBits* bits, const DpDGauss* g, i64* out) {
+    if (g->cell_m != 0) return dp_cells_draw(bits, g, out);
     for (;;) {
         i64 y;
         DP_TRY(dp_dlap_draw(bits, &g->lap, &y));

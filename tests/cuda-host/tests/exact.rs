@@ -218,14 +218,29 @@ fn discrete_laplace_equals_the_cpu() {
     assert!(seen > 5000, "{seen}");
 }
 
-/// σ's for the discrete Gaussian: `from_f64` values (q a power of two), non-power-of-two
-/// denominators, the smallest and largest parameters of the sampler's range.
+/// σ's for the discrete Gaussian: `from_f64` values (q a power of two, or a multiple of 64
+/// from 2^26 on: the cell algorithm), non-power-of-two denominators, the smallest and
+/// largest parameters of the sampler's range and of the cell algorithm's.
 fn gaussians() -> Vec<DiscreteGaussian> {
     let mut v: Vec<DiscreteGaussian> = [1e-3, 0.1, 0.5, 0.8, 1.0, 3.0, 10.5, 12_345.678, 1e6, 3e9]
         .iter()
         .map(|&s| DiscreteGaussian::from_f64(s).unwrap())
         .collect();
-    for (s, q) in [(7u64, 3u64), (4, 5), (1, 3), (100, 7), (1, 1 << 31), (3_037_000_499, 1)] {
+    // The cell algorithm: from_f64(3e9) above, and these (64 | s, q = 1).
+    for s in [1e9 + 0.5, 6e8, 67_108_864.0] {
+        v.push(DiscreteGaussian::from_f64(s).unwrap());
+    }
+    for (s, q) in [
+        (7u64, 3u64),
+        (4, 5),
+        (1, 3),
+        (100, 7),
+        (1, 1 << 31),
+        (3_037_000_499, 1),
+        (64, 1),
+        (192, 1),
+        (64 * 47_453_132, 1),
+    ] {
         v.push(DiscreteGaussian::new(s, q).unwrap());
     }
     v

@@ -1,0 +1,336 @@
+//! The fast exact algorithm of [`DiscreteGaussian`] for `σ = 64·m` (an integer multiple of
+//! 64): Karney's discrete normal at `σ' = 64`, refined by uniform cells of width `m`.
+//!
+//! **Guarantee.** [`Cells::draw`] returns `z ∈ ℤ` with probability exactly
+//! `e^{−z²/2σ²} / Σ_{y∈ℤ} e^{−y²/2σ²}`, `σ = 64·m`, given fair bits: the same law as CKS20
+//! Algorithm 3 (which [`DiscreteGaussian`] uses for every other `σ`), so the privacy
+//! statement of the discrete Gaussian (CKS20 Theorem 4) holds unchanged. Every decision is
+//! an exact Bernoulli draw of a rational or of `exp(−rational)` (the samplers of
+//! `exact_bernoulli`); no floating point takes part.
+//!
+//! **Algorithm** (proof inline; `w(n) = e^{−n²/2σ²}`):
+//!
+//! 1. *Base:* `b ≥ 0` with `P(b) ∝ e^{−b²/2·64²}` (the discrete Gaussian at `σ' = 64` on
+//!    `b ≥ 0`), by Karney ("Sampling exactly from the normal distribution", ACM TOMS 42(1),
+//!    2016, §6) with an integer `σ'`:
+//!    a. `k ← 0`; while `Bernoulli(e^{−1/2})`: `k ← k + 1` (so `P(k) ∝ e^{−k/2}`); for
+//!       `k ≥ 2` accept `k` with `Bernoulli(e^{−k(k−1)/2})`, drawn as `k(k−1)/2` draws of
+//!       `Bernoulli(e^{−1})` stopping at the first failure; on rejection repeat (a). Now
+//!       `P(k) ∝ e^{−k/2 − k(k−1)/2} = e^{−k²/2}`.
+//!    b. `j ←` 6 bits, the first most significant (uniform on `0..64`); `x = j/64`.
+//!    c. Accept with `e^{−x(2k+x)/2} = (e^{−x})^k · e^{−x²/2}`: `k` draws of
+//!       `Bernoulli(exp(−j/64))` stopping at the first failure, then
+//!       `Bernoulli(exp(−j²/8192))`. On rejection go to (a). Accepted `b = 64k + j` has
+//!       probability `∝ e^{−k²/2 − x(2k+x)/2} = e^{−(k+x)²/2} = e^{−b²/2·64²}`, and every
+//!       `b ≥ 0` is reached by exactly one `(k, j)`.
+//! 2. *Cell:* `u` uniform on `0..m` (Lemire's method, as the discrete Laplace draws its
+//!    uniform), `n = m·b + u`.
+//! 3. Accept with `exp(−u(2mb + u)/(2σ²))` (`≤ 1`): then
+//!    `P(n) ∝ e^{−(mb)²/2σ²} · e^{−(2mbu + u²)/2σ²} = w(n)`, since `(mb)²/2σ² = b²/2·64²`.
+//!    The exponent is `num/den` with `num = u(2mb + u)`, `den = 2^13·m²`; it is below
+//!    `(2b + 1)/2^13`, so for the `b` that occur the first digit comparison almost always
+//!    accepts. On rejection go to 1.
+//! 4. A fair sign bit; `(n = 0, negative)` is rejected (go to 1), so `0` is not counted
+//!    twice: every `z` then has probability `∝ w(|z|)/2`. Return `±n`.
+//!
+//! Expected cost: about 1.4 base proposals per sample and about 1.006 cells (the cell
+//! acceptance is about `1/(1 + 0.4/64)`); roughly 70 bits, so a keyed sample almost
+//! always stays inside its element's 512-bit primary block.
+//!
+//! **Reading bits.** In the order above, through the crate's exact Bernoulli samplers and
+//! [`BitBuf`] (the randomness contract of [`ExactSampler`](crate::sampling::ExactSampler)):
+//! `Bernoulli(e^{−1/2})` is `BernoulliExp(1/2)`, `Bernoulli(exp(−p/q))` is CKS20
+//! Algorithm 1 on `p/q`, and an exponent `≥ 1` of step 3 is split as in
+//! `bernoulli_exp_split`. The CUDA port (`exact_sampler.cuh`) follows the same steps.
+//!
+//! Run time is random (JMRO22: it leaks the magnitude of the noise through timing).
+
+use crate::error::{Error, Result};
+use crate::sampling::bit_source::BitSource;
+use crate::sampling::discrete_laplace::DiscreteLaplace;
+use crate::sampling::exact_bernoulli::{bernoulli_exp_split, bernoulli_exp_u64};
+use crate::sampling::exact_sampler::BitBuf;
+use crate::sampling::lazy_compare::bernoulli_inverse;
+
+/// `σ' = 2^CELL_BITS` of the base sampler.
+pub(crate) const CELL_BITS: u32 = 6;
+
+const OVERFLOW: Error = Error::SizeOverflow { what: "discrete Gaussian sample (exceeds i64)" };
+
+/// The cell form of `N_ℤ(0, (64·m)²)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cells {
+    /// The cell width `m = σ/64`.
+    m: u64,
+    /// Its uniform (only [`DiscreteLaplace::uniform`] is used).
+    cell: DiscreteLaplace,
+    /// `2^13 · m² < 2^64`, the denominator of step 3's exponent.
+    den: u64,
+}
+
+impl Cells {
+    /// `σ = 64·m` with `1 ≤ m ≤ 47 453 132` (so `2^13·m² < 2^64`; every multiple of 64 in
+    /// the discrete Gaussian's range, whose largest is `64 · 47 453 132`).
+    pub(crate) fn new(m: u64) -> Result<Self> {
+        let den = m.checked_mul(m).and_then(|m2| m2.checked_mul(1 << (2 * CELL_BITS + 1))).ok_or(
+            Error::OutOfRange { name: "sigma / 64", value: m as f64, allowed: "[1, 47453132]" },
+        )?;
+        Ok(Self { m, cell: DiscreteLaplace::integer(m)?, den })
+    }
+
+    /// Steps 1–4 of the module docs.
+    #[inline]
+    pub(crate) fn draw<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<i64> {
+        loop {
+            let b = base(bits)?;
+            let u = self.cell.uniform(bits)?;
+            let mb = u128::from(self.m) * u128::from(b);
+            let u = u128::from(u);
+            let num = (2 * mb + u).checked_mul(u).ok_or(OVERFLOW)?;
+            if !exp_small_first(bits, num, self.den)? {
+                continue;
+            }
+            let n = mb + u;
+            let negative = bits.bit()?;
+            if negative && n == 0 {
+                continue;
+            }
+            let n = i64::try_from(n).map_err(|_| OVERFLOW)?;
+            return Ok(if negative { -n } else { n });
+        }
+    }
+}
+
+/// Step 1: `b ≥ 0` with `P(b) ∝ e^{−b²/2·64²}`.
+#[inline]
+fn base<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
+    loop {
+        let k = karney_k(bits)?;
+        let j = bits.uint(CELL_BITS)?;
+        let mut accept = true;
+        let mut i = 0;
+        while accept && i < k {
+            accept = exp_dyadic(bits, j, CELL_BITS)?;
+            i += 1;
+        }
+        if accept && exp_dyadic(bits, j * j, 2 * CELL_BITS + 1)? {
+            return k.checked_mul(1 << CELL_BITS).and_then(|x| x.checked_add(j)).ok_or(OVERFLOW);
+        }
+    }
+}
+
+/// Step 1a: `k ≥ 0` with `P(k) ∝ e^{−k²/2}`.
+#[inline]
+fn karney_k<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
+    loop {
+        let mut k = 0u64;
+        while exp_minus_half(bits)? {
+            k = k.checked_add(1).ok_or(OVERFLOW)?;
+        }
+        if k < 2 {
+            return Ok(k);
+        }
+        // k(k − 1)/2 draws of Bernoulli(e^−1); num = 0 adds no draw.
+        let half = u128::from(k) * u128::from(k - 1) / 2;
+        if bernoulli_exp_split(bits, half, 0, 1)? {
+            return Ok(k);
+        }
+    }
+}
+
+/// `Bernoulli(e^{−1/2})`: CKS20 Algorithm 1 with `Bernoulli(1/2)` the next bit being 0.
+#[inline(always)]
+fn exp_minus_half<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<bool> {
+    if bits.bit()? {
+        return Ok(true);
+    }
+    let mut k = 2u64;
+    loop {
+        if !(bernoulli_inverse(bits, k)? && !bits.bit()?) {
+            return Ok(k & 1 == 1);
+        }
+        k = k.checked_add(1).ok_or(OVERFLOW)?;
+    }
+}
+
+/// `Bernoulli(num/2^e)` for `0 < num < 2^e ≤ 2^32`: the lazy comparison of `U` with the
+/// `len` binary digits of `num/2^e` (up to its last one), decided at the first difference
+/// (`U < num/2^e` exactly when `U`'s digit is the zero), `false` when all `len` agree.
+#[inline(always)]
+fn dyadic<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>, num: u64, e: u32) -> Result<bool> {
+    let len = e - num.trailing_zeros();
+    let digits = num >> (e - len);
+    let u = bits.peek32()? >> (32 - len);
+    let diff = u ^ digits;
+    if diff == 0 {
+        bits.consume(len);
+        return Ok(false);
+    }
+    let at = u64::BITS - diff.leading_zeros(); // the first difference is digit len − at
+    bits.consume(len - at + 1);
+    Ok(u < digits)
+}
+
+/// `Bernoulli(exp(−num/2^e))` for `num < 2^e ≤ 2^32`: CKS20 Algorithm 1 with the dyadic
+/// comparison.
+#[inline(always)]
+fn exp_dyadic<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>, num: u64, e: u32) -> Result<bool> {
+    if num == 0 {
+        return Ok(true);
+    }
+    if !dyadic(bits, num, e)? {
+        return Ok(true);
+    }
+    let mut k = 2u64;
+    loop {
+        if !(bernoulli_inverse(bits, k)? && dyadic(bits, num, e)?) {
+            return Ok(k & 1 == 1);
+        }
+        k = k.checked_add(1).ok_or(OVERFLOW)?;
+    }
+}
+
+/// Step 3's `Bernoulli(exp(−num/den))`, first deciding the common case without a division:
+/// when `num/den < 2^−z` its first `z` digits are zero, so a one among the first `z` bits
+/// of `U` ends the first comparison (`U > num/den`: `Bernoulli(num/den)` fails and
+/// Algorithm 1 accepts), consuming exactly the bits the digit-by-digit comparison would.
+#[inline(always)]
+fn exp_small_first<B: BitSource + ?Sized>(
+    bits: &mut BitBuf<'_, B>,
+    num: u128,
+    den: u64,
+) -> Result<bool> {
+    if num == 0 {
+        return Ok(true);
+    }
+    // num < 2^a and den ≥ 2^(b−1) with a, b their bit lengths: num/den < 2^−(b−a−1).
+    let z = num.leading_zeros().saturating_sub(u128::from(den).leading_zeros() + 1).min(32);
+    if z > 0 {
+        let u = bits.peek32()?;
+        let lead = (u as u32).leading_zeros();
+        if lead < z {
+            bits.consume(lead + 1);
+            return Ok(true);
+        }
+    }
+    bernoulli_exp_ratio(bits, num, den)
+}
+
+/// `Bernoulli(exp(−num/den))`: `⌊num/den⌋` draws of `Bernoulli(e^−1)`, then the fraction.
+#[inline]
+fn bernoulli_exp_ratio<B: BitSource + ?Sized>(
+    bits: &mut BitBuf<'_, B>,
+    num: u128,
+    den: u64,
+) -> Result<bool> {
+    let den = u128::from(den);
+    if num < den {
+        return bernoulli_exp_u64(bits, num as u64, den as u64);
+    }
+    bernoulli_exp_split(bits, num / den, num % den, den)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::sampling::exact_sampler::tests::{Replay, run};
+    use std::vec::Vec;
+
+    /// Over all bit strings of length `depth`: the probability of each value below
+    /// `values` among the strings that decide within them, and the undecided mass.
+    fn exhaust(
+        depth: usize,
+        values: usize,
+        f: impl Fn(&mut BitBuf<'_, Replay<'_>>) -> Result<u64>,
+    ) -> (Vec<f64>, f64) {
+        let mut mass = std::vec![0f64; values];
+        let mut open = 0f64;
+        let mut buf = std::vec![0u8; depth];
+        let w = 1.0 / (1u64 << depth) as f64;
+        for v in 0..(1u64 << depth) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = ((v >> i) & 1) as u8;
+            }
+            match run(&buf, &f) {
+                (_, used) if used > depth as u64 => open += w,
+                (Ok(x), _) if (x as usize) < values => mass[x as usize] += w,
+                _ => open += w,
+            }
+        }
+        (mass, open)
+    }
+
+    /// The decided mass of a value is at most its probability, which is at most that mass
+    /// plus the undecided mass.
+    fn assert_brackets(mass: &[f64], open: f64, want: impl Fn(usize) -> f64) {
+        for (x, &m) in mass.iter().enumerate() {
+            let p = want(x);
+            assert!(m <= p + 1e-12 && p <= m + open + 1e-12, "value {x}: {m} (+{open}) vs {p}");
+        }
+    }
+
+    #[test]
+    fn karney_k_has_weights_exp_minus_k_squared_over_two() {
+        let (mass, open) = exhaust(18, 4, |b| karney_k(b));
+        let z: f64 = (0..40).map(|k| libm::exp(-f64::from(k * k) / 2.0)).sum();
+        assert_brackets(&mass, open, |k| libm::exp(-((k * k) as f64) / 2.0) / z);
+        assert!(open < 0.2, "{open}");
+    }
+
+    #[test]
+    fn base_has_weights_of_the_half_discrete_gaussian_at_64() {
+        let (mass, open) = exhaust(20, 130, |b| base(b));
+        let w = |b: usize| libm::exp(-((b * b) as f64) / 8192.0);
+        let z: f64 = (0..4000).map(w).sum();
+        assert_brackets(&mass, open, |b| w(b) / z);
+        assert!(open < 0.5, "{open}");
+    }
+
+    /// Random bit strings (`0`/`1` bytes), the first `len` of each then ones.
+    fn strings(seed: u8, count: usize, len: usize) -> Vec<Vec<u8>> {
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha20Rng::from_seed([seed; 32]);
+        (0..count).map(|_| (0..len).map(|_| (rng.next_u32() & 1) as u8).collect()).collect()
+    }
+
+    /// The fast forms read the same bits and decide the same way as the reference
+    /// samplers of `exact_bernoulli` (the digit-by-digit description, which the CUDA port
+    /// follows).
+    #[test]
+    fn fast_forms_equal_the_reference_samplers_bit_for_bit() {
+        for bits in strings(1, 20_000, 96) {
+            assert_eq!(
+                run(&bits, |b| exp_minus_half(b)),
+                run(&bits, |b| bernoulli_exp_u64(b, 1, 2))
+            );
+            for (num, e) in [(1u64, 6), (5, 6), (63, 6), (32, 6), (4095, 13), (1, 13), (8191, 13)] {
+                assert_eq!(
+                    run(&bits, |b| exp_dyadic(b, num, e)),
+                    run(&bits, |b| bernoulli_exp_u64(b, num, 1 << e)),
+                    "{num}/2^{e}"
+                );
+            }
+            for (num, den) in [
+                (1u128, 8u64),
+                (1, 9),
+                (3, 8),
+                (7, 8),
+                (1, 1 << 40),
+                (12_345, 1 << 61),
+                ((1 << 40) + 7, (1 << 61) + 3),
+                (5, 3),
+                (1 << 70, (1 << 63) + 1),
+                (1, u64::MAX),
+                (1 << 60, u64::MAX),
+            ] {
+                let d = u128::from(den);
+                assert_eq!(
+                    run(&bits, |b| exp_small_first(b, num, den)),
+                    run(&bits, |b| bernoulli_exp_split(b, num / d, num % d, d)),
+                    "{num}/{den}"
+                );
+            }
+        }
+    }
+}
