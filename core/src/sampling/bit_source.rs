@@ -50,6 +50,16 @@ pub trait BitSource {
         }
         Ok(v)
     }
+
+    /// The next 32 bits, `next_bits(32)` (the exact samplers read only whole words, so the
+    /// crate's sources answer this without their bit buffers).
+    ///
+    /// # Errors
+    /// As [`next_bit`](Self::next_bit).
+    #[inline]
+    fn next_word(&mut self) -> Result<u32> {
+        Ok(self.next_bits(32)? as u32)
+    }
 }
 
 /// Bit buffer over 32-bit words, shared by both sources.
@@ -123,6 +133,14 @@ impl<R: CryptoRng + ?Sized> BitSource for RngBits<'_, R> {
         let rng = &mut *self.rng;
         self.buf.bits(n, || Ok(rng.next_u32()))
     }
+
+    #[inline]
+    fn next_word(&mut self) -> Result<u32> {
+        if self.buf.left == 0 {
+            return Ok(self.rng.next_u32());
+        }
+        Ok(self.next_bits(32)? as u32)
+    }
 }
 
 /// The bits of one element's window of a keyed stream (see the module docs).
@@ -182,7 +200,8 @@ impl<'s> ElementBits<'s> {
         self.continuation * BLOCK_WORDS as u64 + self.next_word as u64
     }
 
-    fn next_word(&mut self) -> Result<u32> {
+    #[inline]
+    fn window_word(&mut self) -> Result<u32> {
         if self.next_word == BLOCK_WORDS {
             if self.continuation == CONTINUATION_BLOCKS {
                 return Err(Error::RandomnessExhausted { element: self.element });
@@ -206,9 +225,17 @@ impl BitSource for ElementBits<'_> {
     #[inline]
     fn next_bits(&mut self, n: u32) -> Result<u64> {
         let mut buf = self.buf;
-        let r = buf.bits(n, || self.next_word());
+        let r = buf.bits(n, || self.window_word());
         self.buf = buf;
         r
+    }
+
+    #[inline]
+    fn next_word(&mut self) -> Result<u32> {
+        if self.buf.left == 0 {
+            return self.window_word();
+        }
+        Ok(self.next_bits(32)? as u32)
     }
 }
 

@@ -135,7 +135,7 @@ impl<'a, B: BitSource + ?Sized> BitBuf<'a, B> {
     #[inline]
     fn refill(&mut self) -> Result<()> {
         // next_bits puts the first bit in the least significant place; reversed, it leads.
-        let w = self.src.next_bits(32)? as u32;
+        let w = self.src.next_word()?;
         self.buf |= u64::from(w.reverse_bits()) << (32 - self.left);
         self.left += 32;
         self.reads += 1;

@@ -119,9 +119,15 @@ fn base<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
     }
 }
 
-/// Step 1a: `k ≥ 0` with `P(k) ∝ e^{−k²/2}`.
-#[inline]
+/// Step 1a: `k ≥ 0` with `P(k) ∝ e^{−k²/2}`. Decided from [`KARNEY_K`] when the next
+/// 12 bits suffice (about four draws in five).
+#[inline(always)]
 fn karney_k<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
+    let e = KARNEY_K[(bits.peek32()? >> 20) as usize];
+    if e != 0 {
+        bits.consume(u32::from(e & 0x0f));
+        return Ok(u64::from(e >> 4));
+    }
     loop {
         let mut k = 0u64;
         while exp_minus_half(bits)? {
@@ -138,9 +144,109 @@ fn karney_k<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
     }
 }
 
+/// Step 1a decided by the 12 bits `pattern` (first bit most significant): `k << 4 | used`,
+/// or `0` when 12 bits do not decide (or `k > 15`). Built from the digit-by-digit
+/// description, tested against the sampler.
+static KARNEY_K: [u8; 4096] = {
+    let mut t = [0u8; 4096];
+    let mut p = 0;
+    while p < 4096 {
+        t[p] = karney_k_in_12_bits(p as u32);
+        p += 1;
+    }
+    t
+};
+
+/// The next bit of a `width`-bit pattern at `*used`, or `None` past its end.
+const fn take(pattern: u32, width: u32, used: &mut u32) -> Option<bool> {
+    if *used == width {
+        return None;
+    }
+    *used += 1;
+    Some((pattern >> (width - *used)) & 1 == 1)
+}
+
+/// `Bernoulli(1/k)` digit by digit (the remainder `r < k` gives the digit `2r ≥ k`).
+const fn inverse_bits(pattern: u32, width: u32, used: &mut u32, k: u64) -> Option<bool> {
+    let mut r = 1u64;
+    while r != 0 {
+        let digit = 2 * r >= k;
+        r = if digit { 2 * r - k } else { 2 * r };
+        match take(pattern, width, used) {
+            None => return None,
+            Some(u) if u != digit => return Some(digit),
+            Some(_) => {}
+        }
+    }
+    Some(false)
+}
+
+/// CKS20 Algorithm 1 for `γ = 1/2` (`half`: `Bernoulli(γ)` is the next bit being 0) or
+/// `γ = 1` (`Bernoulli(γ)` certain, no bit).
+const fn exp_bits(pattern: u32, width: u32, used: &mut u32, half: bool) -> Option<bool> {
+    if half {
+        match take(pattern, width, used) {
+            None => return None,
+            Some(true) => return Some(true),
+            Some(false) => {}
+        }
+    }
+    let mut k = 2u64;
+    loop {
+        match inverse_bits(pattern, width, used, k) {
+            None => return None,
+            Some(false) => return Some(k & 1 == 1),
+            Some(true) => {}
+        }
+        if half {
+            match take(pattern, width, used) {
+                None => return None,
+                Some(true) => return Some(k & 1 == 1),
+                Some(false) => {}
+            }
+        }
+        k += 1;
+    }
+}
+
+const fn karney_k_in_12_bits(pattern: u32) -> u8 {
+    let mut used = 0u32;
+    loop {
+        let mut k = 0u64;
+        loop {
+            match exp_bits(pattern, 12, &mut used, true) {
+                None => return 0,
+                Some(true) => k += 1,
+                Some(false) => break,
+            }
+        }
+        if k > 15 {
+            return 0;
+        }
+        let mut draws = k * k.saturating_sub(1) / 2;
+        let mut keep = true;
+        while keep && draws > 0 {
+            match exp_bits(pattern, 12, &mut used, false) {
+                None => return 0,
+                Some(b) => keep = b,
+            }
+            draws -= 1;
+        }
+        if keep {
+            return (k as u8) << 4 | used as u8;
+        }
+    }
+}
+
 /// `Bernoulli(e^{−1/2})`: CKS20 Algorithm 1 with `Bernoulli(1/2)` the next bit being 0.
+/// Decided from [`EXP_MINUS_HALF`] when the next 8 bits suffice (more than 99 % of draws).
 #[inline(always)]
 fn exp_minus_half<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<bool> {
+    let e = EXP_MINUS_HALF[(bits.peek32()? >> 24) as usize];
+    if e != 0 {
+        bits.consume(u32::from(e & 0x0f));
+        return Ok(e & 0x80 != 0);
+    }
     if bits.bit()? {
         return Ok(true);
     }
@@ -150,6 +256,28 @@ fn exp_minus_half<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<boo
             return Ok(k & 1 == 1);
         }
         k = k.checked_add(1).ok_or(OVERFLOW)?;
+    }
+}
+
+/// `Bernoulli(e^{−1/2})` decided by the 8 bits `pattern` (first bit most significant):
+/// `0x80 | used` for true, `used` for false, `0` when 8 bits do not decide. Built from the
+/// digit-by-digit description (module `exact_bernoulli`), tested against the sampler.
+static EXP_MINUS_HALF: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut p = 0;
+    while p < 256 {
+        t[p] = exp_minus_half_in_8_bits(p as u32);
+        p += 1;
+    }
+    t
+};
+
+const fn exp_minus_half_in_8_bits(pattern: u32) -> u8 {
+    let mut used = 0u32;
+    match exp_bits(pattern, 8, &mut used, true) {
+        None => 0,
+        Some(true) => 0x80 | used as u8,
+        Some(false) => used as u8,
     }
 }
 
@@ -297,6 +425,49 @@ mod tests {
     /// The fast forms read the same bits and decide the same way as the reference
     /// samplers of `exact_bernoulli` (the digit-by-digit description, which the CUDA port
     /// follows).
+    #[test]
+    fn the_exp_minus_half_table_is_the_sampler_on_every_8_bit_pattern() {
+        let mut decided = 0;
+        for p in 0..256u32 {
+            let bits: Vec<u8> = (0..8).map(|i| ((p >> (7 - i)) & 1) as u8).collect();
+            let (want, used) = run(&bits, |b| bernoulli_exp_u64(b, 1, 2));
+            let e = EXP_MINUS_HALF[p as usize];
+            if used <= 8 {
+                assert_eq!((e & 0x80 != 0, u64::from(e & 0x0f)), (want.unwrap(), used), "{p:08b}");
+                decided += 1;
+            } else {
+                assert_eq!(e, 0, "{p:08b}");
+            }
+        }
+        assert!(decided > 250, "{decided}");
+    }
+
+    #[test]
+    fn the_karney_k_table_is_the_sampler_on_every_12_bit_pattern() {
+        let mut decided = 0;
+        for p in 0..4096u32 {
+            let bits: Vec<u8> = (0..12).map(|i| ((p >> (11 - i)) & 1) as u8).collect();
+            // The loop form, without the table.
+            let (want, used) = run(&bits, |b| loop {
+                let mut k = 0u64;
+                while bernoulli_exp_u64(b, 1, 2)? {
+                    k += 1;
+                }
+                if k < 2 || bernoulli_exp_split(b, u128::from(k * (k - 1) / 2), 0, 1)? {
+                    return Ok(k);
+                }
+            });
+            let e = KARNEY_K[p as usize];
+            if used <= 12 && want.clone().unwrap() <= 15 {
+                assert_eq!((u64::from(e >> 4), u64::from(e & 0x0f)), (want.unwrap(), used), "{p:012b}");
+                decided += 1;
+            } else {
+                assert_eq!(e, 0, "{p:012b}");
+            }
+        }
+        assert!(decided > 3000, "{decided}");
+    }
+
     #[test]
     fn fast_forms_equal_the_reference_samplers_bit_for_bit() {
         for bits in strings(1, 20_000, 96) {
