@@ -12,9 +12,10 @@ use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
 use dpattn::sampling::{
-    BernoulliExp, DiscreteGaussian, DiscreteLaplace, ExactSampler, Exponential, FixedWordSampler,
-    Gaussian, GridGaussian, GridLaplace, KeyedStream, Laplace, MatrixGaussian, NoiseKey,
-    PoissonSubsampling, TruncatedLaplace, Uniform, sample_permutation,
+    BernoulliExp, ChaChaBackend, DiscreteGaussian, DiscreteLaplace, ExactSampler, Exponential,
+    FixedWordSampler, Gaussian, GridGaussian, GridLaplace, KeyedStream, Laplace, MatrixGaussian,
+    NoiseKey, PoissonSubsampling, TruncatedLaplace, Uniform, chacha20_blocks_with,
+    sample_permutation,
 };
 use dpattn::{MatMut, MatRef};
 use rand_chacha::ChaCha20Rng;
@@ -87,6 +88,19 @@ fn keystream(c: &mut Criterion) {
             black_box(&out);
         })
     });
+    // The batched block generator (what exact-sampler bulk fills use), once per backend
+    // this CPU has: N words = N / 16 blocks per iteration.
+    let key = ks.key_words();
+    let mut blocks = vec![[0u32; 16]; N / 16];
+    for backend in ChaChaBackend::ALL.into_iter().filter(|b| b.is_available()) {
+        let mut counter = 0u64;
+        g.bench_function(format!("dpattn chacha20 {}", backend.name()), |b| {
+            b.iter(|| {
+                chacha20_blocks_with(backend, &key, 1, counter, black_box(&mut blocks)).unwrap();
+                counter = counter.wrapping_add(blocks.len() as u64);
+            })
+        });
+    }
     g.finish();
 }
 

@@ -21,7 +21,7 @@
 //! | feature | default | effect |
 //! | --- | --- | --- |
 //! | `alloc` | yes (through `std`) | convenience wrappers that allocate; nalgebra's dynamic matrices |
-//! | `std` | yes | implies `alloc`; keys and session epochs from the operating system (`NoiseKey::generate`, `Session::new`); run-time AVX2+FMA detection for the attention kernels. **Without it `Kernel::Auto` uses the AVX2 kernel only if the build enables `avx2` and `fma` (e.g. `-C target-cpu=x86-64-v3`), else the portable one (about 4× slower).** The root `dpattn` crate enables it by default |
+//! | `std` | yes | implies `alloc`; keys and session epochs from the operating system (`NoiseKey::generate`, `Session::new`); run-time AVX2+FMA detection for the attention kernels and AVX-512F/AVX2 detection for the batched ChaCha20 block generator (`sampling::chacha20_blocks`). **Without it `Kernel::Auto` uses the AVX2 kernel only if the build enables `avx2` and `fma` (e.g. `-C target-cpu=x86-64-v3`), else the portable one (about 4× slower).** The root `dpattn` crate enables it by default |
 //!
 //! Without default features the crate builds for bare-metal targets such as
 //! `thumbv7em-none-eabihf` (the test script proves it).
@@ -35,7 +35,8 @@
 //! ```
 #![no_std]
 // `unsafe` is denied everywhere except the AVX2 kernel backend and its dispatch
-// (`attention/simd_avx2.rs`, `attention/dispatch.rs`), where each block states its SAFETY.
+// (`attention/simd_avx2.rs`, `attention/dispatch.rs`) and the SIMD ChaCha20 block generator
+// (`sampling/chacha_simd.rs`), where each block states its SAFETY.
 #![deny(unsafe_code)]
 
 #[cfg(feature = "alloc")]

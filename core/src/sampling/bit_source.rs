@@ -18,7 +18,7 @@
 //!
 //! No paper section: this is part of the randomness contract.
 
-use rand_core::{CryptoRng, Rng as _};
+use rand_core::CryptoRng;
 
 use crate::error::{Error, Result};
 use crate::sampling::keyed_stream::{BLOCK_WORDS, KeyedStream};
@@ -174,7 +174,8 @@ impl<'s> ElementBits<'s> {
     }
 
     /// The window of `element` whose primary block the caller already generated (bulk fills
-    /// read primary blocks with the SIMD reader). `primary` must be `stream.block(element)`.
+    /// generate primary blocks in batches, [`KeyedStream::blocks`]). `primary` must be
+    /// `stream.block(element)`.
     pub(crate) fn with_primary(
         stream: &'s KeyedStream,
         element: u64,
@@ -250,8 +251,12 @@ pub(crate) fn check_element(element: u64) -> Result<()> {
     Ok(())
 }
 
+/// Primary blocks a bulk fill generates per batch (1 KiB of stack; one AVX-512 batch).
+const FILL_BATCH: usize = 16;
+
 /// Runs `sample` once per element `first + k` of `out`, each on its own window, and stores
-/// the results. Primary blocks come from the sequential SIMD reader.
+/// the results. Primary blocks are generated `FILL_BATCH` at a time with SIMD
+/// ([`KeyedStream::blocks`]); continuation blocks one by one, on demand.
 pub(crate) fn fill_windows<T>(
     stream: &KeyedStream,
     first: u64,
@@ -265,14 +270,16 @@ pub(crate) fn fill_windows<T>(
         .checked_add(out.len() as u64)
         .ok_or(Error::SizeOverflow { what: "first element + length" })?;
     check_element(end - 1)?;
-    let mut reader = stream.reader_at(u128::from(first) * BLOCK_WORDS as u128)?;
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut block = [0u32; BLOCK_WORDS];
-        for w in &mut block {
-            *w = reader.next_u32();
+    let mut primary = [[0u32; BLOCK_WORDS]; FILL_BATCH];
+    let mut element = first;
+    for chunk in out.chunks_mut(FILL_BATCH) {
+        let blocks = &mut primary[..chunk.len()];
+        stream.blocks(element, blocks);
+        for (o, block) in chunk.iter_mut().zip(blocks.iter()) {
+            let mut bits = ElementBits::with_primary(stream, element, *block);
+            *o = sample(&mut bits)?;
+            element += 1;
         }
-        let mut bits = ElementBits::with_primary(stream, first + k as u64, block);
-        *o = sample(&mut bits)?;
     }
     Ok(())
 }
@@ -355,6 +362,21 @@ mod tests {
                 x ^= b.next_bits(60).unwrap();
             }
             assert_eq!(o, x);
+        }
+    }
+
+    #[test]
+    fn bulk_windows_across_primary_batches_equal_single_windows() {
+        // Lengths that end inside, at, and past a batch of primary blocks, up to the last
+        // element of the layout; each element reads 40 bits of its primary block.
+        let s = KeyedStream::new(&NoiseKey::for_replay([6; 32]), 3);
+        for (first, len) in [(0u64, 37usize), (5, 16), (1000, 33), (MAX_WINDOW_ELEMENTS - 50, 50)] {
+            let mut out = [0u64; 50];
+            fill_windows(&s, first, &mut out[..len], |b| b.next_bits(40)).unwrap();
+            for (k, &o) in out[..len].iter().enumerate() {
+                let mut b = ElementBits::new(&s, first + k as u64).unwrap();
+                assert_eq!(o, b.next_bits(40).unwrap(), "element {}", first + k as u64);
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 
 use crate::error::{Error, Result};
+use crate::sampling::chacha_simd::chacha20_blocks;
 use crate::sampling::noise_key::NoiseKey;
 
 /// Words in one ChaCha20 block.
@@ -34,7 +35,8 @@ pub const BLOCK_WORDS: usize = 16;
 /// One past the largest word position of a stream: 2^64 blocks of 16 words.
 pub const STREAM_WORDS: u128 = 1 << 68;
 
-const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
+/// ChaCha20 state words 0–3, "expand 32-byte k".
+pub(crate) const SIGMA: [u32; 4] = [0x6170_7865, 0x3320_646e, 0x7962_2d32, 0x6b20_6574];
 
 /// One draw's randomness: the ChaCha20 keystream of a key and a 64-bit stream id.
 ///
@@ -104,6 +106,23 @@ impl KeyedStream {
         chacha20_block(&self.key_words, counter, self.stream)
     }
 
+    /// Blocks `first_counter, first_counter + 1, …` of the stream (the counter wraps
+    /// modulo 2^64), one per element of `out`: `out[i] == self.block(first_counter + i)`.
+    /// Computed several blocks at a time with SIMD where the CPU has it
+    /// ([`chacha20_blocks`](crate::sampling::chacha20_blocks)).
+    ///
+    /// ```
+    /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
+    /// let s = KeyedStream::new(&NoiseKey::generate()?, 7);
+    /// let mut out = [[0u32; 16]; 20];
+    /// s.blocks(1000, &mut out);
+    /// assert_eq!(out[19], s.block(1019));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn blocks(&self, first_counter: u64, out: &mut [[u32; BLOCK_WORDS]]) {
+        chacha20_blocks(&self.key_words, self.stream, first_counter, out);
+    }
+
     /// The word at position `pos` (block `pos / 16`, word `pos % 16`).
     ///
     /// # Errors
@@ -114,7 +133,8 @@ impl KeyedStream {
     }
 
     /// A sequential reader (`rand_chacha::ChaCha20Rng`, a `rand_core::CryptoRng`) positioned
-    /// at word `pos`. Bulk fills use it: it generates four blocks at a time with SIMD.
+    /// at word `pos`. Fixed-word bulk fills use it: it generates four blocks at a time with
+    /// SIMD. (Exact-sampler fills take whole blocks from [`blocks`](Self::blocks).)
     ///
     /// # Errors
     /// [`Error::OutOfRange`] if `pos >= 2^68`.

@@ -19,6 +19,7 @@
 //! Every sampler is usable without `alloc`.
 
 pub(crate) mod bit_source;
+mod chacha_simd;
 mod covariance_factor;
 mod discrete_gaussian;
 mod discrete_laplace;
@@ -45,6 +46,7 @@ mod truncated_laplace;
 mod uniform;
 
 pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELEMENTS, RngBits};
+pub use chacha_simd::{ChaChaBackend, chacha20_blocks, chacha20_blocks_with};
 pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
 pub use gamma::{ChiSquare, Gamma};
 pub use gaussian::Gaussian;
