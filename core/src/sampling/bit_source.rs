@@ -204,16 +204,24 @@ impl<'s> ElementBits<'s> {
     #[inline]
     fn window_word(&mut self) -> Result<u32> {
         if self.next_word == BLOCK_WORDS {
-            if self.continuation == CONTINUATION_BLOCKS {
-                return Err(Error::RandomnessExhausted { element: self.element });
-            }
-            self.continuation += 1;
-            self.words = self.stream.block((self.continuation << 40) | self.element);
-            self.next_word = 0;
+            self.next_block()?;
         }
         let w = self.words[self.next_word];
         self.next_word += 1;
         Ok(w)
+    }
+
+    /// Moves to the next continuation block (rare: most samples stay in the primary one).
+    #[cold]
+    #[inline(never)]
+    fn next_block(&mut self) -> Result<()> {
+        if self.continuation == CONTINUATION_BLOCKS {
+            return Err(Error::RandomnessExhausted { element: self.element });
+        }
+        self.continuation += 1;
+        self.words = self.stream.block((self.continuation << 40) | self.element);
+        self.next_word = 0;
+        Ok(())
     }
 }
 
