@@ -233,21 +233,28 @@ fn discrete_gaussian_matches_its_exact_pmf() {
 
 #[test]
 fn discrete_gaussian_cell_algorithm_matches_its_exact_pmf() {
-    // σ = 64·m with q = 1 selects the cell algorithm (Karney at 64, cells of width m).
+    // σ ≥ 2^10 selects the cell algorithm (Karney at 64, cells of width σ/64): integer,
+    // half-integer and finely rational σ, single-integer bins.
     let n = 200_000;
-    for (i, m) in [1u64, 3, 7].into_iter().enumerate() {
-        let g = DiscreteGaussian::new(64 * m, 1).unwrap();
-        let sigma = 64.0 * m as f64;
+    let cases = [
+        DiscreteGaussian::new(1024, 1).unwrap(),
+        DiscreteGaussian::new(2049, 2).unwrap(),
+        DiscreteGaussian::from_f64(1234.567).unwrap(),
+    ];
+    for (i, g) in cases.into_iter().enumerate() {
+        let (s, q) = g.sigma_ratio();
+        let sigma = s as f64 / q as f64;
         let pmf = Pmf::gaussian(sigma);
         let seed = 150 + i as u8;
-        pmf.check(&draw(&g, seed, n), &format!("DGauss({sigma}) cells fill"));
-        pmf.check(&draw_keyed(&g, seed, n), &format!("DGauss({sigma}) cells fill_keyed"));
+        pmf.check(&draw(&g, seed, n), &format!("DGauss({s}/{q}) cells fill"));
+        pmf.check(&draw_keyed(&g, seed, n), &format!("DGauss({s}/{q}) cells fill_keyed"));
     }
 }
 
 /// χ² of `xs` against `N(0, σ²)` on bins of width `σ/4` over `±8σ` (the tails pooled in
-/// the end bins). For `σ ≥ 2^26` the discrete Gaussian's bin masses equal the normal's
-/// (with the integer edges at half-integers) to far below the test's resolution.
+/// the end bins). For `σ ≥ 2^10` the discrete Gaussian's bin masses equal the normal's
+/// (with the integer edges at half-integers) to far below the test's resolution (Poisson
+/// summation: the relative difference is below `e^{−2π²σ²}`).
 fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
     let edges: Vec<f64> = (-32..=32).map(|k| f64::from(k) * sigma / 4.0).collect();
     let cdf = |x: f64| normal_cdf(x / sigma);
@@ -263,20 +270,22 @@ fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
 
 #[test]
 fn discrete_gaussian_at_grid_scales_is_normal_with_the_right_variance() {
-    // What the grid releases use: σ/r ∈ (2^29, 2^30], rounded up to a multiple of 64.
+    // The scales of the grid releases: GridGaussian's σ/r ∈ (2^29, 2^30], the mechanisms'
+    // grids (σ/Λ in the thousands to millions), rational σ with q up to 2^20.
     let n = 400_000;
-    for (i, sigma) in [1e9, 6.0e8 + 0.3].into_iter().enumerate() {
+    for (i, sigma) in [1e9, 6.0e8 + 0.3, 82_000.25, 5_000.123].into_iter().enumerate() {
         let g = DiscreteGaussian::from_f64(sigma).unwrap();
         let (s, q) = g.sigma_ratio();
-        assert!(q == 1 && s % 64 == 0 && s as f64 >= sigma && (s as f64) < sigma + 64.0);
+        let exact = s as f64 / q as f64;
+        assert!(exact >= sigma && exact < sigma * (1.0 + 1e-9));
         let xs = draw_keyed(&g, 160 + i as u8, n);
-        let chi = large_sigma_chi_square(&xs, s as f64);
-        assert!(chi.accepts(), "σ = {s}: χ² = {} (df {})", chi.statistic, chi.df);
+        let chi = large_sigma_chi_square(&xs, exact);
+        assert!(chi.accepts(), "σ = {s}/{q}: χ² = {} (df {})", chi.statistic, chi.df);
         let f: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
         let mo = moments(&f);
-        let var = (s as f64) * (s as f64);
-        assert!(z_accepts(mean_z(&mo, 0.0, var)), "σ = {s}: mean {}", mo.mean);
-        assert!(z_accepts(var_z(&mo, var, 3.0 * var * var)), "σ = {s}: var {}", mo.var);
+        let var = exact * exact;
+        assert!(z_accepts(mean_z(&mo, 0.0, var)), "σ = {s}/{q}: mean {}", mo.mean);
+        assert!(z_accepts(var_z(&mo, var, 3.0 * var * var)), "σ = {s}/{q}: var {}", mo.var);
     }
     // Power: σ off by 2 % is rejected by the same binned test (λ ≈ n·2·0.02² = 320 on
     // df ≈ 60: about 7 standard deviations above the critical value).
@@ -368,8 +377,7 @@ fn grid_gaussian_output_is_on_the_grid_with_exact_integer_noise() {
     let g = GridGaussian::new(1.0, 2.5, n).unwrap();
     let r = g.resolution();
     assert!(2.5 / r > 2f64.powi(29) && 2.5 / r <= 2f64.powi(30));
-    // σ/r rounded up to a multiple of 64 (the cell algorithm): relative below 2^−23.
-    assert!(g.sigma() >= 2.5 && g.sigma() <= 2.5 * (1.0 + 2f64.powi(-23)));
+    assert!(g.sigma() >= 2.5 && g.sigma() <= 2.5 * (1.0 + 2f64.powi(-30)));
     let mut y = x.clone();
     g.add_noise_keyed(&ks, 0, &mut y).unwrap();
     let noise: Vec<f64> = integer_noise(&x, &y, r).iter().map(|&z| z as f64 * r).collect();

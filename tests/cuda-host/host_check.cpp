@@ -187,6 +187,25 @@ void dpck_divmod128(u64 lo, u64 hi, u64 d, u64* q_lo, u64* q_hi, u64* rem) {
     *q_hi = q.hi;
 }
 
+// a / d and the remainder for 128-bit a and d >= 1 (the cell algorithm's rare split).
+void dpck_divmod128_128(const u64* a, const u64* d, u64* q, u64* rem) {
+    DpU128 r;
+    const DpU128 x = dp_divmod128_128(DpU128{a[0], a[1]}, DpU128{d[0], d[1]}, &r);
+    q[0] = x.lo;
+    q[1] = x.hi;
+    rem[0] = r.lo;
+    rem[1] = r.hi;
+}
+
+// a·m and whether it fits in 128 bits.
+int dpck_mul128_64(const u64* a, u64 m, u64* out) {
+    DpU128 p;
+    const bool ok = dp_mul128_64(DpU128{a[0], a[1]}, m, &p);
+    out[0] = p.lo;
+    out[1] = p.hi;
+    return ok ? 1 : 0;
+}
+
 // Bernoulli(num/den) from element `element`'s window: 0, 1 or a negative status.
 int dpck_bernoulli(const u32* key, u64 stream, u64 element, u64 num, u64 den) {
     const DpKey k = key_of(key);

@@ -6,12 +6,11 @@
 //! `Δ²/(2σ²)`-zCDP (CKS20 Theorem 4), the same as the continuous Gaussian, and its variance
 //! is below `σ²`.
 //!
-//! **Two exact algorithms, chosen by `σ`.** When `σ` is an integer multiple of 64
-//! (`q = 1`, `64 | s`) — what [`from_f64`](DiscreteGaussian::from_f64) gives for every
-//! `σ ≥ 2^26`, so every grid release — the sampler is Karney's discrete normal at
-//! `σ' = 64` refined by uniform cells of width `σ/64` (module `gaussian_cells`: the same
-//! law, exact, about 1.4 cheap proposals per sample instead of CKS20's costlier ones).
-//! Every other `σ` uses CKS20 Algorithm 3 as follows.
+//! **Two exact algorithms, chosen by `σ`.** For `σ ≥ 2^10` — the integer
+//! noise of every grid release — the sampler is Karney's discrete normal at `σ' = 64`
+//! refined by uniform cells of width `σ/64` (module `gaussian_cells`: the same law, exact,
+//! with about half of CKS20's work per sample). Every other `σ` uses CKS20 Algorithm 3 as
+//! follows.
 //!
 //! Algorithm: Canonne, Kamath and Steinke 2020 (CKS20), Algorithm 3: with `t = ⌊σ⌋ + 1`, repeat
 //! `Y ← DLap(t)` ([`DiscreteLaplace`], scale `t`) until
@@ -51,7 +50,7 @@ use crate::sampling::exact_bernoulli::{
     bernoulli_exp_product, bernoulli_exp_split, bernoulli_exp_u64,
 };
 use crate::sampling::exact_sampler::{BitBuf, ExactSampler};
-use crate::sampling::gaussian_cells::{CELL_BITS, Cells};
+use crate::sampling::gaussian_cells::Cells;
 
 const RANGE: &str = "s, q >= 1 with s*q*(floor(s/q)+1) < 2^63 and q^2*(floor(s/q)+1) < 2^64 \
                      (sigma up to about 3.04e9)";
@@ -82,12 +81,9 @@ pub struct DiscreteGaussian {
     s2: u128,
     /// `B = s·q·t < 2^63`.
     b: u64,
-    /// The cell algorithm, when `q = 1` and `64 | s`.
+    /// The cell algorithm, for `σ ≥ 2^10`.
     cells: Option<Cells>,
 }
-
-/// [`DiscreteGaussian::from_f64`] rounds `σ ≥ 2^26` up to a multiple of 64.
-const CELL_FROM: f64 = 67_108_864.0;
 
 impl DiscreteGaussian {
     /// `σ = s/q` (reduced to lowest terms before the range check).
@@ -108,11 +104,7 @@ impl DiscreteGaussian {
         if q2t >= 1 << 64 || b >= 1 << 63 {
             return Err(bad(ratio_f64(s, q)));
         }
-        let cells = if q == 1 && s % (1 << CELL_BITS) == 0 {
-            Some(Cells::new(s >> CELL_BITS)?)
-        } else {
-            None
-        };
+        let cells = Cells::new(s, q);
         Ok(Self {
             s,
             q,
@@ -124,20 +116,16 @@ impl DiscreteGaussian {
         })
     }
 
-    /// `σ` from an `f64`, rounded *up* (the privacy-safe direction). For `σ ≥ 2^26` to the
-    /// next multiple of 64 (`q = 1`; relative rounding below `2^−20`, below `2^−23` for the
-    /// grid releases' `σ > 2^29`), which selects the fast cell algorithm (module docs).
-    /// Below, to `s/q` with `q` the
+    /// `σ` from an `f64`, rounded *up* (the privacy-safe direction) to `s/q` with `q` the
     /// largest power of two the supported range allows and `s = ⌈σ·q⌉` (then reduced, so a
     /// dyadic `σ` such as `10.5` is represented exactly as `21/2`). The relative
-    /// rounding `s/(σq) − 1` is below `1/(σq)`: below `2^−30` for every `σ ∈ [1/2, 2^26)`,
-    /// and below `2^−31/σ` for smaller `σ` (for which `q = 2^31`).
-    /// [`sigma_ratio`](Self::sigma_ratio) gives the exact value used.
+    /// rounding `s/(σq) − 1` is below `1/(σq)`: below `2^−30` for every `σ ≥ 1/2`, and below
+    /// `2^−31/σ` for smaller `σ` (for which `q = 2^31`). [`sigma_ratio`](Self::sigma_ratio)
+    /// gives the exact value used.
     ///
     /// ```
     /// # use dpattn_core::sampling::DiscreteGaussian;
     /// assert_eq!(DiscreteGaussian::from_f64(3.0)?.sigma_ratio(), (3, 1));
-    /// assert_eq!(DiscreteGaussian::from_f64(1e9 + 0.5)?.sigma_ratio(), (1_000_000_064, 1));
     /// let (s, q) = DiscreteGaussian::from_f64(0.8)?.sigma_ratio();
     /// assert!(q.is_power_of_two() && q >= 1 << 30 && s == (0.8 * q as f64).ceil() as u64);
     /// let g = DiscreteGaussian::from_f64(0.1)?;
@@ -152,13 +140,6 @@ impl DiscreteGaussian {
     pub fn from_f64(sigma: f64) -> Result<Self> {
         if !(sigma.is_finite() && sigma > 0.0) {
             return Err(Error::OutOfRange { name: "sigma", value: sigma, allowed: "(0, inf)" });
-        }
-        if (CELL_FROM..4e9).contains(&sigma) {
-            // ⌈σ/64⌉·64, exact: scaling by 2^±6 and ceil are exact for these magnitudes.
-            let s = libm::ceil(libm::ldexp(sigma, -(CELL_BITS as i32))) as u64;
-            if let Ok(g) = Self::new(s << CELL_BITS, 1) {
-                return Ok(g);
-            }
         }
         // q = 2^j for j = 31 down to 0 (q²·t < 2^64 rules out q ≥ 2^32). σ·2^j is exact.
         for j in (0..32).rev() {
@@ -360,8 +341,8 @@ mod tests {
     }
 
     #[test]
-    fn from_f64_rounds_up_by_less_than_two_to_the_minus_30_below_two_to_the_26() {
-        for sigma in [0.5, 0.8, 1.0, 3.0, 10.5, 1e3, 12345.678, 1e6, 67_108_863.5] {
+    fn from_f64_rounds_up_by_less_than_two_to_the_minus_30() {
+        for sigma in [0.5, 0.8, 1.0, 3.0, 10.5, 1e3, 12345.678, 1e6, 5e8, 3e9] {
             // The largest q = 2^j the range allows, found independently.
             let j = (0..32)
                 .rev()
@@ -387,23 +368,14 @@ mod tests {
     }
 
     #[test]
-    fn from_f64_rounds_up_to_a_multiple_of_64_from_two_to_the_26() {
-        for sigma in [67_108_864.0, 67_108_864.5, 5e8, 6e8 + 0.3, 1e9 + 1.0, 3e9, 3_037_000_448.0] {
-            let g = DiscreteGaussian::from_f64(sigma).unwrap();
-            let (s, q) = g.sigma_ratio();
-            assert_eq!(q, 1, "{sigma}");
-            assert_eq!(s % 64, 0, "{sigma}");
-            assert!(s as f64 >= sigma && (s as f64) < sigma + 64.0, "{sigma}: {s}");
-            assert!((s as f64 / sigma - 1.0) < 2f64.powi(-20));
-            assert!(g.cells.is_some());
-        }
-        // Past the last multiple of 64 in range the rational form takes over.
-        let g = DiscreteGaussian::from_f64(3_037_000_490.0).unwrap();
-        assert_eq!((g.sigma_ratio(), g.cells.is_some()), ((3_037_000_490, 1), false));
-        assert!(DiscreteGaussian::new(64 * 47_453_132, 1).unwrap().cells.is_some());
-        assert!(DiscreteGaussian::new(64, 1).unwrap().cells.is_some());
-        assert!(DiscreteGaussian::new(128, 2).unwrap().cells.is_some()); // reduced to 64/1
-        assert!(DiscreteGaussian::new(96, 1).unwrap().cells.is_none());
+    fn the_cell_algorithm_is_used_from_sigma_two_to_the_10() {
+        let cells = |s, q| DiscreteGaussian::new(s, q).unwrap().cells.is_some();
+        assert!(cells(1024, 1) && cells(2048, 2) && cells(3_037_000_499, 1));
+        assert!(!cells(1023, 1) && !cells(2047, 2) && !cells(7, 3));
+        // The range (s·q·t < 2^63, so s < 2^31.5) keeps s far below the cells' 2^50.
+        assert!(cells(3_037_000_499, 2) && cells(1 << 20, 1 << 10));
+        assert!(DiscreteGaussian::from_f64(1e9 + 0.5).unwrap().cells.is_some());
+        assert!(DiscreteGaussian::from_f64(1000.0).unwrap().cells.is_none());
     }
 
     #[test]

@@ -1,54 +1,62 @@
-//! The fast exact algorithm of [`DiscreteGaussian`] for `σ = 64·m` (an integer multiple of
-//! 64): Karney's discrete normal at `σ' = 64`, refined by uniform cells of width `m`.
+//! The fast exact algorithm of [`DiscreteGaussian`] for `σ = s/q ≥ 2^10`: Karney's discrete
+//! normal at `σ' = 64`, refined by uniform cells of width `σ/64`.
 //!
 //! **Guarantee.** [`Cells::draw`] returns `z ∈ ℤ` with probability exactly
-//! `e^{−z²/2σ²} / Σ_{y∈ℤ} e^{−y²/2σ²}`, `σ = 64·m`, given fair bits: the same law as CKS20
-//! Algorithm 3 (which [`DiscreteGaussian`] uses for every other `σ`), so the privacy
-//! statement of the discrete Gaussian (CKS20 Theorem 4) holds unchanged. Every decision is
-//! an exact Bernoulli draw of a rational or of `exp(−rational)` (the samplers of
-//! `exact_bernoulli`); no floating point takes part.
+//! `e^{−z²/2σ²} / Σ_{y∈ℤ} e^{−y²/2σ²}` given fair bits: the same law as CKS20 Algorithm 3
+//! (which [`DiscreteGaussian`] uses below `2^10`), so the privacy statement of the discrete
+//! Gaussian (CKS20 Theorem 4) holds unchanged. Every decision is an exact Bernoulli draw of
+//! a rational or of `exp(−rational)` (the samplers of `exact_bernoulli`); no floating point
+//! takes part.
 //!
 //! **Algorithm** (proof inline; `w(n) = e^{−n²/2σ²}`):
 //!
 //! 1. *Base:* `b ≥ 0` with `P(b) ∝ e^{−b²/2·64²}` (the discrete Gaussian at `σ' = 64` on
 //!    `b ≥ 0`), by Karney ("Sampling exactly from the normal distribution", ACM TOMS 42(1),
 //!    2016, §6) with an integer `σ'`:
-//!    a. `k ← 0`; while `Bernoulli(e^{−1/2})`: `k ← k + 1` (so `P(k) ∝ e^{−k/2}`); for
-//!       `k ≥ 2` accept `k` with `Bernoulli(e^{−k(k−1)/2})`, drawn as `k(k−1)/2` draws of
-//!       `Bernoulli(e^{−1})` stopping at the first failure; on rejection repeat (a). Now
-//!       `P(k) ∝ e^{−k/2 − k(k−1)/2} = e^{−k²/2}`.
-//!    b. `j ←` 6 bits, the first most significant (uniform on `0..64`); `x = j/64`.
-//!    c. Accept with `e^{−x(2k+x)/2} = (e^{−x})^k · e^{−x²/2}`: `k` draws of
-//!       `Bernoulli(exp(−j/64))` stopping at the first failure, then
-//!       `Bernoulli(exp(−j²/8192))`. On rejection go to (a). Accepted `b = 64k + j` has
-//!       probability `∝ e^{−k²/2 − x(2k+x)/2} = e^{−(k+x)²/2} = e^{−b²/2·64²}`, and every
-//!       `b ≥ 0` is reached by exactly one `(k, j)`.
-//! 2. *Cell:* `u` uniform on `0..m` (Lemire's method, as the discrete Laplace draws its
-//!    uniform), `n = m·b + u`.
-//! 3. Accept with `exp(−u(2mb + u)/(2σ²))` (`≤ 1`): then
-//!    `P(n) ∝ e^{−(mb)²/2σ²} · e^{−(2mbu + u²)/2σ²} = w(n)`, since `(mb)²/2σ² = b²/2·64²`.
-//!    The exponent is `num/den` with `num = u(2mb + u)`, `den = 2^13·m²`; it is below
-//!    `(2b + 1)/2^13`, so for the `b` that occur the first digit comparison almost always
-//!    accepts. On rejection go to 1.
+//!    - (a) `k ← 0`; while `Bernoulli(e^{−1/2})`: `k ← k + 1` (so `P(k) ∝ e^{−k/2}`); for
+//!      `k ≥ 2` accept `k` with `Bernoulli(e^{−k(k−1)/2})`, drawn as `k(k−1)/2` draws of
+//!      `Bernoulli(e^{−1})` stopping at the first failure; on rejection repeat (a). Now
+//!      `P(k) ∝ e^{−k/2 − k(k−1)/2} = e^{−k²/2}`.
+//!    - (b) `j ←` 6 bits, the first most significant (uniform on `0..64`); `x = j/64`.
+//!    - (c) Accept with `e^{−x(2k+x)/2} = (e^{−x})^k · e^{−x²/2}`: `k` draws of
+//!      `Bernoulli(exp(−j/64))` stopping at the first failure, then
+//!      `Bernoulli(exp(−j²/8192))`. On rejection go to (a). Accepted `b = 64k + j` has
+//!      probability `∝ e^{−k²/2 − x(2k+x)/2} = e^{−(k+x)²/2} = e^{−b²/2·64²}`, and every
+//!      `b ≥ 0` is reached by exactly one `(k, j)`.
+//! 2. *Cell:* cell `b` is the real interval `[bσ/64, (b+1)σ/64)`; the cells tile `[0, ∞)`,
+//!    so every integer `n ≥ 0` lies in exactly one. `u` uniform on `0..w`, `w = ⌈σ/64⌉`
+//!    (Lemire's method, as the discrete Laplace draws its uniform), `n = ⌈bσ/64⌉ + u`;
+//!    if `n ≥ (b+1)σ/64` (past the cell: only when `σ/64` is not an integer) go to 1.
+//!    Every integer of cell `b` is proposed with probability `P(b)/w`.
+//! 3. Accept with `exp(−(n² − (bσ/64)²)/2σ²)` (`≤ 1`, as `n ≥ bσ/64`): then
+//!    `P(n) ∝ e^{−(bσ/64)²/2σ²} · e^{−(n² − (bσ/64)²)/2σ²} = w(n)`, since
+//!    `(bσ/64)²/2σ² = b²/2·64²`. With `A = 64q·n` and `B = b·s` the exponent is
+//!    `(A − B)(A + B)/(2^13·s²)` (`q` cancels); as `A − B < s` it is below
+//!    `(2b + 1)/2^13`, so for the `b` that occur a leading-zero test of the first bits of
+//!    `U` almost always accepts at once. On rejection go to 1.
 //! 4. A fair sign bit; `(n = 0, negative)` is rejected (go to 1), so `0` is not counted
 //!    twice: every `z` then has probability `∝ w(|z|)/2`. Return `±n`.
 //!
-//! Expected cost: about 1.4 base proposals per sample and about 1.006 cells (the cell
-//! acceptance is about `1/(1 + 0.4/64)`); roughly 70 bits, so a keyed sample almost
-//! always stays inside its element's 512-bit primary block.
+//! Expected cost: about 1.4 base proposals per sample, about 1.006 cells (the cell
+//! acceptance is about `1/(1 + 0.4/64)`), under `1/w ≤ 1/16` of proposals past a cell's
+//! end; roughly 90 bits, so a keyed sample almost always stays inside its element's
+//! 512-bit primary block.
 //!
 //! **Reading bits.** In the order above, through the crate's exact Bernoulli samplers and
 //! [`BitBuf`] (the randomness contract of [`ExactSampler`](crate::sampling::ExactSampler)):
 //! `Bernoulli(e^{−1/2})` is `BernoulliExp(1/2)`, `Bernoulli(exp(−p/q))` is CKS20
 //! Algorithm 1 on `p/q`, and an exponent `≥ 1` of step 3 is split as in
-//! `bernoulli_exp_split`. The CUDA port (`exact_sampler.cuh`) follows the same steps.
+//! `bernoulli_exp_split`. The CPU decides the common cases from tables of 8- and 14-bit
+//! patterns and leading-zero tests, each tested to consume the same bits with the same
+//! result as the digit-by-digit form. The CUDA port (`exact_sampler.cuh`) follows the
+//! digit-by-digit form.
 //!
 //! Run time is random (JMRO22: it leaks the magnitude of the noise through timing).
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;
 use crate::sampling::discrete_laplace::DiscreteLaplace;
-use crate::sampling::exact_bernoulli::{bernoulli_exp_split, bernoulli_exp_u64};
+use crate::sampling::exact_bernoulli::bernoulli_exp_split;
 use crate::sampling::exact_sampler::BitBuf;
 use crate::sampling::lazy_compare::bernoulli_inverse;
 
@@ -57,30 +65,40 @@ pub(crate) const CELL_BITS: u32 = 6;
 
 const OVERFLOW: Error = Error::SizeOverflow { what: "discrete Gaussian sample (exceeds i64)" };
 
-/// The cell form of `N_ℤ(0, (64·m)²)`.
+/// The cell form of `N_ℤ(0, σ²)`, `σ = s/q`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Cells {
-    /// The cell width `m = σ/64`.
-    m: u64,
-    /// Its uniform (only [`DiscreteLaplace::uniform`] is used), and Lemire's candidate
-    /// width and threshold for the `u64` form.
+    /// `σ = s/q`, `s < 2^50`.
+    s: u64,
+    /// `64·q`: cell `b` is `[b·s/64q, (b+1)·s/64q)`.
+    q64: u64,
+    /// Lemire's uniform on `0..w`, `w = ⌈s/64q⌉` (only [`DiscreteLaplace::uniform`] is
+    /// used), and its candidate width and threshold for the `u64` form.
     cell: DiscreteLaplace,
+    w: u64,
     ubits: u32,
     thresh: u64,
-    /// `2^13 · m² < 2^64`, the denominator of step 3's exponent.
-    den: u64,
+    /// `2^13 · s² < 2^113`, the denominator of step 3's exponent.
+    den: u128,
 }
 
 impl Cells {
-    /// `σ = 64·m` with `1 ≤ m ≤ 47 453 132` (so `2^13·m² < 2^64`; every multiple of 64 in
-    /// the discrete Gaussian's range, whose largest is `64 · 47 453 132`).
-    pub(crate) fn new(m: u64) -> Result<Self> {
-        let den = m.checked_mul(m).and_then(|m2| m2.checked_mul(1 << (2 * CELL_BITS + 1))).ok_or(
-            Error::OutOfRange { name: "sigma / 64", value: m as f64, allowed: "[1, 47453132]" },
-        )?;
-        let ubits = if m == 1 { 0 } else { u64::BITS - (m - 1).leading_zeros() + 8 };
-        let thresh = if ubits == 0 || ubits > 32 { 0 } else { (1 << ubits) % m };
-        Ok(Self { m, cell: DiscreteLaplace::integer(m)?, ubits, thresh, den })
+    /// The smallest `σ` the cell algorithm is used for: cells at least 16 wide, so at most
+    /// one proposal in 16 falls past a cell's end.
+    pub(crate) const MIN_SIGMA: u64 = 1 << 10;
+
+    /// `σ = s/q` in lowest terms, or `None` when `σ < 2^10` or `s ≥ 2^50` (which keeps
+    /// every product of step 3 in `u128`; larger `s` take CKS20's algorithm).
+    pub(crate) fn new(s: u64, q: u64) -> Option<Self> {
+        if s >= 1 << 50 || s / q < Self::MIN_SIGMA {
+            return None;
+        }
+        let q64 = q.checked_mul(1 << CELL_BITS)?;
+        let w = s.div_ceil(q64);
+        let ubits = if w == 1 { 0 } else { u64::BITS - (w - 1).leading_zeros() + 8 };
+        let thresh = if ubits == 0 || ubits > 32 { 0 } else { (1 << ubits) % w };
+        let den = (u128::from(s) * u128::from(s)) << (2 * CELL_BITS + 1);
+        Some(Self { s, q64, cell: DiscreteLaplace::integer(w).ok()?, w, ubits, thresh, den })
     }
 
     /// Steps 1–4 of the module docs.
@@ -89,18 +107,18 @@ impl Cells {
         loop {
             let b = base(bits)?;
             let u = self.uniform(bits)?;
-            // num = u(2mb + u) in u64 when it fits (always, for the grid's m ≤ 2^24 and the
-            // b that occur), else in u128 (which cannot overflow: m < 2^26, b < 2^64).
-            let mb = u128::from(self.m) * u128::from(b);
-            let wide = (2 * mb + u128::from(u)) * u128::from(u);
-            let accept = match u64::try_from(wide) {
-                Ok(num) => exp_small_first(bits, num, self.den)?,
-                Err(_) => bernoulli_exp_ratio(bits, wide, self.den)?,
-            };
-            if !accept {
+            // B = b·s (< 2^114), n = ⌈B/64q⌉ + u; n must stay in cell b: A = 64q·n < B + s.
+            let big_b = u128::from(b) * u128::from(self.s);
+            let n = big_b.div_ceil(u128::from(self.q64)) + u128::from(u);
+            let a = n.checked_mul(u128::from(self.q64)).ok_or(OVERFLOW)?;
+            if a >= big_b + u128::from(self.s) {
                 continue;
             }
-            let n = mb + u128::from(u);
+            // γ = (A − B)(A + B) / (2^13·s²), with A − B < s.
+            let num = (a - big_b).checked_mul(a.checked_add(big_b).ok_or(OVERFLOW)?);
+            if !exp_small_first(bits, num.ok_or(OVERFLOW)?, self.den)? {
+                continue;
+            }
             let negative = bits.bit()?;
             if negative && n == 0 {
                 continue;
@@ -111,16 +129,16 @@ impl Cells {
     }
 
     /// Step 2's `u`: Lemire's rule as [`DiscreteLaplace::uniform`] draws it, in `u64` when
-    /// its candidates have at most 32 bits (`m ≤ 2^24`), where `w·m < 2^58`.
+    /// its candidates have at most 32 bits (`w ≤ 2^24`), where `x·w < 2^56`.
     #[inline(always)]
     fn uniform<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<u64> {
         if self.ubits == 0 || self.ubits > 32 {
             return self.cell.uniform(bits);
         }
         loop {
-            let w = bits.peek32()? >> (32 - self.ubits);
+            let x = bits.peek32()? >> (32 - self.ubits);
             bits.consume(self.ubits);
-            let x = w * self.m;
+            let x = x * self.w;
             if x & ((1 << self.ubits) - 1) >= self.thresh {
                 return Ok(x >> self.ubits);
             }
@@ -316,7 +334,7 @@ fn exp_minus_half<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<boo
     }
     let mut k = 2u64;
     loop {
-        if !(bernoulli_inverse(bits, k)? && !bits.bit()?) {
+        if !bernoulli_inverse(bits, k)? || bits.bit()? {
             return Ok(k & 1 == 1);
         }
         k = k.checked_add(1).ok_or(OVERFLOW)?;
@@ -386,11 +404,12 @@ fn exp_dyadic<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>, num: u64, e: u32)
 /// when `num/den < 2^−z` its first `z` digits are zero, so a one among the first `z` bits
 /// of `U` ends the first comparison (`U > num/den`: `Bernoulli(num/den)` fails and
 /// Algorithm 1 accepts), consuming exactly the bits the digit-by-digit comparison would.
+/// Otherwise `⌊num/den⌋` draws of `Bernoulli(e^−1)`, then the fraction.
 #[inline(always)]
 fn exp_small_first<B: BitSource + ?Sized>(
     bits: &mut BitBuf<'_, B>,
-    num: u64,
-    den: u64,
+    num: u128,
+    den: u128,
 ) -> Result<bool> {
     if num == 0 {
         return Ok(true);
@@ -405,20 +424,6 @@ fn exp_small_first<B: BitSource + ?Sized>(
             return Ok(true);
         }
     }
-    bernoulli_exp_ratio(bits, u128::from(num), den)
-}
-
-/// `Bernoulli(exp(−num/den))`: `⌊num/den⌋` draws of `Bernoulli(e^−1)`, then the fraction.
-#[inline]
-fn bernoulli_exp_ratio<B: BitSource + ?Sized>(
-    bits: &mut BitBuf<'_, B>,
-    num: u128,
-    den: u64,
-) -> Result<bool> {
-    let den = u128::from(den);
-    if num < den {
-        return bernoulli_exp_u64(bits, num as u64, den as u64);
-    }
     bernoulli_exp_split(bits, num / den, num % den, den)
 }
 
@@ -426,6 +431,7 @@ fn bernoulli_exp_ratio<B: BitSource + ?Sized>(
 mod tests {
     extern crate std;
     use super::*;
+    use crate::sampling::exact_bernoulli::bernoulli_exp_u64;
     use crate::sampling::exact_sampler::tests::{Replay, run};
     use std::vec::Vec;
 
@@ -463,6 +469,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::redundant_closure)] // the closures pick the lifetime `exhaust` needs
     fn karney_k_has_weights_exp_minus_k_squared_over_two() {
         let (mass, open) = exhaust(18, 4, |b| karney_k(b));
         let z: f64 = (0..40).map(|k| libm::exp(-f64::from(k * k) / 2.0)).sum();
@@ -471,6 +478,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::redundant_closure)]
     fn base_has_weights_of_the_half_discrete_gaussian_at_64() {
         let (mass, open) = exhaust(20, 130, |b| base(b));
         let w = |b: usize| libm::exp(-((b * b) as f64) / 8192.0);
@@ -530,7 +538,7 @@ mod tests {
                 }
             });
             let e = KARNEY_K[p as usize];
-            if used <= u64::from(K_BITS) && want.clone().unwrap() <= 15 {
+            if used <= u64::from(K_BITS) && want.unwrap() <= 15 {
                 assert_eq!(
                     (u64::from(e >> 4), u64::from(e & 0x0f)),
                     (want.unwrap(), used),
@@ -545,19 +553,29 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::redundant_closure)]
     fn fast_forms_equal_the_reference_samplers_bit_for_bit() {
-        let cells: Vec<Cells> =
-            [1u64, 2, 3, 1000, (1 << 24) - 1, 1 << 24, (1 << 24) + 1, 47_453_132]
-                .iter()
-                .map(|&m| Cells::new(m).unwrap())
-                .collect();
+        // Cell widths w = ⌈s/64q⌉ from 16 to past 2^24 (where Lemire leaves u64).
+        let cells: Vec<Cells> = [
+            (1024u64, 1u64),
+            (1025, 1),
+            (3 << 20, 7),
+            ((1 << 30) - 64, 1),
+            (1 << 30, 1),
+            ((1 << 30) + 64, 1),
+            (3_037_000_448, 1),
+            ((1 << 49) + 1, 1 << 19),
+        ]
+        .iter()
+        .map(|&(s, q)| Cells::new(s, q).unwrap())
+        .collect();
         for bits in strings(1, 20_000, 96) {
             for c in &cells {
                 assert_eq!(
                     run(&bits, |b| c.uniform(b)),
                     run(&bits, |b| c.cell.uniform(b)),
-                    "m {}",
-                    c.m
+                    "w {}",
+                    c.w
                 );
             }
             assert_eq!(
@@ -572,7 +590,7 @@ mod tests {
                 );
             }
             for (num, den) in [
-                (1u64, 8u64),
+                (1u128, 8u128),
                 (1, 9),
                 (3, 8),
                 (7, 8),
@@ -581,13 +599,15 @@ mod tests {
                 ((1 << 40) + 7, (1 << 61) + 3),
                 (5, 3),
                 (1 << 62, (1 << 61) + 1),
-                (1, u64::MAX),
-                (1 << 60, u64::MAX),
+                (1, u64::MAX.into()),
+                (1 << 60, u64::MAX.into()),
+                (1 << 70, 1 << 100),
+                ((1 << 100) + 3, (1 << 100) + 1),
+                (12_345_678_901, (1 << 112) + 5),
             ] {
-                let (n, d) = (u128::from(num), u128::from(den));
                 assert_eq!(
                     run(&bits, |b| exp_small_first(b, num, den)),
-                    run(&bits, |b| bernoulli_exp_split(b, n / d, n % d, d)),
+                    run(&bits, |b| bernoulli_exp_split(b, num / den, num % den, den)),
                     "{num}/{den}"
                 );
             }

@@ -4,8 +4,7 @@
 //! **Guarantee.** For `f64` data `x` of `d` coordinates the mechanism releases
 //! `y = (round(x/r) + Z) · r` with `r` a *data-independent* resolution and
 //! `Z ~ N_ℤ(0, (σ/r)²)` exact integer noise from [`DiscreteGaussian`] (`σ/r` rounded up by
-//! a relative `< 2^−23`: to a multiple of 64, see [`DiscreteGaussian::from_f64`]), which
-//! is `ρ`-zCDP with `ρ = (Δ₂ + √d·r)²/(2σ²)` (CKS20
+//! a relative `< 2^−30`), which is `ρ`-zCDP with `ρ = (Δ₂ + √d·r)²/(2σ²)` (CKS20
 //! Theorem 4); [`GridGaussian::rho`] is an upper bound on it. The output is a function of
 //! the integer `round(x/r) + Z` alone; what is exact and what is floating point is set
 //! out in the grid machinery's docs (module `grid_noise`).
@@ -19,8 +18,7 @@
 //!
 //! **Resolution.** [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
 //! (`σ/r ∈ (2^29, 2^30]`), inside the range where [`DiscreteGaussian`] represents `σ/r`
-//! to a relative `2^−23` (rounded up to a multiple of 64, which selects its fast cell
-//! algorithm); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`, and
+//! to a relative `2^−30` (rounded up); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`, and
 //! inputs need `|x| ≲ 2^23·σ`. [`GridGaussian::with_resolution`] takes `k`
 //! (`−1023 ≤ k ≤ 960`) from the caller, as long as `σ/r` stays in the discrete Gaussian's
 //! range.
@@ -69,7 +67,7 @@ pub struct GridGaussian {
 }
 
 impl GridGaussian {
-    /// Gaussian noise of standard deviation `σ` (rounded up by a relative `< 2^−23`) for
+    /// Gaussian noise of standard deviation `σ` (rounded up by a relative `< 2^−30`) for
     /// data of L2 sensitivity `Δ₂` over `dimension` coordinates, at the resolution
     /// `r = 2^(⌈log₂ σ⌉ − 30)`.
     ///
@@ -247,8 +245,7 @@ mod tests {
             let g = GridGaussian::new(1.0, sigma, 1).unwrap();
             let ratio = sigma / g.resolution();
             assert!(ratio > 2f64.powi(29) && ratio <= 2f64.powi(30), "{sigma}");
-            // σ/r rounded up to a multiple of 64 out of more than 2^29: relative < 2^−23.
-            assert!(g.sigma() >= sigma && g.sigma() <= sigma * (1.0 + 2f64.powi(-23)));
+            assert!(g.sigma() >= sigma && g.sigma() <= sigma * (1.0 + 2f64.powi(-30)));
         }
     }
 

@@ -391,14 +391,17 @@ DP_NOINLINE int dp_dlap_draw(DpBits* b, const DpDLap* l, i64* out) {
 
 // σ = s/q in lowest terms (as DiscreteGaussian::sigma_ratio gives it, which also checked
 // the range): proposal DLap(t), t = ⌊s/q⌋ + 1; q2t = q²·t < 2^64; s2 = s²; B = s·q·t < 2^63.
-// When q = 1 and 64 | s, the cell algorithm instead (gaussian_cells.rs): cell_m = s/64,
-// its uniform `cell` (Lemire on 0..m), cell_den = 2^13·m² < 2^64 (the range guarantees it).
+// For σ ≥ 2^10 (and s < 2^50, which the range implies) the cell algorithm instead
+// (gaussian_cells.rs): cell_q64 = 64q, its uniform `cell` on 0..w (w = ⌈s/64q⌉),
+// cell_den = 2^13·s² < 2^113.
 struct DpDGauss {
     DpDLap lap;
     u64 q2t, b;
     DpU128 s2;
-    u64 cell_m, cell_den;
+    bool cells;
+    u64 cell_s, cell_q64;
     DpDLap cell;
+    DpU128 cell_den;
 };
 
 DP_FN DpDGauss dp_dgauss(u64 s, u64 q) {
@@ -408,10 +411,41 @@ DP_FN DpDGauss dp_dgauss(u64 s, u64 q) {
     g.q2t = q * q * t;
     g.b = s * q * t;
     g.s2 = dp_mul64(s, s);
-    g.cell_m = (q == 1 && (s & 63ull) == 0) ? s >> 6 : 0;
-    g.cell_den = (g.cell_m * g.cell_m) << 13;
-    g.cell = dp_dlap(g.cell_m == 0 ? 1 : g.cell_m, 1);
+    g.cells = s / q >= 1024ull && s < (1ull << 50) && q < (1ull << 57);
+    g.cell_s = s;
+    g.cell_q64 = q << 6;
+    const u64 w = g.cells ? (s + g.cell_q64 - 1) / g.cell_q64 : 1;
+    g.cell = dp_dlap(w, 1);
+    const DpU128 s2 = dp_mul64(s, s);
+    g.cell_den = DpU128{s2.lo << 13, (s2.hi << 13) | (s2.lo >> 51)};
     return g;
+}
+
+// a·m for a u128 `a` and a u64 `m`; false when the product exceeds 128 bits.
+DP_FN bool dp_mul128_64(DpU128 a, u64 m, DpU128* out) {
+    const DpU128 lo = dp_mul64(a.lo, m);
+    const DpU128 hi = dp_mul64(a.hi, m);
+    const u64 top = lo.hi + hi.lo;
+    if (hi.hi != 0 || top < lo.hi) return false;
+    *out = DpU128{lo.lo, top};
+    return true;
+}
+
+// (a / d, a mod d) for u128 a and d >= 1: binary long division with a 128-bit remainder.
+// Only for exponents >= 1 in the cell algorithm (b >= 4096: probability below e^-2000).
+DP_NOINLINE DpU128 dp_divmod128_128(DpU128 a, DpU128 d, DpU128* rem) {
+    DpU128 q = DpU128{0, 0}, r = DpU128{0, 0};
+    for (int i = 127; i >= 0; --i) {
+        const u64 c = i >= 64 ? (a.hi >> (i - 64)) & 1ull : (a.lo >> i) & 1ull;
+        // r < d < 2^128: 2r + c may need 129 bits; compare via r >= d − r − c.
+        const DpU128 rest = dp_sub128(dp_sub128(d, r), dp_u128(c));
+        const bool digit = !dp_lt128(r, rest);
+        r = digit ? dp_sub128(r, rest) : dp_add128(dp_shl1_128(r), dp_u128(c));
+        q = dp_shl1_128(q);
+        q.lo |= digit ? 1ull : 0ull;
+    }
+    *rem = r;
+    return q;
 }
 
 // ---- the cell algorithm (gaussian_cells.rs) ---------------------------------------------
@@ -464,36 +498,44 @@ DP_NOINLINE int dp_cells_base(DpBits* b, u64* out) {
     }
 }
 
-// Steps 1–4: n = m·b + u kept with Bernoulli(exp(−u(2mb + u)/2^13 m²)), a sign bit, the
-// negative zero rejected.
+// Steps 2–4: n = ⌈b·s/64q⌉ + u (restart past the cell's end, 64q·n ≥ (b+1)·s), kept with
+// Bernoulli(exp(−(A − B)(A + B)/2^13 s²)), A = 64q·n, B = b·s; a sign bit, −0 restarting.
 DP_NOINLINE int dp_cells_draw(DpBits* bits, const DpDGauss* g, i64* out) {
     for (;;) {
         u64 base, u;
         DP_TRY(dp_cells_base(bits, &base));
         DP_TRY(dp_dlap_uniform(bits, &g->cell, &u));
-        const DpU128 mb = dp_mul64(g->cell_m, base);
-        // 2mb + u, then times u, each checked against 2^128.
-        if (mb.hi >> 63) return DP_OVERFLOW;
-        const DpU128 two_mb_u = dp_add128(dp_shl1_128(mb), dp_u128(u));
-        if (dp_lt128(two_mb_u, dp_shl1_128(mb))) return DP_OVERFLOW;
-        const DpU128 lo = dp_mul64(two_mb_u.lo, u);
-        const DpU128 hi = dp_mul64(two_mb_u.hi, u);
-        const u64 top = lo.hi + hi.lo;
-        if (hi.hi != 0 || top < lo.hi) return DP_OVERFLOW;
-        const DpU128 num = DpU128{lo.lo, top};
-        if (num.lo != 0 || num.hi != 0) {
-            int a;
-            if (num.hi == 0 && num.lo < g->cell_den) {
-                a = dp_exp_u64(bits, num.lo, g->cell_den);
-            } else {
-                u64 rem;
-                const DpU128 whole = dp_divmod128(num, g->cell_den, &rem);
-                a = dp_exp_split(bits, whole, dp_u128(rem), dp_u128(g->cell_den));
-            }
-            if (a < 0) return a;
-            if (a == 0) continue;
+        const DpU128 big_b = dp_mul64(base, g->cell_s);
+        u64 rem;
+        DpU128 lo;
+        if (big_b.hi == 0) {
+            lo = dp_u128(big_b.lo / g->cell_q64);
+            rem = big_b.lo % g->cell_q64;
+        } else {
+            lo = dp_divmod128(big_b, g->cell_q64, &rem);
         }
-        const DpU128 n = dp_add128(mb, dp_u128(u));
+        if (rem != 0) lo = dp_add128(lo, dp_u128(1));
+        const DpU128 n = dp_add128(lo, dp_u128(u));
+        DpU128 a;
+        if (!dp_mul128_64(n, g->cell_q64, &a)) return DP_OVERFLOW;
+        if (!dp_lt128(a, dp_add128(big_b, dp_u128(g->cell_s)))) continue;
+        const u64 diff = dp_sub128(a, big_b).lo;  // < s
+        const DpU128 sum = dp_add128(a, big_b);
+        if (dp_lt128(sum, a)) return DP_OVERFLOW;
+        DpU128 num;
+        if (!dp_mul128_64(sum, diff, &num)) return DP_OVERFLOW;
+        if (!dp_is_zero128(num)) {
+            int acc;
+            if (dp_lt128(num, g->cell_den)) {
+                acc = dp_exp_u128(bits, num, g->cell_den);
+            } else {
+                DpU128 r;
+                const DpU128 whole = dp_divmod128_128(num, g->cell_den, &r);
+                acc = dp_exp_split(bits, whole, r, g->cell_den);
+            }
+            if (acc < 0) return acc;
+            if (acc == 0) continue;
+        }
         const int negative = dp_bit(bits);
         if (negative < 0) return negative;
         if (negative == 1 && dp_is_zero128(n)) continue;
@@ -554,7 +596,7 @@ DP_NOINLINE int dp_dgauss_accept(DpBits* bits, const DpDGauss* g, i64 y) {
 }
 
 DP_FN int dp_dgauss_draw(DpBits* bits, const DpDGauss* g, i64* out) {
-    if (g->cell_m != 0) return dp_cells_draw(bits, g, out);
+    if (g->cells) return dp_cells_draw(bits, g, out);
     for (;;) {
         i64 y;
         DP_TRY(dp_dlap_draw(bits, &g->lap, &y));

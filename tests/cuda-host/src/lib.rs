@@ -58,6 +58,10 @@ unsafe extern "C" {
     pub fn dpck_digits(num: u64, den: u64, d: *mut u64, rem: *mut u64, len: *mut u32);
     /// `dp_divmod128`: `(hi·2^64 + lo) / d` and the remainder.
     pub fn dpck_divmod128(lo: u64, hi: u64, d: u64, q_lo: *mut u64, q_hi: *mut u64, rem: *mut u64);
+    /// `dp_divmod128_128`: `a / d` and the remainder, each as `[lo, hi]`.
+    pub fn dpck_divmod128_128(a: *const u64, d: *const u64, q: *mut u64, rem: *mut u64);
+    /// `dp_mul128_64`: `a·m` as `[lo, hi]`; 1 if it fits in 128 bits, else 0.
+    pub fn dpck_mul128_64(a: *const u64, m: u64, out: *mut u64) -> i32;
     /// `Bernoulli(num/den)` from an element's window: 0, 1 or a negative status.
     pub fn dpck_bernoulli(key: *const u32, stream: u64, element: u64, num: u64, den: u64) -> i32;
     /// `Bernoulli(exp(−(whole + num/den)))`, `u128`s as `[lo, hi]`.

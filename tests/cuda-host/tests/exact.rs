@@ -116,6 +116,22 @@ fn digits_and_long_division_are_exact() {
         let a = (u128::from(hi) << 64) | u128::from(lo);
         assert_eq!((u128::from(qh) << 64) | u128::from(ql), a / u128::from(dv));
         assert_eq!(u128::from(rm), a % u128::from(dv));
+        // dp_divmod128_128 and dp_mul128_64 (the cell algorithm's 128-bit steps).
+        let d = ((u128::from(r.next() >> r.below(64)) << 64) | u128::from(r.next())).max(1);
+        let (mut q, mut rm) = ([0u64; 2], [0u64; 2]);
+        let (aw, dw) = ([lo, hi], [d as u64, (d >> 64) as u64]);
+        // SAFETY: two-word inputs and outputs.
+        unsafe { dpck_divmod128_128(aw.as_ptr(), dw.as_ptr(), q.as_mut_ptr(), rm.as_mut_ptr()) };
+        let w = |x: [u64; 2]| (u128::from(x[1]) << 64) | u128::from(x[0]);
+        assert_eq!((w(q), w(rm)), (a / d, a % d), "{a} / {d}");
+        let m = r.next() >> r.below(64);
+        let mut p = [0u64; 2];
+        // SAFETY: two-word input and output.
+        let fits = unsafe { dpck_mul128_64(aw.as_ptr(), m, p.as_mut_ptr()) };
+        match a.checked_mul(u128::from(m)) {
+            Some(want) => assert_eq!((fits, w(p)), (1, want), "{a} · {m}"),
+            None => assert_eq!(fits, 0, "{a} · {m}"),
+        }
     }
 }
 
@@ -218,16 +234,16 @@ fn discrete_laplace_equals_the_cpu() {
     assert!(seen > 5000, "{seen}");
 }
 
-/// σ's for the discrete Gaussian: `from_f64` values (q a power of two, or a multiple of 64
-/// from 2^26 on: the cell algorithm), non-power-of-two denominators, the smallest and
-/// largest parameters of the sampler's range and of the cell algorithm's.
+/// σ's for the discrete Gaussian: `from_f64` values (q a power of two), non-power-of-two
+/// denominators, the smallest and largest parameters of the sampler's range, and both
+/// sides of the cell algorithm's threshold `σ = 2^10`.
 fn gaussians() -> Vec<DiscreteGaussian> {
     let mut v: Vec<DiscreteGaussian> = [1e-3, 0.1, 0.5, 0.8, 1.0, 3.0, 10.5, 12_345.678, 1e6, 3e9]
         .iter()
         .map(|&s| DiscreteGaussian::from_f64(s).unwrap())
         .collect();
-    // The cell algorithm: from_f64(3e9) above, and these (64 | s, q = 1).
-    for s in [1e9 + 0.5, 6e8, 67_108_864.0] {
+    // The cell algorithm (σ ≥ 2^10): 12 345.678, 1e6 and 3e9 above, and these.
+    for s in [1e9 + 0.5, 6e8, 1234.567, 82_000.25] {
         v.push(DiscreteGaussian::from_f64(s).unwrap());
     }
     for (s, q) in [
@@ -237,8 +253,9 @@ fn gaussians() -> Vec<DiscreteGaussian> {
         (100, 7),
         (1, 1 << 31),
         (3_037_000_499, 1),
-        (64, 1),
-        (192, 1),
+        (1024, 1),
+        (2049, 2),
+        (1023, 1),
         (64 * 47_453_132, 1),
     ] {
         v.push(DiscreteGaussian::new(s, q).unwrap());
