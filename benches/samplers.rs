@@ -291,13 +291,17 @@ fn safe_noise(c: &mut Criterion) {
         })
     });
     let mut z = vec![0i64; N];
-    // σ = 2^30 both ways: 64·2^24 takes the cell algorithm, (2^31 + 1)/2 CKS20's.
+    // The integer noise alone: σ ≥ 2^10 takes the cell algorithm, σ below it CKS20's.
     for (name, dg) in [
-        ("discrete gaussian 2^30 cells fill_keyed", DiscreteGaussian::new(64 << 24, 1).unwrap()),
         (
-            "discrete gaussian 2^30 CKS20 fill_keyed",
+            "discrete gaussian sigma=2^30+1/2 (cells)",
             DiscreteGaussian::new((1 << 31) + 1, 2).unwrap(),
         ),
+        (
+            "discrete gaussian sigma=82000.25 (cells)",
+            DiscreteGaussian::from_f64(82_000.25).unwrap(),
+        ),
+        ("discrete gaussian sigma=1000 (CKS20)", DiscreteGaussian::new(1000, 1).unwrap()),
     ] {
         g.bench_function(name, |b| {
             b.iter(|| {

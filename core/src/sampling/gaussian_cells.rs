@@ -109,7 +109,7 @@ impl Cells {
             let u = self.uniform(bits)?;
             // B = b·s (< 2^114), n = ⌈B/64q⌉ + u; n must stay in cell b: A = 64q·n < B + s.
             let big_b = u128::from(b) * u128::from(self.s);
-            let n = big_b.div_ceil(u128::from(self.q64)) + u128::from(u);
+            let n = self.ceil_div_q64(big_b) + u128::from(u);
             let a = n.checked_mul(u128::from(self.q64)).ok_or(OVERFLOW)?;
             if a >= big_b + u128::from(self.s) {
                 continue;
@@ -125,6 +125,20 @@ impl Cells {
             }
             let n = i64::try_from(n).map_err(|_| OVERFLOW)?;
             return Ok(if negative { -n } else { n });
+        }
+    }
+
+    /// `⌈x / 64q⌉`: a shift when `q` is a power of two (every `from_f64` σ), a `u64`
+    /// division when `x` fits, else a `u128` one.
+    #[inline(always)]
+    fn ceil_div_q64(&self, x: u128) -> u128 {
+        if self.q64.is_power_of_two() {
+            let k = self.q64.trailing_zeros();
+            return (x >> k) + u128::from(x & u128::from(self.q64 - 1) != 0);
+        }
+        match u64::try_from(x) {
+            Ok(x) => u128::from(x.div_ceil(self.q64)),
+            Err(_) => x.div_ceil(u128::from(self.q64)),
         }
     }
 
