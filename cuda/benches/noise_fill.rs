@@ -2,7 +2,10 @@
 //! same run (`scripts/gpu-bench.sh`). Timed with CUDA events around `iters` back-to-back
 //! launches on one stream. Throughput counts DRAM traffic: a fill writes its output bytes
 //! once; a copy reads and writes them (2× the bytes), which is how the copy's bandwidth is
-//! usually quoted. The goal of issue 8: Gaussian fill ≥ 80 % of the copy's bandwidth.
+//! usually quoted. The goal of issue 8: Gaussian fill ≥ 80 % of the copy's bandwidth. The
+//! exact release (`grid_release`: one exact discrete Gaussian integer per element, from its
+//! own window, with the CPU's bits) is timed in place on the same `f32` buffer, next to the
+//! raw keystream fill (`stream_words_u32`).
 //!
 //! Without a GPU this bench prints why and measures nothing.
 
@@ -10,8 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use dpattn_core::Layout4;
+use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn_core::sampling::{Gaussian, KeyedStream, Laplace, NoiseKey};
 use dpattn_cuda::cudarc::driver::{CudaStream, sys};
+use dpattn_cuda::grid_release::{GridGroup, grid_release};
 use dpattn_cuda::{Device, GpuNoise, OutDtype, UniformBits, fill_noise, fill_stream_words};
 
 const BYTES: usize = 512 << 20;
@@ -84,6 +90,25 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    // The exact grid release in place: σ = Δ, one neighbour per 2^20 coordinates.
+    let spec = GaussianGridSpec {
+        l2_sensitivity: 1.0,
+        dimension: 1 << 20,
+        computation_error: 0.0,
+        value_bound: 1.0,
+        format: GridFormat::F32,
+    };
+    let group = GridGroup::gaussian(&GaussianGrid::calibrate(&spec, 1.0).expect("grid"));
+    let n = f32_out.len();
+    let layout = Layout4::contiguous([1, 1, 1, n]).expect("layout");
+    g.bench_function("exact_discrete_gaussian_grid_release_f32", |b| {
+        b.iter_custom(|iters| {
+            timed(&s, iters, || {
+                grid_release(&dev, &s, &mut f32_out, layout, &[group], n as u64, &draw, 0)
+                    .expect("release")
+            })
+        })
+    });
     g.bench_function("gaussian_b53_bf16", |b| {
         b.iter_custom(|n| {
             timed(&s, n, || {
