@@ -96,7 +96,7 @@ impl Cells {
         let q64 = q.checked_mul(1 << CELL_BITS)?;
         let w = s.div_ceil(q64);
         let ubits = if w == 1 { 0 } else { u64::BITS - (w - 1).leading_zeros() + 8 };
-        let thresh = if ubits == 0 || ubits > 32 { 0 } else { (1 << ubits) % w };
+        let thresh = if ubits == 0 || ubits > 36 { 0 } else { (1 << ubits) % w };
         let den = (u128::from(s) * u128::from(s)) << (2 * CELL_BITS + 1);
         Some(Self { s, q64, cell: DiscreteLaplace::integer(w).ok()?, w, ubits, thresh, den })
     }
@@ -143,15 +143,21 @@ impl Cells {
     }
 
     /// Step 2's `u`: Lemire's rule as [`DiscreteLaplace::uniform`] draws it, in `u64` when
-    /// its candidates have at most 32 bits (`w ≤ 2^24`), where `x·w < 2^56`.
+    /// its candidates have at most 36 bits (`w ≤ 2^28`), where `x·w < 2^64`.
     #[inline(always)]
     fn uniform<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<u64> {
-        if self.ubits == 0 || self.ubits > 32 {
+        if self.ubits == 0 || self.ubits > 36 {
             return self.cell.uniform(bits);
         }
+        let (first, rest) = (self.ubits.min(32), self.ubits.saturating_sub(32));
         loop {
-            let x = bits.peek32()? >> (32 - self.ubits);
-            bits.consume(self.ubits);
+            // The candidate's bits, the first read most significant.
+            let mut x = bits.peek32()? >> (32 - first);
+            bits.consume(first);
+            if rest > 0 {
+                x = (x << rest) | (bits.peek32()? >> (32 - rest));
+                bits.consume(rest);
+            }
             let x = x * self.w;
             if x & ((1 << self.ubits) - 1) >= self.thresh {
                 return Ok(x >> self.ubits);
