@@ -6,8 +6,7 @@
 //! this crate is where budgets meet a database.
 //!
 //! **What is stored.** Per ledger — keyed by a caller-chosen *owner id* (a document, a user,
-//! a dataset) and a [`PrivacyUnit`](dpattn_core::accounting::privacy_unit::PrivacyUnit) —
-//! the core's encoded [`Ledger`](dpattn_core::accounting::ledger::Ledger) and a log of every
+//! a dataset) and a [`PrivacyUnit`] — the core's encoded [`Ledger`] and a log of every
 //! charge (its charge id, cost, unit, noise mode and the stream ids of its noise). Per *key
 //! id*, an epoch, a key check value, the next unleased stream id and a log of leased
 //! ranges. Never a master key, unless the caller asks ([`KeyRequest::InStore`]) — and then

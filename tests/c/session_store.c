@@ -96,7 +96,7 @@ static dpattn_status open_store(const char *path, const char *owner, const dpatt
 }
 
 static void remove_store(const char *dir, const char *path) {
-    char buf[600];
+    char buf[320]; /* path has at most 299 characters */
     remove(path);
     snprintf(buf, sizeof buf, "%s-wal", path);
     remove(buf);
@@ -112,7 +112,7 @@ static int store_session_checks(const char *dir, const char *path) {
     dpattn_session *s = NULL, *k1 = NULL, *k2 = NULL;
     dpattn_session *sentinel = (dpattn_session *)(uintptr_t)0x10, *none = sentinel;
     dpattn_key key, wrong, m1, m2;
-    char missing[600];
+    char missing[320]; /* dir has at most 255 characters */
     memset(key.bytes, 42, sizeof key.bytes);
     memset(wrong.bytes, 43, sizeof wrong.bytes);
 
@@ -170,7 +170,7 @@ static int store_session_checks(const char *dir, const char *path) {
 }
 
 int dpattn_c_session_store(void) {
-    char dir[512], path[600];
+    char dir[256], path[300];
     const char *tmp = getenv("TMPDIR");
     int line;
     snprintf(dir, sizeof dir, "%s/dpattn-c-store-XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
