@@ -447,6 +447,20 @@
 #define DPATTN_DOMAIN_REJECT 1
 
 /**
+ * `key_policy` of `dpattn_session_open_*`: the caller holds the master key (`key` must not
+ * be NULL); the store keeps only the key id's epoch and a key check value, never the key.
+ */
+#define DPATTN_STORE_KEY_CALLER 0
+
+/**
+ * `key_policy` of `dpattn_session_open_*`: the store keeps the master key (`key` must be
+ * NULL): generated from the operating system the first time the key id is opened, read
+ * back afterwards. **The database is then as sensitive as the data**: whoever reads it
+ * can subtract the noise of every release.
+ */
+#define DPATTN_STORE_KEY_IN_STORE 1
+
+/**
  * `Side` of a touched node: a left sibling (added to `c_left`).
  */
 #define DPATTN_DP_TREE_SIDE_LEFT 0
@@ -679,6 +693,21 @@ enum dpattn_status
    * released or charged.
    */
   DPATTN_STATUS_UNIT_MISMATCH = 19,
+  /**
+   * A session on a durable budget store (`dpattn_session_open_sqlite`, `_postgres`) could
+   * not reach its database or commit the charge: unreachable, locked past its timeout,
+   * read-only, or failed mid-transaction. Nothing was charged and nothing was released;
+   * the same request may succeed later (with the same charge id it is charged at most
+   * once).
+   */
+  DPATTN_STATUS_STORE_UNAVAILABLE = 20,
+  /**
+   * A durable budget store holds state that contradicts the request: the charge id is
+   * recorded with another cost or other stream ids, the budget or the key differs from
+   * the stored one, or a record was not written by dpattn. Nothing was charged or
+   * released; repeating the same request cannot succeed.
+   */
+  DPATTN_STATUS_STORE_CONFLICT = 21,
   /**
    * An internal error that has no more specific code (a bug; please report it).
    */
@@ -5969,7 +5998,7 @@ size_t dpattn_session_state_len(void);
  *
  * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
  * `DPATTN_STATUS_BUFFER_TOO_SHORT` or `DPATTN_STATUS_UNSUPPORTED` (a replay session
- * without a ledger).
+ * without a ledger, or a session on a store: its state is in the store).
  *
  * # Safety
  * `out` must be NULL or valid for writing `len` bytes.
@@ -6003,6 +6032,93 @@ dpattn_status dpattn_session_restore(const uint8_t *state,
  * None beyond passing a value this library returned (or NULL).
  */
 void dpattn_session_free(dpattn_session *session);
+
+/**
+ * Opens a session whose ledger and stream ids live in the SQLite database at `path`
+ * (created if absent; one file in WAL mode, for every process of one machine). The ledger
+ * is the one of `owner_id` for `budget`'s privacy unit: stored from `budget` the first
+ * time, afterwards the stored ledger (what was spent stays spent; a `budget` with another
+ * total or kind is refused). `budget` is only read (a ledger handle from
+ * `dpattn_ledger_new_*`; the caller keeps it). `key_id` names the master key, which the
+ * caller passes in `key` (`DPATTN_STORE_KEY_CALLER`; the store keeps a check value and
+ * refuses another key under the same id) or the store keeps (`DPATTN_STORE_KEY_IN_STORE`,
+ * `key` NULL). Writes the session to `*out_session` (free with `dpattn_session_free`).
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (a string that is not UTF-8, an empty or longer than 256
+ * bytes id, an unknown `key_policy`, a key with `DPATTN_STORE_KEY_IN_STORE`),
+ * `DPATTN_STATUS_STORE_UNAVAILABLE` (the file cannot be opened, created or written, or is
+ * locked past the 10 s busy timeout) or `DPATTN_STATUS_STORE_CONFLICT` (another budget or
+ * key is stored under these ids, or the file is not a dpattn store).
+ *
+ * # Safety
+ * `path`, `owner_id` and `key_id` must be NULL or NUL-terminated strings; `key` NULL or a
+ * `dpattn_key`; `out_session` NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_session_open_sqlite(const char *path,
+                                         const char *owner_id,
+                                         const dpattn_ledger *budget,
+                                         const char *key_id,
+                                         const dpattn_key *key,
+                                         uint32_t key_policy,
+                                         dpattn_session **out_session);
+
+/**
+ * Opens a session whose ledger and stream ids live in the PostgreSQL database of
+ * `conninfo` (libpq `key=value` pairs or a `postgresql://` URL; no TLS: use a Unix
+ * socket, the loopback interface or a TLS-terminating proxy), shared by every replica that
+ * opens the same ids. Otherwise as `dpattn_session_open_sqlite`; the store waits at most
+ * 10 s for a lock on the ledger (`DPATTN_STATUS_STORE_UNAVAILABLE` after that), and a
+ * connection the server dropped is reopened at the next call (the call that found it
+ * dropped is refused, nothing charged).
+ *
+ * Returns as `dpattn_session_open_sqlite`; `DPATTN_STATUS_OUT_OF_RANGE` also for a
+ * connection string that does not parse.
+ *
+ * # Safety
+ * As `dpattn_session_open_sqlite`, with `conninfo` for `path`.
+ */
+dpattn_status dpattn_session_open_postgres(const char *conninfo,
+                                           const char *owner_id,
+                                           const dpattn_ledger *budget,
+                                           const char *key_id,
+                                           const dpattn_key *key,
+                                           uint32_t key_policy,
+                                           dpattn_session **out_session);
+
+/**
+ * Sets the charge id of the next release on a store session (1 to 256 bytes of UTF-8):
+ * the idempotency key of one request. A release under a charge id already recorded is not
+ * charged again and draws the recorded stream ids, so retrying the *same request* returns
+ * the same output; **never reuse a charge id for other inputs** (two releases on one noise
+ * draw reveal the difference of their inputs). The id is used by the next release only;
+ * without one, each release gets a fresh id. The same id with another cost is refused with
+ * `DPATTN_STATUS_STORE_CONFLICT`.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (not UTF-8, empty or too long) or
+ * `DPATTN_STATUS_UNSUPPORTED` (a session in memory: its charges are not durable).
+ *
+ * # Safety
+ * `charge_id` must be NULL or a NUL-terminated string.
+ */
+dpattn_status dpattn_session_set_charge_id(dpattn_session *session, const char *charge_id);
+
+/**
+ * Writes a new ledger handle holding a snapshot of the session's ledger to `*out_ledger`:
+ * on a store session, the stored ledger read now (every process's charges included); on a
+ * session in memory, a copy of its ledger. Free it with `dpattn_ledger_free`; charging the
+ * snapshot changes neither the session nor the store.
+ *
+ * Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_UNSUPPORTED` (a replay session without a ledger) or
+ * `DPATTN_STATUS_STORE_UNAVAILABLE`.
+ *
+ * # Safety
+ * `out_ledger` must be NULL or valid for writing a pointer.
+ */
+dpattn_status dpattn_session_ledger_snapshot(const dpattn_session *session,
+                                             dpattn_ledger **out_ledger);
 
 /**
  * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):

@@ -8,7 +8,9 @@
 # default features, and no_std builds of dpattn-core for a bare-metal target. Installs
 # NVRTC (the PyPI wheel nvidia-cuda-nvrtc-cu12) into target/py-venv and fails if any CUDA
 # kernel fails to compile through it; the GPU tests themselves need a GPU
-# (scripts/gpu-test.sh) and are listed as ignored here.
+# (scripts/gpu-test.sh) and are listed as ignored here. Starts a throwaway PostgreSQL
+# server for the durable-budget store tests (scripts/test-postgres.sh; installs Debian's
+# postgresql package when it is missing) and stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +60,15 @@ cargo fmt --all --check
 step "cargo clippy (all targets, all features, warnings are errors)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo clippy -p dpattn-core --lib --no-default-features -- -D warnings
+
+step "PostgreSQL for the durable-budget store tests (a throwaway server on 127.0.0.1, stopped on exit)"
+# Installs Debian's postgresql package when initdb/pg_ctl are missing, initdb's into a
+# temporary folder and exports DPATTN_TEST_POSTGRES and DPATTN_REQUIRE_POSTGRES=1 (the
+# PostgreSQL tests fail rather than skip without a server).
+# shellcheck source=scripts/test-postgres.sh
+source scripts/test-postgres.sh
+trap pg_test_stop EXIT
+pg_test_start
 
 step "cargo test (all targets: unit, integration, C/C++ ABI programs, examples, benches)"
 cargo test --workspace --all-targets --all-features

@@ -160,6 +160,22 @@ pub enum Error {
         /// The caller's limit in bytes.
         limit_bytes: u64,
     },
+    /// A durable budget store (the `dpattn-store` crate) could not be reached or did not
+    /// commit a charge: the database is unreachable, locked past its timeout, read-only or
+    /// failed mid-transaction. Nothing was charged, so nothing was released; the same
+    /// request may succeed later (with the same charge id it is charged at most once).
+    StoreUnavailable {
+        /// What failed, e.g. `"the ledger store could not commit the charge"`.
+        what: &'static str,
+    },
+    /// A durable budget store holds state that contradicts the request: a charge id already
+    /// recorded with another cost or other stream ids, a budget or key that differs from the
+    /// stored one, or a record this library did not write. Nothing was charged or released,
+    /// and repeating the same request cannot succeed.
+    StoreConflict {
+        /// What disagrees, e.g. `"a charge id recorded with another cost"`.
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -210,6 +226,13 @@ impl fmt::Display for Error {
                 f,
                 "{what} would need an estimated {needed_bytes} bytes, over the memory limit of {limit_bytes} bytes"
             ),
+            Error::StoreUnavailable { what } => write!(
+                f,
+                "budget store unavailable: {what}; nothing was charged or released (a retry with the same charge id is charged at most once)"
+            ),
+            Error::StoreConflict { what } => {
+                write!(f, "budget store conflict: {what}; nothing was charged or released")
+            }
         }
     }
 }

@@ -22,8 +22,9 @@
 //! release used: the stream counter may repeat, but under a different epoch key (two epochs
 //! coincide with probability `2⁻⁶⁴` per pair of restores). What an older save cannot know is
 //! the budget spent after it was taken: restoring it would under-count. Keep the newest save
-//! only, written before each release is returned (a durable, transactional store is the job
-//! of a ledger store, not of this type).
+//! only, written before each release is returned — or keep the ledger and the stream counter
+//! in a durable, transactional store instead: the `dpattn-store` crate (`docs/PRIVACY.md`
+//! §11), whose sessions charge before they draw and lease stream ids across processes.
 //!
 //! **Audit.** Each release reports its epoch and stream ids ([`Draw`]); with the master key
 //! an auditor recomputes the epoch key ([`epoch_key`]) and replays the noise.

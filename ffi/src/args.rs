@@ -76,6 +76,29 @@ pub(crate) unsafe fn read<T: Copy>(ptr: *const T, name: &'static str) -> Result<
     Ok(unsafe { ptr.read_unaligned() })
 }
 
+/// A NUL-terminated UTF-8 C string argument (an id, a path, a connection string).
+///
+/// # Safety
+/// A non-NULL `ptr` must point to a NUL-terminated string that stays valid and unchanged
+/// for `'a`.
+pub(crate) unsafe fn c_str<'a>(
+    ptr: *const core::ffi::c_char,
+    name: &'static str,
+) -> Result<&'a str, FfiError> {
+    if ptr.is_null() {
+        return Err(FfiError::Null(name));
+    }
+    // SAFETY: non-NULL, NUL-terminated and valid for `'a` per the caller's contract.
+    let s = unsafe { core::ffi::CStr::from_ptr(ptr) };
+    s.to_str().map_err(|_| {
+        FfiError::Core(dpattn_core::Error::OutOfRange {
+            name,
+            value: f64::NAN,
+            allowed: "a NUL-terminated UTF-8 string",
+        })
+    })
+}
+
 /// Decodes a `uint32_t` 0/1 flag (a C `bool` could carry any byte, which would be
 /// undefined behaviour as a Rust `bool`).
 pub(crate) fn flag(arg: &'static str, value: u32) -> Result<bool, FfiError> {

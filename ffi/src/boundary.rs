@@ -32,6 +32,15 @@ pub(crate) enum FfiError {
     /// A GPU entry point failed on the CUDA side (never `dpattn_cuda::Error::Core`, which
     /// becomes [`FfiError::Core`]).
     Cuda(dpattn_cuda::Error),
+    /// A durable budget store refused or failed (a session opened on a store), with the
+    /// store's own message.
+    Store(dpattn_store::StoreError),
+}
+
+impl From<dpattn_store::StoreError> for FfiError {
+    fn from(e: dpattn_store::StoreError) -> Self {
+        FfiError::Store(e)
+    }
 }
 
 impl From<dpattn_core::Error> for FfiError {
@@ -54,6 +63,7 @@ impl FfiError {
     fn private_detail(&self) -> Option<dpattn_core::PrivateDetail> {
         match self {
             FfiError::Core(e) => e.private_detail(),
+            FfiError::Store(e) => e.to_core().private_detail(),
             _ => None,
         }
     }
@@ -68,6 +78,7 @@ impl FfiError {
             FfiError::InvalidHandle(..) => dpattn_status::InvalidHandle,
             FfiError::UnknownValue { .. } => dpattn_status::OutOfRange,
             FfiError::Cuda(e) => dpattn_status::of_cuda(e),
+            FfiError::Store(e) => dpattn_status::of(&e.to_core()),
         }
     }
 }
@@ -92,6 +103,7 @@ impl fmt::Display for FfiError {
                 write!(f, "`{arg}` = {value} is not one of {allowed}")
             }
             FfiError::Cuda(e) => e.fmt(f),
+            FfiError::Store(e) => e.fmt(f),
         }
     }
 }

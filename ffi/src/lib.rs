@@ -48,6 +48,7 @@ mod noisy_head;
 mod output_perturbation;
 mod privacy;
 mod session;
+mod session_store;
 mod softmax_tree;
 mod status;
 mod tensor;
@@ -92,6 +93,7 @@ pub use output_perturbation::{
 };
 pub use privacy::dpattn_check_privacy_params;
 pub use session::*;
+pub use session_store::*;
 pub use softmax_tree::*;
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{

@@ -24,11 +24,22 @@ pub struct dpattn_session {
     _private: [u8; 0],
 }
 
-/// The value behind a `dpattn_session`.
-pub(crate) struct FfiSession {
-    source: NoiseSource,
-    /// `None` for a replay session created without a ledger (nothing is charged).
-    ledger: Option<Locked<dpattn_ledger>>,
+/// The value behind a `dpattn_session`: in memory (a ledger handle), or on a durable store
+/// (`dpattn_session_open_sqlite`, `_postgres`; `crate::session_store`).
+pub(crate) enum FfiSession {
+    /// A master key and epoch in memory, charging a ledger handle.
+    Memory {
+        source: NoiseSource,
+        /// `None` for a replay session created without a ledger (nothing is charged).
+        ledger: Option<Locked<dpattn_ledger>>,
+    },
+    /// A session whose ledger and stream ids live in a store.
+    Store {
+        session: Box<dpattn_store::StoreSession>,
+        /// The charge id of the next release (`dpattn_session_set_charge_id`), else a fresh
+        /// one.
+        next_charge_id: Option<String>,
+    },
 }
 
 impl Handle for dpattn_session {
@@ -37,7 +48,10 @@ impl Handle for dpattn_session {
 }
 
 /// Runs `f` with `streams` fresh stream ids of `session` and its ledger (locked for the
-/// duration). The ids are consumed even when `f` fails.
+/// duration). The ids are consumed even when `f` fails. On a store session the ledger is
+/// the store's accountant (each charge one committed transaction, under the charge id set
+/// by `dpattn_session_set_charge_id` or a fresh one), and a retried charge id draws its
+/// recorded stream ids again.
 pub(crate) fn with_session<R>(
     session: *mut dpattn_session,
     streams: u64,
@@ -47,11 +61,21 @@ pub(crate) fn with_session<R>(
     ) -> Result<R, FfiError>,
 ) -> Result<R, FfiError> {
     let handle = dpattn_session::lookup(session, "session")?;
-    handle.with(|s| {
-        let draw = s.source.reserve(streams)?;
-        match &s.ledger {
-            Some(l) => l.with(|l| f(draw, Some(l))),
-            None => f(draw, None),
+    handle.with(|s| match s {
+        FfiSession::Memory { source, ledger } => {
+            let draw = source.reserve(streams)?;
+            match ledger {
+                Some(l) => l.with(|l| f(draw, Some(l))),
+                None => f(draw, None),
+            }
+        }
+        FfiSession::Store { session, next_charge_id } => {
+            let id = next_charge_id.take().unwrap_or_else(|| session.new_charge_id());
+            let mut release = session.begin(&id, streams)?;
+            let out = f(release.draw, Some(&mut release.accountant));
+            drop(release);
+            // A refused or failed charge: report the store's own message.
+            out.map_err(|e| session.take_last_error().map_or(e, FfiError::Store))
         }
     })
 }
@@ -77,7 +101,10 @@ pub unsafe extern "C" fn dpattn_session_new(
         let source = NoiseSource::new()?;
         // SAFETY: non-NULL (checked), writable per the caller contract.
         unsafe {
-            out.write(dpattn_session::into_handle(FfiSession { source, ledger: Some(ledger) }))
+            out.write(dpattn_session::into_handle(FfiSession::Memory {
+                source,
+                ledger: Some(ledger),
+            }))
         };
         Ok(())
     })
@@ -110,7 +137,7 @@ pub unsafe extern "C" fn dpattn_session_new_for_replay(
             if ledger.is_null() { None } else { Some(dpattn_ledger::lookup(ledger, "ledger")?) };
         let source = NoiseSource::for_replay(master, epoch, next_stream);
         // SAFETY: non-NULL (checked), writable per the caller contract.
-        unsafe { out.write(dpattn_session::into_handle(FfiSession { source, ledger })) };
+        unsafe { out.write(dpattn_session::into_handle(FfiSession::Memory { source, ledger })) };
         Ok(())
     })
 }
@@ -132,8 +159,12 @@ pub unsafe extern "C" fn dpattn_session_position(
     ffi_status(|| {
         let (e, n) =
             (Out::new(out_epoch, "out_epoch")?, Out::new(out_next_stream, "out_next_stream")?);
-        let (epoch, next) = dpattn_session::lookup(session, "session")?
-            .with(|s| (s.source.epoch(), s.source.next_stream()));
+        let (epoch, next) = dpattn_session::lookup(session, "session")?.with(|s| match s {
+            FfiSession::Memory { source, .. } => (source.epoch(), source.next_stream()),
+            FfiSession::Store { session, .. } => {
+                (session.source().epoch(), session.source().next_stream())
+            }
+        });
         // SAFETY: non-NULL (checked), writable per the caller contract.
         unsafe {
             e.write(epoch);
@@ -160,8 +191,10 @@ pub unsafe extern "C" fn dpattn_session_master_key(
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_key, "out_key")?;
-        let bytes = dpattn_session::lookup(session, "session")?
-            .with(|s| *s.source.master_key().expose_bytes());
+        let bytes = dpattn_session::lookup(session, "session")?.with(|s| match s {
+            FfiSession::Memory { source, .. } => *source.master_key().expose_bytes(),
+            FfiSession::Store { session, .. } => *session.source().master_key().expose_bytes(),
+        });
         // SAFETY: non-NULL (checked), writable per the caller contract.
         unsafe { out.write(dpattn_key { bytes }) };
         Ok(())
@@ -181,7 +214,7 @@ pub extern "C" fn dpattn_session_state_len() -> usize {
 ///
 /// Returns `DPATTN_STATUS_OK`, `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`,
 /// `DPATTN_STATUS_BUFFER_TOO_SHORT` or `DPATTN_STATUS_UNSUPPORTED` (a replay session
-/// without a ledger).
+/// without a ledger, or a session on a store: its state is in the store).
 ///
 /// # Safety
 /// `out` must be NULL or valid for writing `len` bytes.
@@ -194,12 +227,16 @@ pub unsafe extern "C" fn dpattn_session_save(
     ffi_status(|| {
         // SAFETY: forwarded caller contract.
         let out = unsafe { slice_mut(out, len, "out") }?;
-        let state = dpattn_session::lookup(session, "session")?.with(|s| {
-            let ledger = s
-                .ledger
-                .as_ref()
-                .ok_or(Error::Unsupported { what: "saving a replay session without a ledger" })?;
-            Ok::<_, Error>(SessionState::from_parts(&s.source, ledger.with(|l| l.clone())))
+        let state = dpattn_session::lookup(session, "session")?.with(|s| match s {
+            FfiSession::Memory { source, ledger } => {
+                let ledger = ledger.as_ref().ok_or(Error::Unsupported {
+                    what: "saving a replay session without a ledger",
+                })?;
+                Ok::<_, Error>(SessionState::from_parts(source, ledger.with(|l| l.clone())))
+            }
+            FfiSession::Store { .. } => Err(Error::Unsupported {
+                what: "saving a session on a store: its ledger and stream ids are in the store (reopen it)",
+            }),
         })?;
         state.encode(out)?;
         Ok(())
@@ -236,7 +273,10 @@ pub unsafe extern "C" fn dpattn_session_restore(
         // SAFETY: non-NULL (checked), writable per the caller contract.
         unsafe {
             ol.write(ledger_handle);
-            os.write(dpattn_session::into_handle(FfiSession { source, ledger: Some(locked) }));
+            os.write(dpattn_session::into_handle(FfiSession::Memory {
+                source,
+                ledger: Some(locked),
+            }));
         }
         Ok(())
     })

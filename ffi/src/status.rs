@@ -62,6 +62,17 @@ pub enum dpattn_status {
     /// record, ...): guarantees about different units cannot be added up. Nothing was
     /// released or charged.
     UnitMismatch = 19,
+    /// A session on a durable budget store (`dpattn_session_open_sqlite`, `_postgres`) could
+    /// not reach its database or commit the charge: unreachable, locked past its timeout,
+    /// read-only, or failed mid-transaction. Nothing was charged and nothing was released;
+    /// the same request may succeed later (with the same charge id it is charged at most
+    /// once).
+    StoreUnavailable = 20,
+    /// A durable budget store holds state that contradicts the request: the charge id is
+    /// recorded with another cost or other stream ids, the budget or the key differs from
+    /// the stored one, or a record was not written by dpattn. Nothing was charged or
+    /// released; repeating the same request cannot succeed.
+    StoreConflict = 21,
     /// An internal error that has no more specific code (a bug; please report it).
     Internal = 99,
     /// A panic inside dpattn was caught at the boundary (a bug; please report it).
@@ -86,6 +97,8 @@ impl dpattn_status {
             E::DomainViolation { .. } => Self::DomainViolation,
             E::MemoryLimit { .. } => Self::MemoryLimit,
             E::UnitMismatch { .. } => Self::UnitMismatch,
+            E::StoreUnavailable { .. } => Self::StoreUnavailable,
+            E::StoreConflict { .. } => Self::StoreConflict,
             _ => Self::Internal,
         }
     }
@@ -111,7 +124,7 @@ impl dpattn_status {
     }
 
     /// Every status, in value order.
-    pub(crate) const ALL: [Self; 22] = [
+    pub(crate) const ALL: [Self; 24] = [
         Self::Ok,
         Self::NullArgument,
         Self::ShapeMismatch,
@@ -132,6 +145,8 @@ impl dpattn_status {
         Self::CudaUnavailable,
         Self::CudaError,
         Self::UnitMismatch,
+        Self::StoreUnavailable,
+        Self::StoreConflict,
         Self::Internal,
         Self::Panic,
     ];
@@ -159,6 +174,8 @@ impl dpattn_status {
             Self::CudaUnavailable => b"CUDA unavailable (no driver, no NVRTC, or no such device)\0",
             Self::CudaError => b"CUDA error (driver call, NVRTC compilation or kernel launch)\0",
             Self::UnitMismatch => b"privacy unit mismatch between a release and its ledger\0",
+            Self::StoreUnavailable => b"budget store unavailable (nothing charged or released)\0",
+            Self::StoreConflict => b"budget store conflict (nothing charged or released)\0",
             Self::Internal => b"internal error\0",
             Self::Panic => b"panic inside dpattn\0",
         }
@@ -199,9 +216,12 @@ mod tests {
             E::DomainViolation { condition: "a", detail: PrivateDetail::from_measured(0.0) },
             E::MemoryLimit { what: "a", needed_bytes: 2, limit_bytes: 1 },
             E::PrivateNonFinite { arg: "a", detail: PrivateDetail::from_index(0) },
+            E::UnitMismatch { ledger: "a", charge: "b" },
+            E::StoreUnavailable { what: "a" },
+            E::StoreConflict { what: "a" },
         ];
         let codes: Vec<u32> = errors.iter().map(|e| dpattn_status::of(e) as u32).collect();
-        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 4]);
+        assert_eq!(codes, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 4, 19, 20, 21]);
     }
 
     #[test]
@@ -248,8 +268,10 @@ mod tests {
             S::CudaUnavailable => 17,
             S::CudaError => 18,
             S::UnitMismatch => 19,
-            S::Internal => 20,
-            S::Panic => 21,
+            S::StoreUnavailable => 20,
+            S::StoreConflict => 21,
+            S::Internal => 22,
+            S::Panic => 23,
         }
     }
 
@@ -263,7 +285,7 @@ mod tests {
         let codes = dpattn_status::ALL.map(|s| s as u32);
         assert_eq!(
             codes,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 99, 100]
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 99, 100]
         );
         let mut found = 0;
         for code in (0..=0x1_0000).chain([u32::MAX - 1, u32::MAX]) {
@@ -288,7 +310,7 @@ mod tests {
             assert!(text != "unknown status code", "{s:?}");
             assert!(seen.insert(text), "duplicate for {s:?}");
         }
-        for code in [20, 98, 101, 12345, u32::MAX] {
+        for code in [22, 98, 101, 12345, u32::MAX] {
             // SAFETY: as above.
             let unknown = unsafe { CStr::from_ptr(dpattn_status_str(code)) };
             assert_eq!(unknown.to_str().unwrap(), "unknown status code");

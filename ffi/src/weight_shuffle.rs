@@ -1673,7 +1673,9 @@ mod tests {
             (99, S::Internal),
             (100, S::Panic),
             (19, S::UnitMismatch),
-            (20, S::Internal), // not a status
+            (20, S::StoreUnavailable),
+            (21, S::StoreConflict),
+            (22, S::Internal), // not a status
             (u32::MAX, S::Internal),
         ];
         for (code, want) in cases {
