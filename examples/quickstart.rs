@@ -39,10 +39,11 @@ const KEY_NORM: f64 = 2.0;
 const VALUE_NORM: f64 = 1.0;
 
 fn main() -> Result<(), dpattn::Error> {
-    // Seeded synthetic data from the library's own keyed stream: the run is reproducible. A
-    // fixed key is right for generating data, never for noise (every release below draws
-    // from a session's key, made by the operating system).
-    let data_key = NoiseKey::for_replay([42; 32]);
+    // Synthetic data from the library's own keyed stream under a fresh key from the operating
+    // system, so each run draws new data (the errors below move by a few per cent between
+    // runs). Every release below draws its noise from a session's own OS key. Streams:
+    // 0–2 here, 10–11 for paper 001's data, 20 for NoisyHead's prompts.
+    let data_key = NoiseKey::generate()?;
     let keys = rows_of_norm(&data_key, 0, HEADS * TOKENS, KEY_NORM)?;
     let queries = rows_of_norm(&data_key, 1, HEADS * TOKENS, KEY_NORM)?;
     // Values: a shared direction per head plus variation, inside the ball of radius VALUE_NORM.
@@ -171,11 +172,11 @@ fn main() -> Result<(), dpattn::Error> {
 
     // 4. Paper 001: the moment sketch (E1, the practical mode) and the faithful trees, on
     //    the token session.
-    softmax_tree_rows(&mut rows, &mut tokens)?;
+    softmax_tree_rows(&mut rows, &mut tokens, &data_key)?;
     ledgers.insert(0, summary(&tokens));
 
     // 5. Paper 004: NoisyHead, a linear attention head trained with DP on N prompts.
-    ledgers.push(noisy_head_rows(&mut rows)?);
+    ledgers.push(noisy_head_rows(&mut rows, &data_key)?);
 
     // 6. Paper 003: DP-Forward on a pooled 1 × 768 feature (a local release: the user's own
     //    session and sequence ledger).
@@ -319,7 +320,11 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> 
 /// `δ = δ′ = 1e-6`): the moment sketch (extension E1) and the faithful non-adaptive trees
 /// (`l = 1`, per-vector split), 16 public queries each; error `‖Õ − O‖_F/‖O‖_F` against exact
 /// `softmax(qKᵀ/d)V`. The trees' theorem-level estimate is printed too.
-fn softmax_tree_rows(rows: &mut Vec<Row>, tokens: &mut Session) -> Result<(), dpattn::Error> {
+fn softmax_tree_rows(
+    rows: &mut Vec<Row>,
+    tokens: &mut Session,
+    data_key: &NoiseKey,
+) -> Result<(), dpattn::Error> {
     use dpattn::MatRef;
     use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention, estimate_error};
     use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
@@ -329,15 +334,15 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, tokens: &mut Session) -> Result<(), dp
     let draw = |stream: u64, len: usize| -> Result<Vec<f64>, dpattn::Error> {
         let mut u = vec![0.0; len];
         Uniform.fill_keyed(
-            &KeyedStream::new(&NoiseKey::for_replay([11; 32]), stream), // synthetic data
+            &KeyedStream::new(data_key, stream), // synthetic data
             0,
             &mut u,
         )?;
         Ok(u)
     };
-    let k = draw(0, n * d)?;
+    let k = draw(10, n * d)?;
     // Values with signal (mean 0.4), inside [−1, 1].
-    let v: Vec<f64> = draw(1, n * d)?.iter().map(|x| 1.2 * x - 0.2).collect();
+    let v: Vec<f64> = draw(11, n * d)?.iter().map(|x| 1.2 * x - 0.2).collect();
     let qs = draw(2, QUERIES * d)?;
     let (km, vm) = (MatRef::from_row_major(&k, n, d)?, MatRef::from_row_major(&v, n, d)?);
     let mut exact = vec![0.0; QUERIES * d];
@@ -395,18 +400,17 @@ fn softmax_tree_rows(rows: &mut Vec<Row>, tokens: &mut Session) -> Result<(), dp
 /// the error column is the excess risk `mean ⟨Γ̂ − Γ*, Z⟩²` over 500 test prompts against
 /// the non-private ridge `Γ*` (spec mean-field prediction 0.050 at ε = 1); the ridge row
 /// shows its test MSE (Var y = 1: the paper's λ = 5 makes ridge nearly the zero predictor).
-fn noisy_head_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
+fn noisy_head_rows(rows: &mut Vec<Row>, data_key: &NoiseKey) -> Result<String, dpattn::Error> {
     use dpattn::noisy_head::{
         Features, Form, Prompts, RidgeSolver, excess_risk, generate_prompts, noisy_head,
         noisy_head_scratch_len, presets, raw_features, ridge, test_mse,
     };
     let p = presets::low_dim(4000, 1.0)?;
-    let key = NoiseKey::for_replay([13; 32]); // synthetic prompts, not noise
     let draw = |n: usize, first: u64| -> Result<[Vec<f64>; 4], dpattn::Error> {
         let (l, d) = (p.l, p.d);
         let mut b = [vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]];
         let [x, y, q, t] = &mut b;
-        generate_prompts(n, l, d, 0.0, &key, 0, first, x, y, q, t)?;
+        generate_prompts(n, l, d, 0.0, data_key, 20, first, x, y, q, t)?;
         Ok(b)
     };
     let features = |b: &[Vec<f64>; 4], n: usize| -> Result<[Vec<f64>; 3], dpattn::Error> {
