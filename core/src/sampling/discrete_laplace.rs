@@ -181,9 +181,26 @@ impl DiscreteLaplace {
         if self.ubits == 0 {
             return Ok(0);
         }
+        if self.ubits > 36 {
+            loop {
+                if let Some(u) = self.lemire(bits.uint(self.ubits)?) {
+                    return Ok(u);
+                }
+            }
+        }
+        // Candidates of at most 36 bits against t < 2^28: the product fits in u64. The same
+        // bits as `uint`, the first read most significant.
+        let (first, rest) = (self.ubits.min(32), self.ubits.saturating_sub(32));
         loop {
-            if let Some(u) = self.lemire(bits.uint(self.ubits)?) {
-                return Ok(u);
+            let mut w = bits.peek32()? >> (32 - first);
+            bits.consume(first);
+            if rest > 0 {
+                w = (w << rest) | (bits.peek32()? >> (32 - rest));
+                bits.consume(rest);
+            }
+            let m = w * self.t;
+            if m & ((1 << self.ubits) - 1) >= self.thresh {
+                return Ok(m >> self.ubits);
             }
         }
     }
@@ -323,6 +340,38 @@ mod tests {
         assert_eq!((lap.ubits, lap.thresh), (64, 1));
         assert_eq!(lap.lemire(0), None);
         assert_eq!(lap.lemire(u64::MAX), Some(u64::MAX - 1));
+    }
+
+    #[test]
+    fn the_u64_uniform_reads_the_same_bits_as_the_u128_reference() {
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = ChaCha20Rng::from_seed([5; 32]);
+        // Candidate widths from 9 to 36 bits (the u64 form) and past it (the reference).
+        for t in [
+            2u64,
+            3,
+            255,
+            1000,
+            (1 << 24) - 1,
+            1 << 24,
+            (1 << 24) + 1,
+            (1 << 28) - 1,
+            1 << 28,
+            1 << 40,
+        ] {
+            let lap = DiscreteLaplace::integer(t).unwrap();
+            for _ in 0..2000 {
+                let bits: Vec<u8> = (0..96).map(|_| (rng.next_u32() & 1) as u8).collect();
+                let reference = run(&bits, |b| {
+                    loop {
+                        if let Some(u) = lap.lemire(b.uint(lap.ubits)?) {
+                            return Ok(u);
+                        }
+                    }
+                });
+                assert_eq!(run(&bits, |b| lap.uniform(b)), reference, "t = {t}");
+            }
+        }
     }
 
     #[test]

@@ -56,12 +56,14 @@
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;
 use crate::sampling::discrete_laplace::DiscreteLaplace;
-use crate::sampling::exact_bernoulli::bernoulli_exp_split;
+use crate::sampling::exact_bernoulli::{
+    bernoulli_exp_minus_one, bernoulli_exp_split, bernoulli_exp_u64,
+};
 use crate::sampling::exact_sampler::BitBuf;
 use crate::sampling::lazy_compare::bernoulli_inverse;
 
 /// `σ' = 2^CELL_BITS` of the base sampler.
-pub(crate) const CELL_BITS: u32 = 6;
+const CELL_BITS: u32 = 6;
 
 const OVERFLOW: Error = Error::SizeOverflow { what: "discrete Gaussian sample (exceeds i64)" };
 
@@ -73,11 +75,8 @@ pub(crate) struct Cells {
     /// `64·q`: cell `b` is `[b·s/64q, (b+1)·s/64q)`.
     q64: u64,
     /// Lemire's uniform on `0..w`, `w = ⌈s/64q⌉` (only [`DiscreteLaplace::uniform`] is
-    /// used), and its candidate width and threshold for the `u64` form.
+    /// used).
     cell: DiscreteLaplace,
-    w: u64,
-    ubits: u32,
-    thresh: u64,
     /// `2^13 · s² < 2^113`, the denominator of step 3's exponent.
     den: u128,
 }
@@ -95,10 +94,8 @@ impl Cells {
         }
         let q64 = q.checked_mul(1 << CELL_BITS)?;
         let w = s.div_ceil(q64);
-        let ubits = if w == 1 { 0 } else { u64::BITS - (w - 1).leading_zeros() + 8 };
-        let thresh = if ubits == 0 || ubits > 36 { 0 } else { (1 << ubits) % w };
         let den = (u128::from(s) * u128::from(s)) << (2 * CELL_BITS + 1);
-        Some(Self { s, q64, cell: DiscreteLaplace::integer(w).ok()?, w, ubits, thresh, den })
+        Some(Self { s, q64, cell: DiscreteLaplace::integer(w).ok()?, den })
     }
 
     /// Steps 1–4 of the module docs.
@@ -106,7 +103,7 @@ impl Cells {
     pub(crate) fn draw<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<i64> {
         loop {
             let b = base(bits)?;
-            let u = self.uniform(bits)?;
+            let u = self.cell.uniform(bits)?;
             // B = b·s (< 2^114), n = ⌈B/64q⌉ + u; n must stay in cell b: A = 64q·n < B + s.
             let big_b = u128::from(b) * u128::from(self.s);
             let n = self.ceil_div_q64(big_b) + u128::from(u);
@@ -139,29 +136,6 @@ impl Cells {
         match u64::try_from(x) {
             Ok(x) => u128::from(x.div_ceil(self.q64)),
             Err(_) => x.div_ceil(u128::from(self.q64)),
-        }
-    }
-
-    /// Step 2's `u`: Lemire's rule as [`DiscreteLaplace::uniform`] draws it, in `u64` when
-    /// its candidates have at most 36 bits (`w ≤ 2^28`), where `x·w < 2^64`.
-    #[inline(always)]
-    fn uniform<B: BitSource + ?Sized>(&self, bits: &mut BitBuf<'_, B>) -> Result<u64> {
-        if self.ubits == 0 || self.ubits > 36 {
-            return self.cell.uniform(bits);
-        }
-        let (first, rest) = (self.ubits.min(32), self.ubits.saturating_sub(32));
-        loop {
-            // The candidate's bits, the first read most significant.
-            let mut x = bits.peek32()? >> (32 - first);
-            bits.consume(first);
-            if rest > 0 {
-                x = (x << rest) | (bits.peek32()? >> (32 - rest));
-                bits.consume(rest);
-            }
-            let x = x * self.w;
-            if x & ((1 << self.ubits) - 1) >= self.thresh {
-                return Ok(x >> self.ubits);
-            }
         }
     }
 }
@@ -215,18 +189,6 @@ fn karney_k<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<u64> {
     }
 }
 
-/// `Bernoulli(e^{−1})`: CKS20 Algorithm 1 with `γ = 1` (`Bernoulli(γ)` certain). Decided
-/// from [`EXP_MINUS_ONE`] when the next 8 bits suffice.
-#[inline(always)]
-fn exp_minus_one<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<bool> {
-    let e = EXP_MINUS_ONE[(bits.peek32()? >> 24) as usize];
-    if e != 0 {
-        bits.consume(u32::from(e & 0x0f));
-        return Ok(e & 0x80 != 0);
-    }
-    bernoulli_exp_split(bits, 1, 0, 1)
-}
-
 /// Bits in a [`KARNEY_K`] pattern.
 const K_BITS: u32 = 14;
 
@@ -238,22 +200,6 @@ static KARNEY_K: [u8; 1 << K_BITS] = {
     let mut p = 0;
     while p < 1 << K_BITS {
         t[p] = karney_k_in_bits(p as u32);
-        p += 1;
-    }
-    t
-};
-
-/// `Bernoulli(e^{−1})` decided by 8 bits, coded as [`EXP_MINUS_HALF`].
-static EXP_MINUS_ONE: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut p = 0;
-    while p < 256 {
-        let mut used = 0u32;
-        t[p] = match exp_bits(p as u32, 8, &mut used, false) {
-            None => 0,
-            Some(true) => 0x80 | used as u8,
-            Some(false) => used as u8,
-        };
         p += 1;
     }
     t
@@ -340,47 +286,63 @@ const fn karney_k_in_bits(pattern: u32) -> u8 {
     }
 }
 
-/// `Bernoulli(e^{−1/2})`: CKS20 Algorithm 1 with `Bernoulli(1/2)` the next bit being 0.
-/// Decided from [`EXP_MINUS_HALF`] when the next 8 bits suffice (more than 99 % of draws).
+/// `Bernoulli(e^{−1/2})` (CKS20 Algorithm 1, [`bernoulli_exp_u64`]`(1, 2)`), decided from
+/// [`EXP_MINUS_HALF`] when the next 8 bits suffice (more than 99 % of draws).
 #[inline(always)]
 fn exp_minus_half<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<bool> {
-    let e = EXP_MINUS_HALF[(bits.peek32()? >> 24) as usize];
-    if e != 0 {
-        bits.consume(u32::from(e & 0x0f));
-        return Ok(e & 0x80 != 0);
-    }
-    if bits.bit()? {
-        return Ok(true);
-    }
-    let mut k = 2u64;
-    loop {
-        if !bernoulli_inverse(bits, k)? || bits.bit()? {
-            return Ok(k & 1 == 1);
-        }
-        k = k.checked_add(1).ok_or(OVERFLOW)?;
+    match from_table(&EXP_MINUS_HALF, bits)? {
+        Some(b) => Ok(b),
+        None => bernoulli_exp_u64(bits, 1, 2),
     }
 }
 
-/// `Bernoulli(e^{−1/2})` decided by the 8 bits `pattern` (first bit most significant):
+/// `Bernoulli(e^{−1})` ([`bernoulli_exp_minus_one`]), decided from [`EXP_MINUS_ONE`] when
+/// the next 8 bits suffice.
+#[inline(always)]
+fn exp_minus_one<B: BitSource + ?Sized>(bits: &mut BitBuf<'_, B>) -> Result<bool> {
+    match from_table(&EXP_MINUS_ONE, bits)? {
+        Some(b) => Ok(b),
+        None => bernoulli_exp_minus_one(bits),
+    }
+}
+
+/// The decision an 8-bit table holds for the next 8 bits, consuming the bits it used, or
+/// `None` (nothing consumed) when they do not decide.
+#[inline(always)]
+fn from_table<B: BitSource + ?Sized>(
+    table: &[u8; 256],
+    bits: &mut BitBuf<'_, B>,
+) -> Result<Option<bool>> {
+    let e = table[(bits.peek32()? >> 24) as usize];
+    if e == 0 {
+        return Ok(None);
+    }
+    bits.consume(u32::from(e & 0x0f));
+    Ok(Some(e & 0x80 != 0))
+}
+
+/// `Bernoulli(e^{−1/2})` decided by the 8 bits `p` (first bit most significant):
 /// `0x80 | used` for true, `used` for false, `0` when 8 bits do not decide. Built from the
 /// digit-by-digit description (module `exact_bernoulli`), tested against the sampler.
-static EXP_MINUS_HALF: [u8; 256] = {
+static EXP_MINUS_HALF: [u8; 256] = exp_table(true);
+
+/// `Bernoulli(e^{−1})` decided by 8 bits, coded as [`EXP_MINUS_HALF`].
+static EXP_MINUS_ONE: [u8; 256] = exp_table(false);
+
+/// CKS20 Algorithm 1 for `γ = 1/2` (`half`) or `γ = 1` on every 8-bit pattern.
+const fn exp_table(half: bool) -> [u8; 256] {
     let mut t = [0u8; 256];
     let mut p = 0;
     while p < 256 {
-        t[p] = exp_minus_half_in_8_bits(p as u32);
+        let mut used = 0u32;
+        t[p] = match exp_bits(p as u32, 8, &mut used, half) {
+            None => 0,
+            Some(true) => 0x80 | used as u8,
+            Some(false) => used as u8,
+        };
         p += 1;
     }
     t
-};
-
-const fn exp_minus_half_in_8_bits(pattern: u32) -> u8 {
-    let mut used = 0u32;
-    match exp_bits(pattern, 8, &mut used, true) {
-        None => 0,
-        Some(true) => 0x80 | used as u8,
-        Some(false) => used as u8,
-    }
 }
 
 /// `Bernoulli(num/2^e)` for `0 < num < 2^e ≤ 2^32`: the lazy comparison of `U` with the
@@ -451,7 +413,6 @@ fn exp_small_first<B: BitSource + ?Sized>(
 mod tests {
     extern crate std;
     use super::*;
-    use crate::sampling::exact_bernoulli::bernoulli_exp_u64;
     use crate::sampling::exact_sampler::tests::{Replay, run};
     use std::vec::Vec;
 
@@ -575,29 +536,7 @@ mod tests {
     #[test]
     #[allow(clippy::redundant_closure)]
     fn fast_forms_equal_the_reference_samplers_bit_for_bit() {
-        // Cell widths w = ⌈s/64q⌉ from 16 to past 2^24 (where Lemire leaves u64).
-        let cells: Vec<Cells> = [
-            (1024u64, 1u64),
-            (1025, 1),
-            (3 << 20, 7),
-            ((1 << 30) - 64, 1),
-            (1 << 30, 1),
-            ((1 << 30) + 64, 1),
-            (3_037_000_448, 1),
-            ((1 << 49) + 1, 1 << 19),
-        ]
-        .iter()
-        .map(|&(s, q)| Cells::new(s, q).unwrap())
-        .collect();
         for bits in strings(1, 20_000, 96) {
-            for c in &cells {
-                assert_eq!(
-                    run(&bits, |b| c.uniform(b)),
-                    run(&bits, |b| c.cell.uniform(b)),
-                    "w {}",
-                    c.w
-                );
-            }
             assert_eq!(
                 run(&bits, |b| exp_minus_half(b)),
                 run(&bits, |b| bernoulli_exp_u64(b, 1, 2))

@@ -411,7 +411,7 @@ DP_FN DpDGauss dp_dgauss(u64 s, u64 q) {
     g.q2t = q * q * t;
     g.b = s * q * t;
     g.s2 = dp_mul64(s, s);
-    g.cells = s / q >= 1024ull && s < (1ull << 50) && q < (1ull << 57);
+    g.cells = s / q >= 1024ull && s < (1ull << 50) && q < (1ull << 58);  // as Cells::new
     g.cell_s = s;
     g.cell_q64 = q << 6;
     const u64 w = g.cells ? (s + g.cell_q64 - 1) / g.cell_q64 : 1;
