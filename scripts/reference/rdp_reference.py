@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for tests/rdp.rs (the RDP accountant in core/src/accounting/rdp.rs).
+"""Reference values for tests/accounting/rdp.rs (the RDP accountant in core/src/accounting/rdp.rs).
 
 Run from the repository root:
 

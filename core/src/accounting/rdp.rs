@@ -70,7 +70,7 @@
 //!     cancels between them except on the sliver between the computed and the exact split,
 //!     whose contribution is bounded and added too. Against 40-digit quadrature of `A_α`
 //!     (mpmath) the reported values are above the exact ones by at most ~1e-11 relative
-//!     for `z ∈ [0.5, 4]` (`tests/rdp.rs`).
+//!     for `z ∈ [0.5, 4]` (`tests/accounting/rdp.rs`).
 //! * Composition (Mironov 2017, Prop. 1): RDP curves add order by order; `T` steps multiply
 //!   by `T`. Both are rounded up exactly (an error-free transformation decides the
 //!   rounding).

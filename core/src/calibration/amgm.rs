@@ -53,7 +53,7 @@
 //! Accuracy: `B` and `σ` agree with the 60-digit values of seed-003 §5-A/§5-B/§5-D to
 //! every printed digit, and with 120-digit mpmath to within 2e-15 relative, on the safe
 //! side (σ never below, B never above the exact value; the last few ulps are the safety
-//! margin), for ε ∈ [1e-12, 10⁶] and δ ∈ [1e-300, 0.9] (`tests/gaussian_calibration.rs`).
+//! margin), for ε ∈ [1e-12, 10⁶] and δ ∈ [1e-300, 0.9] (`tests/accounting/gaussian_calibration.rs`).
 //!
 //! [`SAFETY_ULPS`]: crate::calibration::gaussian_mechanism::SAFETY_ULPS
 

@@ -13,7 +13,7 @@
 //! an ulp, a division, and `log1p`'s condition number ≤ 1; `ε > 1`: three non-negative-sum
 //! terms and `ln(1 + y) ∈ (−0.46, 0]` against `t ≥ 0.54`, a cancellation factor ≤ 2.7),
 //! so `t` is moved up by 16 ulps and `B = Δ/ε · t` by one more (measured against 60-digit
-//! mpmath: never below, at most 4.5e-15 relative above; `tests/continuous_samplers.rs`).
+//! mpmath: never below, at most 4.5e-15 relative above; `tests/samplers/continuous.rs`).
 //! `m = 1 − e^{−t}` is rounded up too, so the sampler's own truncation point
 //! `−(Δ/ε)·ln(1 − m)` is not below the exact one either (in exact arithmetic on the stored
 //! parameters: the rounding of `Δ/ε` and of each draw is the floating-point caveat below).

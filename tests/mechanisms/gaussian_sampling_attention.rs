@@ -10,7 +10,7 @@
 //! matrices are plain float64 code in this file; eigenvalues come from nalgebra.
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (z bound 4.89) with fixed keys.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::{Amount, Ledger};

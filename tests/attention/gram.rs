@@ -6,7 +6,7 @@
 //! element's window, the softmax of the released rows, and the calibration formula of
 //! `grid_release` recomputed from the analytic Gaussian multiplier.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::cost::Accountant;

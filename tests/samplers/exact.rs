@@ -15,7 +15,7 @@
 //! (`fill_keyed`) paths. Power tests check that the same χ² test rejects samples whose scale
 //! is off by 2 %.
 
-mod support;
+use crate::support;
 
 use dpattn::sampling::{
     Bernoulli, BernoulliDyadic, BernoulliExp, DiscreteGaussian, DiscreteLaplace, ExactSampler,

@@ -15,7 +15,7 @@
 //! bound `2(e^τ − 1)` only falls to `ABS` size in near-degenerate draws where `B ≈ A`.
 //! Statistical checks run at the toolkit's `ALPHA = 1e-6` with fixed seeds.
 
-mod support;
+use crate::support;
 
 use dpattn::attention::normalise_scores;
 use dpattn::{MatMut, ScoreFn};

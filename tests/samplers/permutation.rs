@@ -11,7 +11,7 @@
 //! about 207, and the statistic under the bug is about `119 + λ`, so both are rejected by a
 //! wide margin (the 8-bit version, `λ ≈ 11`, would not be: bias that small needs more draws).
 
-mod support;
+use crate::support;
 
 use dpattn::sampling::{
     KeyedStream, NoiseKey, PermIndex, invert_permutation, lemire_below, permute_cols, permute_rows,

@@ -18,7 +18,7 @@
 //! against its documented node calibration (`docs/PRIVACY.md` §4.5) recomputed here, and
 //! its released scalars against the integer noise at the documented element indices.
 
-mod support;
+use crate::support;
 
 use std::sync::LazyLock;
 

@@ -18,7 +18,7 @@
 //!
 //! Statistical checks use fixed keys (deterministic) at the toolkit's `ALPHA = 1e-6`.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::Ledger;

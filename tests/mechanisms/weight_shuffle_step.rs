@@ -38,7 +38,7 @@
 //! bit for bit run on `NoiseMode::UnsafeFloat` ([`float_params`]); the exact release (the
 //! default) is tested in `weight_shuffle_exact.rs`.
 
-mod support;
+use crate::support;
 
 use core::f64::consts::LN_2;
 use dpattn::accounting::privacy_unit::PrivacyUnit;

@@ -21,7 +21,7 @@
 //! noise is added in chunks of 64 elements: the shapes (`s_q` = 100, `s_k` = 70 or 150,
 //! `d_v` = 70) cross those boundaries.
 
-mod support;
+use crate::support;
 
 use dpattn::attention::{AttentionParams, attention, attention_f64};
 use dpattn::noisy_attention::{

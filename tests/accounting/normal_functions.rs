@@ -25,7 +25,7 @@ use dpattn::calibration::normal::{
 // as ln ½ = −ln 2 written out, on purpose.
 #[allow(clippy::excessive_precision, clippy::approx_constant)]
 mod reference {
-    include!("data/normal_reference.rs");
+    include!("../data/normal_reference.rs");
 }
 use reference::{CDF_TABLE, QUANTILE_LOG_TABLE, QUANTILE_TABLE};
 

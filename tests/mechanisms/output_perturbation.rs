@@ -21,7 +21,7 @@
 //! `f32` release within `1e-5 · (R_v + |expected|)` of the float64 expectation. The
 //! statistical test runs at the toolkit's `ALPHA` = 1e-6 with a fixed key.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::composition::Rho;
 use dpattn::accounting::cost::Accountant;

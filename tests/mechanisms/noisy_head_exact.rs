@@ -8,7 +8,7 @@
 //! each step's value `Λ·(round(next/Λ) + z)` with `z` the discrete Gaussian of element
 //! `t·D² + i·D + j` and `next` computed here in double-double arithmetic.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;

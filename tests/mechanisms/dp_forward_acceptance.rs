@@ -18,7 +18,7 @@
 //! Statistical tests use fixed keys (deterministic) at the toolkit's `ALPHA = 1e-6`
 //! (two-sided z bound 4.89).
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
@@ -1122,7 +1122,7 @@ fn classical_gm_crosses_amgm_at_8_42() -> Res<()> {
 #[test]
 fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
     let (tokens, dim, batch) = (3usize, 5usize, 4usize);
-    // The float noise's layout (the exact release's: tests/dp_forward_exact.rs).
+    // The float noise's layout (the exact release's: tests/mechanisms/dp_forward_exact.rs).
     let p = DpForwardParams {
         mode: ClipMode::Normalize,
         noise_mode: NoiseMode::UnsafeFloat,
@@ -1639,7 +1639,7 @@ fn release_refusals_leave_x_and_ledger_untouched() -> Res<()> {
         assert_eq!(l.spent(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
         assert_eq!(z.spent(), Amount::Zcdp { rho: 0.0 });
     };
-    // A NaN in x is private data and is sanitised, not refused: tests/private_errors.rs.
+    // A NaN in x is private data and is sanitised, not refused: tests/accounting/private_errors.rs.
     // Wrong number of columns.
     let mut x = x0.clone();
     let got = dp_forward_keyed(

@@ -16,7 +16,7 @@
 //! * `Dwork & Roth 2014, Thm A.1`: the classical `σ = Δ√(2 ln(1.25/δ))/ε`, valid for ε < 1.
 //!
 //! ```text
-//! # Reference values for tests/gaussian_calibration.rs (mpmath, 120 digits).
+//! # Reference values for tests/accounting/gaussian_calibration.rs (mpmath, 120 digits).
 //! import math
 //! from mpmath import mp, mpf, ncdf, exp, erf, sqrt
 //! mp.dps = 120

@@ -19,7 +19,7 @@
 //! `NoiseMode::UnsafeFloat`; the exact release (the default) is tested in
 //! `noisy_head_exact.rs`.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::cost::Cost;
 use dpattn::accounting::ledger::{Amount, Ledger};

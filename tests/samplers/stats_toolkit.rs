@@ -1,7 +1,7 @@
 //! Self-tests of the statistical toolkit in `tests/support/stats.rs` against independent
 //! references: closed forms, published table values, and seeded ChaCha20 data.
 
-mod support;
+use crate::support;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};

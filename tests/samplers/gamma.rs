@@ -11,7 +11,7 @@
 //! The sample sizes catch a wrong shape or scale: a 1% error in the variance moves the
 //! variance z-score by `0.01·√(n/(2 + 6/a))` ≥ 4.9 for `n = 500,000`.
 
-mod support;
+use crate::support;
 
 use dpattn::sampling::{ChiSquare, Gamma, KeyedStream, NoiseKey};
 use rand_chacha::ChaCha20Rng;

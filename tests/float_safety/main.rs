@@ -14,22 +14,14 @@
 //!
 //! [`NoiseMode::UnsafeFloat`]: dpattn::NoiseMode::UnsafeFloat
 
-#[path = "support/mod.rs"]
+#[path = "../support/mod.rs"]
 mod support;
 
-#[path = "float_safety/dp_forward.rs"]
 mod dp_forward;
-#[path = "float_safety/dp_sgd.rs"]
 mod dp_sgd;
-#[path = "float_safety/gram_attention.rs"]
 mod gram_attention;
-#[path = "float_safety/low_bits.rs"]
 mod low_bits;
-#[path = "float_safety/moment_sketch.rs"]
 mod moment_sketch;
-#[path = "float_safety/noisy_head.rs"]
 mod noisy_head;
-#[path = "float_safety/output_perturbation.rs"]
 mod output_perturbation;
-#[path = "float_safety/softmax_tree.rs"]
 mod softmax_tree;

@@ -18,7 +18,7 @@
 //! (`sup |Φ(x/1.02) − Φ(x)| ≈ 0.0049` against a critical `D ≈ 0.0085`); the battery rejects
 //! when any of its tests does.
 
-mod support;
+use crate::support;
 
 use dpattn::sampling::{
     FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey, PSD_TOL, SYMMETRY_TOL,

@@ -10,7 +10,7 @@
 //! coordinate whose multiplier is `f·σ_eff`; the released sum `Λ·(round(ŝ/Λ) + z_j)` with
 //! `z_j` element `j` of the noise stream; `g̃ = released/B`, `w ← w − η·g̃`.
 
-mod support;
+use crate::support;
 
 use dpattn::accounting::cost::Accountant;
 use dpattn::accounting::ledger::Ledger;

@@ -11,7 +11,7 @@
 //! Each sampler also gets a power test: the same KS test must reject the sampler with its
 //! scale off by 2 %.
 
-mod support;
+use crate::support;
 
 use dpattn::sampling::{
     Exponential, FixedWordSampler, Gaussian, KeyedStream, Laplace, NoiseFloat, NoiseKey,

@@ -26,7 +26,7 @@
 //! [`released_code_mode_matches_its_formula`] (`C/(‖x‖ + 1e-6)` underflowed for
 //! `‖x‖/C ≳ 4.5e307`, zeroing whole blocks).
 
-mod support;
+use crate::support;
 
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, ClipReport, DpForwardParams, DpForwardReport,
@@ -88,7 +88,7 @@ fn seq_params(tokens: usize, dim: usize) -> DpForwardParams {
 
 /// `p` on the float path: the tests of the float noise's law and addressing pin
 /// [`NoiseMode::UnsafeFloat`], whose behaviour is unchanged by the exact mode (the exact
-/// release's counterparts are in `tests/dp_forward_exact.rs`).
+/// release's counterparts are in `tests/mechanisms/dp_forward_exact.rs`).
 fn unsafe_float(p: DpForwardParams) -> DpForwardParams {
     DpForwardParams { noise_mode: NoiseMode::UnsafeFloat, ..p }
 }

@@ -29,7 +29,7 @@
 //! [`check_leaves_indices_with_bit_31_unchanged`] (a rejected slot comes back unchanged) and
 //! [`signalling_nans_come_back_quiet_with_their_payload`] (the documented f64 round trip).
 
-mod support;
+use crate::support;
 
 use std::ops::Range;
 

@@ -10,7 +10,7 @@
 //! Tiles are 96 query rows × 64 keys with a 6 × 16 microkernel, so the shapes below are
 //! chosen around those boundaries (1, 5, 63, 64, 65, 97, 150).
 
-mod support;
+use crate::support;
 
 use dpattn::attention::{
     AttentionParams, attention, attention_alloc, attention_f64, attention_heads, attention_matrix,

@@ -39,7 +39,7 @@
 //! the library's strict range is `(0, 0.01]` (§12.4 writes `(0, 0.01)`). The checks also run
 //! with `strict = false` and with `p_f = 0.01·(1 − 1e-9)`, which give the same `l`.
 
-mod support;
+use crate::support;
 
 use std::sync::LazyLock;
 

@@ -25,7 +25,7 @@
 //! `Λ = 2^⌊log₂((2C + η)/256)⌋`, the integer sensitivity `D = ⌊(2C + η)/Λ⌋ + 1` (`+ 1` more
 //! when points can change bins), node `o` drawn from the window of element `o`.
 
-mod support;
+use crate::support;
 
 use std::sync::LazyLock;
 

@@ -1,0 +1,11 @@
+//! Integration tests of the attention kernels: the fast kernels against the float64
+//! reference, the reference itself, noisy attention and Gram-matrix attention. One test
+//! binary per area keeps the test command's build short; each module is one topic.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod kernels;
+mod reference;
+mod noisy;
+mod gram;
