@@ -7,8 +7,8 @@
 mod support;
 
 mod composition_and_ledger;
-mod rdp;
 mod gaussian_calibration;
 mod normal_functions;
-mod sessions;
 mod private_errors;
+mod rdp;
+mod sessions;

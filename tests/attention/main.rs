@@ -5,7 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod kernels;
-mod reference;
-mod noisy;
 mod gram;
+mod kernels;
+mod noisy;
+mod reference;

@@ -6,22 +6,22 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod output_perturbation;
-mod gaussian_sampling_attention;
-mod gaussian_sampling_calibration;
-mod gaussian_sampling_theory;
-mod softmax_tree_budget;
-mod softmax_tree_primitives;
-mod softmax_tree_statistics;
 mod dp_forward_acceptance;
 mod dp_forward_exact;
 mod dp_forward_noise;
 mod dp_forward_regressions;
+mod gaussian_sampling_attention;
+mod gaussian_sampling_calibration;
+mod gaussian_sampling_theory;
+mod huge_noise_scales;
 mod noisy_head_exact;
-mod noisy_head_units;
 mod noisy_head_simulations;
+mod noisy_head_units;
+mod output_perturbation;
+mod softmax_tree_budget;
+mod softmax_tree_primitives;
+mod softmax_tree_statistics;
+mod weight_shuffle_counterexample;
 mod weight_shuffle_exact;
 mod weight_shuffle_invariance;
 mod weight_shuffle_step;
-mod weight_shuffle_counterexample;
-mod huge_noise_scales;
