@@ -208,10 +208,12 @@ fn feature_column(c: &mut Criterion) {
 }
 
 fn paper001(c: &mut Criterion) {
-    use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
     use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
     use dpattn::sampling::{FixedWordSampler, KeyedStream, Uniform};
     use dpattn::softmax_tree::{Copies, SoftmaxTreeParams};
+    use dpattn::softmax_tree_cross_attention::{
+        SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams,
+    };
     // The quickstart's setting: n = 16384 tokens, d = 2, K ∈ [0, 1]^d, V ∈ [−1, 1]^d.
     let (n, d) = (16_384usize, 2usize);
     let draw = |stream: u64, lo: f64, hi: f64| {
@@ -243,10 +245,12 @@ fn paper001(c: &mut Criterion) {
         let mut tree =
             SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6).unwrap(), 1e-6);
         tree.noise_mode = mode;
-        let mut p = CrossAttentionParams::new(tree);
+        let mut p = SoftmaxTreeCrossAttentionParams::new(tree);
         p.adaptive.copies = Copies::Fixed(1);
         g.bench_function(format!("DPCrossAttention trees (l = 1), {}", mode.name()), |b| {
-            b.iter(|| black_box(DpCrossAttention::new_keyed(km, vm, &p, stream, None).unwrap()))
+            b.iter(|| {
+                black_box(SoftmaxTreeCrossAttention::new_keyed(km, vm, &p, stream, None).unwrap())
+            })
         });
     }
     g.finish();

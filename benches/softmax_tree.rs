@@ -1,4 +1,4 @@
-//! Paper 001 in the same run: the faithful softmax trees (`DpCrossAttention`, non-adaptive
+//! Paper 001 in the same run: the faithful softmax trees (`SoftmaxTreeCrossAttention`, non-adaptive
 //! `l = 1`, per-vector split) against the moment sketch (extension E1) on the same data and
 //! the same `(ε, δ)`, with exact `f64` cross-attention (`exp(⟨q, k⟩/d)`, a naive loop) as the
 //! peer for query latency and the reference for the error.
@@ -19,11 +19,13 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention, estimate_error};
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
 use dpattn::sampling::{FixedWordSampler, KeyedStream, NoiseKey, Uniform};
 use dpattn::session::Draw;
 use dpattn::softmax_tree::{Copies, SoftmaxTreeParams};
+use dpattn::softmax_tree_cross_attention::{
+    SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams, estimate_error,
+};
 use dpattn::{MatRef, PrivacyBudget};
 
 const D: usize = 2;
@@ -42,8 +44,8 @@ fn uniform(len: usize, stream: u64, lo: f64, hi: f64) -> Vec<f64> {
     u.iter().map(|x| lo + (hi - lo) * x).collect()
 }
 
-fn tree_params() -> CrossAttentionParams {
-    let mut p = CrossAttentionParams::new(SoftmaxTreeParams::paper(
+fn tree_params() -> SoftmaxTreeCrossAttentionParams {
+    let mut p = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(
         1.0,
         1.0,
         PrivacyBudget::new(1.0, 1e-6).unwrap(),
@@ -93,7 +95,8 @@ fn accuracy_table() {
         let key = NoiseKey::for_replay([1; 32]);
         let stream = Draw { key: &key, stream: 0 };
         let t0 = Instant::now();
-        let tree = DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
+        let tree =
+            SoftmaxTreeCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
         let tree_s = t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let sketch = MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap();
@@ -111,10 +114,13 @@ fn accuracy_table() {
         }
         let m = (queries.len()) as f64;
         let est = estimate_error(n, D, &tree_params()).unwrap().additive;
-        let tree_mib =
-            dpattn::dp_cross_attention::estimate_cross_attention_bytes(n, D, &tree_params())
-                .unwrap() as f64
-                / (1 << 20) as f64;
+        let tree_mib = dpattn::softmax_tree_cross_attention::estimate_cross_attention_bytes(
+            n,
+            D,
+            &tree_params(),
+        )
+        .unwrap() as f64
+            / (1 << 20) as f64;
         let sketch_kib = (sketch.sketch().len() * 8) as f64 / 1024.0;
         eprintln!(
             "{n:>8} | {:>11.3e} {:>11.3e} {tree_mib:>10.1} {tree_s:>9.3} | {:>11.3e} {sketch_kib:>10.2} {sketch_s:>9.4}",
@@ -138,7 +144,9 @@ fn bench(c: &mut Criterion) {
         let key = NoiseKey::for_replay([1; 32]);
         let stream = Draw { key: &key, stream: 0 };
         g.bench_function(BenchmarkId::new("softmax trees (l = 1)", n), |b| {
-            b.iter(|| DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap())
+            b.iter(|| {
+                SoftmaxTreeCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap()
+            })
         });
         g.bench_function(BenchmarkId::new("moment sketch", n), |b| {
             b.iter(|| MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap())
@@ -154,7 +162,8 @@ fn bench(c: &mut Criterion) {
             (MatRef::from_row_major(&k, n, D).unwrap(), MatRef::from_row_major(&v, n, D).unwrap());
         let key = NoiseKey::for_replay([1; 32]);
         let stream = Draw { key: &key, stream: 0 };
-        let tree = DpCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
+        let tree =
+            SoftmaxTreeCrossAttention::new_keyed(km, vm, &tree_params(), stream, None).unwrap();
         let sketch = MomentSketch::new_keyed(km, vm, &sketch_params(), stream, None).unwrap();
         let q = [0.4, 0.7];
         let mut out = [0.0; D];

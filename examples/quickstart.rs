@@ -326,10 +326,12 @@ fn softmax_tree_rows(
     data_key: &NoiseKey,
 ) -> Result<(), dpattn::Error> {
     use dpattn::MatRef;
-    use dpattn::dp_cross_attention::{CrossAttentionParams, DpCrossAttention, estimate_error};
     use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
     use dpattn::sampling::Uniform;
     use dpattn::softmax_tree::{Copies, SoftmaxTreeParams};
+    use dpattn::softmax_tree_cross_attention::{
+        SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams, estimate_error,
+    };
     let (n, d) = (16_384usize, 2usize);
     let draw = |stream: u64, len: usize| -> Result<Vec<f64>, dpattn::Error> {
         let mut u = vec![0.0; len];
@@ -378,10 +380,11 @@ fn softmax_tree_rows(
         millis: t.elapsed().as_secs_f64() * 1e3,
     });
 
-    let mut params = CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
+    let mut params =
+        SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
     params.adaptive.copies = Copies::Fixed(1);
     let t = Instant::now();
-    let trees = DpCrossAttention::new(km, vm, &params, tokens)?;
+    let trees = SoftmaxTreeCrossAttention::new(km, vm, &params, tokens)?;
     for (q, o) in qs.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
         trees.query(q, o)?;
     }

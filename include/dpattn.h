@@ -379,74 +379,6 @@
 #define DPATTN_NOISY_HEAD_RIDGE_QR 1
 
 /**
- * `τ = 1/d`, the paper's Definition 1.1 (default).
- */
-#define DPATTN_TEMPERATURE_ONE_OVER_DIM DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM
-
-/**
- * `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
- */
-#define DPATTN_TEMPERATURE_CUSTOM DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM
-
-/**
- * Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
- */
-#define DPATTN_ACCOUNTING_PAPER DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER
-
-/**
- * `[EXT]` E2: the feature structures share the budget exactly (less noise).
- */
-#define DPATTN_ACCOUNTING_TIGHT DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT
-
-/**
- * Public query coordinates outside `[0, R]` are refused (default).
- */
-#define DPATTN_QUERY_REJECT DPATTN_SOFTMAX_TREE_QUERY_REJECT
-
-/**
- * Public query coordinates are clamped into `[0, R]` (NaN still refused).
- */
-#define DPATTN_QUERY_CLAMP DPATTN_SOFTMAX_TREE_QUERY_CLAMP
-
-/**
- * `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
- * multiple `k > √2` (default, `k = 10`).
- */
-#define DPATTN_COPIES_NET_HOEFFDING DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING
-
-/**
- * The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
- */
-#define DPATTN_COPIES_PAPER DPATTN_SOFTMAX_TREE_COPIES_PAPER
-
-/**
- * A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
- */
-#define DPATTN_COPIES_FIXED DPATTN_SOFTMAX_TREE_COPIES_FIXED
-
-/**
- * Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).
- */
-#define DPATTN_SPLIT_PER_VECTOR 0
-
-/**
- * Algorithm 1 as printed: `ε/2` per structure; protects each output coordinate only.
- */
-#define DPATTN_SPLIT_PER_ENTRY 1
-
-/**
- * Private entries outside the domain are clamped (NaN → 0): DP-preserving (default).
- */
-#define DPATTN_DOMAIN_CLAMP 0
-
-/**
- * Private entries outside the domain are refused with `DPATTN_STATUS_DOMAIN_VIOLATION`.
- * **Not DP** (a data-dependent refusal): trusted pipelines only; show the error only to
- * the data holder.
- */
-#define DPATTN_DOMAIN_REJECT 1
-
-/**
  * `key_policy` of `dpattn_session_open_*`: the caller holds the master key (`key` must not
  * be NULL); the store keeps only the key id's epoch and a key check value, never the key.
  */
@@ -519,6 +451,74 @@
  * A fixed `l = fixed ≥ 1` (even values rounded up to odd).
  */
 #define DPATTN_SOFTMAX_TREE_COPIES_FIXED 2
+
+/**
+ * `τ = 1/d`, the paper's Definition 1.1 (default).
+ */
+#define DPATTN_TEMPERATURE_ONE_OVER_DIM DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM
+
+/**
+ * `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
+ */
+#define DPATTN_TEMPERATURE_CUSTOM DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM
+
+/**
+ * Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
+ */
+#define DPATTN_ACCOUNTING_PAPER DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER
+
+/**
+ * `[EXT]` E2: the feature structures share the budget exactly (less noise).
+ */
+#define DPATTN_ACCOUNTING_TIGHT DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT
+
+/**
+ * Public query coordinates outside `[0, R]` are refused (default).
+ */
+#define DPATTN_QUERY_REJECT DPATTN_SOFTMAX_TREE_QUERY_REJECT
+
+/**
+ * Public query coordinates are clamped into `[0, R]` (NaN still refused).
+ */
+#define DPATTN_QUERY_CLAMP DPATTN_SOFTMAX_TREE_QUERY_CLAMP
+
+/**
+ * `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
+ * multiple `k > √2` (default, `k = 10`).
+ */
+#define DPATTN_COPIES_NET_HOEFFDING DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING
+
+/**
+ * The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
+ */
+#define DPATTN_COPIES_PAPER DPATTN_SOFTMAX_TREE_COPIES_PAPER
+
+/**
+ * A fixed `l = copies_fixed >= 1` (even values rounded up to odd).
+ */
+#define DPATTN_COPIES_FIXED DPATTN_SOFTMAX_TREE_COPIES_FIXED
+
+/**
+ * Remark 4.2: `(ε/(d+1), ...)` per structure; the whole output is covered (default).
+ */
+#define DPATTN_SPLIT_PER_VECTOR 0
+
+/**
+ * Algorithm 1 as printed: `ε/2` per structure; protects each output coordinate only.
+ */
+#define DPATTN_SPLIT_PER_ENTRY 1
+
+/**
+ * Private entries outside the domain are clamped (NaN → 0): DP-preserving (default).
+ */
+#define DPATTN_DOMAIN_CLAMP 0
+
+/**
+ * Private entries outside the domain are refused with `DPATTN_STATUS_DOMAIN_VIOLATION`.
+ * **Not DP** (a data-dependent refusal): trusted pipelines only; show the error only to
+ * the data holder.
+ */
+#define DPATTN_DOMAIN_REJECT 1
 
 /**
  * `kind` of a block: a feed-forward block (Theorem 3).
@@ -726,13 +726,6 @@ typedef uint32_t dpattn_status;
 #endif // __cplusplus
 
 /**
- * The released `d + 1` DPTreeSoftmaxAdaptive structures of DPCrossAttention (opaque).
- * Handle rules: any thread may use it; concurrent calls on one handle are serialised;
- * use after `dpattn_cross_attention_free` is `DPATTN_STATUS_INVALID_HANDLE`.
- */
-typedef struct dpattn_cross_attention dpattn_cross_attention;
-
-/**
  * A noisy summation segment tree (Algorithm 2, `DpTree`).
  */
 typedef struct dpattn_dp_tree dpattn_dp_tree;
@@ -790,6 +783,13 @@ typedef struct dpattn_softmax_tree dpattn_softmax_tree;
  * DPTreeSoftmaxAdaptive (Algorithm 7): the median of `l` DPTreeSoftmax copies.
  */
 typedef struct dpattn_softmax_tree_adaptive dpattn_softmax_tree_adaptive;
+
+/**
+ * The released `d + 1` DPTreeSoftmaxAdaptive structures of DPCrossAttention (opaque).
+ * Handle rules: any thread may use it; concurrent calls on one handle are serialised;
+ * use after `dpattn_softmax_tree_cross_attention_free` is `DPATTN_STATUS_INVALID_HANDLE`.
+ */
+typedef struct dpattn_softmax_tree_cross_attention dpattn_softmax_tree_cross_attention;
 
 /**
  * The Taylor polynomial-kernel feature map `P(x)` (public arithmetic, no privacy).
@@ -1580,163 +1580,6 @@ typedef struct {
 } dpattn_output_perturbation_params;
 
 /**
- * Public parameters of DPCrossAttention (paper 001 Algorithm 1). Fill with
- * `dpattn_cross_attention_params_default` (the recommended configuration) and set
- * `epsilon`, `delta`, `delta_prime`.
- */
-typedef struct {
-  /**
-   * `R`: keys and queries lie in `[0, R]^d` (`R >= 1` when strict). Default 1.
-   */
-  double radius;
-  /**
-   * `R_w`: values lie in `[−R_w, R_w]` (`R_w >= 1` when strict). Default 1.
-   */
-  double weight_bound;
-  /**
-   * Total `ε` of the release (`(0, 1]` when strict). Default NaN: must be set.
-   */
-  double epsilon;
-  /**
-   * Total `δ` (`(0, 1)`). Default NaN: must be set.
-   */
-  double delta;
-  /**
-   * `δ′`, the advanced-composition slack (`(0, 1)`); the release is `(ε, δ + δ′)`-DP.
-   * Default NaN: must be set.
-   */
-  double delta_prime;
-  /**
-   * Composition constant `c` (`(0, 0.1)` strict, `(0, 0.7]` relaxed); default 0.09.
-   */
-  double c;
-  /**
-   * `ε_s`, the relative accuracy of the polynomial kernel (`(0, 0.1)` strict); 0.01.
-   */
-  double eps_s;
-  /**
-   * `DPATTN_TEMPERATURE_ONE_OVER_DIM` (default) or `_CUSTOM`.
-   */
-  uint32_t temperature_kind;
-  /**
-   * `τ` for `DPATTN_TEMPERATURE_CUSTOM`; ignored otherwise.
-   */
-  double temperature;
-  /**
-   * `DPATTN_ACCOUNTING_PAPER` (default) or `_TIGHT`.
-   */
-  uint32_t accounting;
-  /**
-   * 1: enforce the paper's parameter ranges (default); 0: relaxed ranges.
-   */
-  uint32_t strict;
-  /**
-   * `DPATTN_QUERY_REJECT` (default) or `_CLAMP`.
-   */
-  uint32_t query_policy;
-  /**
-   * Refuse to build when the memory estimate exceeds this (bytes); default 1 GiB.
-   */
-  uint64_t memory_limit_bytes;
-  /**
-   * `DPATTN_COPIES_NET_HOEFFDING` (default), `_PAPER` or `_FIXED`.
-   */
-  uint32_t copies_kind;
-  /**
-   * `k` (net Hoeffding, default 10) or `C` (paper); unused for `_FIXED`.
-   */
-  double copies_param;
-  /**
-   * `l` for `DPATTN_COPIES_FIXED`; unused otherwise (default 1).
-   */
-  uint64_t copies_fixed;
-  /**
-   * Failure probability `p_f` of the uniform accuracy statement; default 0.01.
-   */
-  double p_fail;
-  /**
-   * 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
-   */
-  uint32_t snap_to_net;
-  /**
-   * `DPATTN_SPLIT_PER_VECTOR` (default) or `_PER_ENTRY`.
-   */
-  uint32_t split;
-  /**
-   * 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
-   * `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
-   */
-  uint32_t clamp_outputs;
-  /**
-   * `DPATTN_DOMAIN_CLAMP` (default) or `DPATTN_DOMAIN_REJECT` (not DP).
-   */
-  uint32_t domain_policy;
-} dpattn_cross_attention_params;
-
-/**
- * What a query reports besides its output row.
- */
-typedef struct {
-  /**
-   * The denominator `D̃` used (after the E8 clamp when enabled).
-   */
-  double denominator;
-  /**
-   * 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
-   * meaningless; with E8 it was clamped to `n`), else 0.
-   */
-  uint32_t nonpositive_denominator;
-} dpattn_cross_attention_query_info;
-
-/**
- * A non-private report of private entries outside the declared domain.
- */
-typedef struct {
-  /**
-   * Finite key entries outside `[0, R]`.
-   */
-  size_t keys_outside;
-  /**
-   * Finite value entries outside `[−R_w, R_w]`.
-   */
-  size_t values_outside;
-  /**
-   * NaN or infinite entries in either.
-   */
-  size_t non_finite;
-} dpattn_domain_report;
-
-/**
- * The theorem-level error estimate of seed-001 AC-12.
- */
-typedef struct {
-  /**
-   * `l`, the number of copies.
-   */
-  size_t copies;
-  /**
-   * Uniform per-copy noise std of an `A_k` structure (weight bound `R_w`).
-   */
-  double sigma_weighted;
-  /**
-   * Uniform per-copy noise std of `A_0` (weight bound 1).
-   */
-  double sigma_normaliser;
-  /**
-   * `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
-   */
-  double additive;
-  /**
-   * `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
-   */
-  double relative;
-  /**
-   * `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
-   */
-  double worst_case_weighted;
-} dpattn_cross_attention_error_estimate;
-
-/**
  * The budget hierarchy of one DPTreeSoftmax copy (`SoftmaxBudget`), from the copy's
  * `(ε_S, δ_S, δ′_S)` down to a node.
  */
@@ -1980,6 +1823,163 @@ typedef struct {
    */
   uint32_t snap_to_net;
 } dpattn_softmax_tree_adaptive_params;
+
+/**
+ * Public parameters of DPCrossAttention (paper 001 Algorithm 1). Fill with
+ * `dpattn_softmax_tree_cross_attention_params_default` (the recommended configuration) and set
+ * `epsilon`, `delta`, `delta_prime`.
+ */
+typedef struct {
+  /**
+   * `R`: keys and queries lie in `[0, R]^d` (`R >= 1` when strict). Default 1.
+   */
+  double radius;
+  /**
+   * `R_w`: values lie in `[−R_w, R_w]` (`R_w >= 1` when strict). Default 1.
+   */
+  double weight_bound;
+  /**
+   * Total `ε` of the release (`(0, 1]` when strict). Default NaN: must be set.
+   */
+  double epsilon;
+  /**
+   * Total `δ` (`(0, 1)`). Default NaN: must be set.
+   */
+  double delta;
+  /**
+   * `δ′`, the advanced-composition slack (`(0, 1)`); the release is `(ε, δ + δ′)`-DP.
+   * Default NaN: must be set.
+   */
+  double delta_prime;
+  /**
+   * Composition constant `c` (`(0, 0.1)` strict, `(0, 0.7]` relaxed); default 0.09.
+   */
+  double c;
+  /**
+   * `ε_s`, the relative accuracy of the polynomial kernel (`(0, 0.1)` strict); 0.01.
+   */
+  double eps_s;
+  /**
+   * `DPATTN_TEMPERATURE_ONE_OVER_DIM` (default) or `_CUSTOM`.
+   */
+  uint32_t temperature_kind;
+  /**
+   * `τ` for `DPATTN_TEMPERATURE_CUSTOM`; ignored otherwise.
+   */
+  double temperature;
+  /**
+   * `DPATTN_ACCOUNTING_PAPER` (default) or `_TIGHT`.
+   */
+  uint32_t accounting;
+  /**
+   * 1: enforce the paper's parameter ranges (default); 0: relaxed ranges.
+   */
+  uint32_t strict;
+  /**
+   * `DPATTN_QUERY_REJECT` (default) or `_CLAMP`.
+   */
+  uint32_t query_policy;
+  /**
+   * Refuse to build when the memory estimate exceeds this (bytes); default 1 GiB.
+   */
+  uint64_t memory_limit_bytes;
+  /**
+   * `DPATTN_COPIES_NET_HOEFFDING` (default), `_PAPER` or `_FIXED`.
+   */
+  uint32_t copies_kind;
+  /**
+   * `k` (net Hoeffding, default 10) or `C` (paper); unused for `_FIXED`.
+   */
+  double copies_param;
+  /**
+   * `l` for `DPATTN_COPIES_FIXED`; unused otherwise (default 1).
+   */
+  uint64_t copies_fixed;
+  /**
+   * Failure probability `p_f` of the uniform accuracy statement; default 0.01.
+   */
+  double p_fail;
+  /**
+   * 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
+   */
+  uint32_t snap_to_net;
+  /**
+   * `DPATTN_SPLIT_PER_VECTOR` (default) or `_PER_ENTRY`.
+   */
+  uint32_t split;
+  /**
+   * 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
+   * `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
+   */
+  uint32_t clamp_outputs;
+  /**
+   * `DPATTN_DOMAIN_CLAMP` (default) or `DPATTN_DOMAIN_REJECT` (not DP).
+   */
+  uint32_t domain_policy;
+} dpattn_softmax_tree_cross_attention_params;
+
+/**
+ * What a query reports besides its output row.
+ */
+typedef struct {
+  /**
+   * The denominator `D̃` used (after the E8 clamp when enabled).
+   */
+  double denominator;
+  /**
+   * 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
+   * meaningless; with E8 it was clamped to `n`), else 0.
+   */
+  uint32_t nonpositive_denominator;
+} dpattn_softmax_tree_cross_attention_query_info;
+
+/**
+ * A non-private report of private entries outside the declared domain.
+ */
+typedef struct {
+  /**
+   * Finite key entries outside `[0, R]`.
+   */
+  size_t keys_outside;
+  /**
+   * Finite value entries outside `[−R_w, R_w]`.
+   */
+  size_t values_outside;
+  /**
+   * NaN or infinite entries in either.
+   */
+  size_t non_finite;
+} dpattn_domain_report;
+
+/**
+ * The theorem-level error estimate of seed-001 AC-12.
+ */
+typedef struct {
+  /**
+   * `l`, the number of copies.
+   */
+  size_t copies;
+  /**
+   * Uniform per-copy noise std of an `A_k` structure (weight bound `R_w`).
+   */
+  double sigma_weighted;
+  /**
+   * Uniform per-copy noise std of `A_0` (weight bound 1).
+   */
+  double sigma_normaliser;
+  /**
+   * `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
+   */
+  double additive;
+  /**
+   * `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
+   */
+  double relative;
+  /**
+   * `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
+   */
+  double worst_case_weighted;
+} dpattn_softmax_tree_cross_attention_error_estimate;
 
 /**
  * A linear layer `y = x·Wᵀ + b` inside a flat parameter buffer.
@@ -5738,186 +5738,6 @@ dpattn_status dpattn_output_perturbation_attention(const dpattn_tensor4_mut *out
                                                    size_t scratch_len);
 
 /**
- * Fills `*out` with the recommended configuration (`CrossAttentionParams::new` over the
- * paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
- * accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
- * net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
- * 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
- * and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
- *
- * # Safety
- * `out` must be NULL or writable for one struct.
- */
-dpattn_status dpattn_cross_attention_params_default(dpattn_cross_attention_params *out);
-
-/**
- * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
- * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
- * randomness from `session` (one stream id; every node of every copy is an element of that
- * stream), and returns the handle in `*out`. Any number of public queries are then
- * answered by post-processing (`dpattn_cross_attention_query`). **Allocates** (the
- * structures; `dpattn_cross_attention_estimate_bytes` gives the size before building, and
- * builds over `memory_limit_bytes` are refused).
- *
- * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
- * `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
- * `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
- * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
- * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
- * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_cross_attention_achieved_privacy` reports what is
- * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
- * (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
- * for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
- * `dpattn_cross_attention_estimate_error`).
- *
- * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
- * `(ε, δ)` that `dpattn_cross_attention_achieved_privacy` reports (basic composition over
- * the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
- * ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
- * after the structures are built and before the handle is
- * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
- * budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
- * structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
- * session and its ledger are locked for the whole call (concurrent calls on them wait). To
- * replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
- * a NULL ledger nothing is charged).
- *
- * ```c
- * dpattn_cross_attention_params p;
- * dpattn_cross_attention_params_default(&p);
- * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
- * dpattn_cross_attention *att = NULL;
- * if (dpattn_cross_attention_new(K, n * d, V, n * d, n, d, &p, session, &att) == DPATTN_STATUS_OK) {
- *     dpattn_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
- *     dpattn_cross_attention_free(att);
- * }
- * ```
- *
- * Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_SHAPE_MISMATCH` (a length other than
- * `n * d`); `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their ranges, unknown enum
- * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
- * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
- * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
- * only to the data holder); the ledger's status for a refused charge;
- * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session` (or ledger). `*out` is written only
- * on success. Thread-safe.
- *
- * # Safety
- * `keys`/`values` NULL or readable for their lengths; `params` NULL or readable for one
- * struct; `out` NULL or writable for one pointer; `session` a value returned by
- * `dpattn_session_new*` (a freed one is detected).
- */
-dpattn_status dpattn_cross_attention_new(const double *keys,
-                                         size_t keys_len,
-                                         const double *values,
-                                         size_t values_len,
-                                         size_t n,
-                                         size_t d,
-                                         const dpattn_cross_attention_params *params,
-                                         dpattn_session *session,
-                                         dpattn_cross_attention **out);
-
-/**
- * Releases a handle. NULL, an already freed handle or a foreign pointer is ignored.
- * Thread-safe (a call in flight on the handle finishes first).
- */
-void dpattn_cross_attention_free(dpattn_cross_attention *att);
-
-/**
- * Writes the scratch (`double` elements) of `dpattn_cross_attention_query`: `r + d + l`
- * (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
- * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
- *
- * # Safety
- * `out_len` must be NULL or writable for one `size_t`.
- */
-dpattn_status dpattn_cross_attention_query_scratch_len(const dpattn_cross_attention *att,
-                                                       size_t *out_len);
-
-/**
- * Answers one public query `q ∈ [0, R]^d` (`q_len == d`): `out[k] = Ã_k(q) / D̃(q)` (medians
- * over the copies), `out_len == d`. Post-processing of the release: costs no privacy. No
- * allocation. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_INVALID_HANDLE`;
- * `DPATTN_STATUS_SHAPE_MISMATCH` (lengths); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
- * `DPATTN_STATUS_NON_FINITE` / `DPATTN_STATUS_OUT_OF_RANGE` (a query coordinate NaN or outside
- * `[0, R]` under `DPATTN_QUERY_REJECT`); `DPATTN_STATUS_ALIASING`. `out` and `*out_info` are
- * written only on success. Thread-safe (handle rule).
- *
- * # Safety
- * `out` writable for `out_len` doubles, `q` readable for `q_len`, `scratch` writable for
- * `scratch_len` (each may be NULL only with length 0), `out_info` NULL or writable.
- */
-dpattn_status dpattn_cross_attention_query(const dpattn_cross_attention *att,
-                                           double *out,
-                                           size_t out_len,
-                                           const double *q,
-                                           size_t q_len,
-                                           double *scratch,
-                                           size_t scratch_len,
-                                           dpattn_cross_attention_query_info *out_info);
-
-/**
- * What the whole release achieves, `(ε, δ)` (basic composition over the `(d + 1) · l`
- * copies; for the per-entry guarantee see the core docs). Status:
- * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`, accountant errors. Both
- * out-params are written only on success. Thread-safe (handle rule).
- *
- * # Safety
- * `out_epsilon`, `out_delta` NULL or writable for one `double` each.
- */
-dpattn_status dpattn_cross_attention_achieved_privacy(const dpattn_cross_attention *att,
-                                                      double *out_epsilon,
-                                                      double *out_delta);
-
-/**
- * Counts the entries of `keys`/`values` (`n × d` row-major doubles) the DP constructor would
- * clamp, into `*out_report`. **Not differentially private**: the counts depend on the
- * private data; show them only to the data holder, never publish them. Status:
- * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_SHAPE_MISMATCH` (lengths other than `n * d`),
- * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
- *
- * # Safety
- * `keys`/`values` NULL or readable for their lengths; `out_report` NULL or writable.
- */
-dpattn_status dpattn_cross_attention_check_domain(const double *keys,
-                                                  size_t keys_len,
-                                                  const double *values,
-                                                  size_t values_len,
-                                                  size_t n,
-                                                  size_t d,
-                                                  double radius,
-                                                  double weight_bound,
-                                                  dpattn_domain_report *out_report);
-
-/**
- * The memory (bytes, saturating) a DPCrossAttention over `n` keys of dimension `d` would
- * need, from public parameters only, before anything is built. Status:
- * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE` (invalid parameters),
- * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
- *
- * # Safety
- * `params` NULL or readable; `out_bytes` NULL or writable.
- */
-dpattn_status dpattn_cross_attention_estimate_bytes(size_t n,
-                                                    size_t d,
-                                                    const dpattn_cross_attention_params *params,
-                                                    uint64_t *out_bytes);
-
-/**
- * The additive error estimate for `n` keys of dimension `d` (public parameters only).
- * Print it, and warn when `additive` exceeds `R_w` (useful only for `n ≳ 1e9` at `d <= 4`).
- * Status: `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE`,
- * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
- *
- * # Safety
- * `params` NULL or readable; `out_estimate` NULL or writable.
- */
-dpattn_status dpattn_cross_attention_estimate_error(size_t n,
-                                                    size_t d,
-                                                    const dpattn_cross_attention_params *params,
-                                                    dpattn_cross_attention_error_estimate *out_estimate);
-
-/**
  * Checks an (ε, δ) budget the way every mechanism will: ε finite and `> 0`, `0 <= δ < 1`.
  * Returns `DPATTN_STATUS_OK` or `DPATTN_STATUS_OUT_OF_RANGE` (the last-error message
  * names the parameter and the allowed range). Thread-safe.
@@ -6902,6 +6722,186 @@ dpattn_status dpattn_softmax_tree_adaptive_copy_noise_variance(const dpattn_soft
                                                                const double *y,
                                                                size_t y_len,
                                                                double *out);
+
+/**
+ * Fills `*out` with the recommended configuration (`SoftmaxTreeCrossAttentionParams::new` over the
+ * paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
+ * accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
+ * net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
+ * 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
+ * and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
+ *
+ * # Safety
+ * `out` must be NULL or writable for one struct.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_params_default(dpattn_softmax_tree_cross_attention_params *out);
+
+/**
+ * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
+ * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
+ * randomness from `session` (one stream id; every node of every copy is an element of that
+ * stream), and returns the handle in `*out`. Any number of public queries are then
+ * answered by post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the
+ * structures; `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and
+ * builds over `memory_limit_bytes` are refused).
+ *
+ * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
+ * `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
+ * `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
+ * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
+ * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
+ * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy` reports what is
+ * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
+ * (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+ * for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+ * `dpattn_softmax_tree_cross_attention_estimate_error`).
+ *
+ * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
+ * `(ε, δ)` that `dpattn_softmax_tree_cross_attention_achieved_privacy` reports (basic composition over
+ * the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
+ * ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
+ * after the structures are built and before the handle is
+ * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
+ * budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
+ * structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
+ * session and its ledger are locked for the whole call (concurrent calls on them wait). To
+ * replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
+ * a NULL ledger nothing is charged).
+ *
+ * ```c
+ * dpattn_softmax_tree_cross_attention_params p;
+ * dpattn_softmax_tree_cross_attention_params_default(&p);
+ * p.epsilon = 0.9; p.delta = 1e-6; p.delta_prime = 1e-6;
+ * dpattn_softmax_tree_cross_attention *att = NULL;
+ * if (dpattn_softmax_tree_cross_attention_new(K, n * d, V, n * d, n, d, &p, session, &att) == DPATTN_STATUS_OK) {
+ *     dpattn_softmax_tree_cross_attention_query(att, out, d, q, d, scratch, scratch_len, &info);
+ *     dpattn_softmax_tree_cross_attention_free(att);
+ * }
+ * ```
+ *
+ * Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_SHAPE_MISMATCH` (a length other than
+ * `n * d`); `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their ranges, unknown enum
+ * values, flags not 0/1, a vacuous composed budget); `DPATTN_STATUS_MEMORY_LIMIT`;
+ * `DPATTN_STATUS_ALLOCATION_FAILED`; `DPATTN_STATUS_SIZE_OVERFLOW`;
+ * `DPATTN_STATUS_DOMAIN_VIOLATION` only with `DPATTN_DOMAIN_REJECT` (data-dependent: show it
+ * only to the data holder); the ledger's status for a refused charge;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session` (or ledger). `*out` is written only
+ * on success. Thread-safe.
+ *
+ * # Safety
+ * `keys`/`values` NULL or readable for their lengths; `params` NULL or readable for one
+ * struct; `out` NULL or writable for one pointer; `session` a value returned by
+ * `dpattn_session_new*` (a freed one is detected).
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_new(const double *keys,
+                                                      size_t keys_len,
+                                                      const double *values,
+                                                      size_t values_len,
+                                                      size_t n,
+                                                      size_t d,
+                                                      const dpattn_softmax_tree_cross_attention_params *params,
+                                                      dpattn_session *session,
+                                                      dpattn_softmax_tree_cross_attention **out);
+
+/**
+ * Releases a handle. NULL, an already freed handle or a foreign pointer is ignored.
+ * Thread-safe (a call in flight on the handle finishes first).
+ */
+void dpattn_softmax_tree_cross_attention_free(dpattn_softmax_tree_cross_attention *att);
+
+/**
+ * Writes the scratch (`double` elements) of `dpattn_softmax_tree_cross_attention_query`: `r + d + l`
+ * (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out_len` must be NULL or writable for one `size_t`.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_query_scratch_len(const dpattn_softmax_tree_cross_attention *att,
+                                                                    size_t *out_len);
+
+/**
+ * Answers one public query `q ∈ [0, R]^d` (`q_len == d`): `out[k] = Ã_k(q) / D̃(q)` (medians
+ * over the copies), `out_len == d`. Post-processing of the release: costs no privacy. No
+ * allocation. Status: `DPATTN_STATUS_NULL_ARGUMENT`; `DPATTN_STATUS_INVALID_HANDLE`;
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (lengths); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
+ * `DPATTN_STATUS_NON_FINITE` / `DPATTN_STATUS_OUT_OF_RANGE` (a query coordinate NaN or outside
+ * `[0, R]` under `DPATTN_QUERY_REJECT`); `DPATTN_STATUS_ALIASING`. `out` and `*out_info` are
+ * written only on success. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out` writable for `out_len` doubles, `q` readable for `q_len`, `scratch` writable for
+ * `scratch_len` (each may be NULL only with length 0), `out_info` NULL or writable.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_query(const dpattn_softmax_tree_cross_attention *att,
+                                                        double *out,
+                                                        size_t out_len,
+                                                        const double *q,
+                                                        size_t q_len,
+                                                        double *scratch,
+                                                        size_t scratch_len,
+                                                        dpattn_softmax_tree_cross_attention_query_info *out_info);
+
+/**
+ * What the whole release achieves, `(ε, δ)` (basic composition over the `(d + 1) · l`
+ * copies; for the per-entry guarantee see the core docs). Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_INVALID_HANDLE`, accountant errors. Both
+ * out-params are written only on success. Thread-safe (handle rule).
+ *
+ * # Safety
+ * `out_epsilon`, `out_delta` NULL or writable for one `double` each.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_achieved_privacy(const dpattn_softmax_tree_cross_attention *att,
+                                                                   double *out_epsilon,
+                                                                   double *out_delta);
+
+/**
+ * Counts the entries of `keys`/`values` (`n × d` row-major doubles) the DP constructor would
+ * clamp, into `*out_report`. **Not differentially private**: the counts depend on the
+ * private data; show them only to the data holder, never publish them. Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_SHAPE_MISMATCH` (lengths other than `n * d`),
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `keys`/`values` NULL or readable for their lengths; `out_report` NULL or writable.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_check_domain(const double *keys,
+                                                               size_t keys_len,
+                                                               const double *values,
+                                                               size_t values_len,
+                                                               size_t n,
+                                                               size_t d,
+                                                               double radius,
+                                                               double weight_bound,
+                                                               dpattn_domain_report *out_report);
+
+/**
+ * The memory (bytes, saturating) a DPCrossAttention over `n` keys of dimension `d` would
+ * need, from public parameters only, before anything is built. Status:
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE` (invalid parameters),
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out_bytes` NULL or writable.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_estimate_bytes(size_t n,
+                                                                 size_t d,
+                                                                 const dpattn_softmax_tree_cross_attention_params *params,
+                                                                 uint64_t *out_bytes);
+
+/**
+ * The additive error estimate for `n` keys of dimension `d` (public parameters only).
+ * Print it, and warn when `additive` exceeds `R_w` (useful only for `n ≳ 1e9` at `d <= 4`).
+ * Status: `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_OUT_OF_RANGE`,
+ * `DPATTN_STATUS_SIZE_OVERFLOW`. Thread-safe; no shared state.
+ *
+ * # Safety
+ * `params` NULL or readable; `out_estimate` NULL or writable.
+ */
+dpattn_status dpattn_softmax_tree_cross_attention_estimate_error(size_t n,
+                                                                 size_t d,
+                                                                 const dpattn_softmax_tree_cross_attention_params *params,
+                                                                 dpattn_softmax_tree_cross_attention_error_estimate *out_estimate);
 
 /**
  * A static, NUL-terminated description of a status code; unknown codes give

@@ -138,7 +138,8 @@ class Handle {
 
 /// RAII owners for every handle type of the C ABI.
 using LedgerHandle = Handle<dpattn_ledger, dpattn_ledger_free>;
-using CrossAttention = Handle<dpattn_cross_attention, dpattn_cross_attention_free>;
+using SoftmaxTreeCrossAttention =
+    Handle<dpattn_softmax_tree_cross_attention, dpattn_softmax_tree_cross_attention_free>;
 using MomentSketch = Handle<dpattn_moment_sketch, dpattn_moment_sketch_free>;
 using DpTree = Handle<dpattn_dp_tree, dpattn_dp_tree_free>;
 using DpTreeDistance = Handle<dpattn_dp_tree_distance, dpattn_dp_tree_distance_free>;

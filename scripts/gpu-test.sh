@@ -65,7 +65,7 @@ for tool in memcheck racecheck; do
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BUNDLE/gpu-tests" --ignored --test-threads=1 --skip gaussian_and_laplace_output_have_the_right_distribution --skip the_end_of_the_index_space
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1 cosh_score dp_cross_attention output_noise_is
+        "$BUNDLE/gpu-attention-tests" --ignored --test-threads=1 cosh_score output_perturbation output_noise_is
     compute-sanitizer --tool "$tool" --error-exitcode 1 \
         "$BUNDLE/gpu-gaussian-sampling-tests" --ignored --test-threads=1 --skip large_k_release_matches_the_cpu
     compute-sanitizer --tool "$tool" --error-exitcode 1 \

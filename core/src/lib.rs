@@ -50,8 +50,6 @@ pub mod attention_options;
 pub mod batched;
 pub mod calibration;
 mod directed_rounding;
-#[cfg(feature = "alloc")]
-pub mod dp_cross_attention;
 pub mod dp_forward;
 pub mod element;
 pub mod error;
@@ -73,6 +71,8 @@ pub mod scratch;
 pub mod session;
 #[cfg(feature = "alloc")]
 pub mod softmax_tree;
+#[cfg(feature = "alloc")]
+pub mod softmax_tree_cross_attention;
 pub mod weight_shuffle;
 
 pub use attention_options::{Kernel, Mask, Scale, ScoreFn};

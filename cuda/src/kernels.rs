@@ -226,7 +226,7 @@ pub fn all_variants() -> Vec<KernelSpec> {
         v.push(KernelSpec::grid_release(t));
     }
     v.extend(crate::attention::variants());
-    v.extend(crate::dp_cross_attention::variants());
+    v.extend(crate::output_perturbation::variants());
     v.extend(crate::gaussian_sampling::variants());
     v
 }

@@ -14,7 +14,7 @@
 //!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
 //!   float noise), [`attention`] (fused flash-style noisy
-//!   attention, tensor cores for bf16/f16), [`dp_cross_attention`] (output-perturbation DP
+//!   attention, tensor cores for bf16/f16), [`output_perturbation`] (output-perturbation DP
 //!   cross-attention through the fused kernel) and [`gaussian_sampling`] (paper 000's
 //!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
 //!   release).
@@ -33,7 +33,6 @@ pub mod attention;
 pub mod clip_rows;
 pub mod compile;
 pub mod device;
-pub mod dp_cross_attention;
 pub mod error;
 pub mod float_dtype;
 pub mod gaussian_sampling;
@@ -41,6 +40,7 @@ pub mod grid_release;
 pub mod kernels;
 pub mod launch;
 pub mod noise_fill;
+pub mod output_perturbation;
 pub mod probe;
 
 pub use clip_rows::{

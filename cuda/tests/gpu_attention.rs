@@ -128,13 +128,15 @@ fn output_noise_is_the_cpu_draw_bit_for_bit() {
 
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
-fn dp_cross_attention_equals_the_cpu_release() {
+fn output_perturbation_equals_the_cpu_release() {
     use dpattn_core::output_perturbation::{
         OutputPerturbationParams, output_perturbation_attention_keyed,
     };
     use dpattn_core::session::Draw;
     use dpattn_core::{Kernel, PrivacyBudget};
-    use dpattn_cuda::dp_cross_attention::{output_perturbation_attention_raw_keyed, workspace_len};
+    use dpattn_cuda::output_perturbation::{
+        output_perturbation_attention_raw_keyed, workspace_len,
+    };
     let (dev, s) = gpu();
     let (b, h, sq, sk, d) = (2, 2, 33, 200, 64);
     let key = NoiseKey::for_replay([0x77; 32]);
@@ -210,7 +212,7 @@ fn dp_cross_attention_equals_the_cpu_release() {
 
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
-fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
+fn output_perturbation_exact_release_is_on_the_grid_with_the_cpus_integers() {
     use dpattn_core::accounting::ledger::Ledger;
     use dpattn_core::attention::{AttentionParams, attention_f64};
     use dpattn_core::grid_release::GridFormat;
@@ -220,7 +222,7 @@ fn dp_cross_attention_exact_release_is_on_the_grid_with_the_cpus_integers() {
     use dpattn_core::sampling::ExactSampler;
     use dpattn_core::session::{NoiseSource, Session};
     use dpattn_core::{Kernel, PrivacyBudget};
-    use dpattn_cuda::dp_cross_attention::{
+    use dpattn_cuda::output_perturbation::{
         GPU_F64, exact_workspace_len, output_perturbation_attention_raw,
     };
     let (dev, s) = gpu();

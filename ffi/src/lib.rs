@@ -50,6 +50,7 @@ mod privacy;
 mod session;
 mod session_store;
 mod softmax_tree;
+mod softmax_tree_cross_attention;
 mod status;
 mod tensor;
 mod version;
@@ -76,16 +77,6 @@ pub use noisy_attention::{
 };
 pub use noisy_head::*;
 pub use output_perturbation::{
-    DPATTN_ACCOUNTING_PAPER, DPATTN_ACCOUNTING_TIGHT, DPATTN_COPIES_FIXED,
-    DPATTN_COPIES_NET_HOEFFDING, DPATTN_COPIES_PAPER, DPATTN_DOMAIN_CLAMP, DPATTN_DOMAIN_REJECT,
-    DPATTN_QUERY_CLAMP, DPATTN_QUERY_REJECT, DPATTN_SPLIT_PER_ENTRY, DPATTN_SPLIT_PER_VECTOR,
-    DPATTN_TEMPERATURE_CUSTOM, DPATTN_TEMPERATURE_ONE_OVER_DIM, dpattn_cross_attention,
-    dpattn_cross_attention_achieved_privacy, dpattn_cross_attention_check_domain,
-    dpattn_cross_attention_error_estimate, dpattn_cross_attention_estimate_bytes,
-    dpattn_cross_attention_estimate_error, dpattn_cross_attention_free, dpattn_cross_attention_new,
-    dpattn_cross_attention_params, dpattn_cross_attention_params_default,
-    dpattn_cross_attention_query, dpattn_cross_attention_query_info,
-    dpattn_cross_attention_query_scratch_len, dpattn_domain_report,
     dpattn_output_perturbation_attention, dpattn_output_perturbation_params,
     dpattn_output_perturbation_params_default, dpattn_output_perturbation_row_sensitivity,
     dpattn_output_perturbation_scratch_len, dpattn_output_perturbation_sensitivity,
@@ -95,6 +86,21 @@ pub use privacy::dpattn_check_privacy_params;
 pub use session::*;
 pub use session_store::*;
 pub use softmax_tree::*;
+pub use softmax_tree_cross_attention::{
+    DPATTN_ACCOUNTING_PAPER, DPATTN_ACCOUNTING_TIGHT, DPATTN_COPIES_FIXED,
+    DPATTN_COPIES_NET_HOEFFDING, DPATTN_COPIES_PAPER, DPATTN_DOMAIN_CLAMP, DPATTN_DOMAIN_REJECT,
+    DPATTN_QUERY_CLAMP, DPATTN_QUERY_REJECT, DPATTN_SPLIT_PER_ENTRY, DPATTN_SPLIT_PER_VECTOR,
+    DPATTN_TEMPERATURE_CUSTOM, DPATTN_TEMPERATURE_ONE_OVER_DIM, dpattn_domain_report,
+    dpattn_softmax_tree_cross_attention, dpattn_softmax_tree_cross_attention_achieved_privacy,
+    dpattn_softmax_tree_cross_attention_check_domain,
+    dpattn_softmax_tree_cross_attention_error_estimate,
+    dpattn_softmax_tree_cross_attention_estimate_bytes,
+    dpattn_softmax_tree_cross_attention_estimate_error, dpattn_softmax_tree_cross_attention_free,
+    dpattn_softmax_tree_cross_attention_new, dpattn_softmax_tree_cross_attention_params,
+    dpattn_softmax_tree_cross_attention_params_default, dpattn_softmax_tree_cross_attention_query,
+    dpattn_softmax_tree_cross_attention_query_info,
+    dpattn_softmax_tree_cross_attention_query_scratch_len,
+};
 pub use status::{dpattn_status, dpattn_status_str};
 pub use tensor::{
     DPATTN_DTYPE_BF16, DPATTN_DTYPE_F16, DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype,

@@ -11,7 +11,6 @@
 
 use dpattn::accounting::ledger::Ledger;
 use dpattn::attention::{AttentionParams, attention_alloc};
-use dpattn::dp_cross_attention::{CrossAttentionParams, DomainPolicy, DpCrossAttention};
 use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
     SensitivityRule, clip_hidden, dp_forward_keyed,
@@ -24,6 +23,9 @@ use dpattn::reference_attention::reference_attention_vec;
 use dpattn::sampling::{GridLaplace, KeyedStream, NoiseKey};
 use dpattn::session::Draw;
 use dpattn::softmax_tree::{DpTree, SoftmaxTreeParams};
+use dpattn::softmax_tree_cross_attention::{
+    DomainPolicy, SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams,
+};
 use dpattn::{
     BatchedMut, BatchedRef, Error, Mask, MatMut, MatRef, NoiseMode, PrivacyBudget, Scale,
 };
@@ -136,13 +138,13 @@ fn dp_covariance_keeps_the_failing_pivot_private() -> Res {
 #[test]
 fn cross_attention_reject_keeps_the_count_of_out_of_domain_entries_private() -> Res {
     let tree = SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?, 1e-6);
-    let mut p = CrossAttentionParams::new(tree);
+    let mut p = SoftmaxTreeCrossAttentionParams::new(tree);
     p.domain_policy = DomainPolicy::Reject;
     // 64 keys of dimension 1, 37 of them outside [0, R] (negative); values in range.
     let n = 64;
     let keys: Vec<f64> = (0..n).map(|i| if i < 37 { -0.5 } else { 0.5 }).collect();
     let values = vec![0.25; n];
-    let r = DpCrossAttention::new_keyed(
+    let r = SoftmaxTreeCrossAttention::new_keyed(
         MatRef::from_row_major(&keys, n, 1)?,
         MatRef::from_row_major(&values, n, 1)?,
         &p,

@@ -199,7 +199,7 @@ void dpck_divmod128_128(const u64* a, const u64* d, u64* q, u64* rem) {
 
 // a·m and whether it fits in 128 bits.
 int dpck_mul128_64(const u64* a, u64 m, u64* out) {
-    DpU128 p;
+    DpU128 p{0, 0};  // written only when the product fits
     const bool ok = dp_mul128_64(DpU128{a[0], a[1]}, m, &p);
     out[0] = p.lo;
     out[1] = p.hi;

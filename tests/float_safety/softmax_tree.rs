@@ -11,10 +11,10 @@
 //! indices' low 8 bits are uniform under both inputs (their shift by `1/Λ = 128` is not
 //! what the audit measures).
 
-use dpattn::dp_cross_attention::{CrossAttentionParams, estimate_error};
 use dpattn::sampling::NoiseKey;
 use dpattn::session::Draw;
 use dpattn::softmax_tree::{Copies, DpTree, SoftmaxTreeParams};
+use dpattn::softmax_tree_cross_attention::{SoftmaxTreeCrossAttentionParams, estimate_error};
 use dpattn::{NoiseMode, PrivacyBudget};
 
 use crate::low_bits::{LowBits, assert_no_separation, assert_separation};
@@ -58,7 +58,8 @@ fn dp_tree_low_bits() {
 #[test]
 fn exact_trees_are_as_noisy_as_the_float_ones_at_the_quickstart_sizes() {
     let budget = PrivacyBudget::new(1.0, 1e-6).unwrap();
-    let mut p = CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
+    let mut p =
+        SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget, 1e-6));
     p.adaptive.copies = Copies::Fixed(1);
     let exact = estimate_error(16_384, 2, &p).unwrap();
     p.adaptive.tree.noise_mode = NoiseMode::UnsafeFloat;

@@ -1,11 +1,11 @@
 //! Budgets, copy counts, error estimates, memory and input validation of the faithful
-//! softmax-tree mechanism of paper 001 (`dpattn::softmax_tree`, `dpattn::dp_cross_attention`),
+//! softmax-tree mechanism of paper 001 (`dpattn::softmax_tree`, `dpattn::softmax_tree_cross_attention`),
 //! and the moment sketch of extension E1 (`dpattn::moment_sketch`), against
 //! `shared/spec/seed-001.md`:
 //!
 //! * AC-6: the Config A budget hierarchy of §10 (`l = 1` and `l = 49`), down to node budgets,
 //!   TLap bounds and standard deviations, and the accountant's totals (OQ15), both from
-//!   `softmax_budget` and from a built `DpCrossAttention`; E2 (tight accounting).
+//!   `softmax_budget` and from a built `SoftmaxTreeCrossAttention`; E2 (tight accounting).
 //! * AC-12: the 32 cells of the theorem-bound table, and E5's worst-case bound.
 //! * §8.4: the copy counts `l` (NetHoeffding and Paper, with the odd rule).
 //! * §6.3: `s_min`, and the temperature extension (E6 / OQ1).
@@ -47,10 +47,6 @@ use dpattn::accounting::composition::Rho;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_sigma;
-use dpattn::dp_cross_attention::{
-    CrossAttentionParams, DomainPolicy, DpCrossAttention, check_domain,
-    estimate_cross_attention_bytes, estimate_error,
-};
 use dpattn::moment_sketch::SketchGrid;
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams, SketchNoise};
 use dpattn::sampling::ExactSampler;
@@ -59,6 +55,10 @@ use dpattn::session::Draw;
 use dpattn::softmax_tree::{
     Accounting, AdaptiveParams, Copies, DpTreeSoftmax, DpTreeSoftmaxAdaptive, QueryPolicy,
     SoftmaxTreeParams, Temperature, copy_count, min_degree, softmax_budget, taylor_relative_error,
+};
+use dpattn::softmax_tree_cross_attention::{
+    DomainPolicy, SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams, check_domain,
+    estimate_cross_attention_bytes, estimate_error,
 };
 use dpattn::{Error, MatRef, NoiseMode, PrivacyBudget, Result};
 use support::problem::Rng;
@@ -301,12 +301,12 @@ fn ac6_achieved_totals_within_targets() {
     }
 }
 
-/// AC-6 through the public builder: a faithful (PerEntry, `l = 1`) `DpCrossAttention` on
+/// AC-6 through the public builder: a faithful (PerEntry, `l = 1`) `SoftmaxTreeCrossAttention` on
 /// Config A data has exactly the §10 copy budget, and its accountant and ledger agree.
 #[test]
-fn ac6_config_a_through_dp_cross_attention() {
+fn ac6_config_a_through_softmax_tree_cross_attention() {
     let (n, d) = (1000, 4);
-    let params = CrossAttentionParams::faithful(paper_tree(), Copies::Fixed(1));
+    let params = SoftmaxTreeCrossAttentionParams::faithful(paper_tree(), Copies::Fixed(1));
     // §11: (d+1)·l·(r+1)·3·(2N−2)·8 bytes ≈ 0.02 GiB.
     let bytes = estimate_cross_attention_bytes(n, d, &params).unwrap();
     assert_eq!(bytes, 5 * 71 * 3 * (2 * 1024 - 2) * 8);
@@ -317,7 +317,7 @@ fn ac6_config_a_through_dp_cross_attention() {
     let vals = random_matrix(&mut rng, n, d, -1.0, 1.0);
     let total = PrivacyBudget::new(2.5, 5e-6).unwrap();
     let mut ledger: Ledger = Ledger::new_approx(PrivacyUnit::TOKEN, total);
-    let att = DpCrossAttention::new_keyed(
+    let att = SoftmaxTreeCrossAttention::new_keyed(
         MatRef::from_row_major(&keys, n, d).unwrap(),
         MatRef::from_row_major(&vals, n, d).unwrap(),
         &params,
@@ -385,11 +385,11 @@ fn e2_tight_accounting() {
 
 /// AC-12 settings with `p_f = 0.01` (relaxed mode admits the closed end, see module docs).
 /// The AC-12 settings with the paper's float TLap (the table's numbers).
-fn ac12_params(copies: Copies) -> CrossAttentionParams {
+fn ac12_params(copies: Copies) -> SoftmaxTreeCrossAttentionParams {
     let mut tree = paper_tree();
     tree.strict = false;
     tree.noise_mode = NoiseMode::UnsafeFloat;
-    let mut p = CrossAttentionParams::new(tree);
+    let mut p = SoftmaxTreeCrossAttentionParams::new(tree);
     p.adaptive.copies = copies;
     p.adaptive.p_fail = 0.01;
     p
@@ -620,7 +620,7 @@ fn section_11_memory() {
         (1_000_000, 1_048_576, 4, 70, "3.3", GIB, "16.6"),
         (1_000_000, 1_048_576, 8, 495, "23.3", GIB, "209"),
     ];
-    let fixed = CrossAttentionParams::new(paper_tree());
+    let fixed = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     let mut one = fixed;
     one.adaptive.copies = Copies::Fixed(1);
     for (n, big_n, d, r, per_softmax, unit, total) in table {
@@ -644,7 +644,7 @@ fn section_11_memory() {
         MatRef::from_row_major(&vals, n, d).unwrap(),
     );
     let want = 17 * 4846 * 3 * (2 * 16384 - 2) * 8;
-    match DpCrossAttention::new_keyed(k, v, &one, draw(2, 0), None) {
+    match SoftmaxTreeCrossAttention::new_keyed(k, v, &one, draw(2, 0), None) {
         Err(Error::MemoryLimit { needed_bytes, limit_bytes, .. }) => {
             assert_eq!((needed_bytes, limit_bytes), (want, 1 << 30));
         }
@@ -672,9 +672,9 @@ fn section_11_memory() {
     assert_eq!(need, 3 * 16 * 3 * 126 * 8);
     let mut p = one;
     p.adaptive.tree.memory_limit_bytes = need;
-    assert!(DpCrossAttention::new_keyed(k, v, &p, draw(2, 3), None).is_ok());
+    assert!(SoftmaxTreeCrossAttention::new_keyed(k, v, &p, draw(2, 3), None).is_ok());
     p.adaptive.tree.memory_limit_bytes = need - 1;
-    match DpCrossAttention::new_keyed(k, v, &p, draw(2, 3), None) {
+    match SoftmaxTreeCrossAttention::new_keyed(k, v, &p, draw(2, 3), None) {
         Err(Error::MemoryLimit { needed_bytes, limit_bytes, .. }) => {
             assert_eq!((needed_bytes, limit_bytes), (need, need - 1));
         }
@@ -1017,7 +1017,7 @@ fn e1_accuracy_against_exact_attention() {
     assert!(mae <= bound, "mean absolute error {mae} > {bound}");
     assert!(max_noise > 0.0, "the sketch must be noisy");
     // Against the trees (AC-12 settings, PerVector, non-adaptive) at the same n.
-    let mut tp = CrossAttentionParams::new(paper_tree());
+    let mut tp = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     tp.adaptive.copies = Copies::Fixed(1);
     let trees = estimate_error(n, d, &tp).unwrap().additive;
     assert!(trees > 100.0, "trees' additive estimate at n = 1e5: {trees}");
@@ -1093,8 +1093,8 @@ fn tiny() -> (Vec<f64>, Vec<f64>) {
     (vec![0.1, 0.8, 0.6, 0.3, 0.9, 0.2, 1.0, 0.0], vec![0.5, -0.5, 1.0, 0.0, -1.0, 0.25, 0.0, 1.0])
 }
 
-fn tiny_params() -> CrossAttentionParams {
-    let mut p = CrossAttentionParams::new(paper_tree());
+fn tiny_params() -> SoftmaxTreeCrossAttentionParams {
+    let mut p = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     p.adaptive.copies = Copies::Fixed(1);
     p
 }
@@ -1103,9 +1103,9 @@ fn mat(x: &[f64], rows: usize, cols: usize) -> MatRef<'_, f64> {
     MatRef::from_row_major(x, rows, cols).unwrap()
 }
 
-fn build_tiny(p: &CrossAttentionParams) -> Result<DpCrossAttention> {
+fn build_tiny(p: &SoftmaxTreeCrossAttentionParams) -> Result<SoftmaxTreeCrossAttention> {
     let (k, v) = tiny();
-    DpCrossAttention::new_keyed(
+    SoftmaxTreeCrossAttention::new_keyed(
         MatRef::from_row_major(&k, 4, 2)?,
         MatRef::from_row_major(&v, 4, 2)?,
         p,
@@ -1119,7 +1119,7 @@ fn build_tiny(p: &CrossAttentionParams) -> Result<DpCrossAttention> {
 #[test]
 fn strict_parameter_ranges() {
     assert!(build_tiny(&tiny_params()).is_ok());
-    type Mutation = fn(&mut CrossAttentionParams);
+    type Mutation = fn(&mut SoftmaxTreeCrossAttentionParams);
     let cases: [(&str, Mutation); 14] = [
         ("c", |p| p.adaptive.tree.c = 0.1),
         ("c", |p| p.adaptive.tree.c = 0.0),
@@ -1199,8 +1199,8 @@ fn copies_and_shapes() {
 
     let (k, v) = tiny();
     let p = tiny_params();
-    let build = |kr, kc, vr, vc| -> Result<DpCrossAttention> {
-        DpCrossAttention::new_keyed(
+    let build = |kr, kc, vr, vc| -> Result<SoftmaxTreeCrossAttention> {
+        SoftmaxTreeCrossAttention::new_keyed(
             MatRef::from_row_major(&k[..kr * kc], kr, kc)?,
             MatRef::from_row_major(&v[..vr * vc], vr, vc)?,
             &p,
@@ -1267,12 +1267,12 @@ fn tight_accounting_report_fits_its_target() {
     assert!(got.delta().get() <= ds + dps, "tight δ {:e} > {:e}", got.delta().get(), ds + dps);
 
     let keys: Vec<f64> = (0..16).map(|i| f64::from(i) / 16.0).collect();
-    let mut p = CrossAttentionParams::new(paper_tree());
+    let mut p = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     p.adaptive.tree.accounting = Accounting::Tight;
     p.adaptive.copies = Copies::Fixed(3);
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(1.0, 2e-6).unwrap());
-    let r = DpCrossAttention::new_keyed(
+    let r = SoftmaxTreeCrossAttention::new_keyed(
         mat(&keys, 4, 4),
         mat(&keys, 4, 4),
         &p,
@@ -1356,9 +1356,11 @@ fn private_domain_policy() {
     assert_eq!((rep.keys_outside, rep.values_outside, rep.non_finite), (2, 1, 4));
 
     let p = tiny_params();
-    let got = DpCrossAttention::new_keyed(m(&bad_k), m(&bad_v), &p, draw(12, 0), None).unwrap();
+    let got =
+        SoftmaxTreeCrossAttention::new_keyed(m(&bad_k), m(&bad_v), &p, draw(12, 0), None).unwrap();
     let want =
-        DpCrossAttention::new_keyed(m(&clamped_k), m(&clamped_v), &p, draw(12, 0), None).unwrap();
+        SoftmaxTreeCrossAttention::new_keyed(m(&clamped_k), m(&clamped_v), &p, draw(12, 0), None)
+            .unwrap();
     assert_eq!(got, want, "Clamp must release exactly the clamped data's structures");
     let mut out = [0.0; 2];
     got.query(&[0.5, 0.5], &mut out).unwrap();
@@ -1386,7 +1388,7 @@ fn private_domain_policy() {
     let one_bad_key = [0.1, 0.8, 0.6, 0.3, 0.9, 1.2, 1.0, 0.0];
     let (_, tv) = tiny();
     for (k, v) in [(&one_bad_key[..], &tv[..]), (&clamped_k, &bad_v), (&bad_k, &tv)] {
-        let r = DpCrossAttention::new_keyed(m(k), m(v), &reject, draw(12, 3), None);
+        let r = SoftmaxTreeCrossAttention::new_keyed(m(k), m(v), &reject, draw(12, 3), None);
         assert!(matches!(r, Err(Error::DomainViolation { .. })), "{r:?}");
         // The count of offending entries is private: in the detail, equal to check_domain's.
         let want = check_domain(
@@ -1401,7 +1403,7 @@ fn private_domain_policy() {
     }
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(10.0, 1e-3).unwrap());
-    let r = DpCrossAttention::new_keyed(
+    let r = SoftmaxTreeCrossAttention::new_keyed(
         m(&one_bad_key),
         m(&tv),
         &reject,
@@ -1420,11 +1422,11 @@ fn vacuous_composed_guarantee_is_refused_before_building() {
     let mut t = paper_tree();
     t.budget = PrivacyBudget::new(1.0, 0.5).unwrap();
     t.delta_prime = 0.5;
-    let p = CrossAttentionParams::faithful(t, Copies::Fixed(1));
+    let p = SoftmaxTreeCrossAttentionParams::faithful(t, Copies::Fixed(1));
     let keys: Vec<f64> = (0..32).map(|i| f64::from(i % 7) / 7.0).collect();
     let mut ledger: Ledger =
         Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(100.0, 0.999).unwrap());
-    let r = DpCrossAttention::new_keyed(
+    let r = SoftmaxTreeCrossAttention::new_keyed(
         mat(&keys, 8, 4),
         mat(&keys, 8, 4),
         &p,
@@ -1450,7 +1452,7 @@ fn sessions_charge_every_build_on_a_fresh_stream() {
     };
     assert_eq!((PRIVACY_UNIT, STREAMS), (PrivacyUnit::TOKEN, 1));
     assert_eq!(dpattn::moment_sketch::PRIVACY_UNIT, PrivacyUnit::TOKEN);
-    assert_eq!(dpattn::dp_cross_attention::PRIVACY_UNIT, PrivacyUnit::TOKEN);
+    assert_eq!(dpattn::softmax_tree_cross_attention::PRIVACY_UNIT, PrivacyUnit::TOKEN);
     let (n, d) = (6, 2);
     let mut rng = Rng(0x5E55);
     let keys = random_matrix(&mut rng, n, d, 0.0, 1.0);
@@ -1500,9 +1502,12 @@ fn sessions_charge_every_build_on_a_fresh_stream() {
     let mut ad = AdaptiveParams::new(paper_tree());
     ad.copies = Copies::Fixed(3);
     add(DpTreeSoftmaxAdaptive::new(k, &w, &ad, &mut session).unwrap().achieved_privacy().unwrap());
-    let mut cp = CrossAttentionParams::new(paper_tree());
+    let mut cp = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     cp.adaptive.copies = Copies::Fixed(1);
-    add(DpCrossAttention::new(k, v, &cp, &mut session).unwrap().achieved_privacy().unwrap());
+    add(SoftmaxTreeCrossAttention::new(k, v, &cp, &mut session)
+        .unwrap()
+        .achieved_privacy()
+        .unwrap());
     let sp = sketch_params(1e-6);
     MomentSketch::new(k, v, &sp, &mut session).unwrap();
     add(sp.budget);
@@ -1520,7 +1525,7 @@ fn sessions_charge_every_build_on_a_fresh_stream() {
     let z0 = zs.next_stream();
     let r = DpTree::new(&w, 1.0, tb, &mut zs);
     assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
-    let r = DpCrossAttention::new(k, v, &cp, &mut zs);
+    let r = SoftmaxTreeCrossAttention::new(k, v, &cp, &mut zs);
     assert!(matches!(r, Err(Error::OutOfRange { .. })), "{r:?}");
     assert_eq!((zs.ledger().charges(), zs.next_stream()), (0, z0 + 2));
     let s = MomentSketch::new(k, v, &sp, &mut zs).unwrap();

@@ -1,5 +1,5 @@
 //! Paper 001's noisy softmax trees (`dpattn::softmax_tree`) and DPCrossAttention
-//! (`dpattn::dp_cross_attention`): the noise-free answers against an independent model
+//! (`dpattn::softmax_tree_cross_attention`): the noise-free answers against an independent model
 //! (AC-5, AC-11), the §7.5 noise variance and its Monte Carlo (AC-7), Chebyshev coverage
 //! (AC-8), median boosting (AC-9), odd copy counts and snapping to the net (§8.2, §8.4),
 //! determinism (AC-13, also for the moment sketch) and the ledger charge.
@@ -24,13 +24,15 @@ use std::sync::LazyLock;
 
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
-use dpattn::dp_cross_attention::{BudgetSplit, CrossAttentionParams, DpCrossAttention};
 use dpattn::moment_sketch::{MomentSketch, MomentSketchParams};
 use dpattn::sampling::{ExactSampler, KeyedStream, NoiseKey, TruncatedDiscreteLaplace};
 use dpattn::session::Draw;
 use dpattn::softmax_tree::{
     AdaptiveParams, Copies, DpTreeSoftmax, DpTreeSoftmaxAdaptive, SoftmaxTreeParams, bin,
     net_resolution, snap_to_net,
+};
+use dpattn::softmax_tree_cross_attention::{
+    BudgetSplit, SoftmaxTreeCrossAttention, SoftmaxTreeCrossAttentionParams,
 };
 use dpattn::{Error, MatRef, NoiseMode, PrivacyBudget};
 use support::problem::Rng;
@@ -671,11 +673,15 @@ fn ac11_noise_free_cross_attention_within_the_corrected_bound() {
     let mut rng = Rng(0xAC11);
     let keys: Vec<f64> = (0..n * d).map(|_| rng.unit()).collect();
     let vals: Vec<f64> = (0..n * d).map(|_| rng.uniform()).collect();
-    let params =
-        CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-6), 1e-6));
+    let params = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(
+        1.0,
+        1.0,
+        budget(1.0, 1e-6),
+        1e-6,
+    ));
     let km = MatRef::from_row_major(&keys, n, d).unwrap();
     let vm = MatRef::from_row_major(&vals, n, d).unwrap();
-    let att = DpCrossAttention::non_private_exact(km, vm, &params).unwrap();
+    let att = SoftmaxTreeCrossAttention::non_private_exact(km, vm, &params).unwrap();
     assert_eq!(att.copies(), 1);
     assert_eq!(att.feature_map().degree(), 4);
     let eps_s = params.adaptive.tree.eps_s;
@@ -736,14 +742,19 @@ fn ac11_noisy_cross_attention_clamps_outputs_and_denominator() {
     let vals: Vec<f64> = (0..n * d).map(|_| rng.uniform()).collect();
     let km = MatRef::from_row_major(&keys, n, d).unwrap();
     let vm = MatRef::from_row_major(&vals, n, d).unwrap();
-    let params =
-        CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-6), 1e-6));
+    let params = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(
+        1.0,
+        1.0,
+        budget(1.0, 1e-6),
+        1e-6,
+    ));
     assert!(params.clamp_outputs);
-    let att = DpCrossAttention::new_keyed(km, vm, &params, draw(0x41, 3), None).unwrap();
+    let att = SoftmaxTreeCrossAttention::new_keyed(km, vm, &params, draw(0x41, 3), None).unwrap();
     assert_eq!(att.copies(), 29); // NetHoeffding, d = 2 (§8.4)
     let mut raw_params = params;
     raw_params.clamp_outputs = false;
-    let raw = DpCrossAttention::new_keyed(km, vm, &raw_params, draw(0x41, 3), None).unwrap();
+    let raw =
+        SoftmaxTreeCrossAttention::new_keyed(km, vm, &raw_params, draw(0x41, 3), None).unwrap();
 
     let nf = n as f64;
     // n·e^{z_max} (z_max = 1), with room for the last-ulp difference between exp implementations.
@@ -821,18 +832,18 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
         assert_ne!(qa, c.query(y).unwrap());
     }
 
-    let mut cp = CrossAttentionParams::new(tree);
+    let mut cp = SoftmaxTreeCrossAttentionParams::new(tree);
     cp.adaptive.copies = Copies::Fixed(3);
-    let a = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
-    let b = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
-    let c = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
+    let a = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let b = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let c = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
     assert_eq!(a, b);
     assert_ne!(a, c);
     // Unclamped, so that the noise reaches the outputs (clamped ones can coincide at ±1).
     cp.clamp_outputs = false;
-    let a = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
-    let b = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
-    let c = DpCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
+    let a = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let b = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 7), None).unwrap();
+    let c = SoftmaxTreeCrossAttention::new_keyed(km, vm, &cp, draw(0x13, 8), None).unwrap();
     let (mut oa, mut ob, mut oc) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     for y in &ys {
         let ia = a.query(y, &mut oa).unwrap();
@@ -864,7 +875,7 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
 // ---------------------------------------------------------------------------------------
 // Ledger
 
-/// `DpCrossAttention::new` charges the ledger exactly `achieved_privacy()` once; the release
+/// `SoftmaxTreeCrossAttention::new` charges the ledger exactly `achieved_privacy()` once; the release
 /// is within the declared `(ε, δ + δ′)` (PerVector split) and costs at least `D_0`'s `ε/3`
 /// share; a ledger that cannot cover it refuses, returns nothing, and is unchanged.
 #[test]
@@ -875,13 +886,18 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     let vals: Vec<f64> = (0..n * d).map(|_| rng.uniform()).collect();
     let km = MatRef::from_row_major(&keys, n, d).unwrap();
     let vm = MatRef::from_row_major(&vals, n, d).unwrap();
-    let params =
-        CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-6), 1e-6));
+    let params = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(
+        1.0,
+        1.0,
+        budget(1.0, 1e-6),
+        1e-6,
+    ));
     assert_eq!(params.split, BudgetSplit::PerVector);
 
     let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
     let att =
-        DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut ledger)).unwrap();
+        SoftmaxTreeCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut ledger))
+            .unwrap();
     let got = att.achieved_privacy().unwrap();
     let (ge, gd) = (got.epsilon().get(), got.delta().get());
     assert_eq!(ledger.spent(), Amount::Approx { epsilon: ge, delta: gd });
@@ -893,19 +909,20 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     let mut fp = params;
     fp.adaptive.tree.noise_mode = NoiseMode::UnsafeFloat;
     let mut fl = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 2e-6));
-    let f = DpCrossAttention::new_keyed(km, vm, &fp, draw(0x51, 0), Some(&mut fl)).unwrap();
+    let f =
+        SoftmaxTreeCrossAttention::new_keyed(km, vm, &fp, draw(0x51, 0), Some(&mut fl)).unwrap();
     assert_eq!(f.achieved_privacy().unwrap(), got);
     assert_eq!((fl.spent(), fl.unsafe_float_charges()), (ledger.spent(), 1));
 
     // Too little ε: refused before anything is returned; the ledger is unchanged.
     let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(0.99 * ge, 2e-6));
-    let r = DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
+    let r = SoftmaxTreeCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
     assert_eq!(small.spent(), Amount::Approx { epsilon: 0.0, delta: 0.0 });
     // Too little δ.
     let mut small = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 0.5 * gd));
-    let r = DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
+    let r = SoftmaxTreeCrossAttention::new_keyed(km, vm, &params, draw(0x51, 0), Some(&mut small));
     assert!(matches!(r, Err(Error::Infeasible { .. })), "{r:?}");
     assert_eq!(small.charges(), 0);
 
@@ -913,8 +930,14 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     // runs out: ⌊1/ε_release⌋ of them (one fewer if the upward rounding of the sums bites).
     let mut ledger = Ledger::new_approx(PrivacyUnit::TOKEN, budget(1.0, 1e-3));
     let mut releases = 0u64;
-    while DpCrossAttention::new_keyed(km, vm, &params, draw(0x51, releases), Some(&mut ledger))
-        .is_ok()
+    while SoftmaxTreeCrossAttention::new_keyed(
+        km,
+        vm,
+        &params,
+        draw(0x51, releases),
+        Some(&mut ledger),
+    )
+    .is_ok()
     {
         releases += 1;
     }
@@ -929,7 +952,7 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     let mut pe = params;
     pe.split = BudgetSplit::PerEntry;
     pe.adaptive.copies = Copies::Fixed(3);
-    let att = DpCrossAttention::new_keyed(km, vm, &pe, draw(0x52, 0), None).unwrap();
+    let att = SoftmaxTreeCrossAttention::new_keyed(km, vm, &pe, draw(0x52, 0), None).unwrap();
     let entry = att.per_entry_privacy().unwrap();
     let all = att.achieved_privacy().unwrap();
     assert!(entry.epsilon().get() <= 1.0 && entry.delta().get() <= 2e-6);

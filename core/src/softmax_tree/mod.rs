@@ -12,17 +12,17 @@
 //! | [`DpTreeSoftmax`] | Alg. 3, Thm G.7 | `(ε, δ + δ′)`; spends about `2ε/3` (OQ15) |
 //! | [`DpTreeSoftmaxAdaptive`] | Alg. 7, Thm G.10 | `(ε, δ + δ′)`; accuracy uniform over queries |
 //!
-//! DPCrossAttention (Algorithm 1) is [`crate::dp_cross_attention`]; the practical alternative,
+//! DPCrossAttention (Algorithm 1) is [`crate::softmax_tree_cross_attention`]; the practical alternative,
 //! the moment sketch (extension E1, ~1e5× more accurate at the same privacy), is
 //! [`crate::moment_sketch`].
 //!
 //! **When the faithful mode is practical.** The structures hold `r = C(d+s, s)` features,
 //! each with `3(2N − 2)` noisy nodes, per copy: memory, not time, binds
-//! ([`estimate_cross_attention_bytes`](crate::dp_cross_attention::estimate_cross_attention_bytes)
+//! ([`estimate_cross_attention_bytes`](crate::softmax_tree_cross_attention::estimate_cross_attention_bytes)
 //! is available before building, and the softmax, adaptive and cross-attention constructors
 //! refuse configurations over their memory limit with [`Error::MemoryLimit`]).
 //! Realistically `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
-//! (seed-001 AC-12, reproduced by [`crate::dp_cross_attention::estimate_error`]).
+//! (seed-001 AC-12, reproduced by [`crate::softmax_tree_cross_attention::estimate_error`]).
 //!
 //! **Privacy unit and neighbour relation.** Every structure of this module protects
 //! [`PRIVACY_UNIT`], one token: neighbouring inputs differ in one element of the private input
@@ -86,7 +86,7 @@ use crate::grid_release::NoiseMode;
 use crate::privacy_params::PrivacyBudget;
 
 /// The privacy unit of every structure of this module (and of
-/// [`crate::dp_cross_attention`]): one token — one value, point or row of the private input.
+/// [`crate::softmax_tree_cross_attention`]): one token — one value, point or row of the private input.
 pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
 
 /// Stream ids one build of any structure of this module uses (`draw.stream` only: every node

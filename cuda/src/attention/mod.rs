@@ -505,8 +505,8 @@ pub unsafe fn noisy_attention_raw(
 
 /// The noiseless attention of `f32` inputs computed in `f64` and written to the `f64`
 /// tensor `out` (the kernel's `DP_F64` variant): what the exact output-perturbation release
-/// ([`crate::dp_cross_attention`]) rounds to its grid. Its computation error is bounded by
-/// [`GPU_F64`](crate::dp_cross_attention::GPU_F64). Queued on `stream`, nothing allocated.
+/// ([`crate::output_perturbation`]) rounds to its grid. Its computation error is bounded by
+/// [`GPU_F64`](crate::output_perturbation::GPU_F64). Queued on `stream`, nothing allocated.
 ///
 /// # Safety
 /// As [`noisy_attention_raw`], with `q`, `k`, `v` holding `f32` and `out` holding `len`

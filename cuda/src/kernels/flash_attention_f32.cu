@@ -4,7 +4,7 @@
 // DP_F64 = 1 selects the f64 variant (f32 inputs, arithmetic in f64 with `exp2` of the
 // CUDA math library, the normalised rows written as f64 to `out`, no output noise): the
 // noiseless attention of the GPU's exact output-perturbation release, whose computation
-// error dpattn_cuda::dp_cross_attention::GPU_F64 bounds (its module docs map every step
+// error dpattn_cuda::output_perturbation::GPU_F64 bounds (its module docs map every step
 // below onto that bound).
 //
 // One block of 128 threads computes 32 query rows of one (b, h): four threads (a quad)

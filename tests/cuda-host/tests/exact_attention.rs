@@ -18,8 +18,8 @@ use dpattn_core::output_perturbation::{
 use dpattn_core::sampling::{ExactSampler, KeyedStream, NoiseKey};
 use dpattn_core::{BatchedRef, Kernel, Mask, NoiseMode, PrivacyBudget, Scale, ScoreFn};
 use dpattn_cuda::attention::{AttnDtype, GpuTensor, launch_image};
-use dpattn_cuda::dp_cross_attention::GPU_F64;
 use dpattn_cuda::grid_release::GridGroup;
+use dpattn_cuda::output_perturbation::GPU_F64;
 use dpattn_cuda_host_check as host;
 
 /// `f32` values in a 16-byte aligned allocation (the kernels copy rows in 16-byte chunks).

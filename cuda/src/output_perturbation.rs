@@ -101,7 +101,7 @@ use crate::noise_fill::check_device_buffer;
 ///
 /// ```
 /// use dpattn_core::output_perturbation::{AttentionErrorModel, attention_error_bound};
-/// use dpattn_cuda::dp_cross_attention::GPU_F64;
+/// use dpattn_cuda::output_perturbation::GPU_F64;
 /// let gpu = attention_error_bound(&GPU_F64, 64, 64, 1024, 0.5, 1.0)?;
 /// let cpu = attention_error_bound(&AttentionErrorModel::CPU_F64, 64, 64, 1024, 0.5, 1.0)?;
 /// assert!(gpu > cpu && gpu < 1e-10); // still negligible next to the sensitivity
@@ -137,7 +137,7 @@ pub(crate) fn variants() -> Vec<KernelSpec> {
 ///
 /// ```
 /// use dpattn_cuda::attention::AttnDtype;
-/// use dpattn_cuda::dp_cross_attention::workspace_len;
+/// use dpattn_cuda::output_perturbation::workspace_len;
 /// assert_eq!(workspace_len(AttnDtype::Bf16, [2, 4, 100, 64])?, 2 * 2 * 4 * 100 * 64 * 2);
 /// # Ok::<(), dpattn_cuda::Error>(())
 /// ```
@@ -155,7 +155,7 @@ pub fn workspace_len(dtype: AttnDtype, k_shape: [usize; 4]) -> Result<usize> {
 /// words, in that order (each part 16-byte aligned for `d ∈ {64, 128}`).
 ///
 /// ```
-/// use dpattn_cuda::dp_cross_attention::exact_workspace_len;
+/// use dpattn_cuda::output_perturbation::exact_workspace_len;
 /// let (b, h, s_q, s_k, d) = (2, 4, 30, 100, 64);
 /// let want = 2 * b * h * s_k * d * 4 + b * h * s_q * d * 8 + 16;
 /// assert_eq!(exact_workspace_len([b, h, s_k, d], [b, h, s_q, d])?, want);

@@ -9,7 +9,7 @@
 //! (basic composition over the `d + 1` structures). [`BudgetSplit::PerEntry`] is Algorithm 1
 //! as printed (`ε/2` per structure): it protects **each output coordinate** at
 //! `(ε, δ + δ′)`, while the whole output vector costs `((d+1)ε/2, (d+1)(δ+δ′)/2)`; that is
-//! at most; [`DpCrossAttention::achieved_privacy`] reports what is actually spent (about
+//! at most; [`SoftmaxTreeCrossAttention::achieved_privacy`] reports what is actually spent (about
 //! two thirds of that under the paper's accounting, OQ15), and the ledger is charged that.
 //! Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0) by default;
 //! [`DomainPolicy::Reject`] is an opt-in for trusted pipelines whose refusal is **not** DP.
@@ -21,19 +21,19 @@
 //! **Privacy unit:** [`PRIVACY_UNIT`], one token (row `j` of `K` with row `j` of `V`;
 //! replace-one, `n` public).
 //!
-//! **The construction is the release.** [`DpCrossAttention::new`] draws one ([`STREAMS`]) fresh
+//! **The construction is the release.** [`SoftmaxTreeCrossAttention::new`] draws one ([`STREAMS`]) fresh
 //! stream id from a [`Session`] (every node of every copy of every structure is an element
 //! of that stream, `docs/RANDOMNESS.md` §5.2) and charges the session's ledger
-//! [`achieved_privacy`](DpCrossAttention::achieved_privacy) as an `(ε, δ)`
+//! [`achieved_privacy`](SoftmaxTreeCrossAttention::achieved_privacy) as an `(ε, δ)`
 //! ([`Cost::Approx`]: approximate-DP ledgers only) after the structures are built and before
-//! they are returned; queries are post-processing. [`DpCrossAttention::new_keyed`] takes an
+//! they are returned; queries are post-processing. [`SoftmaxTreeCrossAttention::new_keyed`] takes an
 //! explicit [`Draw`] and an optional ledger, for replay, audit, and hosts that manage their
 //! own stream ids.
 //!
 //! **Accuracy** (corrected, OQ11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
 //! the additive part ([`estimate_error`]) is large unless `n` is huge (AC-12: useful only for
 //! `n ≳ 1e9` at `d ≤ 4`). For practical use prefer [`crate::moment_sketch`].
-//! `[EXT]` E8 (on by default, off in [`CrossAttentionParams::faithful`]): `D̃` is clamped into
+//! `[EXT]` E8 (on by default, off in [`SoftmaxTreeCrossAttentionParams::faithful`]): `D̃` is clamped into
 //! its public range `[n, n e^{z_max}]` and outputs into `[−R_w, R_w]` (post-processing).
 
 use alloc::vec::Vec;
@@ -82,9 +82,9 @@ pub enum DomainPolicy {
     Reject,
 }
 
-/// Parameters of [`DpCrossAttention`]. All public.
+/// Parameters of [`SoftmaxTreeCrossAttention`]. All public.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CrossAttentionParams {
+pub struct SoftmaxTreeCrossAttentionParams {
     /// Per-structure parameters; `tree.budget` and `tree.delta_prime` are the **total**
     /// `(ε, δ)` and `δ′`, divided per [`BudgetSplit`]. `tree.weight_bound` is `R_w`.
     pub adaptive: AdaptiveParams,
@@ -96,7 +96,7 @@ pub struct CrossAttentionParams {
     pub domain_policy: DomainPolicy,
 }
 
-impl CrossAttentionParams {
+impl SoftmaxTreeCrossAttentionParams {
     /// Recommended: [`BudgetSplit::PerVector`], `Copies::NetHoeffding { k: 10 }`, E8 clamps.
     pub fn new(tree: SoftmaxTreeParams) -> Self {
         Self {
@@ -141,17 +141,17 @@ pub struct QueryInfo {
 /// use dpattn_core::softmax_tree::{Copies, SoftmaxTreeParams};
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
-/// use dpattn_core::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
+/// use dpattn_core::softmax_tree_cross_attention::{SoftmaxTreeCrossAttentionParams, SoftmaxTreeCrossAttention};
 /// use dpattn_core::session::Session;
 /// let k = [0.1, 0.8, 0.6, 0.3, 0.9, 0.2];
 /// let v = [0.5, -0.5, 1.0, 0.0, -1.0, 0.25];
-/// let mut params = CrossAttentionParams::new(
+/// let mut params = SoftmaxTreeCrossAttentionParams::new(
 ///     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.9, 1e-6)?, 1e-6));
 /// params.adaptive.copies = Copies::Fixed(3);
 /// // A session: a key from the operating system, fresh stream ids, a ledger for tokens.
 /// let ledger = Ledger::new_approx(PrivacyUnit::TOKEN, PrivacyBudget::new(2.0, 1e-5)?);
 /// let mut session = Session::new(ledger)?;
-/// let att = DpCrossAttention::new(MatRef::from_row_major(&k, 3, 2)?, MatRef::from_row_major(&v, 3, 2)?,
+/// let att = SoftmaxTreeCrossAttention::new(MatRef::from_row_major(&k, 3, 2)?, MatRef::from_row_major(&v, 3, 2)?,
 ///     &params, &mut session)?;
 /// let mut out = [0.0; 2];
 /// att.query(&[0.5, 0.5], &mut out)?;
@@ -160,8 +160,8 @@ pub struct QueryInfo {
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct DpCrossAttention {
-    params: CrossAttentionParams,
+pub struct SoftmaxTreeCrossAttention {
+    params: SoftmaxTreeCrossAttentionParams,
     map: TaylorFeatureMap,
     gamma: f64,
     n: usize,
@@ -172,7 +172,7 @@ pub struct DpCrossAttention {
     structures: Vec<Vec<SoftmaxCopy>>,
 }
 
-impl DpCrossAttention {
+impl SoftmaxTreeCrossAttention {
     /// Releases the structures for private `keys` and `values` (both `n × d`), noised with
     /// fresh randomness from `session`, charging the session's ledger (which must be kept
     /// for [`PRIVACY_UNIT`]) [`achieved_privacy`](Self::achieved_privacy) before returning.
@@ -185,7 +185,7 @@ impl DpCrossAttention {
     pub fn new<const N: usize>(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
-        params: &CrossAttentionParams,
+        params: &SoftmaxTreeCrossAttentionParams,
         session: &mut Session<N>,
     ) -> Result<Self> {
         let r = session.begin(STREAMS)?;
@@ -201,13 +201,13 @@ impl DpCrossAttention {
     /// use dpattn_core::sampling::NoiseKey;
     /// use dpattn_core::session::Draw;
     /// use dpattn_core::softmax_tree::{Copies, SoftmaxTreeParams};
-    /// use dpattn_core::dp_cross_attention::{CrossAttentionParams, DpCrossAttention};
+    /// use dpattn_core::softmax_tree_cross_attention::{SoftmaxTreeCrossAttentionParams, SoftmaxTreeCrossAttention};
     /// let (k, v) = ([0.1, 0.8, 0.6, 0.3], [0.5, -0.5, 1.0, 0.0]);
-    /// let mut params = CrossAttentionParams::new(
+    /// let mut params = SoftmaxTreeCrossAttentionParams::new(
     ///     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(0.9, 1e-6)?, 1e-6));
     /// params.adaptive.copies = Copies::Fixed(1);
     /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
-    /// let replay = || DpCrossAttention::new_keyed(MatRef::from_row_major(&k, 2, 2)?,
+    /// let replay = || SoftmaxTreeCrossAttention::new_keyed(MatRef::from_row_major(&k, 2, 2)?,
     ///     MatRef::from_row_major(&v, 2, 2)?, &params, Draw { key: &key, stream: 9 }, None);
     /// assert_eq!(replay()?, replay()?); // the same key and stream reproduce the release
     /// # Ok::<(), dpattn_core::Error>(())
@@ -218,7 +218,7 @@ impl DpCrossAttention {
     pub fn new_keyed(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
-        params: &CrossAttentionParams,
+        params: &SoftmaxTreeCrossAttentionParams,
         draw: Draw<'_>,
         ledger: Option<&mut dyn Accountant>,
     ) -> Result<Self> {
@@ -235,11 +235,11 @@ impl DpCrossAttention {
     /// audits only.
     ///
     /// # Errors
-    /// As [`DpCrossAttention::new`], plus [`Error::PrivateNonFinite`].
+    /// As [`SoftmaxTreeCrossAttention::new`], plus [`Error::PrivateNonFinite`].
     pub fn non_private_exact(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
-        params: &CrossAttentionParams,
+        params: &SoftmaxTreeCrossAttentionParams,
     ) -> Result<Self> {
         keys.check_finite("keys")?;
         values.check_finite("values")?;
@@ -251,7 +251,7 @@ impl DpCrossAttention {
     fn build(
         keys: MatRef<'_, f64>,
         values: MatRef<'_, f64>,
-        params: &CrossAttentionParams,
+        params: &SoftmaxTreeCrossAttentionParams,
         stream: Option<&KeyedStream>,
     ) -> Result<Self> {
         let a = &params.adaptive;
@@ -468,7 +468,7 @@ pub fn check_domain(
     rep
 }
 
-/// The memory a [`DpCrossAttention`] over `n` keys of dimension `d` would need (bytes,
+/// The memory a [`SoftmaxTreeCrossAttention`] over `n` keys of dimension `d` would need (bytes,
 /// saturating), computed before building.
 ///
 /// # Errors
@@ -476,7 +476,7 @@ pub fn check_domain(
 pub fn estimate_cross_attention_bytes(
     n: usize,
     dim: usize,
-    params: &CrossAttentionParams,
+    params: &SoftmaxTreeCrossAttentionParams,
 ) -> Result<u64> {
     params.adaptive.check()?;
     let map = params.adaptive.tree.feature_map(dim)?;
@@ -517,8 +517,8 @@ pub struct ErrorEstimate {
 /// ```
 /// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::softmax_tree::{Copies, SoftmaxTreeParams};
-/// use dpattn_core::dp_cross_attention::{CrossAttentionParams, estimate_error};
-/// let mut p = CrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?, 1e-6));
+/// use dpattn_core::softmax_tree_cross_attention::{SoftmaxTreeCrossAttentionParams, estimate_error};
+/// let mut p = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?, 1e-6));
 /// p.adaptive.copies = Copies::Fixed(1);
 /// let e = estimate_error(1_000_000, 4, &p)?;
 /// assert!((e.additive / 940.0 - 1.0).abs() < 0.01); // seed-001 AC-12: useless at n = 1e6
@@ -530,7 +530,7 @@ pub struct ErrorEstimate {
 pub fn estimate_error(
     n: usize,
     dim: usize,
-    params: &CrossAttentionParams,
+    params: &SoftmaxTreeCrossAttentionParams,
 ) -> Result<ErrorEstimate> {
     let a = &params.adaptive;
     a.check()?;
