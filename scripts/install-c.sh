@@ -14,11 +14,11 @@ prefix=$(cd "$1" && pwd)
 
 target_dir=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
 [ -n "$target_dir" ] || die "could not read the target directory from cargo metadata"
-# rustc prints the system libraries a static Rust library needs on this platform.
-native_libs=$(cargo rustc --release -p dpattn-ffi --crate-type staticlib -- --print native-static-libs 2>&1 \
+# One release compile emits both libraries, and rustc prints the system libraries the static
+# one needs on this platform.
+native_libs=$(cargo rustc --release -p dpattn-ffi --crate-type staticlib,cdylib -- --print native-static-libs 2>&1 \
     | sed -n 's/.*native-static-libs: //p' | tail -n 1)
 [ -n "$native_libs" ] || die "rustc did not report native-static-libs for dpattn-ffi"
-cargo build --release -p dpattn-ffi
 
 case "$(uname -s)" in
     Darwin) shared_suffix=.dylib ;;

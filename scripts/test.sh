@@ -74,7 +74,7 @@ step "cargo test (all targets: unit, integration, C/C++ ABI programs, examples, 
 cargo test --workspace --all-targets --all-features
 
 step "every CUDA kernel variant compiles through NVRTC (CUBIN sm_80/sm_90, PTX compute_80)"
-cargo test -p dpattn-cuda --test nvrtc_compile -- --include-ignored
+cargo test --workspace --all-features --test nvrtc_compile -- --include-ignored
 
 step "doc tests"
 cargo test --workspace --all-features --doc

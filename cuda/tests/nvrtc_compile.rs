@@ -27,46 +27,15 @@ fn every_variant_compiles_to_cubin_for_sm80_and_sm90_and_to_ptx() {
     eprintln!("NVRTC {major}.{minor}, archs {archs:?}");
     assert!(archs.contains(&80) && archs.contains(&90), "NVRTC lacks sm_80/sm_90: {archs:?}");
     let variants = all_variants();
-    for spec in &variants {
-        for (arch, form) in [(90, CodeForm::Cubin), (80, CodeForm::Cubin), (80, CodeForm::Ptx)] {
-            let code = compile(spec, arch, form).unwrap_or_else(|e| panic!("{e}"));
-            assert!(!code.image.is_empty(), "{}: empty image", spec.label());
-            match form {
-                // ELF magic.
-                CodeForm::Cubin => assert_eq!(&code.image[..4], b"\x7fELF", "{}", spec.label()),
-                CodeForm::Ptx => {
-                    let text = String::from_utf8_lossy(&code.image);
-                    assert!(text.contains(".target sm_80"), "{}", spec.label());
-                    assert!(text.contains(&format!(".entry {}", spec.entry)), "{}", spec.label());
-                    // Bit-exactness with the CPU needs every f64 operation rounded on its own:
-                    // no fused multiply-add, and no bare add/sub/mul that ptxas could fuse.
-                    // The f64 attention (DP_F64) fuses on purpose (explicit __fma_rn and the
-                    // math library's exp2, inside its error bound) and carries no noise: only
-                    // the bare ops are checked there.
-                    let fuses = spec.defines.contains(&("DP_F64", 1));
-                    let banned: &[&str] = if fuses {
-                        &["add.f64", "sub.f64", "mul.f64"]
-                    } else {
-                        &["fma.rn.f64", "add.f64", "sub.f64", "mul.f64"]
-                    };
-                    for line in text.lines() {
-                        let op = line.trim_start();
-                        assert!(
-                            !banned.iter().any(|b| op.starts_with(b)),
-                            "{}: contractible f64 op `{op}`",
-                            spec.label()
-                        );
-                    }
-                }
-            }
-            assert!(
-                !code.log.contains("warning"),
-                "{} for {arch}: NVRTC warned:\n{}",
-                spec.label(),
-                code.log
-            );
+    // NVRTC compiles independent programs concurrently; one thread per core roughly divides
+    // this test's time (the test command's longest single step on a 2-core machine).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(variants.len());
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let variants = &variants;
+            scope.spawn(move || variants.iter().skip(t).step_by(threads).for_each(check_variant));
         }
-    }
+    });
     eprintln!("{} variants compiled for sm_90, sm_80 and compute_80", variants.len());
 }
 
@@ -115,4 +84,48 @@ fn the_target_rule_uses_what_this_nvrtc_supports() {
     assert_eq!(choose_target(90, &archs), Some((90, CodeForm::Cubin)));
     let newest = *archs.iter().max().unwrap();
     assert_eq!(choose_target(newest + 1, &archs), Some((newest, CodeForm::Ptx)));
+}
+
+/// One kernel variant: CUBIN for sm_90 and sm_80 and PTX for compute_80, with the checks on
+/// each image (ELF magic; the PTX's target, entry and absence of contractible f64 ops; no
+/// NVRTC warning).
+fn check_variant(spec: &KernelSpec) {
+    for (arch, form) in [(90, CodeForm::Cubin), (80, CodeForm::Cubin), (80, CodeForm::Ptx)] {
+        let code = compile(spec, arch, form).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!code.image.is_empty(), "{}: empty image", spec.label());
+        match form {
+            // ELF magic.
+            CodeForm::Cubin => assert_eq!(&code.image[..4], b"\x7fELF", "{}", spec.label()),
+            CodeForm::Ptx => {
+                let text = String::from_utf8_lossy(&code.image);
+                assert!(text.contains(".target sm_80"), "{}", spec.label());
+                assert!(text.contains(&format!(".entry {}", spec.entry)), "{}", spec.label());
+                // Bit-exactness with the CPU needs every f64 operation rounded on its own:
+                // no fused multiply-add, and no bare add/sub/mul that ptxas could fuse.
+                // The f64 attention (DP_F64) fuses on purpose (explicit __fma_rn and the
+                // math library's exp2, inside its error bound) and carries no noise: only
+                // the bare ops are checked there.
+                let fuses = spec.defines.contains(&("DP_F64", 1));
+                let banned: &[&str] = if fuses {
+                    &["add.f64", "sub.f64", "mul.f64"]
+                } else {
+                    &["fma.rn.f64", "add.f64", "sub.f64", "mul.f64"]
+                };
+                for line in text.lines() {
+                    let op = line.trim_start();
+                    assert!(
+                        !banned.iter().any(|b| op.starts_with(b)),
+                        "{}: contractible f64 op `{op}`",
+                        spec.label()
+                    );
+                }
+            }
+        }
+        assert!(
+            !code.log.contains("warning"),
+            "{} for {arch}: NVRTC warned:\n{}",
+            spec.label(),
+            code.log
+        );
+    }
 }
