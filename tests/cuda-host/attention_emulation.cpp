@@ -1,7 +1,7 @@
 // One variant of the fused attention kernels (DP_ATT, DP_D and DP_KERNEL_F32 set by
 // build.rs) run on the host by warp_emulation.h: the kernel source of
 // cuda/src/kernels/flash_attention.cu (or _f32.cu), unchanged, with the PTX building blocks
-// of mma.cuh replaced by their ISA semantics. tests/attention.rs compares the result with
+// of mma.cuh replaced by their ISA semantics. tests/emulation/attention.rs compares the result with
 // the CPU's float64 noisy attention.
 #include "prelude.cuh"
 #include "chacha20.cuh"

@@ -1,5 +1,5 @@
 // Runs the kernels of gaussian_sampling.cu on the host, one std::thread per CUDA thread with
-// a std::barrier for __syncthreads, so that tests/gaussian_sampling.rs can compare the whole
+// a std::barrier for __syncthreads, so that tests/emulation/gaussian_sampling.rs can compare the whole
 // release (clip factors, chunked partial sums, B and P) with dpattn-core without a GPU.
 //
 // What this emulates faithfully: the kernels' arithmetic (the same source, FMA contraction

@@ -1,4 +1,4 @@
-// Runs the kernel of grid_release.cu on the host, so that tests/exact.rs can compare a whole
+// Runs the kernel of grid_release.cu on the host, so that tests/emulation/exact.rs can compare a whole
 // launch (the strided 4-D indexing, the groups, the grid-stride loop and the status words)
 // with dpattn-core's GaussianGrid::release_keyed without a GPU. The kernel has no shared
 // memory and no barriers, and each thread writes only its own elements, so running the

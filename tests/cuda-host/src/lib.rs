@@ -1,5 +1,5 @@
 //! The CUDA kernels' device code (`cuda/src/kernels/*.cuh`), compiled for the host by
-//! `build.rs` and exposed for the tests in `tests/port.rs`, which compare it bit for bit
+//! `build.rs` and exposed for the tests in `tests/emulation/port.rs`, which compare it bit for bit
 //! with `dpattn-core`. The GPU runs the same functions (compiled by NVRTC with
 //! `--fmad=false`); `scripts/gpu-test.sh` checks the GPU's output against the CPU directly.
 #![allow(unsafe_code)]

@@ -6,7 +6,7 @@
 //! The launch parameters come from the crate's own `SamplingPlan`, so a change to the
 //! chunking or to the kernels is checked here on every machine, GPU or not.
 
-#[path = "../../../cuda/tests/support/gaussian_sampling.rs"]
+#[path = "../../../../cuda/tests/support/gaussian_sampling.rs"]
 mod support;
 
 use dpattn_core::gaussian_sampling_attention::GaussianSamplingParams;

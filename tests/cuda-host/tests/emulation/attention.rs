@@ -11,7 +11,7 @@
 //! order, and asynchronous-copy hazards (a missing `cp.async.wait` is invisible here;
 //! compute-sanitizer's racecheck in `scripts/gpu-test.sh` covers it on a GPU).
 
-#[path = "../../../cuda/tests/support/attention.rs"]
+#[path = "../../../../cuda/tests/support/attention.rs"]
 mod support;
 
 use dpattn_core::sampling::NoiseKey;
