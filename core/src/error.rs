@@ -108,7 +108,7 @@ pub enum Error {
     /// The requested privacy guarantee cannot be met with these parameters: the named
     /// condition `lhs < rhs` (or the relation stated in `condition`) fails.
     Infeasible {
-        /// The condition that must hold, as written in the spec, e.g. `"2αβ√n/η < Δ"`.
+        /// The condition that must hold, as the module docs write it, e.g. `"2αβ√n/η < Δ"`.
         condition: &'static str,
         /// Value of the condition's left-hand side.
         lhs: f64,

@@ -29,7 +29,8 @@
 //! **Accuracy.** The noise does not depend on the data: `σ ≈ σ_AG(ε, δ)·2αβ` per entry.
 //! Paper 000's `B` instead averages `k` Wishart samples, with a relative error of order
 //! `√(2/k)`, where the privacy condition caps `k` by `ε`, `δ`, `α`, `β`, `η` and `n`
-//! (`docs/PRIVACY.md` §3); the quickstart prints both on the spec's worked example.
+//! (`docs/PRIVACY.md` §3); the quickstart prints both on the worked example of
+//! `docs/PAPERS.md` T0-A.
 
 use crate::accounting::composition::basic_composition_k;
 use crate::accounting::cost::{Accountant, Cost};

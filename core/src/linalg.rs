@@ -5,7 +5,8 @@
 //!
 //! **Guarantee.** Each routine is the textbook algorithm in `f64` with no data-dependent
 //! early exit except Cholesky's failing pivot and Jacobi's convergence test; no privacy by
-//! itself. Spec seed-000 §3.4 (the square root of `A`, TRMM, SYRK) and §3.5 (`λ_min`).
+//! itself. See `docs/PAPERS.md` §0.4 (the square root of `A`, TRMM, SYRK; `λ_min` for the
+//! domain check).
 
 use crate::element::Element;
 use crate::matrix_view::{MatMut, MatRef};

@@ -1,7 +1,7 @@
-//! `[EXT]` The moment sketch (seed-001 §15 E1): DP cross-attention by releasing
+//! `[EXT]` The moment sketch (`docs/PAPERS.md` P1-X1): DP cross-attention by releasing
 //! `M = P(K)ᵀ[1_n, V] ∈ R^{r×(d+1)}` once with one noise draw, then answering any number of
 //! public query tokens `Õ_k = ⟨P(q), M̃_{:,k+1}⟩ / ⟨P(q), M̃_{:,0}⟩`. Not in paper 001: it is
-//! exactly what the paper's trees compute in the noise-free limit (OQ26), without trees,
+//! exactly what the paper's trees compute in the noise-free limit (P1-26), without trees,
 //! bins, own-bin bias or copies. The practical mode; reach for it before the trees.
 //!
 //! **Guarantee.** Neighbours differ in **one token** (row `j` of `K` and of `V`; `n` public).
@@ -24,7 +24,7 @@
 //!
 //! Every answer, for every query, adaptive or not, is post-processing of `M̃`. The noise of
 //! `⟨P(q), g⟩` is at most `‖P(q)‖·‖g‖ ≤ √(T_s(z_max))·‖g‖` for all `q` at once.
-//! `[EXT]` E8 (default on): the denominator is clamped into its public range
+//! `[EXT]` P1-X8 (default on): the denominator is clamped into its public range
 //! `[n, n·T_s(z_max)]` and outputs into `[−R_w, R_w]`.
 //!
 //! **Floating point: the exact release ([`NoiseMode::Exact`], the default).** `M̃` is
@@ -123,7 +123,7 @@ pub struct MomentSketchParams {
     pub noise: SketchNoise,
     /// Out-of-domain public queries.
     pub query_policy: QueryPolicy,
-    /// `[EXT]` E8 output clamps.
+    /// `[EXT]` `docs/PAPERS.md` P1-X8 output clamps.
     pub clamp_outputs: bool,
     /// Exact (the default) or the unsafe float path.
     pub noise_mode: NoiseMode,

@@ -1,5 +1,5 @@
-//! DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9): private keys `K` and
-//! values `V` (a system prompt, a RAG memory) are released once as `d + 1` noisy
+//! DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; `docs/PAPERS.md` §1.9): private keys `K`
+//! and values `V` (a system prompt, a RAG memory) are released once as `d + 1` noisy
 //! DPTreeSoftmaxAdaptive structures; any number of public query tokens are then answered
 //! `Õ_k = Ã_k(q) / D̃(q)` by post-processing.
 //!
@@ -10,10 +10,10 @@
 //! as printed (`ε/2` per structure): it protects **each output coordinate** at
 //! `(ε, δ + δ′)`, while the whole output vector costs `((d+1)ε/2, (d+1)(δ+δ′)/2)`; that is
 //! at most; [`SoftmaxTreeCrossAttention::achieved_privacy`] reports what is actually spent (about
-//! two thirds of that under the paper's accounting, OQ15), and the ledger is charged that.
-//! Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0) by default;
-//! [`DomainPolicy::Reject`] is an opt-in for trusted pipelines whose refusal is **not** DP.
-//! The guarantee holds for the released floats in [`NoiseMode::Exact`] (the default of
+//! two thirds of that under the paper's accounting, `docs/PAPERS.md` P1-15), and the ledger is
+//! charged that. Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0) by
+//! default; [`DomainPolicy::Reject`] is an opt-in for trusted pipelines whose refusal is **not**
+//! DP. The guarantee holds for the released floats in [`NoiseMode::Exact`] (the default of
 //! `tree.noise_mode`: every node on its grid with exact noise, see
 //! [`NodeNoise`](crate::softmax_tree::NodeNoise)); [`NoiseMode::UnsafeFloat`] is the paper's
 //! float TLap and is counted as such by the ledger.
@@ -30,11 +30,12 @@
 //! explicit [`Draw`] and an optional ledger, for replay, audit, and hosts that manage their
 //! own stream ids.
 //!
-//! **Accuracy** (corrected, OQ11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
-//! the additive part ([`estimate_error`]) is large unless `n` is huge (AC-12: useful only for
-//! `n ≳ 1e9` at `d ≤ 4`). For practical use prefer [`crate::moment_sketch`].
-//! `[EXT]` E8 (on by default, off in [`SoftmaxTreeCrossAttentionParams::faithful`]): `D̃` is clamped into
-//! its public range `[n, n e^{z_max}]` and outputs into `[−R_w, R_w]` (post-processing).
+//! **Accuracy** (corrected, P1-11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
+//! the additive part ([`estimate_error`]) is large unless `n` is huge (P1-AC12 and T1-K: useful
+//! only for `n ≳ 1e9` at `d ≤ 4`). For practical use prefer [`crate::moment_sketch`].
+//! `[EXT]` P1-X8 (on by default, off in [`SoftmaxTreeCrossAttentionParams::faithful`]): `D̃` is
+//! clamped into its public range `[n, n e^{z_max}]` and outputs into `[−R_w, R_w]`
+//! (post-processing).
 
 use alloc::vec::Vec;
 
@@ -90,14 +91,15 @@ pub struct SoftmaxTreeCrossAttentionParams {
     pub adaptive: AdaptiveParams,
     /// The budget split.
     pub split: BudgetSplit,
-    /// `[EXT]` E8: clamp `D̃` and the outputs into their public ranges.
+    /// `[EXT]` `docs/PAPERS.md` P1-X8: clamp `D̃` and the outputs into their public ranges.
     pub clamp_outputs: bool,
     /// Private out-of-domain rows.
     pub domain_policy: DomainPolicy,
 }
 
 impl SoftmaxTreeCrossAttentionParams {
-    /// Recommended: [`BudgetSplit::PerVector`], `Copies::NetHoeffding { k: 10 }`, E8 clamps.
+    /// Recommended: [`BudgetSplit::PerVector`], `Copies::NetHoeffding { k: 10 }`, the clamps of
+    /// `docs/PAPERS.md` P1-X8.
     pub fn new(tree: SoftmaxTreeParams) -> Self {
         Self {
             adaptive: AdaptiveParams::new(tree),
@@ -127,10 +129,10 @@ impl SoftmaxTreeCrossAttentionParams {
 /// What a query reports besides the output row.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueryInfo {
-    /// The denominator used (after the E8 clamp when enabled).
+    /// The denominator used (after the P1-X8 clamp when enabled).
     pub denominator: f64,
-    /// The raw noisy `D̃` was not positive: without E8 the outputs are then meaningless
-    /// (possibly infinite); with E8 it was clamped to `n`.
+    /// The raw noisy `D̃` was not positive: without the clamp of `docs/PAPERS.md` P1-X8 the outputs
+    /// are then meaningless (possibly infinite); with it, `D̃` was clamped to `n`.
     pub nonpositive_denominator: bool,
 }
 
@@ -155,7 +157,7 @@ pub struct QueryInfo {
 ///     &params, &mut session)?;
 /// let mut out = [0.0; 2];
 /// att.query(&[0.5, 0.5], &mut out)?;
-/// assert!(out.iter().all(|o| o.abs() <= 1.0)); // E8 clamps; n = 3 is far too small to be accurate
+/// assert!(out.iter().all(|o| o.abs() <= 1.0)); // P1-X8 clamps; n = 3 is too small to be accurate
 /// assert_eq!(session.ledger().charges(), 1); // charged achieved_privacy()
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -490,7 +492,7 @@ pub fn estimate_cross_attention_bytes(
     Ok(u64::try_from(b).unwrap_or(u64::MAX))
 }
 
-/// The theorem-level error estimate of seed-001 AC-12.
+/// The theorem-level error estimate of `docs/PAPERS.md` P1-AC12 (values: T1-K).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ErrorEstimate {
     /// `l`.
@@ -501,17 +503,17 @@ pub struct ErrorEstimate {
     pub sigma_normaliser: f64,
     /// `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
     pub additive: f64,
-    /// `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11).
+    /// `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (`docs/PAPERS.md` P1-11).
     pub relative: f64,
-    /// `[EXT]` E5: the deterministic per-copy bound on the `A_k` answer noise, valid for every
-    /// query at once.
+    /// `[EXT]` `docs/PAPERS.md` P1-X5: the deterministic per-copy bound on the `A_k` answer noise,
+    /// valid for every query at once.
     pub worst_case_weighted: f64,
     /// The mode whose node noise the estimate is for (`tree.noise_mode`).
     pub noise_mode: NoiseMode,
 }
 
-/// The additive error estimate for `n` keys of dimension `d` (the §7.5 `σ_max` with the
-/// node noise variances of `tree.noise_mode`). Print it, and warn when `additive` exceeds
+/// The additive error estimate for `n` keys of dimension `d` (the `σ_max` of `docs/PAPERS.md` §1.7
+/// with the node noise variances of `tree.noise_mode`). Print it, and warn when `additive` exceeds
 /// `R_w`.
 ///
 /// ```
@@ -521,7 +523,7 @@ pub struct ErrorEstimate {
 /// let mut p = SoftmaxTreeCrossAttentionParams::new(SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?, 1e-6));
 /// p.adaptive.copies = Copies::Fixed(1);
 /// let e = estimate_error(1_000_000, 4, &p)?;
-/// assert!((e.additive / 940.0 - 1.0).abs() < 0.01); // seed-001 AC-12: useless at n = 1e6
+/// assert!((e.additive / 940.0 - 1.0).abs() < 0.01); // docs/PAPERS.md T1-K: useless at n = 1e6
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///

@@ -5,7 +5,7 @@
 //! features without `std`. Every method is `#[inline(always)]` and is only ever inlined
 //! into functions compiled with `#[target_feature(enable = "avx2,fma")]` (see
 //! `tiled.rs`), so the instructions are VEX-encoded there and never mixed with
-//! legacy-SSE code in a hot loop (`shared/spec/systems-anchors.md` §C.1).
+//! legacy-SSE code in a hot loop (the pitfall of `docs/PAPERS.md` A.1.3).
 #![allow(unsafe_code)]
 
 use core::arch::x86_64::*;

@@ -1,16 +1,17 @@
 //! The analytic matrix Gaussian mechanism (aMGM) of DP-Forward (Du et al., CCS 2023):
 //! Algorithm 1, `B = A(ε, δ)`, and the Theorem 6 condition on the noise factors
-//! (seed-003 §3.4–§3.7, reference values §5).
+//! (`docs/PAPERS.md` §3.4–§3.6, reference values §3.9).
 //!
 //! **Guarantee.** Let `f` map inputs to `R^{n×d}` with L2 (Frobenius) sensitivity
 //! `S₂ = sup ‖f(X) − f(X')‖_F`, taken over the neighbour relation the caller works under
 //! (any two sequences with the same label for SeqLDP, one substituted token for
-//! token-level SeqLDP, replace-one for central DP; seed-003 §2). The release
+//! token-level SeqLDP, replace-one for central DP; `docs/PAPERS.md` §3.3). The release
 //! `f(X) + U·N·Vᵀ`, `N` with i.i.d. N(0, 1) entries, is `(ε, δ)`-DP under that relation if
 //! `σ_min(U)·σ_min(V) ≥ S₂/B` with `B = A(ε, δ)` (paper Thm 6; the condition is also
-//! necessary against the worst-case `f`, seed-003 §3.7 and §8 E9). The caller computes
-//! `S₂`: DP-Forward's normalisation or clipping to Frobenius norm `C` gives `S₂ = 2C` for
-//! any two inputs, although the released code calibrates with `C` (seed-003 §8 E1).
+//! necessary against the worst-case `f`, `docs/PAPERS.md` §3.6 and P3-9). The caller
+//! computes `S₂`: DP-Forward's normalisation or clipping to Frobenius norm `C` gives
+//! `S₂ = 2C` for any two inputs, although the released code calibrates with `C`
+//! (`docs/PAPERS.md` P3-1).
 //!
 //! With i.i.d. noise (`U = a·I`, `V = b·I`) the per-entry standard deviation is
 //! `σ = S₂/B` ([`amgm_sigma`]), and aMGM *is* the analytic Gaussian mechanism of Balle &
@@ -18,42 +19,43 @@
 //! [`analytic_gaussian_sigma`](crate::calibration::gaussian_mechanism::analytic_gaussian_sigma)`(ε, δ, S)`
 //! up to a few ulps (two independent solvers for the same number; the tests check it).
 //!
-//! **Algorithm 1** (seed-003 §3.5–§3.6). `B` is the largest `b` with `g_ε(b) ≤ δ`, where
-//! `g_ε(b) = Φ(b/2 − ε/b) − e^ε Φ(−b/2 − ε/b)` ([`amgm_profile`], Eq. (4)) is increasing.
-//! With `b = √(2ε)/α`:
+//! **Algorithm 1** (`docs/PAPERS.md` §3.4–§3.5). `B` is the largest `b` with `g_ε(b) ≤ δ`, where
+//! `g_ε(b) = Φ(b/2 − ε/b) − e^ε Φ(−b/2 − ε/b)` ([`amgm_profile`], Eq. (4)) is increasing. With
+//! `b = √(2ε)/α`:
 //! * `δ₀(ε) = Φ(0) − e^ε Φ(−√(2ε)) = g_ε(√(2ε))` ([`delta0`]);
 //! * **branch A** (`δ ≥ δ₀`, `α ≤ 1`): `g⁺(v) = Φ(√(εv)) − e^ε Φ(−√(ε(v+2)))` is
 //!   *increasing* in `v`; `v* = sup{v ≥ 0 : g⁺(v) ≤ δ}`, `α = √(1 + v*/2) − √(v*/2)`;
 //! * **branch B** (`δ < δ₀`, `α > 1`): `g⁻(u) = Φ(−√(εu)) − e^ε Φ(−√(ε(u+2)))` is
 //!   *decreasing* in `u`; `u* = inf{u ≥ 0 : g⁻(u) ≤ δ}`, `α = √(1 + u*/2) + √(u*/2)`.
 //!
-//! **Fixes relative to the paper and its released code** (the spec's library
-//! requirements, §3.6 items 1–6, and §8 E4, E10, E17), all applied here:
-//! * [FIX E4] Branch A keeps its own monotonicity direction. The released bisection treats
-//!   `g⁺` as decreasing, runs to the end of its bracket and returns noise hundreds of times
-//!   too small (seed-003 §5-D: σ = 0.00223606 instead of 0.865868816946 at ε = 0.5,
-//!   δ = 0.3). The bug is latent at δ = 1e-5, where branch A needs ε < 3.14e-10.
-//! * [FIX §3.6.2] The bracket is found by doubling from `[0, 1]`, not fixed at `[0, 1e5]`
+//! **Fixes relative to the paper and its released code** (the implementation requirements
+//! P3-R1 … P3-R6 and errata P3-4, P3-10, P3-17 of `docs/PAPERS.md`), all applied here:
+//! * [FIX P3-4, P3-R3] Branch A keeps its own monotonicity direction. The released
+//!   bisection treats `g⁺` as decreasing, runs to the end of its bracket and returns noise
+//!   hundreds of times too small (`docs/PAPERS.md` T3-D: σ = 0.00223606 instead of
+//!   0.865868816946 at ε = 0.5, δ = 0.3). The bug is latent at δ = 1e-5, where branch A
+//!   needs ε < 3.14e-10.
+//! * [FIX P3-R2] The bracket is found by doubling from `[0, 1]`, not fixed at `[0, 1e5]`
 //!   (u* = 8786 at ε = 1e-4, δ = 1e-5, and grows without bound as ε → 0).
-//! * [FIX §3.6.1, E17] Bisection on the bracket, not Newton (`d/dv Φ(√(εv))` is singular at
-//!   `v = 0`); it stops when the two ends give `B` values within an ulp.
-//! * [FIX §3.6.5] No `(1 + erf(−x/√2))/2` tails: `g⁺`, `g⁻` are evaluated with the stable
+//! * [FIX P3-R1, P3-17] Bisection on the bracket, not Newton (`d/dv Φ(√(εv))` is singular
+//!   at `v = 0`); it stops when the two ends give `B` values within an ulp.
+//! * [FIX P3-R5] No `(1 + erf(−x/√2))/2` tails: `g⁺`, `g⁻` are evaluated with the stable
 //!   profile of [`crate::calibration::gaussian_mechanism`] (TwoSum-exact arguments,
 //!   Gauss–Laguerre tail integral, no `e^ε` overflow). In `f64` the erf form's σ is off by
 //!   −4.3e-6 relative at ε = 20 and −7.6e-4 at ε = 24 (under-noising), +1.6e-2 at ε = 32.
-//! * [FIX §3.6.4, E10] "`g(v) = δ`" is implemented as `sup`/`inf` with the conservative end
+//! * [FIX P3-R4, P3-10] "`g(v) = δ`" is implemented as `sup`/`inf` with the conservative end
 //!   of the final bracket (`v_lo` in branch A, `u_hi` in branch B); `g_ε(B) ≤ δ` is then
 //!   re-checked, `B` moved down by ulps if it fails, and finally [`SAFETY_ULPS`] more ulps
 //!   (σ up, B down) to cover the evaluation error, as in the analytic Gaussian calibrator.
-//! * [FIX §3.6.6] δ must be in (0, 1): δ = 0 is pure DP, which no Gaussian gives.
+//! * [FIX P3-R6] δ must be in (0, 1): δ = 0 is pure DP, which no Gaussian gives.
 //!
-//! **ε → 0** (§3.6.7): `B₀ = 2Φ⁻¹((1+δ)/2)` ([`amgm_bound_zero_eps`]) is the `ε = 0` bound and,
+//! **ε → 0** (P3-R7): `B₀ = 2Φ⁻¹((1+δ)/2)` ([`amgm_bound_zero_eps`]) is the `ε = 0` bound and,
 //! since `B` increases with ε, a valid (conservative) bound for every ε ≥ 0.
 //!
-//! Accuracy: `B` and `σ` agree with the 60-digit values of seed-003 §5-A/§5-B/§5-D to
-//! every printed digit, and with 120-digit mpmath to within 2e-15 relative, on the safe
-//! side (σ never below, B never above the exact value; the last few ulps are the safety
-//! margin), for ε ∈ [1e-12, 10⁶] and δ ∈ [1e-300, 0.9] (`tests/accounting/gaussian_calibration.rs`).
+//! Accuracy: `B` and `σ` agree with the 60-digit values of `docs/PAPERS.md` T3-A, T3-B and T3-D to
+//! every printed digit, and with 120-digit mpmath to within 2e-15 relative, on the safe side (σ
+//! never below, B never above the exact value; the last few ulps are the safety margin), for ε ∈
+//! [1e-12, 10⁶] and δ ∈ [1e-300, 0.9] (`tests/accounting/gaussian_calibration.rs`).
 //!
 //! [`SAFETY_ULPS`]: crate::calibration::gaussian_mechanism::SAFETY_ULPS
 
@@ -68,7 +70,7 @@ use crate::privacy_params::{Delta, Epsilon, Sensitivity};
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::{Branch, amgm_solve, delta0};
-/// let d0 = delta0(1.0)?; // 0.2862082119 (seed-003 §5-A)
+/// let d0 = delta0(1.0)?; // 0.2862082119 (docs/PAPERS.md T3-A)
 /// assert_eq!(amgm_solve(1.0, 1e-5)?.branch, Branch::B); // δ < δ₀
 /// assert_eq!(amgm_solve(1.0, d0)?.branch, Branch::A); // δ ≥ δ₀
 /// # Ok::<(), dpattn_core::Error>(())
@@ -82,11 +84,13 @@ pub enum Branch {
     B,
 }
 
-/// The full output of Algorithm 1, for reporting and for comparison with seed-003 §5-A.
+/// The full output of Algorithm 1, for reporting and for comparison with `docs/PAPERS.md`
+/// T3-A.
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::amgm_solve;
-/// // seed-003 §5-A, row ε = 4: u* = 3.72911235227, α = 3.05798750142, B = 0.924930897667.
+/// // docs/PAPERS.md T3-A, row ε = 4: u* = 3.72911235227, α = 3.05798750142,
+/// // B = 0.924930897667.
 /// let s = amgm_solve(4.0, 1e-5)?;
 /// assert!((s.root / 3.72911235227 - 1.0).abs() < 1e-11);
 /// assert!(((2.0f64 * 4.0).sqrt() / s.alpha / s.bound - 1.0).abs() < 1e-14); // B = √(2ε)/α
@@ -144,7 +148,7 @@ fn no_bracket(eps: f64, delta: f64) -> Error {
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::delta0;
-/// // seed-003 §5-A, row ε = 1: δ₀ = 0.2862082119.
+/// // docs/PAPERS.md T3-A, row ε = 1: δ₀ = 0.2862082119.
 /// assert!((delta0(1.0)? - 0.2862082119).abs() < 1e-10);
 /// assert!(delta0(1e6)? < 0.5 && delta0(0.0)? == 0.0);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -170,7 +174,7 @@ pub fn delta0(epsilon: f64) -> Result<f64> {
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::{amgm_profile, delta0};
-/// // seed-003 §5-E: g_2(2) = 0.331897998777 = δ₀(2) (b = √(2ε)).
+/// // docs/PAPERS.md T3-E: g_2(2) = 0.331897998777 = δ₀(2) (b = √(2ε)).
 /// let g = amgm_profile(2.0, 2.0)?;
 /// assert!((g / 0.331897998777 - 1.0).abs() < 1e-11);
 /// assert!((g / delta0(2.0)? - 1.0).abs() < 1e-14);
@@ -192,14 +196,14 @@ pub fn amgm_profile(epsilon: f64, b: f64) -> Result<f64> {
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::{Branch, amgm_solve};
-/// // seed-003 §5-A, row ε = 1, δ = 1e-5: branch g⁻, u* = 12.9355752459,
+/// // docs/PAPERS.md T3-A, row ε = 1, δ = 1e-5: branch g⁻, u* = 12.9355752459,
 /// // α = 5.27590985417, B = 0.268051123211.
 /// let s = amgm_solve(1.0, 1e-5)?;
 /// assert_eq!(s.branch, Branch::B);
 /// assert!((s.root / 12.9355752459 - 1.0).abs() < 1e-10);
 /// assert!((s.alpha / 5.27590985417 - 1.0).abs() < 1e-11);
 /// assert!((s.bound / 0.268051123211 - 1.0).abs() < 1e-11);
-/// // Branch A (δ ≥ δ₀), §5-D: ε = 0.5, δ = 0.3 gives σ = 1/B = 0.865868816946.
+/// // Branch A (δ ≥ δ₀), T3-D: ε = 0.5, δ = 0.3 gives σ = 1/B = 0.865868816946.
 /// let a = amgm_solve(0.5, 0.3)?;
 /// assert_eq!(a.branch, Branch::A);
 /// assert!((1.0 / a.bound / 0.865868816946 - 1.0).abs() < 1e-11);
@@ -248,7 +252,8 @@ fn bisect_root(
     Ok((lo, hi))
 }
 
-/// Algorithm 1 with the re-check of §3.6 item 4 but without the final safety ulps.
+/// Algorithm 1 with the re-check of `docs/PAPERS.md` P3-R4 but without the final safety
+/// ulps.
 fn solve_checked(epsilon: f64, delta: f64) -> Result<AmgmSolution> {
     let eps = Epsilon::new(epsilon)?.get();
     let delta = Delta::new_positive(delta)?.get();
@@ -264,7 +269,7 @@ fn solve_checked(epsilon: f64, delta: f64) -> Result<AmgmSolution> {
         let alpha = libm::sqrt(1.0 + 0.5 * hi) + libm::sqrt(0.5 * hi);
         (Branch::B, hi, alpha, bound_b(eps, hi))
     };
-    // Re-check g_ε(B) ≤ δ on the profile itself and move B down if needed (§3.6 item 4).
+    // Re-check g_ε(B) ≤ δ on the profile itself and move B down if needed (P3-R4).
     let mut steps = 0;
     while profile(eps, bound) > delta {
         bound = bound.next_down();
@@ -281,7 +286,7 @@ fn solve_checked(epsilon: f64, delta: f64) -> Result<AmgmSolution> {
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::amgm_bound;
-/// // seed-003 §5-B, δ = 1e-6, ε = 2: B = 0.448334740395.
+/// // docs/PAPERS.md T3-B, δ = 1e-6, ε = 2: B = 0.448334740395.
 /// assert!((amgm_bound(2.0, 1e-6)? / 0.448334740395 - 1.0).abs() < 1e-11);
 /// assert!(amgm_bound(0.0, 1e-6).is_err() && amgm_bound(1.0, 0.0).is_err());
 /// # Ok::<(), dpattn_core::Error>(())
@@ -297,13 +302,14 @@ pub fn amgm_bound(epsilon: f64, delta: f64) -> Result<f64> {
 /// smallest `σ_min(U)·σ_min(V)` Theorem 6 allows, and the per-entry σ of the paper's
 /// experiments.
 ///
-/// `g_ε(S₂/σ) ≤ δ` is re-checked and σ moved up by ulps if it fails (§3.6 item 4), then
+/// `g_ε(S₂/σ) ≤ δ` is re-checked and σ moved up by ulps if it fails (`docs/PAPERS.md`
+/// P3-R4), then
 /// [`SAFETY_ULPS`] more.
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::amgm_sigma;
 /// use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_sigma;
-/// // seed-003 §5-A, row ε = 8: σ_aMGM = 0.600229072199 (S = 1), 1.2004581444 (S = 2).
+/// // docs/PAPERS.md T3-A, row ε = 8: σ_aMGM = 0.600229072199 (S = 1), 1.2004581444 (S = 2).
 /// assert!((amgm_sigma(8.0, 1e-5, 1.0)? / 0.600229072199 - 1.0).abs() < 1e-11);
 /// assert!((amgm_sigma(8.0, 1e-5, 2.0)? / 1.2004581444 - 1.0).abs() < 1e-10);
 /// // i.i.d. aMGM is the analytic Gaussian mechanism.
@@ -338,14 +344,15 @@ pub fn amgm_sigma(epsilon: f64, delta: f64, s2: f64) -> Result<f64> {
 }
 
 /// `B₀ = 2Φ⁻¹((1+δ)/2) = 2√2·erfinv(δ)`, the `ε → 0` limit of `A(ε, δ)` (paper §4.2.2,
-/// seed-003 §3.6 item 7), rounded down.
+/// `docs/PAPERS.md` P3-R7), rounded down.
 ///
 /// It is the exact bound for `(0, δ)`-DP, and since `A(ε, δ)` increases with ε it is a
 /// valid, conservative bound for every `ε ≥ 0`.
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::{amgm_bound, amgm_bound_zero_eps};
-/// // seed-003 §5-E: B₀(1e-5) = 2.5066282747e-5; Algorithm 1 at ε = 1e-12 gives 2.50662840e-5.
+/// // docs/PAPERS.md T3-E: B₀(1e-5) = 2.5066282747e-5; Algorithm 1 at ε = 1e-12 gives
+/// // 2.50662840e-5.
 /// let b0 = amgm_bound_zero_eps(1e-5)?;
 /// assert!((b0 / 2.5066282747e-5 - 1.0).abs() < 1e-10);
 /// assert!(b0 <= amgm_bound(1e-12, 1e-5)?);
@@ -384,14 +391,14 @@ pub fn amgm_bound_zero_eps(delta: f64) -> Result<f64> {
 ///
 /// Pass the *smallest* singular values of the factors (`σ_min(U) = σ_n(U)`,
 /// `σ_min(V) = σ_d(V)`; for diagonal factors the smallest `|entry|`; for dense ones a
-/// certified lower bound, seed-003 §3.8). Only the product matters. The comparison is
+/// certified lower bound, `docs/PAPERS.md` §3.6). Only the product matters. The comparison is
 /// exact (fused multiply-add), and the requirement is the rounded-up σ, so a product
 /// equal to the mathematically exact requirement to the last ulp can be refused: this is
 /// the conservative side.
 ///
 /// ```
 /// use dpattn_core::calibration::amgm::{amgm_check_factors, amgm_sigma};
-/// // seed-003 §5-I: ε = 1, δ = 1e-5, S₂ = 1 needs σ_min(U)·σ_min(V) ≥ 3.7306316348…
+/// // docs/PAPERS.md T3-I: ε = 1, δ = 1e-5, S₂ = 1 needs σ_min(U)·σ_min(V) ≥ 3.7306316348…
 /// let need = amgm_sigma(1.0, 1e-5, 1.0)?;
 /// assert!(amgm_check_factors(1.0, 1e-5, 1.0, need, 1.0).is_ok());
 /// assert!(amgm_check_factors(1.0, 1e-5, 1.0, 0.5 * need, 2.0).is_ok());

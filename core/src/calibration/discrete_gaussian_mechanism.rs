@@ -64,7 +64,7 @@ fn normaliser(sigma: f64) -> f64 {
 /// ```
 /// use dpattn_core::calibration::discrete_gaussian_mechanism::discrete_gaussian_delta;
 /// // Large σ: the discrete profile approaches the continuous analytic-Gaussian one
-/// // (seed-003 §5-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507).
+/// // (docs/PAPERS.md T3-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507).
 /// let d = discrete_gaussian_delta(1.0, 40.0, 40)?;
 /// assert!((d - 0.126936737507).abs() < 2e-3);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -143,7 +143,7 @@ pub fn discrete_gaussian_delta(epsilon: f64, sigma: f64, sensitivity: u64) -> Re
 /// };
 /// let s = discrete_gaussian_sigma(1.0, 1e-5, 1)?;
 /// assert!(discrete_gaussian_delta(1.0, s, 1)? <= 1e-5);
-/// // Close to the continuous analytic Gaussian's 3.7306 (seed-003 §5-A).
+/// // Close to the continuous analytic Gaussian's 3.7306 (docs/PAPERS.md T3-A).
 /// assert!((s - 3.7306).abs() < 0.05);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```

@@ -11,13 +11,13 @@
 //!   `σ = Δ·√(2 ln(1.25/δ))/ε` is `(ε, δ)`-DP **only for `ε ∈ (0, 1)`** (Dwork–Roth
 //!   Thm A.1). Outside that range the formula is not a theorem, and for large ε it is
 //!   false: at `δ = 1e-5` it gives *less* noise than the exact minimum once
-//!   `ε > 8.41977` (seed-003 §3.1, §5-A ratio column). The calibrators therefore refuse
-//!   `ε ≥ 1`; [`classical_gaussian_sigma_unchecked`] exists only to reproduce papers
-//!   that used the formula beyond its range (seed-003 §8 E7).
+//!   `ε > 8.41977` (`docs/PAPERS.md` §3.4 and T3-A's ratio column). The calibrators
+//!   therefore refuse `ε ≥ 1`; [`classical_gaussian_sigma_unchecked`] exists only to
+//!   reproduce papers that used the formula beyond its range (`docs/PAPERS.md` P3-7).
 //! * **Analytic** ([`analytic_gaussian_delta`], [`analytic_gaussian_sigma`],
 //!   [`analytic_gaussian_epsilon`]): the mechanism is `(ε, δ)`-DP **if and only if**
 //!   `δ ≥ δ(ε; μ)` with `μ = Δ/σ` and the privacy profile (Balle–Wang Thm 8;
-//!   seed-003 §3.5 Eq. (4), where `μ` is written `b`)
+//!   `docs/PAPERS.md` §3.4, where `μ` is written `b`)
 //!
 //!   `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε · Φ(−μ/2 − ε/μ)`.
 //!
@@ -93,7 +93,7 @@ use crate::privacy_params::{Delta, Sensitivity};
 /// use dpattn_core::calibration::amgm::amgm_sigma;
 /// use dpattn_core::calibration::gaussian_mechanism::SAFETY_ULPS;
 /// let s = amgm_sigma(1.0, 1e-5, 1.0)?;
-/// // A few ulps above the exact 3.730631634815942… (seed-003 §5-A), never below.
+/// // A few ulps above the exact 3.730631634815942… (docs/PAPERS.md T3-A), never below.
 /// assert!(s >= 3.730631634815942 && s - 3.730631634815942 < (SAFETY_ULPS + 4) as f64 * 4.5e-16);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -202,12 +202,12 @@ pub(crate) fn sigma_for(eps: f64, delta: f64, sens: f64) -> Result<f64> {
 /// `(ε, δ)`-DP for `f` with L2 sensitivity `Δ` under the neighbour relation `Δ` was
 /// computed for (Dwork & Roth 2014, Thm A.1). The result is rounded up (by 4 ulps, which
 /// bounds the rounding error of the formula). Prefer [`analytic_gaussian_sigma`]: it is
-/// exact, valid for every ε, and always gives less noise (seed-003 §5-A: 30.75 vs 48.45
-/// at ε = 0.1, δ = 1e-5).
+/// exact, valid for every ε, and always gives less noise (`docs/PAPERS.md` T3-A: 30.75 vs
+/// 48.45 at ε = 0.1, δ = 1e-5).
 ///
 /// ```
 /// use dpattn_core::calibration::gaussian_mechanism::classical_gaussian_sigma;
-/// // seed-003 §5-A, row ε = 0.5: σ_GM (S = 1) = 9.68961052521.
+/// // docs/PAPERS.md T3-A, row ε = 0.5: σ_GM (S = 1) = 9.68961052521.
 /// let s = classical_gaussian_sigma(0.5, 1e-5, 1.0)?;
 /// assert!((s / 9.68961052521 - 1.0).abs() < 1e-11);
 /// assert!(classical_gaussian_sigma(1.0, 1e-5, 1.0).is_err()); // outside Thm A.1
@@ -230,15 +230,15 @@ pub fn classical_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> R
 ///
 /// Dwork–Roth Thm A.1 proves the formula only for ε < 1, and for large ε it is wrong: at
 /// `δ = 1e-5` it returns *less* noise than the exact minimum for every `ε > 8.41977`
-/// (seed-003 §3.1, §5-A ratio column). This function exists to reproduce papers that used
-/// it anyway (DP-Forward Table 4, seed-003 §8 E7) and for comparisons; calibrate real
+/// (`docs/PAPERS.md` §3.4 and T3-A's ratio column). This function exists to reproduce papers that
+/// used it anyway (DP-Forward Table 4, `docs/PAPERS.md` P3-7) and for comparisons; calibrate real
 /// releases with [`analytic_gaussian_sigma`]. Rounded up like [`classical_gaussian_sigma`].
 ///
 /// ```
 /// use dpattn_core::calibration::gaussian_mechanism::{
 ///     analytic_gaussian_sigma, classical_gaussian_sigma_unchecked,
 /// };
-/// // seed-003 §5-A, row ε = 16: σ_GM = 0.302800328913 < σ_aGM = 0.344177428496.
+/// // docs/PAPERS.md T3-A, row ε = 16: σ_GM = 0.302800328913 < σ_aGM = 0.344177428496.
 /// let gm = classical_gaussian_sigma_unchecked(16.0, 1e-5, 1.0)?;
 /// let agm = analytic_gaussian_sigma(16.0, 1e-5, 1.0)?;
 /// assert!((gm / 0.302800328913 - 1.0).abs() < 1e-11);
@@ -324,10 +324,10 @@ pub fn classical_gaussian_epsilon(sigma: f64, delta: f64, sensitivity: f64) -> R
 ///
 /// ```
 /// use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_delta;
-/// // seed-003 §5-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507.
+/// // docs/PAPERS.md T3-E: μ = Δ/σ = 1, ε = 1 gives 0.126936737507.
 /// let d = analytic_gaussian_delta(1.0, 1.0, 1.0)?;
 /// assert!((d / 0.126936737507 - 1.0).abs() < 1e-11);
-/// // ε = 0: 2Φ(μ/2) − 1 (§5-E, μ = 2: 0.682689492137).
+/// // ε = 0: 2Φ(μ/2) − 1 (T3-E, μ = 2: 0.682689492137).
 /// assert!((analytic_gaussian_delta(0.0, 1.0, 2.0)? / 0.682689492137 - 1.0).abs() < 1e-11);
 /// // Very large ε neither overflows nor returns NaN: δ (exactly about 1e-54,000) reads as
 /// // the smallest bound, about 64 subnormal ulps.
@@ -367,13 +367,13 @@ fn profile_up(d: f64, a: f64) -> f64 {
 /// the monotone profile [`analytic_gaussian_delta`] down to two adjacent floats; the upper
 /// end is returned, so `analytic_gaussian_delta(ε, σ, Δ) ≤ δ` always holds for the result
 /// (σ is rounded up). It is at most 2.5e-15 relative above the exact value in the range stated
-/// in the module docs. Seed-003 §5-A/§5-B list reference values.
+/// in the module docs. `docs/PAPERS.md` T3-A and T3-B list reference values.
 ///
 /// ```
 /// use dpattn_core::calibration::gaussian_mechanism::{
 ///     analytic_gaussian_delta, analytic_gaussian_sigma,
 /// };
-/// // seed-003 §5-A, row ε = 1, δ = 1e-5: σ_aMGM (S = 1) = 3.73063163482.
+/// // docs/PAPERS.md T3-A, row ε = 1, δ = 1e-5: σ_aMGM (S = 1) = 3.73063163482.
 /// let s = analytic_gaussian_sigma(1.0, 1e-5, 1.0)?;
 /// assert!((s / 3.730631634815942 - 1.0).abs() < 1e-14);
 /// assert!(analytic_gaussian_delta(1.0, s, 1.0)? <= 1e-5);
@@ -404,7 +404,7 @@ pub fn analytic_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: f64) -> Re
 ///
 /// ```
 /// use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_epsilon;
-/// // seed-003 §5-E inverse values at δ = 1e-5: ε(μ = 1) = 4.37717809568.
+/// // docs/PAPERS.md T3-E, inverse values at δ = 1e-5: ε(μ = 1) = 4.37717809568.
 /// let e = analytic_gaussian_epsilon(1.0, 1e-5, 1.0)?;
 /// assert!((e / 4.37717809568 - 1.0).abs() < 1e-11);
 /// // Enough noise for (0, δ)-DP: ε = 0.

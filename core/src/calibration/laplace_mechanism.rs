@@ -5,7 +5,7 @@
 //! returns the smallest `f64` `b` with `b · ε ≥ Δ` exactly (the quotient rounded *up*), and
 //! [`laplace_epsilon`] the smallest `f64` `ε` with `ε · b ≥ Δ`, so neither can understate
 //! the noise or the privacy loss. The truncated Laplace `TLap(Δ, ε, δ)` of
-//! `shared/spec/seed-001.md` §2 needs no calibration beyond its parameters: its bound and
+//! `docs/PAPERS.md` §1.3 needs no calibration beyond its parameters: its bound and
 //! variance are [`TruncatedLaplace::bound`](crate::sampling::TruncatedLaplace::bound) and
 //! [`TruncatedLaplace::variance`](crate::sampling::TruncatedLaplace::variance).
 //! Releasing a float `x + Laplace` leaks through low bits; the exact release is

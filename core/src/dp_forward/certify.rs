@@ -1,6 +1,6 @@
 //! A matrix normal noise source with certified smallest singular values, for Theorem 6's
-//! check on general (non-diagonal) factors (seed-003 §3.7, §3.8 "library rule", §7.1
-//! item 3). Feature `alloc`.
+//! check on general (non-diagonal) factors (`docs/PAPERS.md` §3.6, "Choosing the
+//! factors", and §3.2). Feature `alloc`.
 //!
 //! **Guarantee.** [`CertifiedMatrixGaussian::new`] returns lower bounds `s_U ≤ σ_min(A)` and
 //! `s_V ≤ σ_min(B)` for the factors `A`, `B` the sampler *actually multiplies by* (the

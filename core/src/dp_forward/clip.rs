@@ -1,5 +1,6 @@
 //! Bounding a hidden-state matrix before noise: clip or normalise to norm `C`, over the
-//! whole matrix (Frobenius) or row by row (seed-003 §4.2, App. A.2; spec §7.1 item 4).
+//! whole matrix (Frobenius) or row by row (`docs/PAPERS.md` §3.7, "Bounding" and
+//! "Token-level designs"; the paper's Appendix A.2).
 //!
 //! **Guarantee.** After [`clip_hidden`], every block (a whole `tokens × dim` sequence for
 //! [`ClipRegion::Frobenius`], one row for [`ClipRegion::Rows`]) has exact Euclidean norm
@@ -10,7 +11,7 @@
 //!
 //! * [`ClipMode::Clip`]: `x ← x / max(1, ‖x‖/C)` (blocks inside the ball are untouched).
 //! * [`ClipMode::Normalize`]: `x ← C·x/‖x‖` (the paper's choice); the zero block stays zero,
-//!   which is inside the ball (spec §7.1 item 4, E16).
+//!   which is inside the ball (`docs/PAPERS.md` P3-16).
 //! * [`ClipMode::ReleasedCode`]: the released code's `x ← x·min(1, C/(‖x‖ + 1e-6))`, kept
 //!   for reproduction, with the same rounding margin on top.
 //!
@@ -33,7 +34,8 @@ use crate::sampling::NoiseFloat;
 /// Which blocks are bounded by `C`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClipRegion {
-    /// The whole `tokens × dim` matrix of each sequence (sequence-level DP-Forward, §4.2).
+    /// The whole `tokens × dim` matrix of each sequence (sequence-level DP-Forward,
+    /// `docs/PAPERS.md` §3.7).
     Frobenius,
     /// Each row (token) on its own (the token-level design of App. A.2).
     Rows,

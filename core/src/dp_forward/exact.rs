@@ -40,11 +40,11 @@
 //!
 //! **Randomness** (`docs/RANDOMNESS.md` §5.4). Element `(r, j)` of the stacked
 //! `(batch·tokens) × dim` matrix takes its integer noise from the exact-sampler window of
-//! element `first + r·dim + j` (§4). For matrix factors `N₂(r, j)` is element
-//! `8·(first + rows·dim) + r·dim + j` of the standard normal draw (§3): the primary blocks of
-//! window elements `first + rows·dim …`, which no window of the grid draw reads. A release
-//! therefore uses elements `first … first + rows·dim − 1` (`+ ⌈rows·dim/8⌉` more for matrix
-//! factors), all below `2^40`.
+//! element `first + r·dim + j` (`docs/RANDOMNESS.md` §4). For matrix factors `N₂(r, j)` is
+//! element `8·(first + rows·dim) + r·dim + j` of the standard normal draw
+//! (`docs/RANDOMNESS.md` §3): the primary blocks of window elements `first + rows·dim …`, which no
+//! window of the grid draw reads. A release therefore uses elements `first … first + rows·dim − 1`
+//! (`+ ⌈rows·dim/8⌉` more for matrix factors), all below `2^40`.
 //!
 //! [`NoiseMode::Exact`]: crate::NoiseMode::Exact
 //! [`clip_hidden`]: super::clip_hidden

@@ -1,5 +1,6 @@
-//! Label privacy by k-ary randomized response (seed-003 §4.6, Theorem 4, reference values
-//! §5-J), and its prior-pruned variant over a public candidate set (Ghazi et al. 2021).
+//! Label privacy by k-ary randomized response (`docs/PAPERS.md` §3.7, "Labels", the paper's
+//! Theorem 4; reference values T3-J), and its prior-pruned variant over a public candidate
+//! set (Ghazi et al. 2021).
 //!
 //! **Guarantee.** [`RandomizedResponse::randomize`] is `ε₂`-DP (pure) for each label, under
 //! the relation "any two labels": the true label is kept with probability
@@ -46,7 +47,7 @@ pub const MAX_CLASSES: u32 = 1 << 15;
 /// use dpattn_core::dp_forward::RandomizedResponse;
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
 /// use dpattn_core::Epsilon;
-/// // seed-003 §5-J: ε₂ = ln 9 keeps a binary label with probability 0.9.
+/// // docs/PAPERS.md T3-J: ε₂ = ln 9 keeps a binary label with probability 0.9.
 /// let rr = RandomizedResponse::new(Epsilon::new(9f64.ln())?, 2)?;
 /// assert!((rr.keep_probability() - 0.9).abs() < 1e-15);
 /// let mut labels = [0u32, 1, 1, 0];
@@ -196,7 +197,7 @@ impl WindowReader {
 }
 
 /// Randomized response restricted to a public candidate set (RR with a prior, Ghazi et
-/// al. 2021; seed-003 §4.6): if `label` is a candidate, `|candidates|`-ary randomized
+/// al. 2021; `docs/PAPERS.md` §3.7): if `label` is a candidate, `|candidates|`-ary randomized
 /// response over the candidates; otherwise a uniform candidate. `ε₂`-DP for the label when
 /// the candidates do not depend on it (e.g. the top labels of a public prior). The output
 /// is always a candidate. Label `index` uses the same stream window as

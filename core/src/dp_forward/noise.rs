@@ -1,5 +1,5 @@
 //! The noise of one release: i.i.d., diagonal, or a general matrix normal, checked against
-//! Theorem 6 (seed-003 §3.7–§3.9, §7.1 item 3).
+//! Theorem 6 (`docs/PAPERS.md` §3.6 and §3.2).
 //!
 //! **Guarantee.** [`check_factors`] accepts a noise shape only if
 //! `σ_min(U)·σ_min(V) ≥ floor`, where `Z = U·N·Vᵀ`, `N` has i.i.d. N(0, 1) entries, and
@@ -10,7 +10,7 @@
 //! Only the two smallest singular values are constrained: every other one may be larger,
 //! which only adds noise (Theorem 6). The condition is sufficient for every `f` and
 //! necessary only against the worst-case difference, aligned with the weakest noise
-//! directions (E9).
+//! directions (`docs/PAPERS.md` P3-9).
 //!
 //! **Randomness** (the float noise of [`NoiseMode::UnsafeFloat`]; the default exact release
 //! is described in the `exact` module and [`dp_forward`](super::dp_forward)). Element

@@ -1,5 +1,5 @@
-//! The parameters of one DP-Forward hook and its calibration (seed-003 §3.6, §3.8, §4.2,
-//! §4.5, errata E1, E6).
+//! The parameters of one DP-Forward hook and its calibration (`docs/PAPERS.md` §3.5–§3.7,
+//! errata P3-1, P3-6).
 //!
 //! **Guarantee.** For a plan of `k = releases` releases of the same input, each adding
 //! independent noise whose factors satisfy `σ_min(U)·σ_min(V) ≥`
@@ -9,17 +9,17 @@
 //! mechanism whose privacy-loss variable is `N(η, 2η)` with `√(2η) ≤ S/σ_floor` (Lemma 4
 //! and Theorem 6); the losses of `k` adaptive releases add, so their sum is `N(kη, 2kη)`,
 //! the loss of one release with sensitivity `S√k`, which Algorithm 1 calibrates
-//! (§4.5 \[derived\], reference values §5-C). Basic composition `(kε, kδ)` would need more
-//! noise.
+//! (`docs/PAPERS.md` §3.7, "Composition over epochs", reference values T3-C). Basic
+//! composition `(kε, kδ)` would need more noise.
 //!
-//! **\[FIX\] E1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
+//! **\[FIX\] P3-1.** [`SensitivityRule::Derived`] (the default) calibrates with the true
 //! sensitivity (`2C` for Frobenius clipping). [`SensitivityRule::ReleasedCode`] reproduces
 //! the authors' code, which calibrates with half of it (`C`); the noise is then that of the
 //! paper's experiments, and [`guarantee`](DpForwardParams::guarantee) reports — and a
 //! ledger is charged — the *effective* ε of the real sensitivity (nominal ε = 8 at
-//! δ = 1e-5 is really ε = 19.12, §5-G).
+//! δ = 1e-5 is really ε = 19.12, T3-G).
 //!
-//! **\[FIX\] E6.** The paper's tables calibrate each release and never compose the `k = 3`
+//! **\[FIX\] P3-6.** The paper's tables calibrate each release and never compose the `k = 3`
 //! epochs. Here `releases` is part of the calibration; for a frozen `f`, release once and
 //! reuse the noisy matrix instead (post-processing is free).
 
@@ -41,8 +41,9 @@ use crate::privacy_params::{PrivacyBudget, Sensitivity};
 pub enum SensitivityRule {
     /// The true sensitivity of the clip and the neighbour relation ([`sensitivity`]).
     Derived,
-    /// Half of it, as the released code does (`S = C` for Frobenius clipping, E1). For
-    /// reproducing the paper only: the guarantee charged is the effective one.
+    /// Half of it, as the released code does (`S = C` for Frobenius clipping,
+    /// `docs/PAPERS.md` P3-1). For reproducing the paper only: the guarantee charged is the
+    /// effective one.
     ReleasedCode,
 }
 
@@ -60,10 +61,10 @@ pub enum SensitivityRule {
 ///     tokens: 1, dim: 768, rule: SensitivityRule::Derived, noise_mode: NoiseMode::Exact,
 /// };
 /// p.validate()?;
-/// // seed-003 §5-A, ε = 8, S₂ = 2C = 2: σ = 1.2004581444.
+/// // docs/PAPERS.md T3-A, ε = 8, S₂ = 2C = 2: σ = 1.2004581444.
 /// assert_eq!(p.sensitivity()?, 2.0);
 /// assert!((p.noise_floor()? / 1.2004581444 - 1.0).abs() < 1e-10);
-/// // The released code's S = C gives the paper's "~0.6", really ε = 19.12 (§5-G).
+/// // The released code's S = C gives the paper's "~0.6", really ε = 19.12 (T3-G).
 /// let code = DpForwardParams { rule: SensitivityRule::ReleasedCode, ..p };
 /// assert!((code.noise_floor()? / 0.600229072199 - 1.0).abs() < 1e-10);
 /// assert!((code.guarantee()?.epsilon().get() / 19.121181 - 1.0).abs() < 1e-6);

@@ -1,5 +1,5 @@
 //! The DP-Forward hook: clip or normalise, then add aMGM noise, on a batch of hidden-state
-//! matrices in place (seed-003 §3.10, §4.2, §4.4, §4.8).
+//! matrices in place (`docs/PAPERS.md` §3.6, "Release", and §3.7).
 
 use crate::accounting::cost::{Accountant, Cost};
 use crate::dp_forward::clip::clip_checked;
@@ -98,7 +98,7 @@ impl DpForwardReport {
 ///     &mut session, &mut [])?;
 /// assert_eq!(report.scaled, 2);
 /// assert_eq!((session.ledger().charges(), session.ledger().unsafe_float_charges()), (1, 0));
-/// // σ = 2C/A(4, 1e-5) = 2.16232369904 (seed-003 §5-A) per entry, against a signal of
+/// // σ = 2C/A(4, 1e-5) = 2.16232369904 (docs/PAPERS.md T3-A) per entry, against a signal of
 /// // norm 1 spread over 32 entries.
 /// assert!((p.noise_floor()? / 2.16232369904 - 1.0).abs() < 1e-10);
 /// // Every output is an exact multiple of the public resolution Λ = 2^-10

@@ -1,5 +1,6 @@
 //! Neighbour relations, noise positions and the L2 sensitivity each combination implies
-//! (seed-003 §2, §4.2, §4.3, App. A.2, errata E1, E2, E3, E11, E13, E15).
+//! (`docs/PAPERS.md` §3.3 and §3.7, the paper's Appendix A.2; errata P3-1, P3-2, P3-3,
+//! P3-11, P3-13, P3-15).
 //!
 //! **Guarantee.** [`sensitivity`] returns an upper bound (rounded up) on
 //! `sup ‖x − x′‖_F` over neighbouring inputs once both are clipped by
@@ -11,9 +12,9 @@
 //! | [`ClipRegion::Rows`] | `2C·√n` | `2C·√min(c, n)` |
 //!
 //! Every clipped block lies in a ball of radius `C`, two points of which are at most `2C`
-//! apart: the paper's `S₂ = 2C` (§4.2). The paper's token-level values `C` and
-//! `C·σ_max(W)` are half of the truth (E2, \[FIX\]); `c` changed rows give `2C√c`, not `c·2C`
-//! (E15). The released code's `S₂ = C` (E1) is available only through
+//! apart: the paper's `S₂ = 2C` (`docs/PAPERS.md` §3.3). The paper's token-level values `C`
+//! and `C·σ_max(W)` are half of the truth (P3-2, \[FIX\]); `c` changed rows give `2C√c`, not
+//! `c·2C` (P3-15). The released code's `S₂ = C` (P3-1) is available only through
 //! [`SensitivityRule::ReleasedCode`](super::SensitivityRule::ReleasedCode), which charges
 //! the *effective* ε of the real sensitivity.
 //!
@@ -23,10 +24,10 @@
 //! token + segment + position embedding and a row-wise LayerNorm), false after any
 //! attention sub-layer, where one token moves every row. [`check_neighbours`] refuses
 //! `Tokens` at any other position. Insertions and deletions shift positions and are not
-//! covered (E15), and neither is a substitution that changes the segment (token-type) ids of
+//! covered (P3-15), and neither is a substitution that changes the segment (token-type) ids of
 //! other rows, such as moving a `[SEP]`: the host must keep those fixed or public.
 //!
-//! **A linear map after the clip** (App. A.2's Q/K/V design, E3 and E11): releasing
+//! **A linear map after the clip** (App. A.2's Q/K/V design, P3-3 and P3-11): releasing
 //! `X·W + Z` for row-clipped `X` has sensitivity `lip·S₂` with `lip ≥ σ_max(W)`; use one
 //! concatenated `W = [W^Q | W^K | W^V]` (one release, not three uncomposed ones) and a
 //! *certified upper bound* such as [`spectral_norm_upper_bound`] — power iteration
@@ -37,7 +38,8 @@ use crate::dp_forward::clip::ClipRegion;
 use crate::error::{Error, Result, check_radius};
 use crate::matrix_view::MatRef;
 
-/// Which pairs of inputs must be indistinguishable (seed-003 §2, "library encoding").
+/// Which pairs of inputs must be indistinguishable (`docs/PAPERS.md` §3.3, "Library
+/// encoding").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Neighbours {
     /// Any two sequences with the same label: SeqLDP (local), or SeqDP for a replaced
@@ -49,8 +51,9 @@ pub enum Neighbours {
     Tokens(usize),
 }
 
-/// Where the host applies the hook, named structurally (seed-003 §4.3, E13). Encoder layers
-/// are 0-based, as in the released code (its `--noise_layer 10` is the 11th encoder).
+/// Where the host applies the hook, named structurally (`docs/PAPERS.md` §3.7, P3-13).
+/// Encoder layers are 0-based, as in the released code (its `--noise_layer 10` is the 11th
+/// encoder).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoisePosition {
     /// After `LayerNorm(token + segment + position embedding)`: row-local.
@@ -66,7 +69,7 @@ pub enum NoisePosition {
     Pooled,
 }
 
-/// An encoder sub-layer output (seed-003 §4.3).
+/// An encoder sub-layer output (`docs/PAPERS.md` §3.7, "Positions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubLayer {
     /// After the attention output projection, before LayerNorm; the host must drop that
@@ -88,7 +91,7 @@ impl NoisePosition {
     }
 
     /// Whether the host must remove the residual connection around the perturbed
-    /// sub-layer (noise after MHA or FFN, §4.3).
+    /// sub-layer (noise after MHA or FFN, `docs/PAPERS.md` §3.7).
     pub fn drops_residual(self) -> bool {
         matches!(self, NoisePosition::Encoder { sub: SubLayer::Mha | SubLayer::Ffn, .. })
     }
@@ -159,7 +162,7 @@ pub fn sensitivity(
 /// up: the smaller of the Frobenius norm `‖W‖_F` and `√(‖W‖₁‖W‖_∞)` (largest column sum
 /// times largest row sum of `|W|`). Every sum has non-negative terms and is rounded up, so
 /// the result is at least the exact `σ_max`. Use it as the Lipschitz constant of a linear map
-/// applied between the clip and the noise (App. A.2, E3).
+/// applied between the clip and the noise (App. A.2, `docs/PAPERS.md` P3-3).
 ///
 /// ```
 /// use dpattn_core::dp_forward::spectral_norm_upper_bound;

@@ -1,7 +1,7 @@
 //! Calibration of the Gaussian-sampling mechanism from public parameters only: the
 //! sensitivity `s`, the allowed level `Δ(k)`, the admissible range of the sample count `k`,
 //! the accuracy radius `ρ(k)`, the smallest private `ε`, the largest neighbour radius `β`, and
-//! the error bounds (spec seed-000 §5.3, §4.7 D-4/D-7).
+//! the error bounds (`docs/PAPERS.md` §0.3, and P0-D4, P0-D7 of §0.5).
 //!
 //! **Guarantee.** Every privacy-side quantity is rounded in the safe direction (`s` up, `Δ`
 //! down, `k_max` the largest `k` whose rounded test `s < Δ(k)` passes), so a `k` this module
@@ -9,7 +9,7 @@
 //! accuracy side (`ρ`, `k_min`) is not privacy-critical and is evaluated in plain `f64`.
 //! Nothing here reads private data: `α`, `η`, `β` are the caller's *declared* domain.
 //! Deriving them from the private `X` would make `k` (and so the output law) depend on the
-//! data, which the privacy analysis does not cover (spec §5.2).
+//! data, which the privacy analysis does not cover (`docs/PAPERS.md` P0-15).
 
 use core::ops::RangeInclusive;
 
@@ -21,7 +21,7 @@ use crate::privacy_params::PrivacyBudget;
 /// `f64` (the chi-square degrees of freedom of the Bartlett sampler).
 pub const K_LIMIT: u64 = 1 << 53;
 
-/// Which constants define `Δ(k)` (erratum E1 of the spec).
+/// Which constants define `Δ(k)` (`docs/PAPERS.md` P0-1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeltaConstants {
     /// Theorem 4.1 / 1.7: `Δ = 0.1 · min(ε/√(k ln(1/δ)), ε/ln(1/δ))`. The stricter set and
@@ -39,7 +39,7 @@ pub enum SensitivityBound {
     /// The paper's Lemma 5.11: `s = 2αβ√n/η`. The default.
     #[default]
     PaperSqrtN,
-    /// The spec's D-6 (not in the paper; proved in `docs/PRIVACY.md` §3):
+    /// Our derived bound `docs/PAPERS.md` P0-D6 (not in the paper; proved in `docs/PRIVACY.md` §3):
     /// `s = 2αβ/η`, which lets `k_max` grow by a factor `n`.
     Tight,
 }
@@ -49,17 +49,18 @@ pub enum SensitivityBound {
 pub enum RhoModel {
     /// The paper's formula `C·(u + u²)`, `u = √((n² + ln(1/γ))/k)`, whose constant the
     /// paper never gives. **Not rigorous**: with `C = 1` the Frobenius bound fails about
-    /// 40% of the time at `γ = 0.01` (spec AC-7). For reproducing the paper.
+    /// 40% of the time at `γ = 0.01` (`docs/PAPERS.md` T0-D, check P0-AC7). For reproducing the
+    /// paper.
     PaperNominal {
         /// The unknown constant `C ≥ 1` (the paper's nominal value is 1).
         c: f64,
     },
-    /// The Davidson–Szarek spectral bound (spec D-7, rigorous): `ρ₂ = 2a + a²` with
+    /// The Davidson–Szarek spectral bound (`docs/PAPERS.md` P0-D7, rigorous): `ρ₂ = 2a + a²` with
     /// `a = (√n + √(2 ln(2/γ)))/√k`; infinite when `a ≥ 1`.
     GaussianSpectral,
 }
 
-/// How the accuracy target is tied to the privacy `ε` (erratum E3).
+/// How the accuracy target is tied to the privacy `ε` (`docs/PAPERS.md` P0-3).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AccuracyCoupling {
     /// The paper's `ρ < 0.1ε`: stronger privacy then *demands* more samples, which privacy
@@ -109,8 +110,8 @@ impl Domain {
         Ok(())
     }
 
-    /// `n·η ≤ d·α²`: otherwise no `n × d` matrix is `(α, η)`-good (spec D-1), and a caller
-    /// declaring this domain has made a mistake.
+    /// `n·η ≤ d·α²`: otherwise no `n × d` matrix is `(α, η)`-good (`docs/PAPERS.md` P0-D1), and a
+    /// caller declaring this domain has made a mistake.
     ///
     /// # Errors
     /// [`Error::Infeasible`] naming the condition.
@@ -212,7 +213,7 @@ pub fn sensitivity(n: usize, domain: &Domain, bound: SensitivityBound) -> Result
 }
 
 /// `(ε, δ)` checked for Algorithm 2's privacy proof: `ε ∈ (0, 1)` (Thm 5.9 Req. 1) and
-/// `δ ∈ (0, 0.1)`, which makes Lemma C.5's unstated `kΔ² ≤ ε` hold (erratum E18).
+/// `δ ∈ (0, 0.1)`, which makes Lemma C.5's unstated `kΔ² ≤ ε` hold (`docs/PAPERS.md` P0-18).
 fn privacy_terms(budget: PrivacyBudget) -> Result<(f64, f64)> {
     let eps = budget.epsilon().get();
     if !(eps > 0.0 && eps < 1.0) {
@@ -249,7 +250,7 @@ fn delta_terms(k: u64, eps: f64, l: f64, constants: DeltaConstants) -> (f64, f64
 /// use dpattn_core::gaussian_sampling_attention::{DeltaConstants, delta_threshold};
 /// let b = PrivacyBudget::new(0.09, 1e-6)?;
 /// let d = delta_threshold(500_000, b, DeltaConstants::Theorem41)?;
-/// assert!((d / 3.42432e-6 - 1.0).abs() < 1e-5); // spec seed-000 §5.4
+/// assert!((d / 3.42432e-6 - 1.0).abs() < 1e-5); // docs/PAPERS.md T0-A
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -302,7 +303,7 @@ pub fn check_privacy(
 /// ```
 /// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::gaussian_sampling_attention::{Calibration, Domain, k_max};
-/// // The worked example of spec seed-000 §5.4.
+/// // The worked example of docs/PAPERS.md T0-A.
 /// let domain = Domain::new((0.2f64 / 4096.0).sqrt(), 0.05, 5e-6)?;
 /// let b = PrivacyBudget::new(0.09, 1e-6)?;
 /// assert_eq!(k_max(4, &domain, b, &Calibration::PAPER_LITERAL)?, Some(750_460));
@@ -345,7 +346,7 @@ fn largest_true(mut lo: u64, mut hi: u64, pred: impl Fn(u64) -> bool) -> u64 {
 /// ```
 /// use dpattn_core::gaussian_sampling_attention::{RhoModel, rho};
 /// let r = rho(500_000, 4, 0.01, RhoModel::PaperNominal { c: 1.0 })?;
-/// assert!((r - 0.00646074).abs() < 1e-8); // spec seed-000 §5.4
+/// assert!((r - 0.00646074).abs() < 1e-8); // docs/PAPERS.md T0-A
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -443,7 +444,7 @@ pub fn k_min(n: usize, epsilon: f64, gamma: f64, calibration: &Calibration) -> R
 /// let domain = Domain::new((0.2f64 / 4096.0).sqrt(), 0.05, 5e-6)?;
 /// let b = PrivacyBudget::new(0.09, 1e-6)?;
 /// let r = feasible_k(4, &domain, b, 0.01, &Calibration::PAPER_LITERAL)?;
-/// assert_eq!(r, 258_944..=750_460); // spec seed-000 §5.4
+/// assert_eq!(r, 258_944..=750_460); // docs/PAPERS.md T0-A
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -495,8 +496,8 @@ pub fn min_epsilon_for_k(
 
 /// The smallest `ε` (to about 1e-15 relative) for which a feasible `k` exists
 /// ([`feasible_k`] succeeds), by bisection on `ε ∈ (0, 1)` (or `(0, 0.1)` under the paper
-/// coupling); for the paper's calibration this is the root of spec §5.3's cubic up to the
-/// integer rounding of `k`.
+/// coupling); for the paper's calibration this is the root of the cubic of `docs/PAPERS.md` §0.3
+/// ("Smallest feasible ε") up to the integer rounding of `k`.
 ///
 /// # Errors
 /// [`Error::Infeasible`] if no `ε` in that interval is feasible; [`Error::OutOfRange`] for
@@ -549,7 +550,7 @@ pub fn min_feasible_epsilon(
 /// let domain = Domain::new((0.2f64 / 4096.0).sqrt(), 0.05, 0.0)?;
 /// let b = PrivacyBudget::new(0.09, 1e-6)?;
 /// let beta = max_beta(4, 258_944, &domain, b, &Calibration::PAPER_LITERAL)?;
-/// assert!((beta / 8.51199e-6 - 1.0).abs() < 1e-5); // spec seed-000 §5.4, at k = k_min
+/// assert!((beta / 8.51199e-6 - 1.0).abs() < 1e-5); // docs/PAPERS.md T0-A, at k = k_min
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -569,12 +570,12 @@ pub fn max_beta(
 
 /// The paper's accuracy bound `4(1 + ε + 2r)·r` on `‖P_A − P_B‖` (Theorem 4.1 Part 1, with
 /// `ε` the spectral factor). It is met by the constant uniform output when `r < 0.1`
-/// ([`uniform_baseline_bound`]), so it says nothing about utility (spec D-5).
+/// ([`uniform_baseline_bound`]), so it says nothing about utility (`docs/PAPERS.md` P0-D5).
 pub fn error_bound_paper(eps: f64, r: f64) -> f64 {
     4.0 * (1.0 + eps + 2.0 * r) * r
 }
 
-/// The spec's `k`-dependent bound (D-4): `‖P_A − P_B‖_{∞→∞} ≤ 2(e^{ρ₂·r} − 1)` whenever
+/// Our `k`-dependent bound (`docs/PAPERS.md` P0-D4): `‖P_A − P_B‖_{∞→∞} ≤ 2(e^{ρ₂·r} − 1)` whenever
 /// `‖A^{-1/2} B A^{-1/2} − I‖₂ ≤ ρ₂` and `max|A_ij| ≤ r`; with `ρ₂` from
 /// [`RhoModel::GaussianSpectral`] it holds with probability `1 − γ`.
 pub fn error_bound_tight(rho2: f64, r: f64) -> f64 {
@@ -582,7 +583,7 @@ pub fn error_bound_tight(rho2: f64, r: f64) -> f64 {
 }
 
 /// The error of the constant output `B = 0` (uniform attention) for any `A` with
-/// `max|A_ij| ≤ r`: `2(e^r − 1)` (spec D-5). A useful release must beat it.
+/// `max|A_ij| ≤ r`: `2(e^r − 1)` (`docs/PAPERS.md` P0-D5). A useful release must beat it.
 pub fn uniform_baseline_bound(r: f64) -> f64 {
     2.0 * libm::expm1(r)
 }

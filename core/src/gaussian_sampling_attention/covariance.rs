@@ -1,6 +1,6 @@
 //! DPCovariance (Algorithm 2 of paper 000): release `B = (1/k)·Σᵢ gᵢgᵢᵀ` with
 //! `gᵢ ~ N(0, Σ)` i.i.d., by three samplers with the same output law
-//! `Wishart_n(k, Σ)/k` (spec seed-000 §3.1, §3.4).
+//! `Wishart_n(k, Σ)/k` (`docs/PAPERS.md` §0.1, §0.4).
 //!
 //! **Guarantee.** Exactly the law of Algorithm 2 up to floating point (the normals are
 //! Box–Muller on 53-bit uniforms, the chi-squares Marsaglia–Tsang; see `sampling::Gamma`).
@@ -9,23 +9,23 @@
 //! [`gaussian_sampling_attention`](super::gaussian_sampling_attention()) checks that and
 //! charges the ledger. Neighbour relation: that of the caller's `X` (one feature column).
 //!
-//! * [`Sampler::Bartlett`] (default, spec S3): `B = (L·T)(L·T)ᵀ/k` with `L = chol(Σ)` and
+//! * [`Sampler::Bartlett`] (default, P0-S3): `B = (L·T)(L·T)ᵀ/k` with `L = chol(Σ)` and
 //!   the Bartlett factor `T` (`T_jj = √χ²_{k−j}`, `T_jl ~ N(0, 1)` below the diagonal,
 //!   0-based `j`), so `T·Tᵀ ~ Wishart_n(k, I)`. `n(n+1)/2` random numbers and `O(n³)` work,
 //!   **independent of `k`**; needs `k ≥ n`.
-//! * [`Sampler::Literal`] (S1, the paper's text): `gᵢ = L·zᵢ`, accumulated in `f64`;
+//! * [`Sampler::Literal`] (P0-S1, the paper's text): `gᵢ = L·zᵢ`, accumulated in `f64`;
 //!   `O(n²k)`.
-//! * [`Sampler::FactorFree`] (S2): `gᵢ = X·zᵢ` with `zᵢ ~ N(0, I_d)`: the sampler neither
+//! * [`Sampler::FactorFree`] (P0-S2): `gᵢ = X·zᵢ` with `zᵢ ~ N(0, I_d)`: the sampler neither
 //!   factorises nor uses `A` (the mechanism still forms `A` for its domain check); `O(ndk)`,
-//!   `d/n` times the cost of S1. Only for data input ([`dp_covariance_from_data`]).
+//!   `d/n` times the cost of P0-S1. Only for data input ([`dp_covariance_from_data`]).
 //!
 //! **Randomness** (one keyed stream per release, `docs/RANDOMNESS.md`): problem `p` (the
 //! logical head index `b·heads + h`; 0 for a single matrix) reads
 //! * Bartlett: entry `T_jl` (`l ≤ j`) from the window of element `p·n² + j·n + l`
-//!   (per-element windows, §4): a normal is the `f64` Box–Muller cosine of the first four
-//!   words, the diagonal a `ChiSquare(k − j)` read from the window;
+//!   (per-element windows, `docs/RANDOMNESS.md` §4): a normal is the `f64` Box–Muller cosine of the
+//!   first four words, the diagonal a `ChiSquare(k − j)` read from the window;
 //! * Literal: coordinate `j` of `zᵢ` is element `(p·k + i)·n + j` of the `f64`
-//!   [`Gaussian`](crate::sampling::Gaussian) layout (§3);
+//!   [`Gaussian`](crate::sampling::Gaussian) layout (`docs/RANDOMNESS.md` §3);
 //! * FactorFree: coordinate `c` of `zᵢ` is element `(p·k + i)·q + c` of that layout, with
 //!   `q = d` (plus `n` ridge coordinates when a ridge is used).
 
@@ -57,12 +57,12 @@ const FACTOR_FREE_NEEDS_DATA: Error = Error::OutOfRange {
 /// How `B ~ Wishart_n(k, Σ)/k` is drawn (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sampler {
-    /// Bartlett decomposition (spec S3): cost independent of `k`; needs `k ≥ n`.
+    /// Bartlett decomposition (`docs/PAPERS.md` P0-S3): cost independent of `k`; needs `k ≥ n`.
     #[default]
     Bartlett,
-    /// The paper's literal `gᵢ = chol(Σ)·zᵢ` (spec S1): cost linear in `k`.
+    /// The paper's literal `gᵢ = chol(Σ)·zᵢ` (`docs/PAPERS.md` P0-S1): cost linear in `k`.
     Literal,
-    /// `gᵢ = X·zᵢ` (spec S2): no factorisation; cost `O(ndk)`; data input only.
+    /// `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2): no factorisation; cost `O(ndk)`; data input only.
     FactorFree,
 }
 
@@ -351,7 +351,7 @@ pub(crate) fn factor_free_scratch_len(n: usize, d: usize, ridge: bool) -> Result
     ])
 }
 
-/// Algorithm 2 on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (spec S2; no
+/// Algorithm 2 on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2; no
 /// factorisation, `A` never formed), `X` being `n × d`: the same law as [`dp_covariance`]
 /// on `XXᵀ`, without a privacy check.
 ///

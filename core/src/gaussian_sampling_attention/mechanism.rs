@@ -42,7 +42,7 @@ pub enum OutOfDomain {
     /// holder. Requires `d ≥ n`.
     #[default]
     Reject,
-    /// `[EXT]` (spec §5.2 (i)+(ii), not in the paper): replace every column holding a NaN
+    /// `[EXT]` (`docs/PAPERS.md` P0-16, not in the paper): replace every column holding a NaN
     /// or an infinity by the zero column, clip every column to norm `α` and append the
     /// public columns `√η·I_n`, so the mechanism runs on `A' = X_c X_cᵀ + η·I ⪰ η·I` and
     /// never refuses private data (a non-finite entry included). The steps preserve
@@ -135,7 +135,7 @@ impl GaussianSamplingParams {
 }
 
 /// Private diagnostics of a release, for the data holder only. **Never publish these**:
-/// they are functions of the private `X` (spec §5.2).
+/// they are functions of the private `X` (`docs/PAPERS.md` P0-15).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PrivateReport {
     /// Largest column norm of any problem, before clipping (`+∞` when a column held a NaN
@@ -385,7 +385,8 @@ pub fn check_release_parameters(
 ///     Domain, GaussianSamplingParams, OutOfDomain, Sampler, gaussian_sampling_attention,
 ///     gaussian_sampling_attention_scratch_len};
 /// use dpattn_core::session::Session;
-/// // Two tokens, 64 features; X Xᵀ = 0.05·I, columns of norm 0.04 (spec §5.4's shape).
+/// // Two tokens, 64 features; X Xᵀ = 0.05·I, columns of norm 0.04 (the shape of
+/// // docs/PAPERS.md T0-A).
 /// let (n, d) = (2, 64);
 /// let x: Vec<f64> = (0..n * d).map(|i| {
 ///     let (row, col) = (i / d, i % d);
@@ -447,7 +448,8 @@ pub fn gaussian_sampling_attention_keyed<T: Element>(
     let [_, _, n, d] = x.layout().shape();
     let result = release_all(out_b, out_p, x, params, draw, ledger, scratch);
     // The scratch held A = XXᵀ and its Cholesky factor: private intermediates are not left
-    // behind in the caller's memory (spec §6.5), whatever the outcome.
+    // behind in the caller's memory, whatever the outcome (`A` and `L` are private; only `B`
+    // and `P_B` are ever released).
     if let Ok(used) =
         gaussian_sampling_attention_scratch_len(n, d, params.sampler, params.out_of_domain)
     {
@@ -538,7 +540,7 @@ fn release_all<T: Element>(
 /// Measures the domain parameters of one private `X` (`n × d`) for the **data holder**:
 /// `α̂ = max‖x_c‖`, `η̂ = λ_min(XXᵀ)` (cyclic Jacobi), `r̂ = max (XXᵀ)_ii`. Use it to audit a
 /// dataset against a declared domain; never to choose the domain of a release (that would
-/// make the calibration depend on private data, breaking DP; spec §5.2). Returns
+/// make the calibration depend on private data, breaking DP; `docs/PAPERS.md` P0-15). Returns
 /// `(α̂, η̂, r̂)`; `scratch` holds `d + n²` elements.
 ///
 /// ```

@@ -1,5 +1,6 @@
 //! Differentially private attention by Gaussian sampling (paper 000, Gao–Song–Yang–Zhou,
-//! "Differentially Private Attention Computation"; spec `shared/spec/seed-000.md`).
+//! "Differentially Private Attention Computation"; summarised, with its errata, in
+//! `docs/PAPERS.md` §0).
 //!
 //! **What it releases.** For `X ∈ ℝ^{n×d}` (`n` tokens, `d ≥ n` features) with Gram matrix
 //! `A = XXᵀ`, the mechanism publishes `B = (1/k)·Σᵢ gᵢgᵢᵀ`, `gᵢ ~ N(0, A)` i.i.d.
@@ -8,15 +9,15 @@
 //! sampling: more samples `k` means a more accurate `B` and *weaker* privacy, so privacy
 //! bounds `k` from above and accuracy from below ([`feasible_k`]).
 //!
-//! **Guarantee** (Theorem 4.1 Part 2 / Theorem 5.9, with the spec's errata): `(B, P)` is
-//! `(ε, δ)`-DP for `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)` when (PRIV) `s < Δ(k)` holds
-//! ([`check_privacy`]) and **every** possible input is `(α, η)`-good (both members of a
-//! neighbour pair; spec D-10).
+//! **Guarantee** (Theorem 4.1 Part 2 / Theorem 5.9, with the errata of `docs/PAPERS.md` §0.6):
+//! `(B, P)` is `(ε, δ)`-DP for `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)` when (PRIV) `s < Δ(k)` holds
+//! ([`check_privacy`]) and **every** possible input is `(α, η)`-good (both members of a neighbour
+//! pair; `docs/PAPERS.md` P0-D10).
 //!
 //! **Privacy unit: one feature column of `X`, not a token.** Neighbours differ in at most
 //! one column, by at most `β` in ℓ2 (Def. 1.6; `β = 2α` is replacing a column). Changing a
-//! token (a row of `X`) is *not* covered (spec E13): do not advertise token-level privacy.
-//! See `docs/PRIVACY.md` §3.
+//! token (a row of `X`) is *not* covered (`docs/PAPERS.md` P0-13): do not advertise token-level
+//! privacy. See `docs/PRIVACY.md` §3.
 //!
 //! **Public parameters.** `α` (column-norm bound), `η` (floor of `λ_min(XXᵀ)`), `β` and `k`
 //! describe the domain and the mechanism and must be chosen **without looking at `X`**.
@@ -43,16 +44,17 @@
 //!
 //! **Accuracy.** With probability `1 − γ`, `‖P_A − P_B‖ ≤ 4(1 + ε + 2r)r` (the paper's
 //! bound; [`error_bound_paper`]), but the constant uniform output already meets it
-//! ([`uniform_baseline_bound`], spec D-5), and the paper's `ρ` has an unknown constant
-//! ([`RhoModel::PaperNominal`]). The spec's rigorous, `k`-dependent bound
+//! ([`uniform_baseline_bound`], `docs/PAPERS.md` P0-D5), and the paper's `ρ` has an unknown
+//! constant ([`RhoModel::PaperNominal`]). Our rigorous, `k`-dependent bound (P0-D4)
 //! `2(e^{ρ₂(k)·r} − 1)` ([`error_bound_tight`] with [`RhoModel::GaussianSpectral`]) is the
 //! one that shows utility. `P_B·V` is post-processing only for a public `V`.
 //!
-//! **Paper errors followed by the spec's fixes.** Two `Δ` constant sets (E1; Theorem 4.1's
-//! stricter one is the default, [`DeltaConstants`]); the `√n` in the sensitivity is loose
-//! (E6, opt-in [`SensitivityBound::Tight`]); Lemma B.1's constant and Fact A.2(6) are wrong
-//! but Theorem 5.3 holds (E7, E8); the accuracy target is coupled to the privacy `ε` (E3,
-//! [`AccuracyCoupling`]); Lemma C.5 needs `kΔ² ≤ ε`, guaranteed here by `δ < 0.1` (E18).
+//! **Paper errors and our fixes** (`docs/PAPERS.md` §0.6). Two `Δ` constant sets (P0-1;
+//! Theorem 4.1's stricter one is the default, [`DeltaConstants`]); the `√n` in the
+//! sensitivity is loose (P0-6, opt-in [`SensitivityBound::Tight`]); Lemma B.1's constant
+//! and Fact A.2(6) are wrong but Theorem 5.3 holds (P0-7, P0-8); the accuracy target is
+//! coupled to the privacy `ε` (P0-3, [`AccuracyCoupling`]); Lemma C.5 needs `kΔ² ≤ ε`,
+//! guaranteed here by `δ < 0.1` (P0-18).
 //!
 //! **Cost.** The default [`Sampler::Bartlett`] draws `n(n+1)/2` numbers and does `O(n²d + n³)`
 //! work whatever `k` (10⁵–10⁹ in practice); the literal sampler is `O(n²k)`. Floating point:
@@ -62,7 +64,7 @@
 //! ```
 //! use dpattn_core::PrivacyBudget;
 //! use dpattn_core::gaussian_sampling_attention::{Calibration, Domain, feasible_k, rho};
-//! // Spec §5.4: n = 4, ε = 0.09, δ = 1e-6, γ = 0.01, β = 5e-6.
+//! // docs/PAPERS.md T0-A: n = 4, ε = 0.09, δ = 1e-6, γ = 0.01, β = 5e-6.
 //! let domain = Domain::new((0.2f64 / 4096.0).sqrt(), 0.05, 5e-6)?;
 //! let budget = PrivacyBudget::new(0.09, 1e-6)?;
 //! let range = feasible_k(4, &domain, budget, 0.01, &Calibration::PAPER_LITERAL)?;

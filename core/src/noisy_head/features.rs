@@ -1,5 +1,5 @@
-//! Prompts and their rank-one summaries `Z_k = u_k v_kᵀ` (spec seed-004 §1.2 eq. (2.5),
-//! Algorithm 1 line 1, §5.2, §5.7).
+//! Prompts and their rank-one summaries `Z_k = u_k v_kᵀ` (eq. (2.5) and Algorithm 1 line 1
+//! of the paper; `docs/PAPERS.md` §4.3, §4.4 and §4.8).
 //!
 //! **Guarantee.** [`private_features`] maps *every* prompt, whatever its content (NaN, ±∞,
 //! 1e300-sized values), to `(u, v, t)` with `‖u vᵀ‖_F ≤ G` and `|t| ≤ C`. That is what the

@@ -1,5 +1,5 @@
 //! The linear attention head of the paper and the export of a trained `Γ` to its weights
-//! (spec seed-004 §1.2 eqs. (2.2)–(2.5), erratum 1).
+//! (the paper's eqs. (2.2)–(2.5); `docs/PAPERS.md` §4.3 and P4-1).
 //!
 //! **Guarantee.** None by itself (a deterministic model). [`export_attention`] is
 //! post-processing of a released `Γ̂`, so the weights it writes are as private as `Γ̂`.

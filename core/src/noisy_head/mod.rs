@@ -1,15 +1,16 @@
 //! NoisyHead: differentially private pretraining of a linear attention head for in-context
 //! linear regression (paper 004, Bonnerjee–Yeon–Asch–Nandy–Ghosal, "How Private is Your
-//! Attention? Bridging Privacy with In-Context Learning"; spec `shared/spec/seed-004.md`).
+//! Attention? Bridging Privacy with In-Context Learning"; summarised, with its errata, in
+//! `docs/PAPERS.md` §4).
 //!
 //! **What it releases.** A linear attention head whose off-diagonal blocks are zero predicts
 //! `ŷ = ⟨Γ, Z⟩ = uᵀΓv` from a prompt's rank-one summary `Z = u vᵀ`, `u` the query token,
-//! `v = L⁻¹Σᵢ yᵢxᵢ` (§1.2). NoisyHead (Algorithm 1, [`noisy_head()`]) clips labels to `±C`,
-//! projects each `Z_k` on the Frobenius ball of radius `G`, and runs `T` steps of
+//! `v = L⁻¹Σᵢ yᵢxᵢ` (`docs/PAPERS.md` §4.3). NoisyHead (Algorithm 1, [`noisy_head()`]) clips labels
+//! to `±C`, projects each `Z_k` on the Frobenius ball of radius `G`, and runs `T` steps of
 //! projected gradient descent on a ridge objective with Gaussian noise `N(0, s²)` on every
 //! entry of every iterate, releasing `Γ̂ = Γ^T`.
 //!
-//! **Guarantee** (Theorem 3.2, §2.4): `(ε, δ)`-DP when `σ ≥ 2G(C + RG)`, with
+//! **Guarantee** (Theorem 3.2, `docs/PAPERS.md` §4.4): `(ε, δ)`-DP when `σ ≥ 2G(C + RG)`, with
 //! `s = η0·T·σ·√(2 ln(1.25T/δ))/(εN)`: each step is a classical Gaussian mechanism at
 //! `(ε/T, δ/T)` and basic composition adds them up. The classical mechanism is proven only
 //! for `ε/T < 1`; the paper does not say so, the library enforces it
@@ -20,8 +21,8 @@
 //! ([`Calibration`], `docs/PRIVACY.md` §5.5).
 //!
 //! **Neighbour relation and unit: one whole prompt**, replaced (all `L + 1` tokens, the
-//! labels and the query target); `N` is public (Def. 3.1, erratum 30): [`PRIVACY_UNIT`] is
-//! [`PrivacyUnit::Prompt`](crate::accounting::privacy_unit::PrivacyUnit::Prompt). Test
+//! labels and the query target); `N` is public (Def. 3.1, `docs/PAPERS.md` P4-30): [`PRIVACY_UNIT`]
+//! is [`PrivacyUnit::Prompt`](crate::accounting::privacy_unit::PrivacyUnit::Prompt). Test
 //! prompts are not protected. See `docs/PRIVACY.md` §5.
 //!
 //! **Randomness and accounting.** [`noisy_head()`] takes a
@@ -31,14 +32,14 @@
 //! [`noisy_head_keyed`] takes an explicit key and stream id and an optional ledger, for
 //! replay and audit.
 //!
-//! **Paper errors followed by the spec's fixes.** The head computes `⟨w22(W11^{KQ})ᵀ, Z⟩`,
-//! so the exported `W11^{KQ}` is `Γᵀ` ([`export_attention`], erratum 1); the descent
-//! minimises ridge with `2λ`, not `λ` (erratum 3; [`ridge`] takes the λ you want); the
-//! printed `T` rule is negative (erratum 7; [`schedule::t_low_dim_code`]); `G` has two
-//! printed forms and `Π_G` is active far more often than the proof claims (erratum 9,
+//! **Paper errors and our fixes** (`docs/PAPERS.md` §4.9). The head computes
+//! `⟨w22(W11^{KQ})ᵀ, Z⟩`, so the exported `W11^{KQ}` is `Γᵀ` ([`export_attention`], P4-1);
+//! the descent minimises ridge with `2λ`, not `λ` (P4-3; [`ridge`] takes the λ you want);
+//! the printed `T` rule is negative (P4-7; [`schedule::t_low_dim_code`]); `G` has two
+//! printed forms and `Π_G` is active far more often than the proof claims (P4-9,
 //! [`GForm`]); the robustness figure's rising ridge curve is a floating-point artefact
-//! (erratum 21, [`RidgeSolver::Qr`]); the early-stopping U needs a random start (erratum
-//! 22); basic composition is loose (erratum 26, opt-in [`Accounting::Zcdp`]).
+//! (P4-21, [`RidgeSolver::Qr`]); the early-stopping U needs a random start (P4-22); basic
+//! composition is loose (P4-26, opt-in [`Accounting::Zcdp`]).
 //!
 //! **Cost.** Per step `4ND²` flops in [`Form::Streaming`] or `2D⁴` in [`Form::Gram`] after
 //! a one-off `ND⁴`; memory `N(2D+1) + O(D²)` (`+ D⁴` for Gram), all caller scratch.
@@ -46,7 +47,8 @@
 //! ```
 //! use dpattn_core::noisy_head::{presets, schedule::mean_field_excess_risk};
 //! let p = presets::low_dim(4000, 1.0)?;
-//! // Spec §4.2: the mean-field prediction of the excess risk at N = 4000, ε = 1 is 0.05016.
+//! // docs/PAPERS.md T4-C: the mean-field prediction of the excess risk at N = 4000, ε = 1
+//! // is 0.05016.
 //! let risk = mean_field_excess_risk(&p, 0.1, 0.0)?;
 //! assert!((risk / 0.05016 - 1.0).abs() < 2e-3);
 //! # Ok::<(), dpattn_core::Error>(())

@@ -1,5 +1,5 @@
 //! Public hyper-parameters of NoisyHead, their validation and the privacy calibration
-//! (spec seed-004 §2.4, §3.2 eq. (4.1), §5.3, §5.7).
+//! (`docs/PAPERS.md` §4.4, §4.5 (eq. (4.1)), §4.6 and §4.8).
 //!
 //! **Guarantee.** [`NoisyHeadParams::validate`] accepts only parameter sets for which
 //! Theorem 3.2 holds as proven: `σ ≥ σ_min = 2G(C + RG)` (rounded up) and a per-step
@@ -26,24 +26,25 @@ pub enum Accounting {
     /// experiments uses this.
     #[default]
     Paper,
-    /// **Our extension, not the paper's** (spec §2.4, erratum 26): the `T` steps are
+    /// **Our extension, not the paper's** (`docs/PAPERS.md` §4.4 and P4-26): the `T` steps are
     /// Gaussian mechanisms composed in zCDP, with total `ρ` (within `1e-14` relative of) the
     /// largest that converts to `(ε, δ)` ([`NoisyHeadParams::zcdp_rho`], the CKS20
     /// conversion). Same guarantee, far less noise:
     /// ≈9× smaller `s` at the low-dimensional preset (`T = 44`, `ε = 1`, `δ = 1e-5`; the
-    /// spec's 7.5× uses the looser BS16 conversion). The ledger is charged
+    /// 7.5× of `docs/PAPERS.md` P4-26 uses the looser BS16 conversion). The ledger is charged
     /// [`Cost::Gaussian`]: `ρ` on zCDP and RDP ledgers, the `(ε, δ)` it converts to on
     /// approximate-DP ledgers. Never mix with reproduction runs: it changes every number of
     /// the paper's figures.
     Zcdp,
 }
 
-/// All public inputs of Algorithm 1 (spec §2.2, §5.3). Build one by hand or with
+/// All public inputs of Algorithm 1 (`docs/PAPERS.md` §4.4). Build one by hand or with
 /// [`presets`](super::presets), then call [`validate`](Self::validate).
 ///
 /// ```
 /// use dpattn_core::noisy_head::presets;
-/// // Spec U3/U4: the low-dimensional preset at N = 1000, ε = 1.
+/// // docs/PAPERS.md T4-A and T4-B (checks P4-U3, P4-U4): the low-dimensional preset at
+/// // N = 1000, ε = 1.
 /// let p = presets::low_dim(1000, 1.0)?;
 /// assert_eq!((p.d, p.l, p.iters), (5, 31, 44));
 /// assert!((p.noise_std()? / 1.6880798479843007 - 1.0).abs() < 1e-12);
@@ -62,7 +63,7 @@ pub struct NoisyHeadParams {
     pub lambda: f64,
     /// Step size `η0 > 0`; must satisfy `η0 < 2/(2λ + G²)` (the descent is stable).
     pub eta0: f64,
-    /// Number of iterations `T ≥ 1`, fixed before the run (spec §2.5, erratum 27).
+    /// Number of iterations `T ≥ 1`, fixed before the run (`docs/PAPERS.md` P4-27).
     pub iters: u32,
     /// Label clipping bound `C > 0`.
     pub clip_c: f64,
@@ -133,11 +134,11 @@ impl Calibration {
 }
 
 /// Data-independent flags about a parameter set that are allowed but worth knowing
-/// (spec §5.7 "soft diagnostics").
+/// (the soft diagnostics of `docs/PAPERS.md` §4.8).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Diagnostics {
     /// `η0` lies in Theorem 4.1's interval `(λ/(c(2λ+G²)²), λ/(2λ+G²)²)` for `c = 100`.
-    /// The paper's low-dimensional presets exceed the upper end by ≈2× (erratum 6).
+    /// The paper's low-dimensional presets exceed the upper end by ≈2× (`docs/PAPERS.md` P4-6).
     pub eta0_in_theorem_interval: bool,
     /// Theorem 4.1's upper end `λ/(2λ+G²)²`.
     pub eta0_theorem_upper: f64,
@@ -242,7 +243,7 @@ impl NoisyHeadParams {
         })
     }
 
-    /// Checks every hard rule of spec §5.7; all of them depend on public inputs only.
+    /// Checks every hard rule of `docs/PAPERS.md` §4.8; all of them depend on public inputs only.
     ///
     /// # Errors
     /// * [`Error::OutOfRange`]: `d`, `l`, `n`, `iters` zero; `σ, η0` not positive and
@@ -345,7 +346,7 @@ impl NoisyHeadParams {
         Ok(())
     }
 
-    /// The soft diagnostics of spec §5.7 (never an error).
+    /// The soft diagnostics of `docs/PAPERS.md` §4.8 (never an error).
     pub fn diagnostics(&self) -> Diagnostics {
         let denom = 2.0 * self.lambda + self.proj_g * self.proj_g;
         let upper = self.lambda / (denom * denom);
@@ -399,7 +400,7 @@ fn zcdp_rho_direct(target: PrivacyBudget) -> Result<Rho> {
     zcdp_rho_for(target)
 }
 
-/// Which printed form of the projection radius `G` to use (spec erratum 9).
+/// Which printed form of the projection radius `G` to use (`docs/PAPERS.md` P4-9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GForm {
     /// Eq. (4.1): `G = (C/√L)(1 + √(ln(N/κ))/D)`.
@@ -410,7 +411,7 @@ pub enum GForm {
     Proof,
 }
 
-/// The clipping and projection radii of Theorem 4.1 (spec §3.2 eq. (4.1)).
+/// The clipping and projection radii of Theorem 4.1 (eq. (4.1); `docs/PAPERS.md` §4.5).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Radii {
     /// Label clip `C = √(2ν ln(NL/κ))`, `ν = 1 + τ²`.
@@ -429,7 +430,7 @@ impl Radii {
     ///
     /// ```
     /// use dpattn_core::noisy_head::{GForm, Radii};
-    /// // Spec U4, low-dim N = 1000: L = 31, D = 5, λ = 5.
+    /// // docs/PAPERS.md T4-A (check P4-U4), low-dim N = 1000: L = 31, D = 5, λ = 5.
     /// let r = Radii::theorem41(1000, 31, 5, 5.0, 0.0, 1.0, GForm::Proof, 1.0)?;
     /// assert!((r.c / 4.547909955895627 - 1.0).abs() < 1e-12);
     /// assert!((r.g / 1.4090448880154893 - 1.0).abs() < 1e-12);

@@ -1,7 +1,7 @@
-//! The paper's experiment configurations (spec seed-004 §4.1, §5.3), with the constants its
-//! released code used where the text is garbled (errata 6, 7, 10, 18). All are functions of
-//! public sizes and `(ε, δ)` only, with `κ = 1`, `τ² = 0`, [`GForm::Proof`] and
-//! `σ = σ_min` exactly (the paper's "sigma_multiplier = 1"), and the exact release
+//! The paper's experiment configurations (`docs/PAPERS.md` §4.6, constants T4-A), with the
+//! constants its released code used where the text is garbled (errata P4-6, P4-7, P4-10, P4-18).
+//! All are functions of public sizes and `(ε, δ)` only, with `κ = 1`, `τ² = 0`, [`GForm::Proof`]
+//! and `σ = σ_min` exactly (the paper's "sigma_multiplier = 1"), and the exact release
 //! ([`NoiseMode::Exact`]).
 //!
 //! Step sizes are `η0 = k·(2/3)·λ/(λ + G²)²` with `k` = 0.95 (low-dim), 0.1 (high-dim),
@@ -61,7 +61,7 @@ fn assemble(
     Ok(p)
 }
 
-/// Low-dimensional experiment (§4.2): `D = 5`, `L = ⌊√N⌋`, `λ = 5`, `δ = 1e-5`,
+/// Low-dimensional experiment (`docs/PAPERS.md` §4.6): `D = 5`, `L = ⌊√N⌋`, `λ = 5`, `δ = 1e-5`,
 /// `k = 0.95`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋`.
 ///
 /// ```
@@ -84,8 +84,8 @@ pub fn low_dim(n: usize, epsilon: f64) -> Result<NoisyHeadParams> {
     assemble(n, l, d, lambda, radii, eta0, iters, epsilon, 1e-5)
 }
 
-/// High-dimensional experiment (§4.3): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`, `T = 5`.
-/// The paper says `δ = 1e-5`, its code used `1e-2` (erratum 18): pass either.
+/// High-dimensional experiment (`docs/PAPERS.md` §4.6): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`,
+/// `T = 5`. The paper says `δ = 1e-5`, its code used `1e-2` (P4-18): pass either.
 ///
 /// # Errors
 /// As [`low_dim`].
@@ -97,12 +97,12 @@ pub fn high_dim(n: usize, epsilon: f64, delta: f64) -> Result<NoisyHeadParams> {
     assemble(n, d, d, lambda, radii, step(0.1, lambda, radii.g), 5, epsilon, delta)
 }
 
-/// Early-stopping experiment (§4.4): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`, `δ = 1e-5`,
-/// `T = iters`.
+/// Early-stopping experiment (`docs/PAPERS.md` §4.6, values T4-D): `D = L = ⌊√N⌋`, `λ = N/D`,
+/// `k = 0.01`, `δ = 1e-5`, `T = iters`.
 ///
 /// ```
 /// use dpattn_core::noisy_head::presets;
-/// // Spec U4: the quick early-stopping configuration N = 400.
+/// // docs/PAPERS.md T4-A (check P4-U4): the quick early-stopping configuration N = 400.
 /// let p = presets::early_stopping(400, 51, 0.8)?;
 /// assert_eq!((p.d, p.l), (20, 20));
 /// assert!((p.eta0 / 2.8478920952431833e-4 - 1.0).abs() < 1e-12);
@@ -119,10 +119,11 @@ pub fn early_stopping(n: usize, iters: u32, epsilon: f64) -> Result<NoisyHeadPar
     assemble(n, d, d, lambda, radii, step(0.01, lambda, radii.g), iters, epsilon, 1e-5)
 }
 
-/// Robustness experiment (§4.5), generalised to any `N`, `L`: `D = 5`, `λ = 0.01`,
-/// `δ = 1e-2`, `k = 1`, `T = ⌊ln N⌋`, and — as the authors' code, not the paper's
-/// "all other parameters unchanged" — `R = 0.1·C²√(N/L)` (erratum 10; eq. (4.1) would give
-/// `C²√(N/L)/λ`, 1000× larger and pure noise). The paper's run is `robustness(5000, 500, 0.5)`.
+/// Robustness experiment (`docs/PAPERS.md` §4.6, values T4-F), generalised to any `N`, `L`:
+/// `D = 5`, `λ = 0.01`, `δ = 1e-2`, `k = 1`, `T = ⌊ln N⌋`, and — as the authors' code, not the
+/// paper's "all other parameters unchanged" — `R = 0.1·C²√(N/L)` (`docs/PAPERS.md` P4-10; eq. (4.1)
+/// would give `C²√(N/L)/λ`, 1000× larger and pure noise). The paper's run is
+/// `robustness(5000, 500, 0.5)`.
 ///
 /// # Errors
 /// As [`low_dim`], with `n ≥ 3` (else `⌊ln N⌋ = 0`).

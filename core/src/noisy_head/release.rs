@@ -1,5 +1,5 @@
 //! The NoisyHead release: Algorithm 1 end to end on raw prompts, charged to a ledger
-//! (spec seed-004 §2.3, §2.4, §5.7).
+//! (`docs/PAPERS.md` §4.4 and §4.8).
 //!
 //! **Guarantee.** `(ε, δ)`-DP for the released `Γ^T` under replace-one-prompt neighbours
 //! (Theorem 3.2, with the per-step condition `ε/T < 1` enforced), given that `Γ⁰` and every

@@ -1,9 +1,9 @@
-//! The non-private ridge estimate `Γ*` of eq. (2.7), solved with nalgebra (spec seed-004
-//! §1.3, §5.8, erratum 21). Feature `alloc`.
+//! The non-private ridge estimate `Γ*` of eq. (2.7), solved with nalgebra (`docs/PAPERS.md`
+//! §4.3, §4.8 and P4-21). Feature `alloc`.
 //!
 //! **Guarantee.** None: this is the experiments' non-private reference, computed on raw
 //! prompts. `vec(Γ*) = (λN·I + Σ_k vec(Z_k)vec(Z_k)ᵀ)⁻¹ Σ_k y_k vec(Z_k)`. Note that
-//! NoisyHead's noiseless descent converges to this with `2λ` (erratum 3): pass
+//! NoisyHead's noiseless descent converges to this with `2λ` (`docs/PAPERS.md` P4-3): pass
 //! `2λ` to compare with the descent's limit.
 //!
 //! [`RidgeSolver::Cholesky`] solves the normal equations; their condition number grows

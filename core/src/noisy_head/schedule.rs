@@ -1,9 +1,10 @@
-//! Choosing the number of iterations `T` before the run (spec seed-004 §2.5, §3.3, §4.6,
-//! erratum 7), and the mean-field predictor of the excess risk that explains early stopping.
+//! Choosing the number of iterations `T` before the run (`docs/PAPERS.md` §4.5, §4.6 and
+//! P4-7), and the mean-field predictor of the excess risk that explains early stopping
+//! (§4.7).
 //!
 //! **Guarantee.** Every rule here is a formula of public quantities, so the `T` it returns
 //! may be used without extra privacy cost. Choosing `T` by watching a loss on the private
-//! prompts is *not* covered by Theorem 3.2 (erratum 27) and is not offered.
+//! prompts is *not* covered by Theorem 3.2 (`docs/PAPERS.md` P4-27) and is not offered.
 
 use super::params::NoisyHeadParams;
 use crate::error::{Error, Result};
@@ -64,7 +65,7 @@ pub fn t_from_r(r: f64, eta0: f64, lambda: f64) -> Result<u32> {
     to_iters(libm::ceil(libm::log(r) / log_contraction(eta0, lambda)?))
 }
 
-/// `E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of §1.1 (exact).
+/// `E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of `docs/PAPERS.md` §4.3 (exact).
 ///
 /// ```
 /// use dpattn_core::noisy_head::schedule::expected_z_norm_sq;
@@ -88,10 +89,10 @@ pub fn expected_z_norm_sq(l: usize, d: usize, tau2: f64) -> Result<f64> {
     Ok((1.0 + tau2) / lf + (lf - 1.0) / (lf * df))
 }
 
-/// The mean-field predictor of the expected excess risk `E[ℰ_test(T)]` (spec §4.6, our
-/// derivation): `E‖Z‖²·min(R²/D², c0'² a^{2T} + s(T)²(1 − a^{2T})/(1 − a²))` with
-/// `a = 1 − 2λη0`, `c0' = min(c0, R/D)` and `s(T)` the noise std of `params` with
-/// `iters = T`. `c0` is the per-entry std of a random start (0 for `Γ⁰ = 0`).
+/// The mean-field predictor of the expected excess risk `E[ℰ_test(T)]` (`docs/PAPERS.md` §4.7, our
+/// derivation): `E‖Z‖²·min(R²/D², c0'² a^{2T} + s(T)²(1 − a^{2T})/(1 − a²))` with `a = 1 − 2λη0`,
+/// `c0' = min(c0, R/D)` and `s(T)` the noise std of `params` with `iters = T`. `c0` is the
+/// per-entry std of a random start (0 for `Γ⁰ = 0`).
 ///
 /// It assumes `η0‖H̃‖ ≪ 2λη0`, `Γ* ≈ 0` and `Π_G` inactive, which hold in the paper's
 /// presets except robustness; there it agrees with simulation to ≈10 %. It is an
@@ -99,7 +100,7 @@ pub fn expected_z_norm_sq(l: usize, d: usize, tau2: f64) -> Result<f64> {
 ///
 /// ```
 /// use dpattn_core::noisy_head::{presets, schedule::mean_field_excess_risk};
-/// // Spec §4.2: low-dim N = 1000, ε = 1 → 0.7339.
+/// // docs/PAPERS.md T4-C: low-dim N = 1000, ε = 1 → 0.7339.
 /// let p = presets::low_dim(1000, 1.0)?;
 /// let e = mean_field_excess_risk(&p, 0.1, 0.0)?;
 /// assert!((e / 0.7339 - 1.0).abs() < 1e-3);
@@ -135,8 +136,8 @@ pub fn mean_field_excess_risk(params: &NoisyHeadParams, c0: f64, tau2: f64) -> R
 ///
 /// ```
 /// use dpattn_core::noisy_head::{presets, schedule::mean_field_best_iters};
-/// // Spec §4.4: the early-stopping preset, random start of std 0.1 → T = 141 on the grid;
-/// // the continuous minimiser is also at 141.
+/// // docs/PAPERS.md T4-D: the early-stopping preset, random start of std 0.1 → T = 141 on
+/// // the grid; the continuous minimiser is also at 141.
 /// let p = presets::early_stopping(1000, 1, 0.8)?;
 /// let (t, _) = mean_field_best_iters(&p, 0.1, 481)?;
 /// assert!((138..=144).contains(&t));

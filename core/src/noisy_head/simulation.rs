@@ -1,5 +1,6 @@
 //! The in-context regression data of the paper's experiments, its corruption attack, a
-//! random start, and risk evaluation (spec seed-004 §1.1, §1.3 eq. (B.1), §4.5, §5.9).
+//! random start, and risk evaluation (`docs/PAPERS.md` §4.3 with the paper's eq. (B.1),
+//! §4.6 and §4.11).
 //!
 //! **Guarantee.** None: synthetic data and evaluation for experiments. Everything is
 //! reproducible: prompt `k` of a draw is a function of `(key, stream, k)` only
@@ -31,8 +32,8 @@ fn normalise_or_e1(x: &mut [f64]) {
     }
 }
 
-/// Writes prompts `first, …, first + n − 1` of the model of §1.1 into the flat layout of
-/// [`Prompts`](super::Prompts): tokens `x ~ U(S^{D−1})` (a normalised Gaussian vector),
+/// Writes prompts `first, …, first + n − 1` of the model of `docs/PAPERS.md` §4.3 into the flat
+/// layout of [`Prompts`](super::Prompts): tokens `x ~ U(S^{D−1})` (a normalised Gaussian vector),
 /// a fresh task `w_k ~ N(0, I_D)` per prompt, labels `y = w_kᵀx + τ·ϵ`, `ϵ ~ N(0, 1)`
 /// (`tau` is the noise std `τ`; the paper uses 0). Allocation-free.
 ///
@@ -119,8 +120,8 @@ pub fn generate_prompts(
     Ok(())
 }
 
-/// The paper's attack (§3.5 eq. (5.1), as its code runs it, erratum 19): adds `mu` to every
-/// coordinate of the `L` context tokens and of the query of one prompt, and `alpha` to its
+/// The paper's attack (its eq. (5.1), as its code runs it: `docs/PAPERS.md` P4-19): adds `mu` to
+/// every coordinate of the `L` context tokens and of the query of one prompt, and `alpha` to its
 /// `L` labels and, when `perturb_target`, to its query target. Buffers as in
 /// [`generate_prompts`] for a single prompt.
 ///

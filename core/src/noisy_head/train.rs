@@ -1,11 +1,12 @@
 //! The projected gradient iterations of Algorithm 1, in streaming and Gram form, and the
-//! non-private baseline (spec seed-004 §2.3, §5.3, §5.5).
+//! non-private baseline (`docs/PAPERS.md` §4.4 and §4.6).
 //!
 //! **Guarantee.** None by themselves: these are deterministic maps of `(Γ, features)`.
 //! Privacy comes from [`noisy_head`](super::noisy_head), which feeds them features with
 //! `‖Z̃_k‖_F ≤ G`, `|t_k| ≤ C` and adds calibrated noise after each step. The step
 //! `Γ ← (1 − 2λη0)Γ − (η0/N)Σ_k(⟨Γ, Z_k⟩ − t_k)Z_k` is the gradient step of
-//! `(2N)⁻¹Σ(…)² + λ‖Γ‖²`, whose minimiser is ridge (2.7) with `2λ`, not `λ` (erratum 3).
+//! `(2N)⁻¹Σ(…)² + λ‖Γ‖²`, whose minimiser is ridge (2.7) with `2λ`, not `λ` (`docs/PAPERS.md`
+//! P4-3).
 
 use super::features::{Features, check_len, margin};
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};

@@ -41,7 +41,7 @@
 //! general `σ ≲ 3.04·10⁹`, with a finer `q` allowed the smaller `σ` is.
 //!
 //! Run time is random (expected `O(1)` proposals); it leaks the magnitude of the noise
-//! through timing (JMRO22, spec §6).
+//! through timing (JMRO22; `docs/PAPERS.md` A.2.5).
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;

@@ -5,7 +5,7 @@
 //! If an integer-valued `f` has L1 sensitivity `Δ`, `f(X) + DLap(Δ/ε)` is `ε`-DP.
 //!
 //! Algorithm: Canonne, Kamath and Steinke 2020 (CKS20), Algorithm 2, in fixed-width
-//! integers (spec `shared/spec/dp-library-anchors.md` §1.2):
+//! integers (as OpenDP does, `docs/PAPERS.md` A.2.1):
 //!
 //! ```text
 //! repeat
@@ -34,7 +34,7 @@
 //! the scale up) and the reporting helpers ([`variance`](DiscreteLaplace::variance)).
 //!
 //! Run time is random (expected `O(1)` iterations, each a few dozen bits); like every
-//! rejection sampler it leaks the noise magnitude through timing (JMRO22, spec §6).
+//! rejection sampler it leaks the noise magnitude through timing (JMRO22; `docs/PAPERS.md` A.2.5).
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;

@@ -26,7 +26,7 @@
 //! `exact_sampler`); the lazy comparisons with `num/den` and with a dyadic `q` are in
 //! `lazy_compare`.
 //!
-//! Spec: `shared/spec/dp-library-anchors.md` §1.2 (OpenDP's CKS20 samplers), §6, §8.1.
+//! Background: `docs/PAPERS.md` A.2.1 (OpenDP's CKS20 samplers), A.2.5, A.2.7.
 
 use crate::error::{Error, Result};
 use crate::sampling::bit_source::BitSource;

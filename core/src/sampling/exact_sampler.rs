@@ -28,7 +28,7 @@
 //! probabilities go one digit at a time. A CUDA port reproduces a keyed draw by following
 //! the one-digit-at-a-time description with the same bit order.
 //!
-//! Spec: `shared/spec/dp-library-anchors.md` §1.2 (OpenDP's CKS20 samplers), §6, §8.1.
+//! Background: `docs/PAPERS.md` A.2.1 (OpenDP's CKS20 samplers), A.2.5, A.2.7.
 
 use rand_core::CryptoRng;
 

@@ -9,7 +9,7 @@
 //! is the same for every shape (about 1.05 proposals), which is why the Bartlett sampler of
 //! paper 000 (`gaussian_sampling_attention`) can draw `χ²_k` for `k` up to 10⁹ in constant
 //! time. It is **not** a normal or Wilson–Hilferty approximation: those change the output law
-//! and the privacy proof of paper 000 covers the exact law only (spec seed-000 §3.4).
+//! and the privacy proof of paper 000 covers the exact law only (`docs/PAPERS.md` §0.4).
 //!
 //! Floating point: the normals are Box–Muller on 53-bit uniforms (bounded by `|x| < 8.57`,
 //! missing tail mass ≈ 1e-17 per proposal) and the uniforms lie on the grid `2^-53·{1 … 2^53}`.
@@ -21,8 +21,8 @@
 //! group, of which the cosine output is used), a uniform is 2 words (`open_uniform`). A
 //! proposal is normal then uniform (6 words); the boost uniform follows the accepted proposal.
 //!
-//! No paper section by itself: the chi-square draws of Algorithm 2's Bartlett form (spec
-//! seed-000 §3.4, sampler S3).
+//! No paper section by itself: the chi-square draws of Algorithm 2's Bartlett form
+//! (`docs/PAPERS.md` §0.4, sampler P0-S3).
 
 use rand_core::CryptoRng;
 

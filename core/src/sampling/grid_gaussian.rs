@@ -29,8 +29,8 @@
 //! an integer overflow of probability below 2^−60), every element of `data` is set to NaN
 //! so that no un-noised value can be released by mistake.
 //!
-//! Spec: `shared/spec/dp-library-anchors.md` §1.2, §2.2 (Google's "Secure Noise
-//! Generation"), §6, §8.1.
+//! Background: `docs/PAPERS.md` A.2.1, A.2.3 (Google's "Secure Noise Generation"), A.2.5,
+//! A.2.7.
 
 use rand_core::CryptoRng;
 

@@ -8,9 +8,9 @@
 //! `y = (round(x/r) + Z) · r` with `r = 2^k` a *data-independent* resolution and `Z` exact
 //! integer noise — [`DiscreteLaplace`] for [`GridLaplace`], [`DiscreteGaussian`] for
 //! [`GridGaussian`]. The output is a function of the integer `round(x/r) + Z` alone, so the
-//! floating-point attacks on textbook samplers (Mironov 2012; spec
-//! `shared/spec/dp-library-anchors.md` §6) do not apply: this is the pattern of Google's
-//! "Secure Noise Generation" and OpenDP's float measurements (spec §1.2, §2.2, §8.1).
+//! floating-point attacks on textbook samplers (Mironov 2012; `docs/PAPERS.md` A.2.5) do not
+//! apply: this is the pattern of Google's "Secure Noise Generation" and OpenDP's float
+//! measurements (`docs/PAPERS.md` A.2.1, A.2.3, A.2.7).
 //!
 //! **Sensitivity inflation (what we implement and why).** Rounding moves each coordinate
 //! by at most `r/2`, so two neighbouring inputs whose coordinates differ by `δᵢ` round to
@@ -56,7 +56,7 @@
 //! exhausted, or an integer overflow of probability below 2^−60), every element of `data`
 //! is set to NaN so that no un-noised value can be released by mistake.
 //!
-//! Spec: `shared/spec/dp-library-anchors.md` §1.2, §2.2, §6, §8.1.
+//! Background: `docs/PAPERS.md` A.2.1, A.2.3, A.2.5, A.2.7.
 //!
 //! [`GridLaplace`]: crate::sampling::GridLaplace
 //! [`GridLaplace::new`]: crate::sampling::GridLaplace::new

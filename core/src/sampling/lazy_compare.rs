@@ -20,7 +20,7 @@
 //! The bits are read in the order of the randomness contract of
 //! [`ExactSampler`](crate::sampling::ExactSampler).
 //!
-//! Spec: `shared/spec/dp-library-anchors.md` §1.2 (OpenDP's CKS20 samplers), §8.1.
+//! Background: `docs/PAPERS.md` A.2.1 (OpenDP's CKS20 samplers), A.2.7.
 
 use crate::error::Result;
 use crate::sampling::bit_source::BitSource;

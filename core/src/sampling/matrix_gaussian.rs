@@ -4,8 +4,8 @@
 //! i.i.d. standard normal entries ([`Gaussian::STANDARD`], Box–Muller in `f64`) and the
 //! factors satisfy `A·Aᵀ = Σ` (`n × n` row covariance) and `B·Bᵀ = Ψ` (`m × m` column
 //! covariance). Then `vec(Z) ~ N(0, Ψ ⊗ Σ)` (column-stacking `vec`), i.e.
-//! `Cov(Z_ij, Z_kl) = Σ_ik · Ψ_jl` (spec `seed-003.md` §3.2, sampling by Lemma 7 in §3.9;
-//! `dp-library-anchors.md` §9). `Z` is a linear function of `N`, so it is exactly as good a
+//! `Cov(Z_ij, Z_kl) = Σ_ik · Ψ_jl` (`docs/PAPERS.md` §3.4, sampling by the paper's Lemma 7;
+//! no DP library offers it, A.2.8). `Z` is a linear function of `N`, so it is exactly as good a
 //! Gaussian as `N` is (see [`Gaussian`] for the floating-point caveats).
 //!
 //! **Factorisation** ([`MatrixGaussian::new`], feature `alloc`). Each covariance is checked
@@ -230,8 +230,8 @@ impl MatrixGaussian {
 
     /// `MN(0, A·Aᵀ, B·Bᵀ)` from given factors `A` (`n × n`) and `B` (`m × m`), used as they
     /// are: `Z = A · N · Bᵀ`, with the matrix products computed even for identity factors.
-    /// Factors need not be invertible or triangular (spec `seed-003.md` §3.8: "accept any
-    /// factors U and V").
+    /// Factors need not be invertible or triangular (any factors `U` and `V` are accepted:
+    /// `docs/PAPERS.md` §3.6, "Choosing the factors").
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] (`arg` `"row_factor"` / `"col_factor"`) for a non-square

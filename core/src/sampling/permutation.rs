@@ -4,8 +4,8 @@
 //! identity, and for `i = n − 1, n − 2, …, 1` swap entry `i` with entry `j`, `j` uniform on
 //! `[0, i]`. Each `j` is an *unbiased* bounded integer from Lemire's multiply-shift with
 //! rejection ([`lemire_below`]), so every one of the `n!` permutations has probability
-//! exactly `1/n!` given ideal random words (spec `seed-002.md` §2.7). Applying is a gather,
-//! `dst[j] = src[perm[j]]` ([`permute_slice`], [`permute_rows`], [`permute_cols`]); never a
+//! exactly `1/n!` given ideal random words (`docs/PAPERS.md` §2.3, "Sampling"). Applying is a
+//! gather, `dst[j] = src[perm[j]]` ([`permute_slice`], [`permute_rows`], [`permute_cols`]); never a
 //! permutation-matrix product.
 //!
 //! **Words.** A bound `s < 2^32` uses the 32-bit method: one word per attempt, an attempt

@@ -4,8 +4,8 @@
 //! the `f64` rate is taken as the dyadic rational it is (`0.01` means the double nearest
 //! 0.01, which is what an accountant given the same `f64` assumes), compared lazily with
 //! fair bits, with no floating-point decision. Inclusions are independent across records,
-//! which is what privacy amplification by Poisson subsampling requires (spec
-//! `shared/spec/dp-library-anchors.md` §2.1, `PoissonSampledDpEvent`).
+//! which is what privacy amplification by Poisson subsampling requires (the model of
+//! `dp_accounting`'s `PoissonSampledDpEvent`: `docs/PAPERS.md` A.2.2).
 //!
 //! Record `i` of a keyed draw uses the window of element `i` (one ChaCha20 block; the
 //! expected use is 2 bits), so a selection can be recomputed, or split across devices, by

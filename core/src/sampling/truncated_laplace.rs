@@ -1,6 +1,6 @@
 //! Truncated Laplace noise `TLap(Δ, ε, δ)`: density `∝ exp(-ε|z|/Δ)` on `[-B, B]`.
 //!
-//! **Guarantee.** (`shared/spec/seed-001.md` §2, paper Definition 3.4, Fact 3.5, Lemma 3.6.)
+//! **Guarantee.** (`docs/PAPERS.md` §1.3, paper Definition 3.4, Fact 3.5, Lemma 3.6.)
 //! With `t = ln(1 + (e^ε − 1)/(2δ))`, the bound is `B = Δ t / ε` and the variance
 //! `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))`. If `f` has sensitivity `Δ`, `f(X) + TLap(Δ, ε, δ)`
 //! is `(ε, δ)`-DP for `0 < δ ≤ 1/2` (the condition that makes `B ≥ Δ`); the neighbour
@@ -18,12 +18,12 @@
 //! `−(Δ/ε)·ln(1 − m)` is not below the exact one either (in exact arithmetic on the stored
 //! parameters: the rounding of `Δ/ε` and of each draw is the floating-point caveat below).
 //!
-//! Sampling is the exact inverse CDF of §2.2: magnitude `−(Δ/ε) ln(1 − U m)` with
+//! Sampling is the exact inverse CDF of `docs/PAPERS.md` §1.3: magnitude `−(Δ/ε) ln(1 − U m)` with
 //! `m = 1 − e^{−t}` and an independent sign, computed in `f64` with `expm1`/`ln_1p` (node
 //! budgets reach `ε ≈ 1e-7`) whatever the output type, then rounded. The magnitude is
 //! clamped to `B` so rounding can never leave `[−B, B]` (this clamps noise, never data).
 //! Layout: one element = 2 words (the `f64` uniform and the sign bit), for both outputs.
-//! Floating-point caveat (§12.6): see `docs/RANDOMNESS.md`.
+//! Floating-point caveat (`docs/PAPERS.md` P1-23): see `docs/RANDOMNESS.md`.
 
 use crate::calibration::gaussian_mechanism::ulps_up;
 use crate::error::{Error, Result, positive_finite};
@@ -38,7 +38,7 @@ use crate::sampling::noise_float::{NoiseFloat, check_finite_draws, max_neg_ln};
 /// use rand_chacha::ChaCha20Rng;
 /// use rand_core::SeedableRng;
 /// let t = TruncatedLaplace::new(1.0, 1.0, 0.01)?;
-/// assert!((t.bound() - 4.464920).abs() < 1e-6); // seed-001 §2.3
+/// assert!((t.bound() - 4.464920).abs() < 1e-6); // docs/PAPERS.md T1-A
 /// let z: f64 = t.sample(&mut ChaCha20Rng::from_seed([0; 32]));
 /// assert!(z.abs() <= t.bound());
 /// assert!(TruncatedLaplace::new(1.0, 1.0, 0.6).is_err());
@@ -223,8 +223,8 @@ mod tests {
     }
 
     #[test]
-    fn reference_values_of_seed_001_table_2_3() {
-        // (Δ, ε, δ, B, Var) from shared/spec/seed-001.md §2.3, to relative 1e-6.
+    fn reference_values_of_table_t1_a() {
+        // (Δ, ε, δ, B, Var) from docs/PAPERS.md T1-A, to relative 1e-6.
         let table = [
             (1.0, 1.0, 0.01, 4.464920, 1.664021),
             (2.0, 0.5, 1e-6, 50.758457, 31.990805),
@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn edge_strip_of_width_delta_holds_mass_delta() {
-        // AC-1: P(Z ∈ [B − Δ, B]) = δ, analytically, to relative 1e-12.
+        // P1-AC1: P(Z ∈ [B − Δ, B]) = δ, analytically, to relative 1e-12.
         // At ε = 1e-7 the argument B − Δ itself carries a relative error of ~ulp(B)/(Δ/ε·ε)
         // ≈ 1e-9 in the exponent, hence the looser tolerance there.
         for (d, e, dl, tol) in [

@@ -1,4 +1,4 @@
-//! DPTreeSoftmaxAdaptive (paper 001 Algorithm 7, seed-001 §8): the median of `l`
+//! DPTreeSoftmaxAdaptive (paper 001 Algorithm 7, `docs/PAPERS.md` §1.8): the median of `l`
 //! independent DPTreeSoftmax copies, each at `(ε/l, δ/l, δ′/l)`.
 //!
 //! **Guarantee.** `(ε, δ + δ′)`-DP for neighbouring datasets that differ in one row
@@ -13,10 +13,11 @@
 //! [`achieved_privacy`](DpTreeSoftmaxAdaptive::achieved_privacy);
 //! [`DpTreeSoftmaxAdaptive::new_keyed`] for replay and audit).
 //!
-//! Corrections: `l` uses the net exponent `d`, not `r` ([`Copies::NetHoeffding`], OQ14), and
-//! the proof covers the output only if queries are snapped to the net (`snap_to_net`, OQ13;
-//! post-processing of a public value, off in faithful mode). The median is returned, never
-//! the mean (Algorithm 7 line 17); `l` is always odd (OQ16).
+//! Corrections (`docs/PAPERS.md` §1.10): `l` uses the net exponent `d`, not `r`
+//! ([`Copies::NetHoeffding`], P1-14), and the proof covers the output only if queries are
+//! snapped to the net (`snap_to_net`, P1-13; post-processing of a public value, off in
+//! faithful mode). The median is returned, never the mean (Algorithm 7 line 17); `l` is
+//! always odd (P1-16).
 
 use alloc::vec::Vec;
 
@@ -42,13 +43,14 @@ pub struct AdaptiveParams {
     pub copies: Copies,
     /// The failure probability `p_f` of the uniform accuracy statement (`(0, 0.01]` strict).
     pub p_fail: f64,
-    /// `[FIX]` OQ13: snap each query coordinate to the `2ε₀` net before answering.
+    /// `[FIX]` `docs/PAPERS.md` P1-13: snap each query coordinate to the `2ε₀` net before
+    /// answering.
     pub snap_to_net: bool,
 }
 
 impl AdaptiveParams {
-    /// Defaults on top of `tree`: `Copies::NetHoeffding { k: 10 }`, `p_f = 0.01` (the spec's
-    /// tables), no snapping.
+    /// Defaults on top of `tree`: `Copies::NetHoeffding { k: 10 }`, `p_f = 0.01` (as in the
+    /// tables `docs/PAPERS.md` T1-I and T1-K), no snapping.
     pub fn new(tree: SoftmaxTreeParams) -> Self {
         Self { tree, copies: Copies::NetHoeffding { k: 10.0 }, p_fail: 0.01, snap_to_net: false }
     }
@@ -278,8 +280,8 @@ impl DpTreeSoftmaxAdaptive {
         self.query_into(y, &mut scratch)
     }
 
-    /// The exact noise variance of one copy's answer at `y` (§7.5, with the node variances
-    /// of the release's mode).
+    /// The exact noise variance of one copy's answer at `y` (`docs/PAPERS.md` §1.7, with the node
+    /// variances of the release's mode).
     ///
     /// # Errors
     /// Bad queries.

@@ -1,10 +1,10 @@
-//! The budget hierarchy of paper 001 (seed-001 §10), the copy count `l` (§8.4), the
-//! accountant that reports what a configuration actually achieves (OQ15, E2), and the
-//! closed-form noise and error estimates (§7.5, AC-12, E5). All of it is arithmetic on
-//! public parameters. Privacy-side values are rounded in the safe direction (budgets down,
-//! achieved totals up). The estimates use the node noise of the budget's
-//! [`noise_mode`](SoftmaxBudget::noise_mode) ([`NodeNoise`]): the exact noise's variance
-//! and bound by default, the float TLap's in unsafe-float mode.
+//! The budget hierarchy of paper 001 (`docs/PAPERS.md` §1.9, values T1-J), the copy count `l`
+//! (§1.8, values T1-I), the accountant that reports what a configuration actually achieves (P1-15,
+//! P1-X2), and the closed-form noise and error estimates (§1.7, P1-AC12 with values T1-K, P1-X5).
+//! All of it is arithmetic on public parameters. Privacy-side values are rounded in the safe
+//! direction (budgets down, achieved totals up). The estimates use the node noise of the budget's
+//! [`noise_mode`](SoftmaxBudget::noise_mode) ([`NodeNoise`]): the exact noise's variance and bound
+//! by default, the float TLap's in unsafe-float mode.
 
 use crate::accounting::composition::{
     advanced_composition_step_epsilon, basic_composition, tighter_composition,
@@ -22,15 +22,16 @@ use super::node_noise::{Layout, NodeNoise, term_bound};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Accounting {
     /// Algorithm 3 as printed: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)` per feature
-    /// structure, `(ε_S/3, δ_S/3)` for `D_0`. It spends about `2ε_S/3 + O(c²)` (OQ15).
+    /// structure, `(ε_S/3, δ_S/3)` for `D_0`. It spends about `2ε_S/3 + O(c²)`
+    /// (`docs/PAPERS.md` P1-15).
     /// With relaxed parameters (`c` up to 0.7, large `ε`) it can exceed the nominal budget;
     /// only [`SoftmaxBudget::achieved`] is authoritative.
     #[default]
     Paper,
-    /// `[EXT]` E2: the feature structures share `(2ε_S/3, 2δ_S/3)` with `ε_D` the largest
-    /// per-structure ε that advanced composition with slack `δ′_S` (or basic composition,
-    /// whichever is better) allows; `D_0` keeps `(ε_S/3, δ_S/3)`. `c` is unused. The total
-    /// is exactly `(ε_S, δ_S + δ′_S)` with less noise.
+    /// `[EXT]` `docs/PAPERS.md` P1-X2: the feature structures share `(2ε_S/3, 2δ_S/3)` with `ε_D`
+    /// the largest per-structure ε that advanced composition with slack `δ′_S` (or basic
+    /// composition, whichever is better) allows; `D_0` keeps `(ε_S/3, δ_S/3)`. `c` is unused. The
+    /// total is exactly `(ε_S, δ_S + δ′_S)` with less noise.
     Tight,
 }
 
@@ -68,7 +69,7 @@ const TIGHT_SHAVE: f64 = 1.0 - 1e-12;
 /// ```
 /// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::softmax_tree::{Accounting, softmax_budget};
-/// // seed-001 §10 Config A, l = 1: ε_D = 4.59827e-4, δ_D = 2.38095e-9.
+/// // docs/PAPERS.md T1-J (Config A), l = 1: ε_D = 4.59827e-4, δ_D = 2.38095e-9.
 /// let b = softmax_budget(PrivacyBudget::new(0.5, 5e-7)?, 5e-7, 0.09, 70, 10, Accounting::Paper)?;
 /// assert!((b.distance.epsilon().get() / 4.59827e-4 - 1.0).abs() < 1e-5);
 /// assert!((b.feature_node.epsilon().get() / 1.53276e-5 - 1.0).abs() < 1e-5);
@@ -152,7 +153,7 @@ fn budget(eps: f64, delta: f64) -> Result<PrivacyBudget> {
 impl SoftmaxBudget {
     /// What one copy achieves: the `r` feature structures under advanced composition with
     /// slack [`slack`](Self::slack) (or basic, if smaller), plus `D_0`, composed basically.
-    /// For Config A (§10, `l = 1`) the feature part is `ε = 0.021228`.
+    /// For Config A (`docs/PAPERS.md` T1-J, `l = 1`) the feature part is `ε = 0.021228`.
     ///
     /// # Errors
     /// Propagates the accountant's errors.
@@ -249,7 +250,8 @@ impl SoftmaxBudget {
     }
 }
 
-/// How many independent copies `l` the adaptive structure takes the median of (§8.4).
+/// How many independent copies `l` the adaptive structure takes the median of
+/// (`docs/PAPERS.md` §1.8).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Copies {
     /// The paper's `l = ⌈C·r·ln(d R/(ε_s p_f))⌉` (Theorem G.10 with its big-O constant `C`
@@ -258,10 +260,10 @@ pub enum Copies {
         /// The constant `C > 0`.
         c: f64,
     },
-    /// `[FIX]` (OQ14): a union bound over an ℓ∞ net of the query box with exponent `d`
-    /// (not `r`): step `2ε₀`, `ε₀ = ε_s/(√d R)`, `|N| = (⌈R/(2ε₀)⌉ + 1)^d`, per-copy success
-    /// `1 − 1/k²` (Chebyshev at `kσ`), `l = ⌈ln(|N|/p_f) / (2(1/2 − 1/k²)²)⌉`, rounded up to
-    /// odd. `k = 10` is the recommended value.
+    /// `[FIX]` (`docs/PAPERS.md` P1-14): a union bound over an ℓ∞ net of the query box with
+    /// exponent `d` (not `r`): step `2ε₀`, `ε₀ = ε_s/(√d R)`, `|N| = (⌈R/(2ε₀)⌉ + 1)^d`, per-copy
+    /// success `1 − 1/k²` (Chebyshev at `kσ`), `l = ⌈ln(|N|/p_f) / (2(1/2 − 1/k²)²)⌉`, rounded up
+    /// to odd. `k = 10` is the recommended value.
     NetHoeffding {
         /// The Chebyshev multiple `k > √2`.
         k: f64,
@@ -270,11 +272,11 @@ pub enum Copies {
     Fixed(u64),
 }
 
-/// `l` for the given configuration, always odd (OQ16).
+/// `l` for the given configuration, always odd (`docs/PAPERS.md` P1-16).
 ///
 /// ```
 /// use dpattn_core::softmax_tree::{Copies, copy_count};
-/// // seed-001 §8.4 at R = 1, ε_s = 0.01, p_f = 0.01.
+/// // docs/PAPERS.md T1-I at R = 1, ε_s = 0.01, p_f = 0.01.
 /// assert_eq!(copy_count(Copies::NetHoeffding { k: 10.0 }, 2, 15, 1.0, 0.01, 0.01)?, 29);
 /// assert_eq!(copy_count(Copies::Paper { c: 1.0 }, 4, 70, 1.0, 0.01, 0.01)?, 742 + 1);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -342,8 +344,8 @@ fn net_points_per_axis(dim: usize, radius: f64, eps_s: f64) -> f64 {
     libm::ceil(radius / (2.0 * net_resolution(dim, radius, eps_s))) + 1.0
 }
 
-/// Snaps a public query coordinate to the net `{0, 2ε₀, 4ε₀, …} ∩ [0, R] ∪ {R}` (OQ13,
-/// "proof mode"): the nearest net point. Post-processing of a public value.
+/// Snaps a public query coordinate to the net `{0, 2ε₀, 4ε₀, …} ∩ [0, R] ∪ {R}` (`docs/PAPERS.md`
+/// P1-13, "proof mode"): the nearest net point. Post-processing of a public value.
 pub fn snap_to_net(y: f64, step: f64, radius: f64) -> f64 {
     let k = libm::round(y / step);
     let g = (k * step).min(radius);
@@ -351,7 +353,7 @@ pub fn snap_to_net(y: f64, step: f64, radius: f64) -> f64 {
 }
 
 /// The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
-/// (§7.5 with `bl → L`, `u_i → Γ`, `‖P(y)‖² → T_s(z_max)`):
+/// (`docs/PAPERS.md` §1.7 with `bl → L`, `u_i → Γ`, `‖P(y)‖² → T_s(z_max)`):
 /// `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`, the `V` the node variances of
 /// the budget's mode ([`SoftmaxBudget::feature_noise`]).
 ///
@@ -376,11 +378,11 @@ pub fn uniform_noise_std(
     Ok(libm::sqrt(var))
 }
 
-/// `[EXT]` E5: the deterministic bound on the noise of one DPTreeSoftmax copy's answer, for
-/// **every** query at once (the node noise is bounded):
+/// `[EXT]` `docs/PAPERS.md` P1-X5: the deterministic bound on the noise of one DPTreeSoftmax copy's
+/// answer, for **every** query at once (the node noise is bounded):
 /// `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`, `B` each node's largest distance from its
-/// computed sum ([`NodeNoise::deviation_bound`]: the noise bound, plus `Λ/2` of rounding in
-/// exact mode).
+/// computed sum ([`NodeNoise::deviation_bound`]: the noise bound, plus `Λ/2` of rounding in exact
+/// mode).
 ///
 /// # Errors
 /// [`Error::OutOfRange`] when a node budget is invalid for the node noise.

@@ -1,7 +1,7 @@
-//! The shared build of DPTreeSoftmax copies (seed-001 §7.2, §9.1 shared work / E9): one pass
-//! over the private rows computes `P(K_k)` and its bins once and scatters
-//! `w_{k,s}·[1, u_i, u_i²]` into the leaves of every structure `s`; the exact sums are built
-//! once per structure and copied to its `l` copies, and each copy gets its own noise.
+//! The shared build of DPTreeSoftmax copies (`docs/PAPERS.md` §1.7 and P1-X9, shared work): one
+//! pass over the private rows computes `P(K_k)` and its bins once and scatters
+//! `w_{k,s}·[1, u_i, u_i²]` into the leaves of every structure `s`; the exact sums are built once
+//! per structure and copied to its `l` copies, and each copy gets its own noise.
 //!
 //! Noise addressing (`docs/RANDOMNESS.md` §5.2): structure `s`, copy `j`, feature tree
 //! `i ∈ 0..r` (`i = r` is `D_0`), node offset `o` within that tree's `3(2N − 2)` sums is

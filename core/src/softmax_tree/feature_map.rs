@@ -1,5 +1,5 @@
-//! The polynomial-kernel feature map `P(x)` (seed-001 §6, paper Lemmas G.2–G.6 `[RECON]`):
-//! truncated-Taylor monomials with a symmetric factorisation, so that
+//! The polynomial-kernel feature map `P(x)` (`docs/PAPERS.md` §1.6, paper Lemmas G.2–G.6
+//! `[RECON]`): truncated-Taylor monomials with a symmetric factorisation, so that
 //! `P(x)·P(y) = T_s(τ xᵀy) = Σ_{t ≤ s} (τ xᵀy)^t / t!` exactly (multinomial theorem).
 //!
 //! * Feature `a` (a multi-index with `|a| ≤ s`) is `P_a(x) = τ^{|a|/2} x^a / √(a!)`.
@@ -22,7 +22,7 @@ pub const MAX_DEGREE: u32 = 64;
 ///
 /// ```
 /// use dpattn_core::softmax_tree::feature_count;
-/// assert_eq!(feature_count(4, 4)?, 70);   // seed-001 §6.4
+/// assert_eq!(feature_count(4, 4)?, 70);   // docs/PAPERS.md T1-G
 /// assert_eq!(feature_count(64, 4)?, 814_385);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -58,7 +58,7 @@ pub fn taylor_exp(z: f64, degree: u32) -> f64 {
 
 /// The worst-case relative error `(e^z − T_s(z)) / T_s(z)` of the degree-`s` Taylor kernel
 /// for `z ∈ [0, z_max]`, which equals `Pr[Pois(z_max) > s] / Pr[Pois(z_max) ≤ s]`
-/// (seed-001 §6.3). The remainder is summed directly, so tiny errors keep their digits.
+/// (`docs/PAPERS.md` §1.6). The remainder is summed directly, so tiny errors keep their digits.
 ///
 /// ```
 /// use dpattn_core::softmax_tree::taylor_relative_error;
@@ -85,7 +85,8 @@ pub fn taylor_relative_error(z_max: f64, degree: u32) -> f64 {
 }
 
 /// The smallest degree `s` whose Taylor kernel has worst-case relative error `≤ ε_s` on
-/// `[0, z_max]` (seed-001 §6.3; `z_max = τ d R²`, which is `R²` at the paper's `τ = 1/d`).
+/// `[0, z_max]` (`docs/PAPERS.md` §1.6 and T1-E; `z_max = τ d R²`, which is `R²` at the paper's
+/// `τ = 1/d`).
 ///
 /// ```
 /// use dpattn_core::softmax_tree::min_degree;
@@ -133,7 +134,7 @@ pub fn gamma_bound(radius: f64, degree: u32) -> f64 {
 ///
 /// ```
 /// use dpattn_core::softmax_tree::TaylorFeatureMap;
-/// // seed-001 §6.5 example 1: d = 2, s = 2, τ = 1/2.
+/// // docs/PAPERS.md T1-H, first example: d = 2, s = 2, τ = 1/2.
 /// let map = TaylorFeatureMap::new(2, 2, 0.5)?;
 /// let (mut px, mut py) = ([0.0; 6], [0.0; 6]);
 /// map.eval_into(&[1.0, 2.0], &mut px)?;
@@ -228,7 +229,7 @@ impl TaylorFeatureMap {
     }
 
     /// Writes the per-feature bounds `β_a = (√τ R)^{|a|} / √(a!)` into `out`: `P_a(x) ≤ β_a`
-    /// for `x ∈ [0, R]^d` (seed-001 §6.2, used by extension E3).
+    /// for `x ∈ [0, R]^d` (`docs/PAPERS.md` §1.6, used by extension P1-X3).
     ///
     /// # Errors
     /// [`Error::ShapeMismatch`] when `out` has the wrong length.

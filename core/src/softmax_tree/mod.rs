@@ -1,19 +1,19 @@
 //! Noisy segment trees for weighted distances and the softmax kernel (paper 001, "Provable
-//! Differentially Private Computation of the Cross-Attention Mechanism"; spec
-//! `shared/spec/seed-001.md`), faithful mode.
+//! Differentially Private Computation of the Cross-Attention Mechanism"; summarised, with
+//! its errata, in `docs/PAPERS.md` §1), faithful mode.
 //!
 //! | type | paper | guarantee (neighbours differ in one row) |
 //! | --- | --- | --- |
 //! | [`TruncatedLaplace`](crate::sampling::TruncatedLaplace) | Def. 3.4, Lemma 3.6 | `(ε, δ)` for sensitivity `Δ`, `δ ≤ 1/2` |
-//! | [`DpTree`] | Alg. 2, §B | `(ε, δ)`, values in `[−b, b]` |
-//! | [`DpTreeDistance`] | Alg. 4–5, §D | `(ε, δ)`, `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` |
-//! | [`DpTreeHighDim`] | Alg. 6, §E | `(√2·c·ε + O(c²), δ + δ′)` |
+//! | [`DpTree`] | Alg. 2, App. B | `(ε, δ)`, values in `[−b, b]` |
+//! | [`DpTreeDistance`] | Alg. 4–5, App. D | `(ε, δ)`, `x ∈ [0, ρ]`, `w ∈ [−R_w, R_w]` |
+//! | [`DpTreeHighDim`] | Alg. 6, App. E | `(√2·c·ε + O(c²), δ + δ′)` |
 //! | [`TaylorFeatureMap`] | Lemmas G.2–G.6 `[RECON]` | none (public arithmetic) |
-//! | [`DpTreeSoftmax`] | Alg. 3, Thm G.7 | `(ε, δ + δ′)`; spends about `2ε/3` (OQ15) |
+//! | [`DpTreeSoftmax`] | Alg. 3, Thm G.7 | `(ε, δ + δ′)`; spends about `2ε/3` (P1-15) |
 //! | [`DpTreeSoftmaxAdaptive`] | Alg. 7, Thm G.10 | `(ε, δ + δ′)`; accuracy uniform over queries |
 //!
 //! DPCrossAttention (Algorithm 1) is [`crate::softmax_tree_cross_attention`]; the practical alternative,
-//! the moment sketch (extension E1, ~1e5× more accurate at the same privacy), is
+//! the moment sketch (extension P1-X1, ~1e5× more accurate at the same privacy), is
 //! [`crate::moment_sketch`].
 //!
 //! **When the faithful mode is practical.** The structures hold `r = C(d+s, s)` features,
@@ -22,7 +22,7 @@
 //! is available before building, and the softmax, adaptive and cross-attention constructors
 //! refuse configurations over their memory limit with [`Error::MemoryLimit`]).
 //! Realistically `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
-//! (seed-001 AC-12, reproduced by [`crate::softmax_tree_cross_attention::estimate_error`]).
+//! (`docs/PAPERS.md` T1-K, reproduced by [`crate::softmax_tree_cross_attention::estimate_error`]).
 //!
 //! **Privacy unit and neighbour relation.** Every structure of this module protects
 //! [`PRIVACY_UNIT`], one token: neighbouring inputs differ in one element of the private input
@@ -105,8 +105,8 @@ pub(crate) fn charge(
     }
 }
 
-/// Clamps a private value into `[lo, hi]`, NaN → `0` clamped (seed-001 §12.4): a per-value
-/// map, so neighbouring datasets stay neighbouring.
+/// Clamps a private value into `[lo, hi]`, NaN → `0` clamped (`docs/PAPERS.md` §1.9, "Domain and
+/// parameters"): a per-value map, so neighbouring datasets stay neighbouring.
 #[inline]
 pub(crate) fn clamp_private(v: f64, lo: f64, hi: f64) -> f64 {
     if v.is_nan() { 0.0f64.clamp(lo, hi) } else { v.clamp(lo, hi) }

@@ -1,7 +1,7 @@
-//! DPTree (paper 001 Algorithm 2, seed-001 §3): a summation segment tree over `N` leaves
+//! DPTree (paper 001 Algorithm 2, `docs/PAPERS.md` §1.4): a summation segment tree over `N` leaves
 //! with truncated-Laplace noise on every released node.
 //!
-//! **Guarantee** (Lemma B.6 with the root dropped, OQ7): the noisy node array is
+//! **Guarantee** (Lemma B.6 with the root dropped, `docs/PAPERS.md` P1-7): the noisy node array is
 //! `(ε, δ)`-DP for neighbouring inputs that differ in **one value** (one leaf), given
 //! `values ∈ [−b, b]^n` so that the sensitivity is `Δ = 2b` (Lemma B.3). Each value is
 //! clamped into `[−b, b]` (NaN → 0) before summation: a per-value map, so neighbours stay
@@ -208,7 +208,7 @@ impl DpTree {
     }
 
     /// `(c_left, c_right)` at leaf `j`: noisy sums of the leaves strictly left and strictly
-    /// right of `j` (leaf `j` is in neither; seed-001 OQ10).
+    /// right of `j` (leaf `j` is in neither; `docs/PAPERS.md` P1-10).
     ///
     /// # Errors
     /// [`Error::OutOfRange`] for `j ≥ N`.

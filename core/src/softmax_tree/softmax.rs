@@ -1,12 +1,12 @@
-//! DPTreeSoftmax (paper 001 Algorithm 3, seed-001 §7): a noisy structure answering the
+//! DPTreeSoftmax (paper 001 Algorithm 3, `docs/PAPERS.md` §1.7): a noisy structure answering the
 //! weighted softmax sum `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)` for public queries `y`.
 //!
-//! **Guarantee** (Theorem G.7 with the corrections of OQ11/OQ15): the released arrays are
-//! `(ε, δ + δ′)`-DP for neighbouring datasets that differ in **one row** `(x_k, w_k)`, for
-//! `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n` (private rows are clamped into that domain, NaN →
-//! 0; clamping is a per-row map so neighbours stay neighbours). `n` is public. The
+//! **Guarantee** (Theorem G.7 with the corrections P1-11 and P1-15 of `docs/PAPERS.md`): the
+//! released arrays are `(ε, δ + δ′)`-DP for neighbouring datasets that differ in **one row**
+//! `(x_k, w_k)`, for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n` (private rows are clamped into that
+//! domain, NaN → 0; clamping is a per-row map so neighbours stay neighbours). `n` is public. The
 //! accountant ([`DpTreeSoftmax::achieved_privacy`]) reports what is actually spent — about
-//! `2ε/3` under the paper's split (OQ15). Queries are post-processing: any number, adaptive
+//! `2ε/3` under the paper's split (P1-15). Queries are post-processing: any number, adaptive
 //! or not.
 //!
 //! **Privacy unit:** one token (one row `(x_k, w_k)`: a key row and its weight; replace-one,
@@ -15,9 +15,9 @@
 //! [`achieved_privacy`](DpTreeSoftmax::achieved_privacy); [`DpTreeSoftmax::new_keyed`] for
 //! replay and audit).
 //!
-//! **Accuracy**: `|answer − wᵀexp(τXy)| ≤ ε_s Σ_i |w_i| e^{τ⟨x_i,y⟩}` (the corrected OQ11
+//! **Accuracy**: `|answer − wᵀexp(τXy)| ≤ ε_s Σ_i |w_i| e^{τ⟨x_i,y⟩}` (the corrected P1-11
 //! form, not the paper's `ε_s |wᵀexp|`) `+` own-bin bias `+` noise whose exact variance is
-//! [`DpTreeSoftmax::noise_variance`] (§7.5).
+//! [`DpTreeSoftmax::noise_variance`] (`docs/PAPERS.md` §1.7).
 //!
 //! **Floating point.** In [`NoiseMode::Exact`] (the default) every node is released on its
 //! grid with exact truncated discrete Laplace noise ([`NodeNoise`](super::NodeNoise) has the
@@ -47,10 +47,12 @@ use super::{STREAMS, charge};
 /// The kernel temperature `τ` of `exp(τ⟨x, y⟩)`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Temperature {
-    /// `τ = 1/d`, the paper's Definition 1.1 (OQ1: standard attention uses `1/√d`).
+    /// `τ = 1/d`, the paper's Definition 1.1 (`docs/PAPERS.md` P1-1: standard attention uses
+    /// `1/√d`).
     #[default]
     OneOverDim,
-    /// `[EXT]` E6: any `τ > 0` (e.g. `1/√d`); `s` and `Γ` follow `z_max = τ d R²`.
+    /// `[EXT]` `docs/PAPERS.md` P1-X6: any `τ > 0` (e.g. `1/√d`); `s` and `Γ` follow
+    /// `z_max = τ d R²`.
     Custom(f64),
 }
 
@@ -79,7 +81,7 @@ pub struct SoftmaxTreeParams {
     /// [`Accounting::Tight`]).
     pub c: f64,
     /// `ε_s`, the relative accuracy of the polynomial kernel (`(0, 0.1)` strict); it fixes
-    /// the degree `s` by the exact Poisson criterion of §6.3.
+    /// the degree `s` by the exact Poisson criterion of `docs/PAPERS.md` §1.6.
     pub eps_s: f64,
     /// The kernel temperature.
     pub temperature: Temperature,
@@ -416,8 +418,8 @@ impl DpTreeSoftmax {
         self.query_into(y, &mut scratch)
     }
 
-    /// The exact noise variance of the answer at `y` (seed-001 §7.5, with the node variances
-    /// of the release's mode).
+    /// The exact noise variance of the answer at `y` (`docs/PAPERS.md` §1.7, with the node
+    /// variances of the release's mode).
     ///
     /// # Errors
     /// Bad queries per [`QueryPolicy`].
@@ -440,7 +442,7 @@ impl DpTreeSoftmax {
     }
 }
 
-/// §7.5: `¼[Σ_i (2·bl(j_i)·V₂ + 4u_i² L V₁ + u_i⁴ L V₀) + ‖u‖⁴ L V_ones]`.
+/// `docs/PAPERS.md` §1.7: `¼[Σ_i (2·bl(j_i)·V₂ + 4u_i² L V₁ + u_i⁴ L V₀) + ‖u‖⁴ L V_ones]`.
 pub(crate) fn copy_noise_variance(
     budget: &SoftmaxBudget,
     u: &[f64],

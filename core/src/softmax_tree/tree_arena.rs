@@ -1,10 +1,10 @@
-//! The storage behind every noisy segment tree of this module (seed-001 §3, §12.1): `trees`
-//! summation trees over the same `N` leaves, each holding `moments` interleaved sums per
+//! The storage behind every noisy segment tree of this module (`docs/PAPERS.md` §1.4 and P1-20):
+//! `trees` summation trees over the same `N` leaves, each holding `moments` interleaved sums per
 //! node, in one contiguous `f64` arena.
 //!
 //! * Heap layout without the root: node `v ∈ 2..2N` (children `2v`, `2v+1`, leaf of bin `j`
 //!   is `N + j`) lives at offset `((tree · (2N − 2)) + (v − 2)) · moments + q`.
-//! * The root is never stored, never noised and never read (OQ7): each leaf-to-root path
+//! * The root is never stored, never noised and never read (P1-7): each leaf-to-root path
 //!   has exactly `L = log2 N` released nodes.
 //! * Build: fill the leaves with exact sums (in exact mode each contribution is first
 //!   rounded to its moment's quantum `η_q`, which makes every sum exact: [`NodeNoise`]),
@@ -31,7 +31,7 @@ use super::node_noise::{Layout, NodeNoise, quantize, term_bound};
 /// The largest supported number of moments (`p + 1` for `ℓ_p^p` distances).
 pub(crate) const MAX_MOMENTS: usize = 9;
 
-/// `N = max(2, next_pow2(n))` leaves (OQ6: `n = 1` would give depth 0).
+/// `N = max(2, next_pow2(n))` leaves (`docs/PAPERS.md` P1-6: `n = 1` would give depth 0).
 ///
 /// ```
 /// use dpattn_core::softmax_tree::leaf_count;
@@ -48,8 +48,8 @@ pub fn leaf_count(n: usize) -> Result<usize> {
     n.max(2).checked_next_power_of_two().ok_or(Error::SizeOverflow { what: "leaf count" })
 }
 
-/// The bin of a value: `min(⌊x·N/ρ⌋, N − 1)` computed in `f64` (seed-001 §3.3, §12.5), the
-/// same function for data and queries. Values below 0 (and NaN) go to bin 0.
+/// The bin of a value: `min(⌊x·N/ρ⌋, N − 1)` computed in `f64` (`docs/PAPERS.md` §1.4, "Binning"),
+/// the same function for data and queries. Values below 0 (and NaN) go to bin 0.
 ///
 /// ```
 /// use dpattn_core::softmax_tree::bin;
@@ -219,7 +219,7 @@ impl TreeArena {
 
     /// `(c_left, c_right)` of `tree` at leaf `j`, for every moment: the sums of the siblings
     /// left and right of the path (Algorithm 2 Query, the bottom-up form). Leaf `j` itself is
-    /// in neither (OQ10).
+    /// in neither (`docs/PAPERS.md` P1-10).
     pub(crate) fn query(&self, tree: usize, j: usize, left: &mut [f64], right: &mut [f64]) {
         left.fill(0.0);
         right.fill(0.0);

@@ -1,13 +1,13 @@
-//! Weighted `ℓ_p^p` distance queries: DPTreeDistance (paper 001 Algorithms 4–5, seed-001
-//! §4) and DPTreeHighDim (Algorithm 6, §5).
+//! Weighted `ℓ_p^p` distance queries: DPTreeDistance (paper 001 Algorithms 4–5) and
+//! DPTreeHighDim (Algorithm 6), both in `docs/PAPERS.md` §1.5.
 //!
 //! **Guarantee.** DPTreeDistance: `(ε, δ)`-DP for neighbouring datasets that differ in **one
 //! point** `(x_k, w_k)` (value and weight may both change), for `x ∈ [0, ρ]`,
 //! `w ∈ [−R_w, R_w]`. Points are binned into `N` leaves; tree `q = 0..p` sums `w x^q` per bin
 //! with sensitivity `Δ_q = 2 R_w ρ^q` at `(ε/(p+1), δ/(p+1))` (Theorem D.1). A point that
 //! moves to another bin shifts nodes on two paths; with the exact `TLap` strip mass the
-//! claimed `(ε, δ)` still holds (seed-001 §4.5, documented in `docs/PRIVACY.md` §4). Private
-//! `x` and `w` are clamped into their domains (NaN → 0), which preserves neighbourhood.
+//! claimed `(ε, δ)` still holds (`docs/PAPERS.md` P1-8, argued in `docs/PRIVACY.md` §4.2 step 3).
+//! Private `x` and `w` are clamped into their domains (NaN → 0), which preserves neighbourhood.
 //!
 //! DPTreeHighDim: `d` DPTreeDistance structures, one per coordinate, at
 //! `ε_k = c·ε/√(d ln(1/δ′))`, `δ_k = δ/d`; advanced composition gives `(ε', δ + δ′)` with
@@ -19,9 +19,9 @@
 //! [`Session`](crate::session::Session), its ledger charged the structure's `(ε, δ)`, resp.
 //! `(ε', δ + δ′)`; `new_keyed` for replay and audit).
 //!
-//! **Accuracy.** Points in the query's own bin are dropped (OQ10): a bias of at most
-//! `R_w (ρ/N)^p` per such point. The noise variance is exactly
-//! `Σ_q (C(p,q) y^{p−q})² · L · V_q` (§4.6), `V_q` the node noise variance of moment `q`.
+//! **Accuracy.** Points in the query's own bin are dropped (`docs/PAPERS.md` P1-10): a bias of at
+//! most `R_w (ρ/N)^p` per such point. The noise variance is exactly
+//! `Σ_q (C(p,q) y^{p−q})² · L · V_q` (§1.5), `V_q` the node noise variance of moment `q`.
 //!
 //! **Floating point.** By default ([`NoiseMode::Exact`]) every node of moment `q` is released
 //! on its grid `Λ_q` with exact truncated discrete Laplace noise calibrated for the contributions'
@@ -82,7 +82,7 @@ impl DistanceParams {
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
 /// use dpattn_core::session::Session;
 /// use dpattn_core::softmax_tree::{DistanceParams, DpTreeDistance};
-/// // The paper's Figure 1 (seed-001 §4.7), noise-free: Σ w |0 − x| = 4.4.
+/// // The paper's Figure 1 (docs/PAPERS.md T1-C), noise-free: Σ w |0 − x| = 4.4.
 /// let x = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
 /// let w = [2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0];
 /// let params = DistanceParams { p: 1, range: 1.0, weight_bound: 6.0,
@@ -253,7 +253,7 @@ impl DpTreeDistance {
         Ok(self.arena.distance(0, y, self.params.range))
     }
 
-    /// The exact variance of the noise in [`query`](Self::query)`(y)` (seed-001 §4.6).
+    /// The exact variance of the noise in [`query`](Self::query)`(y)` (`docs/PAPERS.md` §1.5).
     ///
     /// # Errors
     /// As [`query`](Self::query).
@@ -444,8 +444,8 @@ impl DpTreeHighDim {
         Ok(y.iter().enumerate().map(|(c, &v)| self.arena.distance(c, v, self.params.range)).sum())
     }
 
-    /// The exact noise variance of [`query`](Self::query)`(y)` (the sum of §4.6 over
-    /// coordinates).
+    /// The exact noise variance of [`query`](Self::query)`(y)` (the sum of `docs/PAPERS.md` §1.5
+    /// over coordinates).
     ///
     /// # Errors
     /// As [`query`](Self::query).

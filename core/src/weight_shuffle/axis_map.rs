@@ -6,7 +6,7 @@
 //! permutation `perms[(b / group) · block ..][.. block]`, so `group` blocks share one
 //! permutation (`usize::MAX`: all blocks share the first). Position `j` of block `b`
 //! receives the element at `b · block + π(j)` — a gather, `dst[j] = src[π(j)]`
-//! (spec §2.4–§2.5 "index form"). Positions outside every segment stay in place.
+//! (the index maps of `docs/PAPERS.md` §2.3). Positions outside every segment stay in place.
 
 use crate::element::Element;
 

@@ -1,5 +1,5 @@
 //! Layout descriptors: where a block's tensors live in a flat parameter buffer, and how
-//! they are stored (spec `seed-002.md` §2.4–§2.6).
+//! they are stored (`docs/PAPERS.md` §2.3).
 //!
 //! A descriptor names offsets and shapes only; the same descriptors describe the weights,
 //! the gradients and every optimizer-state buffer of the same length (Adam moments,
@@ -92,8 +92,8 @@ impl LinearLayout {
 }
 
 /// A feed-forward block `down(act(up(x)) [⊙ gate(x)])` whose hidden units are permuted
-/// together (Theorem 3; gated MLPs per spec §2.4): the output units of `up` (and `gate`,
-/// with the same permutation) and their biases, and the input features of `down`. The
+/// together (Theorem 3; gated MLPs per `docs/PAPERS.md` §2.3): the output units of `up` (and
+/// `gate`, with the same permutation) and their biases, and the input features of `down`. The
 /// bias of `down` does not move.
 ///
 /// ```
@@ -157,8 +157,9 @@ pub enum PositionEncoding {
     /// reordered, so per-head ALiBi slopes stay valid.
     Additive,
     /// Rotary embeddings (RoPE) rotate fixed feature pairs at distinct frequencies, so no
-    /// non-identity feature permutation of a query/key head preserves the logits (spec
-    /// §2.6): query/key features stay in place and only the value permutation is used.
+    /// non-identity feature permutation of a query/key head preserves the logits
+    /// (`docs/PAPERS.md` §2.3, "Constraints"): query/key features stay in place and only the
+    /// value permutation is used.
     Rotary,
 }
 
@@ -173,11 +174,11 @@ pub enum ValueSharing {
     /// One `P₂` for every head (Theorem 4 as stated in the paper).
     AllHeads,
     /// One `P₂` per key/value head, shared by the query heads that read it (the valid
-    /// generalisation of spec §2.6; with `kv_heads = heads` this is per head).
+    /// generalisation of `docs/PAPERS.md` §2.3; with `kv_heads = heads` this is per head).
     PerKvHead,
 }
 
-/// A multi-head attention block (Theorem 4, with the spec's §2.5–§2.6 extensions: biases,
+/// A multi-head attention block (Theorem 4, with the extensions of `docs/PAPERS.md` §2.3: biases,
 /// grouped-query attention, RoPE). Query head `i` reads key/value head
 /// `i / (heads / kv_heads)` (contiguous groups, as in `repeat_kv`).
 ///

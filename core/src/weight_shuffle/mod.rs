@@ -1,5 +1,6 @@
 //! Weight shuffling and the shuffled DP-SGD step (paper 002, Yang, Ji, Xiang, "Weights
-//! Shuffling for Improving DPSGD in Transformer-based Models"; spec `shared/spec/seed-002.md`).
+//! Shuffling for Improving DPSGD in Transformer-based Models"; summarised, with its errata, in
+//! `docs/PAPERS.md` §2).
 //!
 //! **What it is.** Transformer blocks are invariant under relabelling hidden units: an MLP's
 //! hidden units (Theorem 3) and, per attention head, the query/key features and the value
@@ -21,27 +22,27 @@
 //! [`NoiseMode::Exact`](crate::NoiseMode::Exact) (the noisy sum is released on a public grid
 //! with exact integer noise: [`ShuffledDpSgdParams::exact_grid`], `docs/PRIVACY.md` §7.4).
 //! The permutation is post-processing, so this is a valid
-//! upper bound (Theorem 5, read as post-processing, spec §3.2), and no smaller bound is
-//! claimed: the permutation can be recovered from the previous weights (spec Q6).
+//! upper bound (Theorem 5, read as post-processing, `docs/PAPERS.md` P2-11), and no smaller
+//! bound is claimed: the permutation can be recovered from the previous weights (P2-6).
 //! A run of `T` steps is `T` charges; the RDP ledger's total holds for a sequence of charges
 //! fixed in advance (`q`, `σ`, `σ₀` and `T` chosen before training), not for parameters
 //! chosen from earlier steps' outputs (the [ledger's adaptivity
 //! notes](crate::accounting::ledger)).
 //!
-//! **The paper's errors, with the spec's resolutions** (`docs/PRIVACY.md` §7):
-//! * \[FIX\] Q1–Q6: Theorem 6 is not a sufficient condition (it approximates a *lower*
+//! **The paper's errors and our resolutions** (`docs/PAPERS.md` §2.7, `docs/PRIVACY.md` §7):
+//! * \[FIX\] P2-1 … P2-6: Theorem 6 is not a sufficient condition (it approximates a *lower*
 //!   bound on δ with Fenton–Wilkinson on dependent summands, uses an infeasible worst case,
 //!   the wrong `d`, and ignores that the permutation is revealed). At `d = 2` it certifies
 //!   `(1, 1e-5)` where the exact δ is 0.0799. It is available only as
 //!   [`paper_estimate`], whose types cannot become a guarantee; [`refute`] holds the lower
 //!   bounds that contradict it.
-//! * \[FIX\] Q10: mixing `σ` (shuffled coordinates) and `σ₀` (the rest) is charged at
+//! * \[FIX\] P2-10: mixing `σ` (shuffled coordinates) and `σ₀` (the rest) is charged at
 //!   `min(σ, σ₀)`, not as two separate guarantees.
-//! * \[FIX\] Q13–Q15: biases, per-head value permutations, GQA and RoPE are handled; one
+//! * \[FIX\] P2-13 … P2-15: biases, per-head value permutations, GQA and RoPE are handled; one
 //!   set of indices is shared by all coupled tensors (the paper's Appendix B code draws
 //!   them independently, which breaks the model); weights *and* optimizer state are
 //!   permuted after the update (line 14).
-//! * \[FIX\] Q17: [`ShufflePlan::coverage`] and [`ShufflePlan::min_orbit`] report what is
+//! * \[FIX\] P2-17: [`ShufflePlan::coverage`] and [`ShufflePlan::min_orbit`] report what is
 //!   really moved ("shuffle ratio 100 %" is not reachable with Theorems 3–4).
 //!
 //! ```

@@ -1,21 +1,21 @@
 //! The paper's accountant for shuffled DP-SGD, reproduced: **a heuristic estimate, not a
 //! differential-privacy guarantee.**
 //!
-//! This is the Theorem 6 pipeline of Yang, Ji and Xiang (spec `seed-002.md` §3–§4): a
+//! This is the Theorem 6 pipeline of Yang, Ji and Xiang (`docs/PAPERS.md` §2.5): a
 //! Fenton–Wilkinson (F-W) lognormal approximation of the shuffled Gaussian's privacy profile
 //! ([`fenton_wilkinson`], [`thm6_terms`], [`thm6_h`]), amplification by subsampling
 //! (Thm 2, [`paper_amplify`]) and advanced composition (Thm 1 in Steinke's CDP form,
 //! [`paper_advanced_composition`]). It exists to reproduce the paper's numbers (σ ≈ 0.27 for
-//! ViT at ε = 1). The spec shows it does not bound δ:
+//! ViT at ε = 1). It does not bound δ (`docs/PAPERS.md` §2.7):
 //!
-//! * §8 Q1: the condition is in the wrong direction. Thm 6 approximates a *lower* bound on
+//! * P2-1: the condition is in the wrong direction. Thm 6 approximates a *lower* bound on
 //!   the true δ, so requiring it to be ≤ δ proves nothing. At the certified σ the true per-step
-//!   δ exceeds the claimed one by factors of 10⁴–10⁶ (§6.9).
-//! * §8 Q2: F-W is applied to dependent summands at log-variance ≈ 13; the approximation
+//!   δ exceeds the claimed one by factors of 10⁴–10⁶ (T2-I).
+//! * P2-2: F-W is applied to dependent summands at log-variance ≈ 13; the approximation
 //!   even goes negative ([`PaperFlags::negative_approximation`]).
-//! * §8 Q5: `d` = number of parameters is wrong. The invariance group only permutes inside
+//! * P2-5: `d` = number of parameters is wrong. The invariance group only permutes inside
 //!   blocks, so the smallest orbit is 64 or 1.
-//! * §8 Q6: the permutation can be recovered from consecutive weights, which leaves a plain
+//! * P2-6: the permutation can be recovered from consecutive weights, which leaves a plain
 //!   Gaussian mechanism at σ ≈ 0.27.
 //!
 //! The results have types [`PaperEstimate`] and [`PaperSigmaEstimate`]. They have no
@@ -23,11 +23,11 @@
 //! [`Epsilon`](crate::Epsilon) or a ledger [`Charge`](crate::accounting::ledger::Charge).
 //! The library charges shuffled DP-SGD as plain DP-SGD with the subsampled-Gaussian RDP
 //! accountant [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp). Shuffling
-//! is post-processing, so it gets no privacy credit (§3.2, §8 Q6).
+//! is post-processing, so it gets no privacy credit (P2-11, P2-6).
 //!
 //! Paper typos fixed here: \[FIX\] Eq. 16's density exponent is `d/2`, not `|P_s|/2`;
 //! \[FIX\] Eq. 65's inequality is `ζ₂ ≥ ζ₁ − ‖g‖²/σ²` (Eq. 75), not "≤". σ is always a
-//! noise multiplier (absolute std = σ·c), and `r = c'/c` is explicit (§8 Q7).
+//! noise multiplier (absolute std = σ·c), and `r = c'/c` is explicit (P2-7).
 
 use crate::accounting::rdp::ln_expm1;
 use crate::calibration::gaussian_mechanism::analytic_gaussian_delta;
@@ -35,9 +35,11 @@ use crate::calibration::normal::{log_normal_cdf, normal_cdf};
 use crate::error::{Error, Result, nonneg_finite, open_unit, positive_finite, rate};
 use libm::{exp, expm1, log, log1p, sqrt};
 
-/// Largest ε searched by [`paper_epsilon_estimate`] (§4.4); above it ε is reported infinite.
+/// Largest ε searched by [`paper_epsilon_estimate`] (`docs/PAPERS.md` §2.5, "Numerics"); above
+/// it ε is reported infinite.
 const EPS_MAX: f64 = 200.0;
-/// Start, factor and ceiling of the geometric σ scan of [`paper_step_sigma`] (§4.4).
+/// Start, factor and ceiling of the geometric σ scan of [`paper_step_sigma`] (`docs/PAPERS.md`
+/// §2.5, "Numerics").
 const SIGMA_SCAN_START: f64 = 1e-3;
 const SIGMA_SCAN_FACTOR: f64 = 1.25;
 const SIGMA_SCAN_MAX: f64 = 1e100;
@@ -82,21 +84,23 @@ pub struct FentonWilkinson {
     pub sigma2: f64,
 }
 
-/// F-W from `l1 = LSE(μ)`, `log_ratio = LSE(2μ) − 2·LSE(μ)` and `s²` (§3.3 stable form).
+/// F-W from `l1 = LSE(μ)`, `log_ratio = LSE(2μ) − 2·LSE(μ)` and `s²` (the stable form of
+/// `docs/PAPERS.md` §2.5).
 fn fw_from_logs(l1: f64, log_ratio: f64, s2: f64) -> FentonWilkinson {
     let sigma2 = softplus(ln_expm1(s2) + log_ratio);
     FentonWilkinson { mu: l1 + 0.5 * s2 - 0.5 * sigma2, sigma2 }
 }
 
 /// Lemma 1 (Eqs. 8–10): approximate `Σᵢ e^{Yᵢ}`, `Yᵢ ~ N(mu[i], s2)` independent, by one
-/// lognormal `e^Y` with matched mean and variance, in log space (§3.3):
+/// lognormal `e^Y` with matched mean and variance, in log space (`docs/PAPERS.md` §2.5):
 /// `σ_Y² = sp(ln expm1(s²) + LSE(2μ) − 2·LSE(μ))` and `μ_Y = LSE(μ) + s²/2 − σ_Y²/2`.
 ///
-/// The paper applies this to *dependent* summands (§8 Q2); the moments are then not matched.
+/// The paper applies this to *dependent* summands (`docs/PAPERS.md` P2-2); the moments are then
+/// not matched.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::fenton_wilkinson;
-/// let fw = fenton_wilkinson(&[0.0, 1.0, 2.0], 0.5)?; // spec §6.1
+/// let fw = fenton_wilkinson(&[0.0, 1.0, 2.0], 0.5)?; // docs/PAPERS.md T2-A
 /// assert!((fw.mu / 2.5145655158 - 1.0).abs() < 1e-10);
 /// assert!((fw.sigma2 / 0.2860808972 - 1.0).abs() < 1e-10);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -131,7 +135,7 @@ pub fn fenton_wilkinson(mu: &[f64], s2: f64) -> Result<FentonWilkinson> {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::thm6_terms;
-/// let t = thm6_terms(1.0, 2.0, 1.0)?; // spec §6.2, row σ = 1, d = 2
+/// let t = thm6_terms(1.0, 2.0, 1.0)?; // docs/PAPERS.md T2-B, row σ = 1, d = 2
 /// assert!((t.zeta1 + 0.126928011).abs() < 1e-9 && (t.sigma_z2 - 0.988644017).abs() < 1e-9);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -148,15 +152,15 @@ pub struct Thm6Terms {
 }
 
 /// Theorem 6's ζ₁, ζ₂, σ_Z₁, σ_Z₂ at noise multiplier `sigma`, dimension `d` and
-/// `r = c'/c` (§3.5 scale-free form): with `L = ln(d−1)`, `a₁ = d·r/((d−1)σ²)`,
-/// `a₂ = d(1+r)/((d−1)σ²)`, `ζ₁ = −sp(L−a₁)`, `ζ₂ = −sp(L−a₂) − 1/σ²`,
-/// `ln R_k = sp(L−2a_k) − 2·sp(L−a_k)`, `σ_Z_k² = sp(ln R_k + ln expm1(1/σ²))`.
-/// `d = 1` is the limit `ζ₁ = 0`, `ζ₂ = −1/σ²`, `σ_Z₁ = σ_Z₂ = 1/σ`. `d` is real so that
-/// e.g. `8.58e7` can be passed.
+/// `r = c'/c` (the scale-free form of `docs/PAPERS.md` §2.5): with `L = ln(d−1)`,
+/// `a₁ = d·r/((d−1)σ²)`, `a₂ = d(1+r)/((d−1)σ²)`, `ζ₁ = −sp(L−a₁)`, `ζ₂ = −sp(L−a₂) − 1/σ²`,
+/// `ln R_k = sp(L−2a_k) − 2·sp(L−a_k)`, `σ_Z_k² = sp(ln R_k + ln expm1(1/σ²))`. `d = 1` is the
+/// limit `ζ₁ = 0`, `ζ₂ = −1/σ²`, `σ_Z₁ = σ_Z₂ = 1/σ`. `d` is real so that e.g. `8.58e7` can be
+/// passed.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::thm6_terms;
-/// let t = thm6_terms(0.5, 1000.0, 1.0)?; // spec §6.2
+/// let t = thm6_terms(0.5, 1000.0, 1.0)?; // docs/PAPERS.md T2-B
 /// assert!((t.zeta2 + 4.287022491).abs() < 1e-9 && (t.sigma_z1 - 0.420327665).abs() < 1e-9);
 /// assert_eq!(thm6_terms(2.0, 1.0, 1.0)?.zeta2, -0.25);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -191,16 +195,16 @@ fn terms(sigma: f64, d: f64, r: f64) -> Thm6Terms {
     }
 }
 
-/// Theorem 6's left-hand side (Eq. 25, §3.5), the paper's "δ(ε)" for one un-amplified step:
-/// `h = Φ(σ_Z₁/2 + (ζ₁−ε)/σ_Z₁) − exp(ε + ln Φ(σ_Z₂/2 + (ζ₂−ε)/σ_Z₂))`.
+/// Theorem 6's left-hand side (Eq. 25; `docs/PAPERS.md` §2.5), the paper's "δ(ε)" for one
+/// un-amplified step: `h = Φ(σ_Z₁/2 + (ζ₁−ε)/σ_Z₁) − exp(ε + ln Φ(σ_Z₂/2 + (ζ₂−ε)/σ_Z₂))`.
 ///
-/// It approximates a lower bound and can be **negative** (§4.5). For `d = 1` it is the
-/// analytic Gaussian δ of Balle & Wang with sensitivity 1
-/// ([`analytic_gaussian_delta`]), which is what is returned.
+/// It approximates a lower bound and can be **negative** (`docs/PAPERS.md` P2-2). For `d = 1` it is
+/// the analytic Gaussian δ of Balle & Wang with sensitivity 1 ([`analytic_gaussian_delta`]), which
+/// is what is returned.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
-/// assert!((thm6_h(1.0, 1.0, 1.0, 1.0)? - 0.1269367375).abs() < 1e-10); // spec §6.2
+/// assert!((thm6_h(1.0, 1.0, 1.0, 1.0)? - 0.1269367375).abs() < 1e-10); // docs/PAPERS.md T2-B
 /// assert!((thm6_h(0.0, 0.5, 1000.0, 1.0)? + 0.0831841).abs() < 5e-8); // negative
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -232,7 +236,7 @@ fn h_raw(eps: f64, sigma: f64, d: f64, r: f64) -> Result<f64> {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::paper_amplify;
-/// let (e, d) = paper_amplify(1.0, 1e-5, 0.01)?; // spec §6.3
+/// let (e, d) = paper_amplify(1.0, 1e-5, 0.01)?; // docs/PAPERS.md T2-C
 /// assert!((e - 0.0170368632).abs() < 1e-10 && (d / 1e-7 - 1.0).abs() < 1e-12);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -250,7 +254,8 @@ pub fn paper_amplify(epsilon: f64, delta: f64, q: f64) -> Result<(f64, f64)> {
     Ok((e1, q * delta))
 }
 
-/// The inverse of [`paper_amplify`] (§4.3 step 3): `(ln(1 + (e^ε₁ − 1)/q), δ₁/q)`.
+/// The inverse of [`paper_amplify`] (the inverse pipeline of `docs/PAPERS.md` §2.5):
+/// `(ln(1 + (e^ε₁ − 1)/q), δ₁/q)`.
 /// `δ₁/q` may exceed 1; the caller decides whether that is usable.
 ///
 /// ```
@@ -258,7 +263,7 @@ pub fn paper_amplify(epsilon: f64, delta: f64, q: f64) -> Result<(f64, f64)> {
 ///     paper_advanced_composition_inverse, paper_deamplify,
 /// };
 /// let e1 = paper_advanced_composition_inverse(1.0, 500, 2.5e-6)?;
-/// let (e0, d0) = paper_deamplify(e1, 5e-9, 0.02)?; // spec §6.4 step 3
+/// let (e0, d0) = paper_deamplify(e1, 5e-9, 0.02)?; // docs/PAPERS.md T2-D step 3
 /// assert!((e0 - 0.3603937045).abs() < 1e-9 && (d0 / 2.5e-7 - 1.0).abs() < 1e-12);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -282,7 +287,7 @@ pub fn paper_deamplify(eps1: f64, delta1: f64, q: f64) -> Result<(f64, f64)> {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::paper_advanced_composition;
-/// let e = paper_advanced_composition(0.01, 1000, 1e-6)?; // spec §6.3
+/// let e = paper_advanced_composition(0.01, 1000, 1e-6)?; // docs/PAPERS.md T2-C
 /// assert!((e - 1.7122581).abs() < 5e-8);
 /// assert_eq!(paper_advanced_composition(0.5, 10, 1e-5)?, 5.0); // basic branch
 /// # Ok::<(), dpattn_core::Error>(())
@@ -297,13 +302,14 @@ pub fn paper_advanced_composition(eps1: f64, steps: u64, delta_slack: f64) -> Re
     Ok((t * e1).min(0.5 * t * e1 * e1 + e1 * sqrt(2.0 * t * log(1.0 / ds))))
 }
 
-/// The per-step ε₁ that [`paper_advanced_composition`] maps to `eps` (§4.3 step 2):
+/// The per-step ε₁ that [`paper_advanced_composition`] maps to `eps` (the inverse pipeline of
+/// `docs/PAPERS.md` §2.5):
 /// `max(ε/T, (−b + √(b² + 2Tε))/T)` with `b = √(2T·ln(1/δ'))`, the second term evaluated
 /// as `2ε/(b + √(b² + 2Tε))` to avoid cancellation.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::paper_advanced_composition_inverse;
-/// let e1 = paper_advanced_composition_inverse(1.0, 500, 2.5e-6)?; // spec §6.4 step 2
+/// let e1 = paper_advanced_composition_inverse(1.0, 500, 2.5e-6)?; // docs/PAPERS.md T2-D step 2
 /// assert!((e1 - 0.0086404403).abs() < 1e-10);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -318,7 +324,8 @@ pub fn paper_advanced_composition_inverse(eps: f64, steps: u64, delta_slack: f64
     Ok((e / t).max(2.0 * e / (b + sqrt(b * b + 2.0 * t * e))))
 }
 
-/// Whether the per-step budget is de-amplified before Theorem 6 is applied (§8 Q9).
+/// Whether the per-step budget is de-amplified before Theorem 6 is applied (`docs/PAPERS.md`
+/// P2-9).
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::Amplification;
@@ -326,19 +333,19 @@ pub fn paper_advanced_composition_inverse(eps: f64, steps: u64, delta_slack: f64
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Amplification {
-    /// Thm 6 → amplify (Thm 2) → compose (Thm 1), the default reading (§4).
+    /// Thm 6 → amplify (Thm 2) → compose (Thm 1), the default reading (`docs/PAPERS.md` §2.5).
     #[default]
     Paper,
     /// Thm 6 is applied to the composed-away per-step budget directly: `ε₀ = ε₁`,
-    /// `δ₀ = δ_step` (§8 Q9 variant).
+    /// `δ₀ = δ_step` (the variant of `docs/PAPERS.md` P2-9).
     NoAmplification,
 }
 
-/// The inputs of the paper's accountant (§4.1).
+/// The inputs of the paper's accountant (`docs/PAPERS.md` §2.5).
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::{Amplification, PaperQuery};
-/// let mut q = PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?; // ViT/CIFAR-100, spec §6.4
+/// let mut q = PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?; // ViT/CIFAR-100, docs/PAPERS.md T2-D
 /// q.amplification = Amplification::NoAmplification;
 /// assert_eq!((q.batch_clip_ratio, q.delta_split), (1.0, 0.5));
 /// # Ok::<(), dpattn_core::Error>(())
@@ -349,8 +356,8 @@ pub struct PaperQuery {
     pub sampling_rate: f64,
     /// Number of steps T ≥ 1.
     pub steps: u64,
-    /// The "dimension" d of Theorem 6, real and ≥ 1 (the paper uses #parameters, which §8 Q5
-    /// shows is wrong; `d = 1` is the unshuffled Gaussian).
+    /// The "dimension" d of Theorem 6, real and ≥ 1 (the paper uses #parameters, which
+    /// `docs/PAPERS.md` P2-5 shows is wrong; `d = 1` is the unshuffled Gaussian).
     pub d: f64,
     /// Total δ, in (0, 1).
     pub delta: f64,
@@ -397,7 +404,8 @@ impl PaperQuery {
         Ok(())
     }
 
-    /// (δ', δ_step, δ₀) of §4.2 step 1, or `Infeasible` if δ₀ ≥ 1.
+    /// (δ', δ_step, δ₀) of the forward pipeline (`docs/PAPERS.md` §2.5), or `Infeasible` if
+    /// δ₀ ≥ 1.
     fn split(&self) -> Result<(f64, f64, f64)> {
         self.validate()?;
         let ds = self.delta_split * self.delta;
@@ -417,7 +425,8 @@ impl PaperQuery {
     }
 }
 
-/// Warnings attached to a paper estimate (§4.5). None of them makes it a guarantee.
+/// Warnings attached to a paper estimate (`docs/PAPERS.md` §2.5). None of them makes it a
+/// guarantee.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::PaperFlags;
@@ -429,7 +438,7 @@ pub struct PaperFlags {
     /// ε = 0 per step (inverse), although the true distance between the outputs is positive.
     pub degenerate_zero: bool,
     /// `h(ε₀; σ) < 0` or `h(0; σ) < 0` at the reported point. h approximates a quantity that
-    /// is exactly ≥ 0, so this proves the F-W step is inaccurate there (§8 Q2).
+    /// is exactly ≥ 0, so this proves the F-W step is inaccurate there (`docs/PAPERS.md` P2-2).
     pub negative_approximation: bool,
     /// Inverse only: the shuffled σ is ≥ the unshuffled σ₀ (Alg. 1 line 11 would then use
     /// σ₀ and not shuffle).
@@ -442,11 +451,11 @@ pub struct PaperFlags {
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.3, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
-/// assert!(est.epsilon == 0.0 && est.flags.degenerate_zero); // spec §6.5: the cliff
+/// assert!(est.epsilon == 0.0 && est.flags.degenerate_zero); // docs/PAPERS.md T2-E: the cliff
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
-/// It cannot be charged to a ledger (spec §9 item 10):
+/// It cannot be charged to a ledger (`docs/PAPERS.md` P2-AC10):
 ///
 /// ```compile_fail,E0308
 /// use dpattn_core::accounting::ledger::Charge;
@@ -479,15 +488,15 @@ pub struct PaperEstimate {
     pub flags: PaperFlags,
 }
 
-/// The paper's forward pipeline (§4.2): per-step ε₀ from Theorem 6, amplified (Thm 2) and
-/// composed (Thm 1). ε₀ = 0 with `degenerate_zero` when `h(0) ≤ δ₀`; all three ε are
-/// `f64::INFINITY` when `h(200) > δ₀`; otherwise ε₀ is bisected on `[0, 200]` to relative
-/// 1e-15, on the side where `h ≤ δ₀`.
+/// The paper's forward pipeline (`docs/PAPERS.md` §2.5): per-step ε₀ from Theorem 6, amplified
+/// (Thm 2) and composed (Thm 1). ε₀ = 0 with `degenerate_zero` when `h(0) ≤ δ₀`; all three ε are
+/// `f64::INFINITY` when `h(200) > δ₀`; otherwise ε₀ is bisected on `[0, 200]` to relative 1e-15, on
+/// the side where `h ≤ δ₀`.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.273, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
-/// assert!((est.epsilon - 1.15681).abs() < 1e-5); // spec §6.5
+/// assert!((est.epsilon - 1.15681).abs() < 1e-5); // docs/PAPERS.md T2-E
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
 ///
@@ -552,14 +561,14 @@ pub struct PaperSigmaEstimate {
     pub flags: PaperFlags,
 }
 
-/// The paper's inverse pipeline (§4.3, Alg. 1 lines 2–3): invert composition, undo
-/// amplification, then solve Theorem 6 for σ with [`paper_step_sigma`] at `d` (σ) and at
-/// `d = 1` (σ₀). `fell_back` is set when σ ≥ σ₀; `sigma` still holds the shuffled solution.
+/// The paper's inverse pipeline (`docs/PAPERS.md` §2.5, Alg. 1 lines 2–3): invert composition, undo
+/// amplification, then solve Theorem 6 for σ with [`paper_step_sigma`] at `d` (σ) and at `d = 1`
+/// (σ₀). `fell_back` is set when σ ≥ σ₀; `sigma` still holds the shuffled solution.
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::{paper_sigma_estimate, PaperQuery};
 /// let est = paper_sigma_estimate(1.0, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
-/// assert!((est.sigma / 0.2731574252 - 1.0).abs() < 1e-8); // spec §6.4
+/// assert!((est.sigma / 0.2731574252 - 1.0).abs() < 1e-8); // docs/PAPERS.md T2-D
 /// assert!((est.sigma0 / 11.7516934 - 1.0).abs() < 1e-7);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -587,16 +596,16 @@ pub fn paper_sigma_estimate(epsilon: f64, query: &PaperQuery) -> Result<PaperSig
     Ok(PaperSigmaEstimate { sigma, sigma0, eps1, eps0, delta0, flags })
 }
 
-/// Step 4 of §4.3: the smallest noise multiplier σ with `h(ε₀; σ, d, r) ≤ δ₀` (§4.4 root
-/// finder). A geometric scan from σ = 1e-3 (×1.25) stops at the first σ with `h ≤ δ₀`
-/// (1e-3 itself is returned if it already qualifies);
-/// bisection then narrows the last step to relative 1e-15 and returns the end where
-/// `h ≤ δ₀`. The scan cannot skip the first crossing: h decreases in σ while positive and
-/// does not become positive again after it turns negative (§4.4).
+/// The last step of the inverse pipeline (`docs/PAPERS.md` §2.5): the smallest noise multiplier σ
+/// with `h(ε₀; σ, d, r) ≤ δ₀` (root finder of §2.5, "Numerics"). A geometric scan from σ = 1e-3
+/// (×1.25) stops at the first σ with `h ≤ δ₀` (1e-3 itself is returned if it already qualifies);
+/// bisection then narrows the last step to relative 1e-15 and returns the end where `h ≤ δ₀`. The
+/// scan cannot skip the first crossing: h decreases in σ while positive and does not become
+/// positive again after it turns negative (`docs/PAPERS.md` §2.5).
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::paper_estimate::paper_step_sigma;
-/// let s = paper_step_sigma(1.0, 1e-5, 100.0, 1.0)?; // spec §6.6
+/// let s = paper_step_sigma(1.0, 1e-5, 100.0, 1.0)?; // docs/PAPERS.md T2-F
 /// assert!((s - 0.51335).abs() < 1e-5);
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -710,7 +719,7 @@ mod tests {
         for (e, s, r) in [(0.0, 0.3, 1.0), (1.0, 1.0, 7.0), (3.0, 0.7, 0.1), (0.2, 40.0, 1.0)] {
             let a = analytic_gaussian_delta(e, s, 1.0).unwrap();
             near(thm6_h(e, s, 1.0, r).unwrap(), a, 1e-15, "§9 item 3");
-            // The general formula tends to the same limit as d → 1 (§3.5).
+            // The general formula tends to the same limit as d → 1 (docs/PAPERS.md §2.5).
             near(thm6_h(e, s, 1.0 + 1e-12, r).unwrap(), a, 1e-12, "d → 1 limit");
         }
     }

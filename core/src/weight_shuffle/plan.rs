@@ -1,12 +1,12 @@
 //! Permutation plans: validated layout descriptors plus the index maps of Theorems 3 and 4
-//! (spec `seed-002.md` §2.4–§2.7, §5.1 `perm::plan`).
+//! (`docs/PAPERS.md` §2.3 and §2.2).
 //!
 //! **Guarantee.** For every [`Permutations`] drawn or checked by a plan, applying it to a
 //! model's weights leaves the function the model computes unchanged (exactly, since only
 //! element positions move), provided the descriptors describe the model (a block's tensors
 //! are the layers of one MLP or attention block, with the stated head layout). The same
 //! permutation applied to gradients and optimizer state keeps training equivariant: the
-//! permuted run is the unpermuted run with relabelled hidden units (spec §2.4, Q14).
+//! permuted run is the unpermuted run with relabelled hidden units (`docs/PAPERS.md` §2.3, P2-14).
 //! Sampling is uniform over the plan's group (Fisher–Yates with Lemire's unbiased bounded
 //! integers, independent factors in a fixed order), from a keyed ChaCha20 stream or any
 //! `CryptoRng`.
@@ -102,7 +102,7 @@ impl Permutations<'_> {
     }
 }
 
-/// How much of the buffer a plan moves (spec §2.6 "permutable fraction", Q17).
+/// How much of the buffer a plan moves (`docs/PAPERS.md` §2.3, "Fixed points", and P2-17).
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::Coverage;
@@ -772,7 +772,7 @@ impl<'a> ShufflePlan<'a> {
         Ok(())
     }
 
-    /// The fraction of the buffer the plan moves (spec §2.6, Q17): `0.99` of a ViT-B
+    /// The fraction of the buffer the plan moves (`docs/PAPERS.md` §2.3, P2-17): `0.99` of a ViT-B
     /// layer, less once embeddings, LayerNorms and heads are counted in `param_len`.
     ///
     /// ```
@@ -788,8 +788,8 @@ impl<'a> ShufflePlan<'a> {
         Coverage { moved, total: self.param_len }
     }
 
-    /// The smallest orbit of a buffer coordinate under the plan's group (spec Q5): `1` if
-    /// any coordinate is a fixed point, else the smallest permuted block (hidden units or
+    /// The smallest orbit of a buffer coordinate under the plan's group (`docs/PAPERS.md` P2-5):
+    /// `1` if any coordinate is a fixed point, else the smallest permuted block (hidden units or
     /// head features). The paper's `d` (all parameters) is never the right number.
     ///
     /// ```

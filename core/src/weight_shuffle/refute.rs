@@ -1,5 +1,5 @@
-//! Refuters and audit helpers for the shuffled Gaussian mechanism (spec seed-002 §5.4,
-//! §6.3, §6.9, §8 Q16).
+//! Refuters and audit helpers for the shuffled Gaussian mechanism (`docs/PAPERS.md` §2.6,
+//! T2-C, T2-I, P2-16).
 //!
 //! The shuffled Gaussian mechanism releases `M(y) = P(y) + z`, with `P` uniform over the
 //! symmetric group `S_d` acting on the coordinates of `y ∈ ℝ^d` and `z ~ N(0, σ²I)`. Every
@@ -9,15 +9,15 @@
 //!
 //! * [`max_stat_lower_bound`]: closed form for any `d` through the permutation-invariant
 //!   event `{max_i y_i > t}`; pairs from [`MeanPair::paper_worst_case`] (the paper's
-//!   Lemma 2 pair, §3.4 step 8) and [`MeanPair::feasible_point_mass`].
+//!   Lemma 2 pair, P2-3) and [`MeanPair::feasible_point_mass`].
 //! * [`shuffled_gaussian_delta_d2`]: the exact `δ` of the paper's pair at `d = 2`, a 1-D
 //!   mixture pair integrated in closed form with `Φ`.
-//! * [`monte_carlo_delta`]: the Monte-Carlo privacy-loss estimator of §5.4 with the exact
+//! * [`monte_carlo_delta`]: the Monte-Carlo privacy-loss estimator of §2.6 with the exact
 //!   log-likelihood ratio, drawing from a keyed noise stream.
 //! * [`audit_epsilon`] (Eq. 45) and [`audit_epsilon_lower_bound`]: ε from the error rates
 //!   of a membership attack, with Clopper–Pearson bounds ([`clopper_pearson_upper`]).
 //!   Audits give **lower** bounds on ε; they can never validate an upper-bound accountant
-//!   (§8 Q16).
+//!   (P2-16).
 //!
 //! All σ here are **absolute** noise standard deviations (noise multiplier × clipping norm).
 
@@ -70,7 +70,7 @@ fn eq45(alpha: f64, beta: f64, delta: f64) -> f64 {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::refute::audit_epsilon;
-/// // Spec §6.3: (α, β, δ) = (0.1, 0.3, 1e-5) gives 1.9458959.
+/// // docs/PAPERS.md T2-C: (α, β, δ) = (0.1, 0.3, 1e-5) gives 1.9458959.
 /// assert!((audit_epsilon(0.1, 0.3, 1e-5)? - 1.9458959).abs() < 1e-7);
 /// assert_eq!(audit_epsilon(0.5, 0.5, 0.0)?, 0.0);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -253,7 +253,7 @@ pub struct AuditBound {
     pub beta_upper: f64,
 }
 
-/// A statistically valid lower bound on ε from audit counts (§8 Q16 resolution).
+/// A statistically valid lower bound on ε from audit counts (the fix of `docs/PAPERS.md` P2-16).
 ///
 /// The upper Clopper–Pearson bounds `α_U`, `β_U` are taken each at confidence
 /// `1 − (1 − confidence)/2`, so by the union bound `α ≤ α_U` and `β ≤ β_U` hold together
@@ -327,10 +327,10 @@ pub struct MeanPair {
 }
 
 impl MeanPair {
-    /// The paper's Lemma 2 worst case (§3.4 step 8): `a = f = c′u`, `b = f′ = (c + c′)u`,
+    /// The paper's Lemma 2 worst case (`docs/PAPERS.md` P2-3): `a = f = c′u`, `b = f′ = (c + c′)u`,
     /// `u = [(d−1), −1, …, −1]/√(d(d−1))`, i.e. special `= m·√((d−1)/d)` and rest
     /// `= −m/√(d(d−1))` for `m = c′` and `m = c + c′`. (Not feasible under Alg. 1's batch
-    /// clipping of `f′`, §8 Q4.)
+    /// clipping of `f′`, `docs/PAPERS.md` P2-4.)
     ///
     /// ```
     /// use dpattn_core::weight_shuffle::refute::MeanPair;
@@ -359,8 +359,8 @@ impl MeanPair {
         })
     }
 
-    /// The batch-clip-feasible pair of §6.9(c): `a = f = 0`, `b = f′ = c·e₁` (an
-    /// equal-entry vector the paper excludes, §8 Q3).
+    /// The batch-clip-feasible pair of `docs/PAPERS.md` T2-I (c): `a = f = 0`, `b = f′ = c·e₁` (an
+    /// equal-entry vector the paper excludes, P2-3).
     ///
     /// ```
     /// use dpattn_core::weight_shuffle::refute::MeanPair;
@@ -378,7 +378,7 @@ impl MeanPair {
 
 /// Closed-form lower bound on the true `δ(ε)` of the shuffled Gaussian mechanism
 /// (absolute noise std `σ`, `d` coordinates) for the neighbouring means of `pair`
-/// (§5.4).
+/// (`docs/PAPERS.md` §2.6).
 ///
 /// The event `E_t = {max_i y_i > t}` is permutation invariant, so under either mixture
 /// `P(E_t) = 1 − Φ((t − m_s)/σ)·Φ((t − m_r)/σ)^{d−1}` (computed as
@@ -393,7 +393,7 @@ impl MeanPair {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::refute::{max_stat_lower_bound, MeanPair};
-/// // Spec §6.9(c), d = 85.8e6 at Thm 6's σ* = 0.27316: true δ(0.36) ≥ 0.830.
+/// // docs/PAPERS.md T2-I (c), d = 85.8e6 at Thm 6's σ* = 0.27316: true δ(0.36) ≥ 0.830.
 /// let pair = MeanPair::paper_worst_case(1.0, 1.0, 85.8e6)?;
 /// let lb = max_stat_lower_bound(0.36, 0.27316, 85.8e6, &pair)?;
 /// assert!((lb - 0.830).abs() < 1e-3);
@@ -497,7 +497,8 @@ fn ln_cosh(z: f64) -> f64 {
 }
 
 /// Exact `δ(ε)` of the shuffled Gaussian mechanism at `d = 2` for the paper's pair
-/// `f = c′u`, `f′ = (c + c′)u`, `u = (1, −1)/√2`, absolute noise std `σ` (§5.4, §6.9(a)).
+/// `f = c′u`, `f′ = (c + c′)u`, `u = (1, −1)/√2`, absolute noise std `σ` (`docs/PAPERS.md` §2.6,
+/// T2-I (a)).
 ///
 /// Both means lie on the line spanned by `u`; the orthogonal coordinate is identical pure
 /// noise on both sides. The problem is therefore the 1-D pair
@@ -511,7 +512,7 @@ fn ln_cosh(z: f64) -> f64 {
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::refute::shuffled_gaussian_delta_d2;
-/// // Spec §6.9(a): Thm 6 certifies (1, 1e-5) at σ = 1.16125, yet δ(p′‖p) = 0.07985.
+/// // docs/PAPERS.md T2-I (a): Thm 6 certifies (1, 1e-5) at σ = 1.16125, yet δ(p′‖p) = 0.07985.
 /// let e = shuffled_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0)?;
 /// assert!((e.backward - 0.07985).abs() < 5e-6);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -598,7 +599,7 @@ pub fn monte_carlo_delta_scratch_len(d: usize) -> usize {
     d
 }
 
-/// The Monte-Carlo privacy-loss estimator of §5.4 for the paper's pair `f = c′u`,
+/// The Monte-Carlo privacy-loss estimator of `docs/PAPERS.md` §2.6 for the paper's pair `f = c′u`,
 /// `f′ = (c + c′)u` in `ℝ^d` (`u` as in [`MeanPair::paper_worst_case`]), absolute noise
 /// std `σ`.
 ///
@@ -727,7 +728,7 @@ mod tests {
 
     #[test]
     fn audit_epsilon_matches_spec_6_3() {
-        // Spec §6.3, printed to 7 decimals.
+        // docs/PAPERS.md T2-C, printed to 7 decimals.
         close(audit_epsilon(0.1, 0.3, 1e-5).unwrap(), 1.9458959, 5e-8);
         close(audit_epsilon(0.3, 0.3, 1e-5).unwrap(), 0.8472836, 5e-8);
         close(audit_epsilon(0.45, 0.45, 1e-5).unwrap(), 0.2006525, 5e-8);
@@ -830,7 +831,8 @@ mod tests {
 
     #[test]
     fn max_stat_matches_spec_6_9_c() {
-        // (d, σ*, LB paper pair, LB feasible pair) from spec §6.9(c), ε = 0.36, c = c′ = 1.
+        // (d, σ*, LB paper pair, LB feasible pair) from docs/PAPERS.md T2-I (c), ε = 0.36,
+        // c = c′ = 1.
         let rows = [
             (100.0, 0.53438, 0.512, 0.0588),
             (1000.0, 0.43960, 0.616, 0.0294),
@@ -886,8 +888,8 @@ mod tests {
 
     #[test]
     fn exact_d2_matches_spec_6_9_a() {
-        // (σ, ε, δ(p′‖p), δ(p‖p′), plain Gaussian δ) from spec §6.9(a); tolerance = half a
-        // unit in the last printed digit.
+        // (σ, ε, δ(p′‖p), δ(p‖p′), plain Gaussian δ) from docs/PAPERS.md T2-I (a); tolerance = half
+        // a unit in the last printed digit.
         let rows = [
             (1.16125, 0.5, 0.1785, 5e-5, 0.1449, 5e-5, 0.1832, 5e-5),
             (1.16125, 1.0, 0.07985, 5e-6, 0.01274, 5e-6, 0.08105, 5e-6),
@@ -960,7 +962,7 @@ mod tests {
 
     #[test]
     fn monte_carlo_matches_spec_6_9_b_d10() {
-        // Spec §6.9(b): d = 10, σ = 1, true δ(0.5) = 0.158, δ(1) = 0.0816 (itself Monte
+        // docs/PAPERS.md T2-I (b): d = 10, σ = 1, true δ(0.5) = 0.158, δ(1) = 0.0816 (itself Monte
         // Carlo with 20 000 samples; the larger direction is δ(p′‖p)).
         let mut scratch = [0.0; 10];
         let pp = MeanPair::paper_worst_case(1.0, 1.0, 10.0).unwrap();

@@ -1,4 +1,4 @@
-//! The shuffled DP-SGD step (spec `seed-002.md` §2.1–§2.3, §2.9 Algorithm 1), on flat
+//! The shuffled DP-SGD step (Algorithm 1 of the paper, `docs/PAPERS.md` §2.4), on flat
 //! buffers, with sound accounting.
 //!
 //! **What one step does.** Each of `N` record slots joins the batch independently with
@@ -9,8 +9,8 @@
 //! Gaussian noise `N(0, σ²c²)` is added to coordinates the plan moves and `N(0, σ₀²c²)` to
 //! the rest, the result divided by the expected batch `B = qN`, and `w ← w − η·g̃`. Finally
 //! one uniform permutation of the plan is applied to the weights and to every optimizer-state
-//! buffer (line 14: `P[W − η·g̃]`, spec Q14), and the privatised gradient `g̃`, permuted the
-//! same way, is left in `scratch[..D]` for optimizers with state.
+//! buffer (line 14: `P[W − η·g̃]`, `docs/PAPERS.md` P2-14), and the privatised gradient `g̃`,
+//! permuted the same way, is left in `scratch[..D]` for optimizers with state.
 //!
 //! **`N` must be public.** Under add/remove-one neighbours the dataset size is private, and
 //! dividing by a private `qN` would leak it through the scale of the noise in the output
@@ -25,16 +25,16 @@
 //! because elementwise optimizers commute with the permutation. Moments built from anything
 //! else (raw gradients) are not covered by the guarantee.
 //!
-//! **Guarantee.** With add/remove-one neighbours (spec §1, Q21; [`PRIVACY_UNIT`] is
+//! **Guarantee.** With add/remove-one neighbours (`docs/PAPERS.md` P2-21; [`PRIVACY_UNIT`] is
 //! [`PrivacyUnit::Record`]), the released weights of one step are the Poisson-subsampled
-//! Gaussian mechanism with noise multiplier `σ_eff = min(σ, σ₀)` (Q10: the worst case puts
+//! Gaussian mechanism with noise multiplier `σ_eff = min(σ, σ₀)` (P2-10: the worst case puts
 //! the whole difference `c` in the least-noised coordinates; the batch projection is
 //! 1-Lipschitz, so it keeps the sensitivity `c`). The update and the permutation are
 //! post-processing. The step is charged exactly that —
 //! [`Cost::SubsampledGaussian`]` { rate: q, noise_multiplier: σ_eff, steps: 1 }`, the curve of
 //! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp)`(q, σ_eff)` on an RDP
 //! [`Ledger`](crate::accounting::ledger::Ledger) — and **shuffling earns no privacy
-//! credit**: the permutation is recoverable from the previous weights (spec Q6), so the
+//! credit**: the permutation is recoverable from the previous weights (P2-6), so the
 //! paper's Theorem 6 accounting does not apply (see [`paper_estimate`](super::paper_estimate)).
 //!
 //! **A run of steps.** Each step is one charge. The RDP ledger's total is valid when the
@@ -115,7 +115,7 @@ pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::Record;
 /// permutations `draw.keyed(2)`.
 pub const STREAMS: u64 = 3;
 
-/// Which coordinates one batch projection covers (spec §2.2; the paper leaves it open).
+/// Which coordinates one batch projection covers (`docs/PAPERS.md` §2.4; the paper leaves it open).
 ///
 /// ```
 /// use dpattn_core::weight_shuffle::BatchClipScope;
@@ -202,7 +202,7 @@ impl ShuffledDpSgdParams {
         }
     }
 
-    /// `σ_eff = min(σ, σ₀)`: the noise multiplier the step is charged at (spec Q10).
+    /// `σ_eff = min(σ, σ₀)`: the noise multiplier the step is charged at (`docs/PAPERS.md` P2-10).
     ///
     /// ```
     /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;
