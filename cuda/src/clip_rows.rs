@@ -1,6 +1,6 @@
 //! Clip each row of a hidden-state matrix to Euclidean norm `C`, then release it, on the
 //! GPU and in place: DP-Forward's token-level release (`ClipRegion::Rows`, `ClipMode::Clip`,
-//! i.i.d. noise; seed-003 §4.2 and App. A.2).
+//! i.i.d. noise; `docs/PAPERS.md` §3.7, "Token-level designs", after the paper's App. A.2).
 //!
 //! **Clipping.** Neighbouring inputs differ in some rows (tokens); after clipping every row
 //! has Euclidean norm `≤ C` *including rounding* (the CPU's margin rule: rows above

@@ -8,13 +8,13 @@
 //! `B = (1/k)·Σᵢ gᵢgᵢᵀ` with `gᵢ = X'·zᵢ`, `zᵢ ~ N(0, I_q)`, so `B ~ Wishart_n(k, X'X'ᵀ)/k`,
 //! and `P = D(B)⁻¹ f(B)` row by row (`f = exp` or `cosh`, shifted by the row maximum).
 //!
-//! **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the spec's errata; see
+//! **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the errata of `docs/PAPERS.md` §0.6; see
 //! `docs/PRIVACY.md` §3): each problem's `(B, P)` is `(ε, δ)`-DP when the public condition
-//! `s < Δ(k)` holds. Clip-and-ridge (`[EXT]`, spec §5.2) puts every finite input in the
-//! `(α, η)`-good domain (`X'X'ᵀ ⪰ ηI`, columns of norm `≤ α`) while preserving
-//! β-closeness, so no private domain check is needed and nothing is refused for private
-//! reasons: a column holding a NaN or an infinity is the zero column, as on the CPU (what
-//! that means for the guarantee: `docs/PRIVACY.md` §3.1). The call composes over its `batch · heads` problems (or `heads` when
+//! `s < Δ(k)` holds. Clip-and-ridge (`[EXT]`, `docs/PAPERS.md` P0-16) puts every finite input in
+//! the `(α, η)`-good domain (`X'X'ᵀ ⪰ ηI`, columns of norm `≤ α`) while preserving β-closeness, so
+//! no private domain check is needed and nothing is refused for private reasons: a column holding a
+//! NaN or an infinity is the zero column, as on the CPU (what that means for the guarantee:
+//! `docs/PRIVACY.md` §3.1). The call composes over its `batch · heads` problems (or `heads` when
 //! `batch_elements_disjoint`), and that composed `(ε, δ)` is charged to the ledger.
 //!
 //! **Neighbour relation: one feature column** of one problem's `X` moves by at most `β`

@@ -1,5 +1,5 @@
 // Tensor-core building blocks as inline PTX (NVRTC has no <mma.h> without a toolkit; see
-// shared/spec/systems-anchors.md §A.8). sm_80 and newer. Fragment layouts are those of the
+// docs/PAPERS.md A.1.1). sm_80 and newer. Fragment layouts are those of the
 // PTX ISA, "Matrix fragments for mma.m16n8k16" (16-bit A/B, f32 C/D), with
 // g = lane / 4 and t = lane % 4:
 //   A (16×16, row-major), 4 registers of two 16-bit values (low half = lower column):
