@@ -87,7 +87,8 @@
 #define DPATTN_CUDA_SAMPLER_EXPONENTIAL 3
 
 /**
- * `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level, §4.2).
+ * `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level,
+ * `docs/PAPERS.md` §3.7).
  */
 #define DPATTN_DP_FORWARD_REGION_FROBENIUS 0
 
@@ -163,8 +164,8 @@
 #define DPATTN_DP_FORWARD_RULE_DERIVED 0
 
 /**
- * `rule`: \[FIX\] E1 reproduction: calibrate with half of it as the released code does;
- * the guarantee reported is the effective one (nominal ε = 8 is really 19.12).
+ * `rule`: \[FIX\] `docs/PAPERS.md` P3-1 reproduction: calibrate with half of it as the released
+ * code does; the guarantee reported is the effective one (nominal ε = 8 is really 19.12).
  */
 #define DPATTN_DP_FORWARD_RULE_RELEASED_CODE 1
 
@@ -189,22 +190,24 @@
 #define DPATTN_GAUSSIAN_SAMPLING_SCORE_COSH 1
 
 /**
- * Bartlett decomposition (spec S3, default): cost independent of `k`; needs `k ≥ n`.
+ * Bartlett decomposition (`docs/PAPERS.md` P0-S3, default): cost independent of `k`; needs
+ * `k ≥ n`.
  */
 #define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_BARTLETT 0
 
 /**
- * The paper's literal `gᵢ = chol(Σ)·zᵢ` (spec S1): cost linear in `k`.
+ * The paper's literal `gᵢ = chol(Σ)·zᵢ` (`docs/PAPERS.md` P0-S1): cost linear in `k`.
  */
 #define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_LITERAL 1
 
 /**
- * `gᵢ = X·zᵢ` (spec S2): no factorisation; cost `O(ndk)`; data input only.
+ * `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2): no factorisation; cost `O(ndk)`; data input only.
  */
 #define DPATTN_GAUSSIAN_SAMPLING_SAMPLER_FACTOR_FREE 2
 
 /**
- * Theorem 4.1 constants `Δ = 0.1·min(ε/√(k ln(1/δ)), ε/ln(1/δ))` (default; erratum E1).
+ * Theorem 4.1 constants `Δ = 0.1·min(ε/√(k ln(1/δ)), ε/ln(1/δ))` (default; `docs/PAPERS.md`
+ * P0-1).
  */
 #define DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_THEOREM41 0
 
@@ -219,7 +222,7 @@
 #define DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_PAPER_SQRT_N 0
 
 /**
- * The spec's tight bound `s = 2αβ/η` (D-6, not in the paper).
+ * Our tight bound `s = 2αβ/η` (`docs/PAPERS.md` P0-D6, not in the paper).
  */
 #define DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_TIGHT 1
 
@@ -239,12 +242,13 @@
 #define DPATTN_GAUSSIAN_SAMPLING_RHO_PAPER_NOMINAL 0
 
 /**
- * The rigorous Davidson–Szarek bound `ρ₂ = 2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k` (D-7).
+ * The rigorous Davidson–Szarek bound `ρ₂ = 2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k`
+ * (`docs/PAPERS.md` P0-D7).
  */
 #define DPATTN_GAUSSIAN_SAMPLING_RHO_GAUSSIAN_SPECTRAL 1
 
 /**
- * The paper's accuracy target `ρ < 0.1ε` (erratum E3).
+ * The paper's accuracy target `ρ < 0.1ε` (`docs/PAPERS.md` P0-3).
  */
 #define DPATTN_GAUSSIAN_SAMPLING_COUPLING_PAPER 0
 
@@ -343,7 +347,7 @@
 #define DPATTN_NOISY_HEAD_ACCOUNTING_PAPER 0
 
 /**
- * `accounting`: our extension, not the paper's (erratum 26): the `T` steps composed in
+ * `accounting`: our extension, not the paper's (`docs/PAPERS.md` P4-26): the `T` steps composed in
  * zCDP with the largest `ρ` that converts to `(ε, δ)`; same guarantee, ≈9× less noise.
  */
 #define DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP 1
@@ -374,7 +378,7 @@
 #define DPATTN_NOISY_HEAD_RIDGE_CHOLESKY 0
 
 /**
- * `solver`: Householder QR of `[Z; √(λN)·I]` (adversarial data, erratum 21).
+ * `solver`: Householder QR of `[Z; √(λN)·I]` (adversarial data, `docs/PAPERS.md` P4-21).
  */
 #define DPATTN_NOISY_HEAD_RIDGE_QR 1
 
@@ -413,17 +417,18 @@
 #define DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM 0
 
 /**
- * `[EXT]` E6: a custom temperature `τ > 0` (the `tau` field).
+ * `[EXT]` `docs/PAPERS.md` P1-X6: a custom temperature `τ > 0` (the `tau` field).
  */
 #define DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM 1
 
 /**
- * Algorithm 3's budget split as printed (spends about `2ε/3`, OQ15).
+ * Algorithm 3's budget split as printed (spends about `2ε/3`, `docs/PAPERS.md` P1-15).
  */
 #define DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER 0
 
 /**
- * `[EXT]` E2: advanced-composition split spending exactly `(ε, δ + δ′)` (`c` unused).
+ * `[EXT]` `docs/PAPERS.md` P1-X2: advanced-composition split spending exactly `(ε, δ + δ′)`
+ * (`c` unused).
  */
 #define DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT 1
 
@@ -443,7 +448,8 @@
 #define DPATTN_SOFTMAX_TREE_COPIES_PAPER 0
 
 /**
- * `[FIX]` OQ14: net/Hoeffding count with Chebyshev multiple `k = value > √2` (10 recommended).
+ * `[FIX]` `docs/PAPERS.md` P1-14: net/Hoeffding count with Chebyshev multiple `k = value > √2`
+ * (10 recommended).
  */
 #define DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING 1
 
@@ -458,17 +464,17 @@
 #define DPATTN_TEMPERATURE_ONE_OVER_DIM DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM
 
 /**
- * `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
+ * `[EXT]` `docs/PAPERS.md` P1-X6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
  */
 #define DPATTN_TEMPERATURE_CUSTOM DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM
 
 /**
- * Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
+ * Algorithm 3 as printed (default); spends about `2ε/3` (`docs/PAPERS.md` P1-15).
  */
 #define DPATTN_ACCOUNTING_PAPER DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER
 
 /**
- * `[EXT]` E2: the feature structures share the budget exactly (less noise).
+ * `[EXT]` `docs/PAPERS.md` P1-X2: the feature structures share the budget exactly (less noise).
  */
 #define DPATTN_ACCOUNTING_TIGHT DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT
 
@@ -483,8 +489,8 @@
 #define DPATTN_QUERY_CLAMP DPATTN_SOFTMAX_TREE_QUERY_CLAMP
 
 /**
- * `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
- * multiple `k > √2` (default, `k = 10`).
+ * `[FIX]` `docs/PAPERS.md` P1-14: `l` from a union bound over an ℓ∞ net; `copies_param` is the
+ * Chebyshev multiple `k > √2` (default, `k = 10`).
  */
 #define DPATTN_COPIES_NET_HOEFFDING DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING
 
@@ -971,7 +977,8 @@ typedef struct {
    */
   double delta;
   /**
-   * `k ≥ 1`: how many times one input is released (composed exactly, \[FIX\] E6).
+   * `k ≥ 1`: how many times one input is released (composed exactly, \[FIX\]
+   * `docs/PAPERS.md` P3-6).
    * Default 1.
    */
   uint32_t releases;
@@ -1280,8 +1287,8 @@ typedef struct {
    */
   uint32_t query_policy;
   /**
-   * 1: `[EXT]` E8 clamps (denominator into `[n, n·T_s(z_max)]`, outputs into
-   * `[−R_w, R_w]`); 0: raw ratios.
+   * 1: `[EXT]` clamps of `docs/PAPERS.md` P1-X8 (denominator into `[n, n·T_s(z_max)]`, outputs
+   * into `[−R_w, R_w]`); 0: raw ratios.
    */
   uint32_t clamp_outputs;
 } dpattn_moment_sketch_params;
@@ -1330,7 +1337,7 @@ typedef struct {
 } dpattn_grid_info;
 
 /**
- * All public inputs of Algorithm 1 (`NoisyHeadParams`, spec §2.2, §5.3). Fill with a
+ * All public inputs of Algorithm 1 (`NoisyHeadParams`, `docs/PAPERS.md` §4.4). Fill with a
  * preset (`dpattn_noisy_head_params_low_dim`, `_high_dim`, `_early_stopping`,
  * `_robustness`) or by hand, then `dpattn_noisy_head_validate`. Nothing here may depend
  * on the private prompts.
@@ -1413,7 +1420,7 @@ typedef struct {
 } dpattn_noisy_head_radii;
 
 /**
- * Data-independent soft diagnostics of a parameter set (spec §5.7); never an error.
+ * Data-independent soft diagnostics of a parameter set (`docs/PAPERS.md` §4.8); never an error.
  */
 typedef struct {
   /**
@@ -1819,7 +1826,8 @@ typedef struct {
    */
   double p_fail;
   /**
-   * `[FIX]` OQ13: 1 to snap each query coordinate to the `2ε₀` net before answering.
+   * `[FIX]` `docs/PAPERS.md` P1-13: 1 to snap each query coordinate to the `2ε₀` net before
+   * answering.
    */
   uint32_t snap_to_net;
 } dpattn_softmax_tree_adaptive_params;
@@ -1900,7 +1908,8 @@ typedef struct {
    */
   double p_fail;
   /**
-   * 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
+   * 1: `[FIX]` `docs/PAPERS.md` P1-13, snap query coordinates to the net before answering; 0
+   * (default).
    */
   uint32_t snap_to_net;
   /**
@@ -1908,8 +1917,8 @@ typedef struct {
    */
   uint32_t split;
   /**
-   * 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
-   * `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
+   * 1 (default): `[EXT]` `docs/PAPERS.md` P1-X8, clamp `D̃` into `[n, n e^{z_max}]` and outputs
+   * into `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
    */
   uint32_t clamp_outputs;
   /**
@@ -1923,12 +1932,12 @@ typedef struct {
  */
 typedef struct {
   /**
-   * The denominator `D̃` used (after the E8 clamp when enabled).
+   * The denominator `D̃` used (after the clamp of `docs/PAPERS.md` P1-X8 when enabled).
    */
   double denominator;
   /**
-   * 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
-   * meaningless; with E8 it was clamped to `n`), else 0.
+   * 1 when the raw noisy `D̃` was not positive (without the P1-X8 clamp the outputs are then
+   * meaningless; with it, `D̃` was clamped to `n`), else 0.
    */
   uint32_t nonpositive_denominator;
 } dpattn_softmax_tree_cross_attention_query_info;
@@ -1952,7 +1961,7 @@ typedef struct {
 } dpattn_domain_report;
 
 /**
- * The theorem-level error estimate of seed-001 AC-12.
+ * The theorem-level error estimate of `docs/PAPERS.md` P1-AC12 (values: T1-K).
  */
 typedef struct {
   /**
@@ -1972,11 +1981,12 @@ typedef struct {
    */
   double additive;
   /**
-   * `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
+   * `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (`docs/PAPERS.md` P1-11,
+   * corrected).
    */
   double relative;
   /**
-   * `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
+   * `[EXT]` `docs/PAPERS.md` P1-X5: deterministic per-copy bound on the `A_k` answer noise.
    */
   double worst_case_weighted;
 } dpattn_softmax_tree_cross_attention_error_estimate;
@@ -2125,7 +2135,7 @@ typedef struct {
   uint32_t has_fixed_noise_multiplier;
   /**
    * `σ₀` when `has_fixed_noise_multiplier = 1`. The step is charged `min(σ, σ₀)`
-   * (\[FIX\] Q10).
+   * (\[FIX\] `docs/PAPERS.md` P2-10).
    */
   double fixed_noise_multiplier;
   /**
@@ -2735,7 +2745,7 @@ dpattn_status dpattn_test_panic(void);
  * ```c
  * double sigma;
  * if (dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, &sigma) == DPATTN_STATUS_OK) {
- *     // sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A)
+ *     // sigma ≈ 3.7306316348 (Balle–Wang; docs/PAPERS.md T3-A)
  *     dpattn_fill_gaussian(&key, stream, 0, sigma, DPATTN_DTYPE_F64, noise, n);
  * }
  * ```
@@ -2853,8 +2863,8 @@ dpattn_status dpattn_laplace_epsilon(double scale, double sensitivity, double *o
 /**
  * The bound `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))` and the variance
  * `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` (`t = εB/Δ`) of the truncated Laplace
- * `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`shared/spec/seed-001.md`
- * §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
+ * `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`docs/PAPERS.md` §1.3,
+ * Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
  * up (never below the exact bound, at most 4.5e-15 relative above it), so the δ it implies
  * never exceeds `delta`.
  *
@@ -3253,7 +3263,7 @@ dpattn_status dpattn_dp_forward_validate(const dpattn_dp_forward_params *params)
 /**
  * `*out_sensitivity` = the true L2 sensitivity `S₂` of one release of the hook (rounded
  * up): `2C` for Frobenius clipping; `2C·√n` (sequence) or `2C·√min(c, n)` (token level)
- * for row clipping. \[FIX\] E1/E2: the paper's `C` is half of it. Errors as
+ * for row clipping. \[FIX\] `docs/PAPERS.md` P3-1, P3-2: the paper's `C` is half of it. Errors as
  * `dpattn_dp_forward_validate`. Thread-safe; no shared state.
  *
  * # Safety
@@ -3296,9 +3306,9 @@ dpattn_status dpattn_dp_forward_check_neighbours(uint32_t neighbour_kind,
 /**
  * `*out_sigma` = the noise floor `S·√k / A(ε, δ)` (rounded up): the per-entry std of
  * i.i.d. noise and the smallest admissible `σ_min(U)·σ_min(V)` (Algorithm 1 with
- * branch-aware bisection, \[FIX\] E4/E17; `k` releases composed exactly, \[FIX\] E6;
- * half the sensitivity under the released-code rule). Seed-003 §5-A: ε = 8, δ = 1e-5,
- * `S = 2` gives 1.2004581444. Errors as `dpattn_dp_forward_validate`, plus
+ * branch-aware bisection, \[FIX\] `docs/PAPERS.md` P3-4, P3-17; `k` releases composed exactly,
+ * \[FIX\] P3-6; half the sensitivity under the released-code rule). `docs/PAPERS.md` T3-A: ε = 8,
+ * δ = 1e-5, `S = 2` gives 1.2004581444. Errors as `dpattn_dp_forward_validate`, plus
  * `DPATTN_STATUS_INFEASIBLE` if the calibration fails. Thread-safe; no shared state.
  *
  * # Safety
@@ -3311,8 +3321,8 @@ dpattn_status dpattn_dp_forward_noise_floor(const dpattn_dp_forward_params *para
  * The `(ε, δ)` the whole plan of `releases` releases satisfies, which an approximate-DP
  * ledger is charged once per input before its first release: the budget under the derived
  * rule; under the released-code rule the effective ε of its noise against the true
- * sensitivity (§5-G: nominal 8 is 19.121181). Errors as `dpattn_dp_forward_noise_floor`;
- * outputs written only on success. Thread-safe; no shared state.
+ * sensitivity (`docs/PAPERS.md` T3-G: nominal 8 is 19.121181). Errors as
+ * `dpattn_dp_forward_noise_floor`; outputs written only on success. Thread-safe; no shared state.
  *
  * # Safety
  * `params` must be NULL or readable; the out-pointers NULL or writable.
@@ -3408,15 +3418,16 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * is used up even when the call fails, so no two releases share noise (equal noise on two
  * matrices would reveal their difference).
  *
- * **Guarantee** (seed-003 Theorems 3 and 6 with Algorithm 1's exact calibration): each
+ * **Guarantee** (the paper's Theorems 3 and 6 with Algorithm 1's exact calibration;
+ * `docs/PAPERS.md` §3.6 and §3.7): each
  * sequence's `k = releases` releases together are `(ε, δ)`-DP under the configured
  * neighbour relation — any two sequences with the same label (SeqLDP, `S₂ = 2C`), or
  * matrices differing in `c` rows (token level, embedding position only). Sequences of one
- * batch are different inputs (parallel composition). \[FIX\] E1/E2: sensitivity `2C`, not
- * the paper's/code's `C`; \[FIX\] E6: the `k` releases are composed. Labels are not
+ * batch are different inputs (parallel composition). \[FIX\] P3-1, P3-2: sensitivity `2C`, not
+ * the paper's/code's `C`; \[FIX\] P3-6: the `k` releases are composed. Labels are not
  * protected (use `dpattn_dp_forward_randomize_labels`). The guarantee is local only while
- * `f` is frozen or updated without the raw inputs (E5). Floating point: the low-order
- * bits are not covered by the proof (E18); calibrations where the sampler's bounded
+ * `f` is frozen or updated without the raw inputs (P3-5). Floating point: the low-order
+ * bits are not covered by the proof (P3-18); calibrations where the sampler's bounded
  * support would be visible are refused.
  *
  * **Accounting.** The session's ledger must be kept for the plan's privacy unit: one
@@ -3523,7 +3534,7 @@ dpattn_status dpattn_dp_forward_randomize_labels(uint32_t *labels,
 /**
  * The keep probability `e^{ε₂}/(e^{ε₂} + k − 1)` (ideal; the realised one is at most this)
  * and the realised flip probability `T/2⁶⁴` (at least the ideal `1 − keep`) of k-ary
- * randomized response. Seed-003 §5-J: ε₂ = ln 9, k = 2 keeps with probability 0.9.
+ * randomized response. `docs/PAPERS.md` T3-J: ε₂ = ln 9, k = 2 keeps with probability 0.9.
  * Errors as `dpattn_dp_forward_randomize_labels` for `epsilon`/`classes`. Thread-safe; no
  * shared state.
  *
@@ -3578,9 +3589,9 @@ dpattn_status dpattn_dp_forward_full_ldp_budget(double sequence_epsilon,
 
 /**
  * The per-entry std of the i.i.d. MVG baseline (Chanyaswad et al. 2018, paper Theorem 2)
- * for an `n × d` query with L2 sensitivity `s2` and `γ = sup ‖f‖_F` (seed-003 §3.3):
- * `Var = √(nd)·4α²/(−β + √(β² + 8αε))²`. For comparison only (§5-H: `n = 128`, `d = 768`,
- * ε = 8, δ = 1e-5, `S = γ = 1` gives 2.13903e7, against aMGM's 0.6). Returns
+ * for an `n × d` query with L2 sensitivity `s2` and `γ = sup ‖f‖_F` (`docs/PAPERS.md`
+ * §3.4, MVG): `Var = √(nd)·4α²/(−β + √(β² + 8αε))²`. For comparison only (T3-H: `n = 128`,
+ * `d = 768`, ε = 8, δ = 1e-5, `S = γ = 1` gives 2.13903e7, against aMGM's 0.6). Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` for ε not finite and positive, δ ∉ (0, 1), `s2` or `γ`
  * not finite and positive, or a zero dimension; `DPATTN_STATUS_NULL_ARGUMENT`.
  * Thread-safe; no shared state.
@@ -3599,7 +3610,7 @@ dpattn_status dpattn_dp_forward_mvg_iid_std(double epsilon,
 /**
  * A certified upper bound on `σ_max(W)` for `W` (`rows × cols` doubles, any row stride ≥
  * cols): `min(‖W‖_F, √(‖W‖₁‖W‖_∞))`, every sum rounded up. Use it as the Lipschitz
- * constant of a linear map between the clip and the noise (\[FIX\] E3: release
+ * constant of a linear map between the clip and the noise (\[FIX\] `docs/PAPERS.md` P3-3: release
  * `X·[W^Q|W^K|W^V]` once with sensitivity `2C·σ̄_max`). Returns
  * `DPATTN_STATUS_NON_FINITE` for NaN/±∞, `DPATTN_STATUS_OUT_OF_RANGE` for an empty `W`
  * or `row_stride < cols` with several rows, `DPATTN_STATUS_BUFFER_TOO_SHORT`,
@@ -3660,16 +3671,16 @@ dpattn_status dpattn_gaussian_sampling_attention_scratch_len(size_t n,
  * `out_p[b, h]` (both `[batch, heads, n, n]`, dtype `DPATTN_DTYPE_F64`; `x` may be any
  * dtype). Writes the private diagnostics to `*out_report` (**data holder only**).
  *
- * **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the spec's errata): each
- * problem's `(B, P)` is `(ε, δ)`-DP with respect to **one feature column** of its `X`
- * moving by at most `β` in ℓ2 (not one token: token-level privacy is not covered), for
- * `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input
- * lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
- * total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
- * batch elements when declared disjoint). The domain and `k` must be public (never derived from `X`). The
- * samplers are floating point; the guarantee is for the exact output law. `[FIX]`es: the
- * stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
- * tight), `δ < 0.1` (E18).
+ * **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the errata of `docs/PAPERS.md` §0.6):
+ * each problem's `(B, P)` is `(ε, δ)`-DP with respect to **one feature column** of its `X` moving
+ * by at most `β` in ℓ2 (not one token: token-level privacy is not covered), for `ε ∈ (0, 1)`,
+ * `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input lies in the declared
+ * `(α, η)`-good domain. The whole call composes over problems: its total is
+ * `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over batch elements
+ * when declared disjoint). The domain and `k` must be public (never derived from `X`). The
+ * samplers are floating point; the guarantee is for the exact output law. `[FIX]`es: the stricter
+ * Theorem 4.1 constants by default (P0-1), the loose `√n` sensitivity (P0-6, opt-in tight),
+ * `δ < 0.1` (P0-18).
  *
  * **Accounting.** The session's ledger must be kept for one feature column
  * (`DPATTN_UNIT_FEATURE_COLUMN`; another unit is refused with
@@ -3867,9 +3878,9 @@ dpattn_status dpattn_gaussian_sampling_min_epsilon_for_k(size_t n,
 
 /**
  * The smallest `ε` (to about 1e-15 relative) for which a feasible `k` exists (bisection on
- * `ε`); for the paper calibration the root of spec §5.3's cubic up to the rounding of `k`
- * (0.0689072 for the §5.4 example). Errors: `DPATTN_STATUS_INFEASIBLE` (none below the
- * allowed maximum), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
+ * `ε`); for the paper calibration the root of the cubic of `docs/PAPERS.md` §0.3 up to the
+ * rounding of `k` (0.0689072 for the example T0-A). Errors: `DPATTN_STATUS_INFEASIBLE` (none below
+ * the allowed maximum), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
  * # Safety
  * Struct pointers readable, `out` writable (or NULL, rejected).
@@ -3917,13 +3928,13 @@ dpattn_status dpattn_gaussian_sampling_rho(uint64_t k,
 
 /**
  * The paper's accuracy bound `4(1 + ε + 2r)·r` on `‖P_A − P_B‖` (Theorem 4.1 Part 1). The
- * constant uniform output already meets it when `r < 0.1` (spec D-5): it says nothing
- * about utility. Pure arithmetic (NaN in, NaN out; NaN if it panics). Thread-safe.
+ * constant uniform output already meets it when `r < 0.1` (`docs/PAPERS.md` P0-D5): it says
+ * nothing about utility. Pure arithmetic (NaN in, NaN out; NaN if it panics). Thread-safe.
  */
 double dpattn_gaussian_sampling_error_bound_paper(double eps, double r);
 
 /**
- * The spec's `k`-dependent bound (D-4) `2(e^{ρ₂·r} − 1)` on `‖P_A − P_B‖_{∞→∞}`, valid
+ * Our `k`-dependent bound (`docs/PAPERS.md` P0-D4) `2(e^{ρ₂·r} − 1)` on `‖P_A − P_B‖_{∞→∞}`, valid
  * whenever `‖A^{-1/2}BA^{-1/2} − I‖₂ ≤ ρ₂` and `max|A_ij| ≤ r`. Pure arithmetic (NaN on a
  * caught panic). Thread-safe.
  */
@@ -3931,8 +3942,8 @@ double dpattn_gaussian_sampling_error_bound_tight(double rho2,
                                                   double r);
 
 /**
- * The error of the constant uniform output, `2(e^r − 1)` (spec D-5): a useful release
- * must beat it. Pure arithmetic (NaN on a caught panic). Thread-safe.
+ * The error of the constant uniform output, `2(e^r − 1)` (`docs/PAPERS.md` P0-D5): a useful
+ * release must beat it. Pure arithmetic (NaN on a caught panic). Thread-safe.
  */
 double dpattn_gaussian_sampling_uniform_baseline_bound(double r);
 
@@ -3996,7 +4007,7 @@ dpattn_status dpattn_gaussian_sampling_dp_covariance_from_data_scratch_len(size_
                                                                            size_t *out_len);
 
 /**
- * DPCovariance on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (spec S2; `X` is
+ * DPCovariance on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2; `X` is
  * `x_rows × x_cols` of dtype `x_dtype`), the same law as `dp_covariance` on `XXᵀ`, into
  * `out` (`n × n`). **No privacy check** (see `dpattn_gaussian_sampling_dp_covariance`).
  * Errors (`out` untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_ALIASING`,
@@ -4649,7 +4660,7 @@ dpattn_status dpattn_fill_exponential(const dpattn_key *key,
  * `first_index + i` of the draw `(key, stream)`, two words per element for both precisions
  * (`docs/RANDOMNESS.md` §3). Equal to the core's `TruncatedLaplace::new(..).fill_keyed`.
  *
- * **Privacy** (core docs, `shared/spec/seed-001.md` §2): if `f` has sensitivity `Δ` (under
+ * **Privacy** (core docs, `docs/PAPERS.md` §1.3): if `f` has sensitivity `Δ` (under
  * whatever neighbour relation `Δ` was computed for), `f(X) + TLap(Δ, ε, δ)` is
  * `(ε, δ)`-DP for `0 < δ ≤ 1/2`; `δ = 0` is the ordinary `Lap(Δ/ε)`. The bound and the
  * variance come from `dpattn_truncated_laplace_bound`.
@@ -5018,9 +5029,9 @@ dpattn_status dpattn_noisy_attention_f64(const dpattn_tensor4_mut *out,
                                          size_t scratch_len);
 
 /**
- * The low-dimensional experiment (§4.2): `D = 5`, `L = ⌊√N⌋`, `λ = 5`, `δ = 1e-5`,
- * `η0 = 0.95·(2/3)·λ/(λ + G²)²`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (the code's rule,
- * erratum 7), `κ = 1`, `τ² = 0`, the proof's `G`, `σ = σ_min`, paper accounting. Spec U3/U4:
+ * The low-dimensional experiment (`docs/PAPERS.md` §4.6): `D = 5`, `L = ⌊√N⌋`, `λ = 5`,
+ * `δ = 1e-5`, `η0 = 0.95·(2/3)·λ/(λ + G²)²`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (the code's rule,
+ * P4-7), `κ = 1`, `τ² = 0`, the proof's `G`, `σ = σ_min`, paper accounting. T4-A:
  * `N = 1000`, ε = 1 gives `L = 31`, `T = 44`. Returns `DPATTN_STATUS_OUT_OF_RANGE` for
  * `n ∉ [2, 2⁵²]` or ε not finite and positive, `DPATTN_STATUS_INFEASIBLE` when the
  * parameters fail validation (e.g. `ε/T ≥ 1`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe;
@@ -5034,8 +5045,8 @@ dpattn_status dpattn_noisy_head_params_low_dim(size_t n,
                                                dpattn_noisy_head_params *out);
 
 /**
- * The high-dimensional experiment (§4.3): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`, `T = 5`;
- * the paper says δ = 1e-5, its code used 1e-2 (erratum 18): pass either. Errors as
+ * The high-dimensional experiment (`docs/PAPERS.md` §4.6): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`,
+ * `T = 5`; the paper says δ = 1e-5, its code used 1e-2 (P4-18): pass either. Errors as
  * `dpattn_noisy_head_params_low_dim`. Thread-safe; no shared state.
  *
  * # Safety
@@ -5047,8 +5058,8 @@ dpattn_status dpattn_noisy_head_params_high_dim(size_t n,
                                                 dpattn_noisy_head_params *out);
 
 /**
- * The early-stopping experiment (§4.4): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`,
- * δ = 1e-5, `T = iters`. Spec U4: `N = 400` gives `D = L = 20`,
+ * The early-stopping experiment (`docs/PAPERS.md` §4.6): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`,
+ * δ = 1e-5, `T = iters`. T4-A: `N = 400` gives `D = L = 20`,
  * `η0 = 2.8478920952431833e-4`. Errors as `dpattn_noisy_head_params_low_dim`.
  * Thread-safe; no shared state.
  *
@@ -5061,8 +5072,8 @@ dpattn_status dpattn_noisy_head_params_early_stopping(size_t n,
                                                       dpattn_noisy_head_params *out);
 
 /**
- * The robustness experiment (§4.5) for any `N ≥ 3`, `L`: `D = 5`, `λ = 0.01`, δ = 1e-2,
- * `k = 1`, `T = ⌊ln N⌋`, and the authors' `R = 0.1·C²√(N/L)` (erratum 10). The paper's
+ * The robustness experiment (`docs/PAPERS.md` §4.6) for any `N ≥ 3`, `L`: `D = 5`, `λ = 0.01`, δ =
+ * 1e-2, `k = 1`, `T = ⌊ln N⌋`, and the authors' `R = 0.1·C²√(N/L)` (P4-10). The paper's
  * run is `(5000, 500, 0.5)`. Errors as `dpattn_noisy_head_params_low_dim` (`n ∉ [3, 2⁵²]`).
  * Thread-safe; no shared state.
  *
@@ -5094,7 +5105,7 @@ dpattn_status dpattn_noisy_head_radii_theorem41(size_t n,
                                                 dpattn_noisy_head_radii *out);
 
 /**
- * Checks every hard rule of spec §5.7 (public inputs only). Returns
+ * Checks every hard rule of `docs/PAPERS.md` §4.8 (public inputs only). Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes; ε, σ, η0 not positive and finite; `C, G, R ∉
  * [1e-100, 1e100]`; δ ∉ (0, 1); λ negative; unknown accounting),
  * `DPATTN_STATUS_INFEASIBLE` (`σ < 2G(C + RG)`, Theorem 3.2; `ε/T ≥ 1` under paper
@@ -5139,8 +5150,8 @@ dpattn_status dpattn_noisy_head_charge(const dpattn_noisy_head_params *params,
                                        double *out_rho);
 
 /**
- * The soft diagnostics of spec §5.7 (never a validation error; NULL pointers, an unknown
- * accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
+ * The soft diagnostics of `docs/PAPERS.md` §4.8 (never a validation error; NULL pointers, an
+ * unknown accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; `out` NULL or writable.
@@ -5282,7 +5293,7 @@ dpattn_status dpattn_noisy_head_linear_attention_head(double *out,
 
 /**
  * Writes the head weights that realise `ŷ = uᵀΓv`: `W^{PV}` with `w22 = 1` and
- * `W^{KQ}` with `W11 = Γᵀ` (\[FIX\] erratum 1: the paper's `Γ = w22·W11` would predict
+ * `W^{KQ}` with `W11 = Γᵀ` (\[FIX\] `docs/PAPERS.md` P4-1: the paper's `Γ = w22·W11` would predict
  * with `Γᵀ`), every other entry 0, both `(D+1) × (D+1)` row-major. Post-processing of a
  * released `Γ̂`. Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
  * (`d = 0`), `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`,
@@ -5380,9 +5391,10 @@ dpattn_status dpattn_noisy_head_predict(const double *gamma,
 /**
  * One noiseless, unprojected step `(1 − 2λη0)Γ − (η0/N)Σ_k(u_kᵀΓv_k − t_k)u_k v_kᵀ` into
  * `out` (the map whose sensitivity Theorem 3.2 bounds; its fixed point is ridge with
- * `2λ`, erratum 3). Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
- * (`λ < 0`, `η0 ≤ 0`, bad feature sizes), `DPATTN_STATUS_NULL_ARGUMENT`,
- * `DPATTN_STATUS_ALIASING`. Not private. Thread-safe; no shared state.
+ * `2λ`, `docs/PAPERS.md` P4-3). Returns `DPATTN_STATUS_SHAPE_MISMATCH`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0`, `η0 ≤ 0`, bad feature sizes),
+ * `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`. Not private. Thread-safe; no shared
+ * state.
  *
  * # Safety
  * Pointers NULL or valid for their lengths; `out` not accessed by anyone else.
@@ -5442,7 +5454,7 @@ dpattn_status dpattn_noisy_head_train_nonprivate(double *out,
 /**
  * The non-private ridge estimate `Γ*` of eq. (2.7) into `out` (`D²`):
  * `vec(Γ*) = (λN·I + Σ vec(Z_k)vec(Z_k)ᵀ)⁻¹Σ y_k vec(Z_k)` (pass `2λ` to compare with the
- * descent's limit, erratum 3). **Allocates** (`O(D⁴)` or `O((N + D²)D²)` doubles).
+ * descent's limit, `docs/PAPERS.md` P4-3). **Allocates** (`O(D⁴)` or `O((N + D²)D²)` doubles).
  * Returns `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0` or not finite, unknown solver),
  * `DPATTN_STATUS_INFEASIBLE` (numerically singular system or non-finite features),
  * `DPATTN_STATUS_SHAPE_MISMATCH` (`out_len ≠ D²`), `DPATTN_STATUS_ALLOCATION_FAILED`,
@@ -5459,8 +5471,8 @@ dpattn_status dpattn_noisy_head_ridge(double *out,
                                       uint32_t solver);
 
 /**
- * Schedule rules for `T`, fixed before the run from public quantities (spec §2.5, §3.3):
- * `which = 0`: the code's low-dim rule `⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (erratum 7; `x` =
+ * Schedule rules for `T`, fixed before the run from public quantities (`docs/PAPERS.md` §4.5):
+ * `which = 0`: the code's low-dim rule `⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (P4-7; `x` =
  * `N`, `l`, `d` unused); `1`: Theorem 4.2(i) `⌈ln(N²LD³)/ln(1/(1 − η0λ))⌉`; `2`: Theorem
  * 4.2(ii) `⌈ln r/ln(1/(1 − η0λ))⌉` with `r = x_r` (`n`, `l`, `d` unused). Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` unless `η0λ ∈ (0, 1)`, sizes positive (`N ≥ 2`), `r > 1`
@@ -5480,18 +5492,21 @@ dpattn_status dpattn_noisy_head_schedule_iters(uint32_t which,
                                                uint32_t *out_iters);
 
 /**
- * `*out = E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of §1.1 (exact).
- * Returns `DPATTN_STATUS_OUT_OF_RANGE` (`l`/`d` zero, `τ²` negative or not finite),
+ * `*out = E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of `docs/PAPERS.md` §4.3
+ * (exact). Returns `DPATTN_STATUS_OUT_OF_RANGE` (`l`/`d` zero, `τ²` negative or not finite),
  * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
  * # Safety
  * `out` NULL or writable.
  */
-dpattn_status dpattn_noisy_head_expected_z_norm_sq(size_t l, size_t d, double tau2, double *out);
+dpattn_status dpattn_noisy_head_expected_z_norm_sq(size_t l,
+                                                   size_t d,
+                                                   double tau2,
+                                                   double *out);
 
 /**
- * The mean-field predictor of the expected excess risk at `params.iters` (spec §4.6; an
- * approximation for planning, not a bound), and, when `max_iters > 0`, the
+ * The mean-field predictor of the expected excess risk at `params.iters` (`docs/PAPERS.md` §4.7;
+ * an approximation for planning, not a bound), and, when `max_iters > 0`, the
  * data-independent best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`,
  * `*out_best_risk`; both 0 when `max_iters = 0`). `c0` is the per-entry std of a random
  * start; the best-`T` search uses `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
@@ -5511,8 +5526,8 @@ dpattn_status dpattn_noisy_head_mean_field(const dpattn_noisy_head_params *param
                                            double *out_best_risk);
 
 /**
- * Writes prompts `first .. first + n` of the synthetic model of §1.1 (tokens uniform on
- * the sphere, a fresh task `w_k ~ N(0, I)` per prompt, labels `w_kᵀx + τϵ`); prompt `k`
+ * Writes prompts `first .. first + n` of the synthetic model of `docs/PAPERS.md` §4.3 (tokens
+ * uniform on the sphere, a fresh task `w_k ~ N(0, I)` per prompt, labels `w_kᵀx + τϵ`); prompt `k`
  * is a function of `(key, stream, k)` only. Not private data: for experiments. Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes, `τ` negative or not finite),
  * `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_SIZE_OVERFLOW`,
@@ -5941,7 +5956,8 @@ dpattn_status dpattn_session_ledger_snapshot(const dpattn_session *session,
                                              dpattn_ledger **out_ledger);
 
 /**
- * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):
+ * The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (`docs/PAPERS.md`
+ * §1.9, values T1-J):
  * `ACCOUNTING_PAPER`: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)`; `_TIGHT`: the
  * largest `ε_D` advanced composition allows in `2ε_S/3`. Errors:
  * `DPATTN_STATUS_OUT_OF_RANGE` (`r = 0`, `L = 0`, `δ′ ∉ (0, 1)`, `c ≤ 0`, bad ε/δ, unknown
@@ -5974,8 +5990,8 @@ dpattn_status dpattn_softmax_budget_achieved(const dpattn_softmax_budget *budget
                                              double *out_delta);
 
 /**
- * The copy count `l` (always odd, OQ16) for `dim`, `features = r`, radius `R`, kernel
- * accuracy `ε_s` and failure probability `p_fail` (seed-001 §8.4). Errors:
+ * The copy count `l` (always odd, `docs/PAPERS.md` P1-16) for `dim`, `features = r`, radius `R`,
+ * kernel accuracy `ε_s` and failure probability `p_fail` (§1.8, values T1-I). Errors:
  * `DPATTN_STATUS_OUT_OF_RANGE`, `_SIZE_OVERFLOW` (huge `l`), `_NULL_ARGUMENT`. Thread-safe;
  * no shared state.
  *
@@ -5998,14 +6014,14 @@ double dpattn_softmax_tree_net_resolution(size_t dim, double radius, double eps_
 
 /**
  * Snaps a public query coordinate `y` to the nearest point of the net
- * `{0, step, 2·step, …} ∩ [0, R] ∪ {R}` (OQ13; post-processing of a public value). Pure
- * arithmetic (NaN on a caught panic). Thread-safe.
+ * `{0, step, 2·step, …} ∩ [0, R] ∪ {R}` (`docs/PAPERS.md` P1-13; post-processing of a public
+ * value). Pure arithmetic (NaN on a caught panic). Thread-safe.
  */
 double dpattn_softmax_tree_snap_to_net(double y, double step, double radius);
 
 /**
  * The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
- * (§7.5): `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`. Errors:
+ * (`docs/PAPERS.md` §1.7): `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`. Errors:
  * `DPATTN_STATUS_OUT_OF_RANGE` (a node budget invalid for TLap), `_NULL_ARGUMENT`.
  * Thread-safe; no shared state.
  *
@@ -6020,8 +6036,8 @@ dpattn_status dpattn_softmax_tree_uniform_noise_std(const dpattn_softmax_budget 
                                                     double *out);
 
 /**
- * `[EXT]` E5: the deterministic bound on one copy's answer noise for every query at once,
- * `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`. Errors as
+ * `[EXT]` `docs/PAPERS.md` P1-X5: the deterministic bound on one copy's answer noise for every
+ * query at once, `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`. Errors as
  * `dpattn_softmax_tree_uniform_noise_std`. Thread-safe; no shared state.
  *
  * # Safety
@@ -6076,7 +6092,8 @@ double dpattn_softmax_tree_taylor_exp(double z, uint32_t degree);
 double dpattn_softmax_tree_taylor_relative_error(double z_max, uint32_t degree);
 
 /**
- * The smallest degree `s` with worst-case relative error `≤ ε_s` on `[0, z_max]` (§6.3).
+ * The smallest degree `s` with worst-case relative error `≤ ε_s` on `[0, z_max]`
+ * (`docs/PAPERS.md` §1.6, values T1-E).
  * Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`z_max ∉ [0, 100]`, `ε_s ∉ (0, 1)`),
  * `_INFEASIBLE` (no degree ≤ 64), `_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
@@ -6255,9 +6272,9 @@ dpattn_status dpattn_dp_tree_distance_info(const dpattn_dp_tree_distance *tree,
                                            uint32_t *out_depth);
 
 /**
- * The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5; points in `y`'s own bin are dropped, OQ10)
- * for a public `y ∈ [0, ρ]`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` / `_NON_FINITE` (bad
- * `y`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+ * The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5; points in `y`'s own bin are dropped,
+ * `docs/PAPERS.md` P1-10) for a public `y ∈ [0, ρ]`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` /
+ * `_NON_FINITE` (bad `y`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
  *
  * # Safety
  * `out` writable (or NULL, rejected).
@@ -6267,8 +6284,8 @@ dpattn_status dpattn_dp_tree_distance_query(const dpattn_dp_tree_distance *tree,
                                             double *out);
 
 /**
- * The exact noise variance of `dpattn_dp_tree_distance_query(y)` (§4.6). Errors as the
- * query. Thread-safe (per-handle lock).
+ * The exact noise variance of `dpattn_dp_tree_distance_query(y)` (`docs/PAPERS.md` §1.5). Errors
+ * as the query. Thread-safe (per-handle lock).
  *
  * # Safety
  * `out` writable (or NULL, rejected).
@@ -6464,12 +6481,12 @@ dpattn_status dpattn_softmax_tree_params_default(dpattn_softmax_tree_params *out
  * from `session` (from element 0 of its stream). Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)`
  * for public `y`.
  *
- * **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
- * that differ in **one row** `(x_k, w_k)` (one token), for `X ∈ [0, R]^{n×d}`,
- * `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is public. The accountant
- * (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
- * under the paper split); the session's ledger is charged exactly that (module docs).
- * Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+ * **Guarantee** (Theorem G.7 with the corrections P1-11 and P1-15 of `docs/PAPERS.md`):
+ * `(ε, δ + δ′)`-DP for neighbouring datasets that differ in **one row** `(x_k, w_k)` (one token),
+ * for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is
+ * public. The accountant (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent
+ * (about `2ε/3` under the paper split); the session's ledger is charged exactly that (module
+ * docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
  * `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT` (estimate over
  * `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`, `_MISALIGNED`,
  * `_SIZE_OVERFLOW`, `_INVALID_HANDLE` (a freed session), the ledger's status for a refused
@@ -6574,10 +6591,10 @@ dpattn_status dpattn_softmax_tree_query_scratch_len(const dpattn_softmax_tree *t
 /**
  * The noisy `Σ_k w_k P(x_k)·P(y)` (Algorithm 3 DistanceQuery) for a public `y`
  * (`y_len = d`). Accuracy: `|answer − wᵀexp(τXy)| ≤ ε_s Σ|w_i| e^{τ⟨x_i,y⟩}` (the corrected
- * OQ11 form) + own-bin bias + noise (variance `dpattn_softmax_tree_noise_variance`).
- * Errors: `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `_SHAPE_MISMATCH`, `_OUT_OF_RANGE` /
- * `_NON_FINITE` (bad query per the policy), `_ALIASING`, `_NULL_ARGUMENT`,
- * `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
+ * form of `docs/PAPERS.md` P1-11) + own-bin bias + noise (variance
+ * `dpattn_softmax_tree_noise_variance`). Errors: `DPATTN_STATUS_SCRATCH_TOO_SMALL`,
+ * `_SHAPE_MISMATCH`, `_OUT_OF_RANGE` / `_NON_FINITE` (bad query per the policy), `_ALIASING`,
+ * `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
  *
  * # Safety
  * `y` readable for `y_len`, `scratch` writable for `scratch_len`, `out` writable.
@@ -6590,8 +6607,8 @@ dpattn_status dpattn_softmax_tree_query(const dpattn_softmax_tree *tree,
                                         double *out);
 
 /**
- * The exact noise variance of the answer at `y` (§7.5). Allocates `r + d` doubles. Errors
- * as the query (plus `_ALLOCATION_FAILED`). Thread-safe (per-handle lock).
+ * The exact noise variance of the answer at `y` (`docs/PAPERS.md` §1.7). Allocates `r + d`
+ * doubles. Errors as the query (plus `_ALLOCATION_FAILED`). Thread-safe (per-handle lock).
  *
  * # Safety
  * `y` readable for `y_len`, `out` writable.
@@ -6712,8 +6729,8 @@ dpattn_status dpattn_softmax_tree_adaptive_query(const dpattn_softmax_tree_adapt
                                                  double *out);
 
 /**
- * The exact noise variance of one copy's answer at `y` (§7.5). Allocates. Errors as the
- * query. Thread-safe (per-handle lock).
+ * The exact noise variance of one copy's answer at `y` (`docs/PAPERS.md` §1.7). Allocates. Errors
+ * as the query. Thread-safe (per-handle lock).
  *
  * # Safety
  * `y` readable for `y_len`, `out` writable.
@@ -6728,8 +6745,9 @@ dpattn_status dpattn_softmax_tree_adaptive_copy_noise_variance(const dpattn_soft
  * paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
  * accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
  * net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
- * 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
- * and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
+ * 4.2), the output clamps of `docs/PAPERS.md` P1-X8, private data clamped; `epsilon`, `delta`,
+ * `delta_prime` are NaN and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`.
+ * Thread-safe.
  *
  * # Safety
  * `out` must be NULL or writable for one struct.
@@ -6737,9 +6755,9 @@ dpattn_status dpattn_softmax_tree_adaptive_copy_noise_variance(const dpattn_soft
 dpattn_status dpattn_softmax_tree_cross_attention_params_default(dpattn_softmax_tree_cross_attention_params *out);
 
 /**
- * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
- * `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
- * randomness from `session` (one stream id; every node of every copy is an element of that
+ * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; `docs/PAPERS.md` §1.9) for
+ * private `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with
+ * fresh randomness from `session` (one stream id; every node of every copy is an element of that
  * stream), and returns the handle in `*out`. Any number of public queries are then
  * answered by post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the
  * structures; `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and
@@ -6751,9 +6769,9 @@ dpattn_status dpattn_softmax_tree_cross_attention_params_default(dpattn_softmax_
  * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
  * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
  * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy` reports what is
- * actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
- * (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
- * for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+ * actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are
+ * clamped (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+ * for the floats returned. Accuracy is poor unless `n` is huge (`docs/PAPERS.md` T1-K; see
  * `dpattn_softmax_tree_cross_attention_estimate_error`).
  *
  * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
@@ -6979,11 +6997,11 @@ dpattn_status dpattn_shuffle_plan_sizes(const dpattn_shuffle_plan *plan,
                                         size_t *out_step_scratch_len);
 
 /**
- * What the plan really moves (spec §2.6, \[FIX\] Q17): `*out_moved` elements lie in
+ * What the plan really moves (`docs/PAPERS.md` §2.3, \[FIX\] P2-17): `*out_moved` elements lie in
  * tensors whose moved axis has blocks of at least two positions, out of `*out_total =
  * param_len`; `*out_min_orbit` is the smallest orbit of a buffer coordinate (1 if any
  * coordinate is a fixed point, else the smallest permuted block; the paper's `d` is never
- * the right number, Q5). Returns `DPATTN_STATUS_INVALID_HANDLE`,
+ * the right number, P2-5). Returns `DPATTN_STATUS_INVALID_HANDLE`,
  * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
  *
  * # Safety
@@ -7125,8 +7143,8 @@ dpattn_status dpattn_shuffled_dp_sgd_params_default(dpattn_shuffled_dp_sgd_param
 /**
  * What one step costs, for charging an RDP ledger yourself: the Poisson-subsampled
  * Gaussian mechanism `SampledGaussianRdp(q, σ_eff)` with `*out_q = sampling_rate` and
- * `*out_sigma = σ_eff = min(σ, σ₀)` (\[FIX\] Q10) — exactly what the same step without
- * shuffling costs (shuffling earns no credit). `*out_support_delta` is the estimate
+ * `*out_sigma = σ_eff = min(σ, σ₀)` (\[FIX\] `docs/PAPERS.md` P2-10) — exactly what the same step
+ * without shuffling costs (shuffling earns no credit). `*out_support_delta` is the estimate
  * `T·q·τ` of the δ the sampler's bounded support adds over the planned run for a model of
  * `param_len` coordinates (a floating-point safeguard, not part of the proof): refuse the
  * run if it exceeds 1% of your ledger's δ, as the core's ledger path does. Returns
@@ -7158,7 +7176,7 @@ dpattn_status dpattn_shuffled_dp_sgd_charge(const dpattn_shuffled_dp_sgd_params 
  * **Guarantee.** With add/remove-one neighbours (one training record), the released
  * weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
  * `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
- * recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
+ * recoverable from the previous weights, `docs/PAPERS.md` P2-6; the paper's Theorem 6 is refuted).
  * `capacity` must be a public number of slots, never the private dataset size (empty
  * slots get zero gradients). The noisy sum is released on a public grid with exact
  * discrete Gaussian noise (the core's `NoiseMode::Exact`): the guarantee holds in the
@@ -7232,7 +7250,7 @@ dpattn_status dpattn_shuffled_dp_sgd_step(void *weights,
 /**
  * The audit ε of the paper's Eq. 45 from an attack's true type-I/II rates:
  * `max{ln((1−α−δ)/β), ln((1−β−δ)/α), 0}` — a lower bound on ε for any `(ε, δ)`-DP
- * mechanism (use the Clopper–Pearson version for estimated rates). Spec §6.3:
+ * mechanism (use the Clopper–Pearson version for estimated rates). `docs/PAPERS.md` T2-C:
  * `(0.1, 0.3, 1e-5)` gives 1.9458959. Returns `DPATTN_STATUS_OUT_OF_RANGE` unless
  * `α, β ∈ (0, 1]`, `δ ∈ [0, 1)`; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
  * state.
@@ -7260,8 +7278,8 @@ dpattn_status dpattn_shuffle_refute_clopper_pearson_upper(uint64_t successes,
                                                           double *out_upper);
 
 /**
- * A statistically valid lower bound on ε from membership-audit counts (§8 Q16): Eq. 45
- * on Clopper–Pearson upper bounds of α and β, each at `1 − (1 − confidence)/2` (union
+ * A statistically valid lower bound on ε from membership-audit counts (`docs/PAPERS.md` P2-16):
+ * Eq. 45 on Clopper–Pearson upper bounds of α and β, each at `1 − (1 − confidence)/2` (union
  * bound). A lower bound only refutes; it never validates an accountant. Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` (zero totals, counts above totals, `δ ∉ [0, 1)`,
  * `confidence ∉ (0, 1)`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
@@ -7279,8 +7297,8 @@ dpattn_status dpattn_shuffle_refute_audit_epsilon_lower_bound(uint64_t false_pos
 
 /**
  * The exact `δ(ε)` of the shuffled Gaussian mechanism at `d = 2` for the paper's pair
- * `f = c′u`, `f′ = (c + c′)u` with noise std `σ` (§5.4, §6.9(a)), in both directions:
- * `*out_forward = δ(p‖p′)`, `*out_backward = δ(p′‖p)`. At `σ = 1.16125`, ε = 1,
+ * `f = c′u`, `f′ = (c + c′)u` with noise std `σ` (`docs/PAPERS.md` §2.6, T2-I (a)), in both
+ * directions: `*out_forward = δ(p‖p′)`, `*out_backward = δ(p′‖p)`. At `σ = 1.16125`, ε = 1,
  * `c = c′ = 1` the backward δ is 0.07985, where Theorem 6 claims 1e-5. Returns
  * `DPATTN_STATUS_OUT_OF_RANGE` unless `ε ≥ 0`, `σ > 0`, `c > 0`, `c′ ≥ 0` (finite);
  * `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
@@ -7305,8 +7323,8 @@ dpattn_status dpattn_shuffle_refute_gaussian_delta_d2(double epsilon,
 dpattn_status dpattn_shuffle_refute_monte_carlo_delta_scratch_len(size_t d, size_t *out_len);
 
 /**
- * The Monte-Carlo privacy-loss estimator of §5.4 for the paper's pair in `ℝ^d` with
- * noise std `σ`: `samples` draws per side from `(key, stream)` (draw `s` under `p` uses
+ * The Monte-Carlo privacy-loss estimator of `docs/PAPERS.md` §2.6 for the paper's pair in `ℝ^d`
+ * with noise std `σ`: `samples` draws per side from `(key, stream)` (draw `s` under `p` uses
  * elements `s·d ..`, under `p′` elements `(samples + s)·d ..`), a deterministic function of
  * the stream. Returns `DPATTN_STATUS_OUT_OF_RANGE` (as the d = 2 function, plus `d < 2` or
  * `samples < 2`), `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `DPATTN_STATUS_SIZE_OVERFLOW`,

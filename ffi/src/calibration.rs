@@ -59,7 +59,7 @@ unsafe fn scalar(
 /// ```c
 /// double sigma;
 /// if (dpattn_analytic_gaussian_sigma(1.0, 1e-5, 1.0, &sigma) == DPATTN_STATUS_OK) {
-///     // sigma ≈ 3.7306316348 (Balle–Wang; shared/spec/seed-003.md §5-A)
+///     // sigma ≈ 3.7306316348 (Balle–Wang; docs/PAPERS.md T3-A)
 ///     dpattn_fill_gaussian(&key, stream, 0, sigma, DPATTN_DTYPE_F64, noise, n);
 /// }
 /// ```
@@ -219,8 +219,8 @@ pub unsafe extern "C" fn dpattn_laplace_epsilon(
 
 /// The bound `B = (Δ/ε)·ln(1 + (e^ε − 1)/(2δ))` and the variance
 /// `(2Δ²/ε²)(1 − δ(t² + 2t)/(e^ε − 1))` (`t = εB/Δ`) of the truncated Laplace
-/// `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`shared/spec/seed-001.md`
-/// §2, Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
+/// `TLap(Δ, ε, δ)` that `dpattn_fill_truncated_laplace` samples (`docs/PAPERS.md` §1.3,
+/// Fact 3.5). `δ = 0` gives `B = +∞` and the Laplace variance `2Δ²/ε²`. `B` is rounded
 /// up (never below the exact bound, at most 4.5e-15 relative above it), so the δ it implies
 /// never exceeds `delta`.
 ///

@@ -1,4 +1,4 @@
-//! DP-Forward from C (paper 003, `dpattn_core::dp_forward`; spec seed-003).
+//! DP-Forward from C (paper 003, `dpattn_core::dp_forward`; `docs/PAPERS.md` §3).
 //!
 //! Hidden-state matrices are passed as `(data, len, dtype, rows, cols, row_stride)`:
 //! `dtype` is `DPATTN_DTYPE_F32` or `DPATTN_DTYPE_F64` (the hook's noise is drawn and added
@@ -28,7 +28,8 @@ use crate::session::{dpattn_session, with_session};
 use crate::status::dpattn_status;
 use crate::tensor::{DPATTN_DTYPE_F32, DPATTN_DTYPE_F64, dpattn_dtype, dpattn_key};
 
-/// `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level, §4.2).
+/// `region`: bound the whole `tokens × dim` matrix of each sequence (sequence level,
+/// `docs/PAPERS.md` §3.7).
 pub const DPATTN_DP_FORWARD_REGION_FROBENIUS: u32 = 0;
 /// `region`: bound each row (token) on its own (App. A.2).
 pub const DPATTN_DP_FORWARD_REGION_ROWS: u32 = 1;
@@ -59,8 +60,8 @@ pub const DPATTN_DP_FORWARD_SUBLAYER_FFN: u32 = 2;
 pub const DPATTN_DP_FORWARD_SUBLAYER_ADD_NORM2: u32 = 3;
 /// `rule`: calibrate with the true sensitivity (default).
 pub const DPATTN_DP_FORWARD_RULE_DERIVED: u32 = 0;
-/// `rule`: \[FIX\] E1 reproduction: calibrate with half of it as the released code does;
-/// the guarantee reported is the effective one (nominal ε = 8 is really 19.12).
+/// `rule`: \[FIX\] `docs/PAPERS.md` P3-1 reproduction: calibrate with half of it as the released
+/// code does; the guarantee reported is the effective one (nominal ε = 8 is really 19.12).
 pub const DPATTN_DP_FORWARD_RULE_RELEASED_CODE: u32 = 1;
 /// `kind` of `dpattn_dp_forward_factors`: `Z = σ·N`, σ the noise floor (Eq. 6).
 pub const DPATTN_DP_FORWARD_FACTORS_IID: u32 = 0;
@@ -76,7 +77,8 @@ pub struct dpattn_dp_forward_params {
     pub epsilon: f64,
     /// δ, in `(0, 1)` (no Gaussian noise gives pure DP). Default 1e-5.
     pub delta: f64,
-    /// `k ≥ 1`: how many times one input is released (composed exactly, \[FIX\] E6).
+    /// `k ≥ 1`: how many times one input is released (composed exactly, \[FIX\]
+    /// `docs/PAPERS.md` P3-6).
     /// Default 1.
     pub releases: u32,
     /// `C`, in `[1e-100, 1e100]`. Default 1.
@@ -342,7 +344,7 @@ pub unsafe extern "C" fn dpattn_dp_forward_validate(
 
 /// `*out_sensitivity` = the true L2 sensitivity `S₂` of one release of the hook (rounded
 /// up): `2C` for Frobenius clipping; `2C·√n` (sequence) or `2C·√min(c, n)` (token level)
-/// for row clipping. \[FIX\] E1/E2: the paper's `C` is half of it. Errors as
+/// for row clipping. \[FIX\] `docs/PAPERS.md` P3-1, P3-2: the paper's `C` is half of it. Errors as
 /// `dpattn_dp_forward_validate`. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -418,9 +420,9 @@ pub extern "C" fn dpattn_dp_forward_check_neighbours(
 
 /// `*out_sigma` = the noise floor `S·√k / A(ε, δ)` (rounded up): the per-entry std of
 /// i.i.d. noise and the smallest admissible `σ_min(U)·σ_min(V)` (Algorithm 1 with
-/// branch-aware bisection, \[FIX\] E4/E17; `k` releases composed exactly, \[FIX\] E6;
-/// half the sensitivity under the released-code rule). Seed-003 §5-A: ε = 8, δ = 1e-5,
-/// `S = 2` gives 1.2004581444. Errors as `dpattn_dp_forward_validate`, plus
+/// branch-aware bisection, \[FIX\] `docs/PAPERS.md` P3-4, P3-17; `k` releases composed exactly,
+/// \[FIX\] P3-6; half the sensitivity under the released-code rule). `docs/PAPERS.md` T3-A: ε = 8,
+/// δ = 1e-5, `S = 2` gives 1.2004581444. Errors as `dpattn_dp_forward_validate`, plus
 /// `DPATTN_STATUS_INFEASIBLE` if the calibration fails. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -443,8 +445,8 @@ pub unsafe extern "C" fn dpattn_dp_forward_noise_floor(
 /// The `(ε, δ)` the whole plan of `releases` releases satisfies, which an approximate-DP
 /// ledger is charged once per input before its first release: the budget under the derived
 /// rule; under the released-code rule the effective ε of its noise against the true
-/// sensitivity (§5-G: nominal 8 is 19.121181). Errors as `dpattn_dp_forward_noise_floor`;
-/// outputs written only on success. Thread-safe; no shared state.
+/// sensitivity (`docs/PAPERS.md` T3-G: nominal 8 is 19.121181). Errors as
+/// `dpattn_dp_forward_noise_floor`; outputs written only on success. Thread-safe; no shared state.
 ///
 /// # Safety
 /// `params` must be NULL or readable; the out-pointers NULL or writable.
@@ -616,15 +618,16 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// is used up even when the call fails, so no two releases share noise (equal noise on two
 /// matrices would reveal their difference).
 ///
-/// **Guarantee** (seed-003 Theorems 3 and 6 with Algorithm 1's exact calibration): each
+/// **Guarantee** (the paper's Theorems 3 and 6 with Algorithm 1's exact calibration;
+/// `docs/PAPERS.md` §3.6 and §3.7): each
 /// sequence's `k = releases` releases together are `(ε, δ)`-DP under the configured
 /// neighbour relation — any two sequences with the same label (SeqLDP, `S₂ = 2C`), or
 /// matrices differing in `c` rows (token level, embedding position only). Sequences of one
-/// batch are different inputs (parallel composition). \[FIX\] E1/E2: sensitivity `2C`, not
-/// the paper's/code's `C`; \[FIX\] E6: the `k` releases are composed. Labels are not
+/// batch are different inputs (parallel composition). \[FIX\] P3-1, P3-2: sensitivity `2C`, not
+/// the paper's/code's `C`; \[FIX\] P3-6: the `k` releases are composed. Labels are not
 /// protected (use `dpattn_dp_forward_randomize_labels`). The guarantee is local only while
-/// `f` is frozen or updated without the raw inputs (E5). Floating point: the low-order
-/// bits are not covered by the proof (E18); calibrations where the sampler's bounded
+/// `f` is frozen or updated without the raw inputs (P3-5). Floating point: the low-order
+/// bits are not covered by the proof (P3-18); calibrations where the sampler's bounded
 /// support would be visible are refused.
 ///
 /// **Accounting.** The session's ledger must be kept for the plan's privacy unit: one
@@ -785,7 +788,7 @@ pub unsafe extern "C" fn dpattn_dp_forward_randomize_labels(
 
 /// The keep probability `e^{ε₂}/(e^{ε₂} + k − 1)` (ideal; the realised one is at most this)
 /// and the realised flip probability `T/2⁶⁴` (at least the ideal `1 − keep`) of k-ary
-/// randomized response. Seed-003 §5-J: ε₂ = ln 9, k = 2 keeps with probability 0.9.
+/// randomized response. `docs/PAPERS.md` T3-J: ε₂ = ln 9, k = 2 keeps with probability 0.9.
 /// Errors as `dpattn_dp_forward_randomize_labels` for `epsilon`/`classes`. Thread-safe; no
 /// shared state.
 ///
@@ -884,9 +887,9 @@ pub unsafe extern "C" fn dpattn_dp_forward_full_ldp_budget(
 }
 
 /// The per-entry std of the i.i.d. MVG baseline (Chanyaswad et al. 2018, paper Theorem 2)
-/// for an `n × d` query with L2 sensitivity `s2` and `γ = sup ‖f‖_F` (seed-003 §3.3):
-/// `Var = √(nd)·4α²/(−β + √(β² + 8αε))²`. For comparison only (§5-H: `n = 128`, `d = 768`,
-/// ε = 8, δ = 1e-5, `S = γ = 1` gives 2.13903e7, against aMGM's 0.6). Returns
+/// for an `n × d` query with L2 sensitivity `s2` and `γ = sup ‖f‖_F` (`docs/PAPERS.md`
+/// §3.4, MVG): `Var = √(nd)·4α²/(−β + √(β² + 8αε))²`. For comparison only (T3-H: `n = 128`,
+/// `d = 768`, ε = 8, δ = 1e-5, `S = γ = 1` gives 2.13903e7, against aMGM's 0.6). Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` for ε not finite and positive, δ ∉ (0, 1), `s2` or `γ`
 /// not finite and positive, or a zero dimension; `DPATTN_STATUS_NULL_ARGUMENT`.
 /// Thread-safe; no shared state.
@@ -915,7 +918,7 @@ pub unsafe extern "C" fn dpattn_dp_forward_mvg_iid_std(
 
 /// A certified upper bound on `σ_max(W)` for `W` (`rows × cols` doubles, any row stride ≥
 /// cols): `min(‖W‖_F, √(‖W‖₁‖W‖_∞))`, every sum rounded up. Use it as the Lipschitz
-/// constant of a linear map between the clip and the noise (\[FIX\] E3: release
+/// constant of a linear map between the clip and the noise (\[FIX\] `docs/PAPERS.md` P3-3: release
 /// `X·[W^Q|W^K|W^V]` once with sensitivity `2C·σ̄_max`). Returns
 /// `DPATTN_STATUS_NON_FINITE` for NaN/±∞, `DPATTN_STATUS_OUT_OF_RANGE` for an empty `W`
 /// or `row_stride < cols` with several rows, `DPATTN_STATUS_BUFFER_TOO_SHORT`,

@@ -1,5 +1,5 @@
 //! Differentially private attention by Gaussian sampling (paper 000; core module
-//! `dpattn_core::gaussian_sampling_attention`, spec `seed-000.md`) from C.
+//! `dpattn_core::gaussian_sampling_attention`; `docs/PAPERS.md` §0) from C.
 //!
 //! The mechanism releases `B = (1/k)·Σᵢ gᵢgᵢᵀ`, `gᵢ ~ N(0, XXᵀ)` and `P = D(B)⁻¹ f(B)`.
 //! **Privacy unit: one feature column of `X`** (neighbours differ in one column by at most
@@ -28,19 +28,21 @@ use crate::tensor::{
 pub const DPATTN_GAUSSIAN_SAMPLING_SCORE_EXP: u32 = 0;
 /// `f = cosh` in `P = D(B)⁻¹ f(B)`.
 pub const DPATTN_GAUSSIAN_SAMPLING_SCORE_COSH: u32 = 1;
-/// Bartlett decomposition (spec S3, default): cost independent of `k`; needs `k ≥ n`.
+/// Bartlett decomposition (`docs/PAPERS.md` P0-S3, default): cost independent of `k`; needs
+/// `k ≥ n`.
 pub const DPATTN_GAUSSIAN_SAMPLING_SAMPLER_BARTLETT: u32 = 0;
-/// The paper's literal `gᵢ = chol(Σ)·zᵢ` (spec S1): cost linear in `k`.
+/// The paper's literal `gᵢ = chol(Σ)·zᵢ` (`docs/PAPERS.md` P0-S1): cost linear in `k`.
 pub const DPATTN_GAUSSIAN_SAMPLING_SAMPLER_LITERAL: u32 = 1;
-/// `gᵢ = X·zᵢ` (spec S2): no factorisation; cost `O(ndk)`; data input only.
+/// `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2): no factorisation; cost `O(ndk)`; data input only.
 pub const DPATTN_GAUSSIAN_SAMPLING_SAMPLER_FACTOR_FREE: u32 = 2;
-/// Theorem 4.1 constants `Δ = 0.1·min(ε/√(k ln(1/δ)), ε/ln(1/δ))` (default; erratum E1).
+/// Theorem 4.1 constants `Δ = 0.1·min(ε/√(k ln(1/δ)), ε/ln(1/δ))` (default; `docs/PAPERS.md`
+/// P0-1).
 pub const DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_THEOREM41: u32 = 0;
 /// Definition 5.5 constants `Δ = min(ε/√(8k ln(1/δ)), ε/(8 ln(1/δ)))`.
 pub const DPATTN_GAUSSIAN_SAMPLING_CONSTANTS_DEFINITION55: u32 = 1;
 /// The paper's sensitivity bound `s = 2αβ√n/η` (Lemma 5.11, default).
 pub const DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_PAPER_SQRT_N: u32 = 0;
-/// The spec's tight bound `s = 2αβ/η` (D-6, not in the paper).
+/// Our tight bound `s = 2αβ/η` (`docs/PAPERS.md` P0-D6, not in the paper).
 pub const DPATTN_GAUSSIAN_SAMPLING_SENSITIVITY_TIGHT: u32 = 1;
 /// Refuse private data outside the declared domain (`DPATTN_STATUS_DOMAIN_VIOLATION`).
 pub const DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_REJECT: u32 = 0;
@@ -48,9 +50,10 @@ pub const DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_REJECT: u32 = 0;
 pub const DPATTN_GAUSSIAN_SAMPLING_OUT_OF_DOMAIN_CLIP_AND_RIDGE: u32 = 1;
 /// The paper's accuracy radius `C·(u + u²)`, `u = √((n² + ln(1/γ))/k)` (**not rigorous**).
 pub const DPATTN_GAUSSIAN_SAMPLING_RHO_PAPER_NOMINAL: u32 = 0;
-/// The rigorous Davidson–Szarek bound `ρ₂ = 2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k` (D-7).
+/// The rigorous Davidson–Szarek bound `ρ₂ = 2a + a²`, `a = (√n + √(2 ln(2/γ)))/√k`
+/// (`docs/PAPERS.md` P0-D7).
 pub const DPATTN_GAUSSIAN_SAMPLING_RHO_GAUSSIAN_SPECTRAL: u32 = 1;
-/// The paper's accuracy target `ρ < 0.1ε` (erratum E3).
+/// The paper's accuracy target `ρ < 0.1ε` (`docs/PAPERS.md` P0-3).
 pub const DPATTN_GAUSSIAN_SAMPLING_COUPLING_PAPER: u32 = 0;
 /// Theorem 5.3 with its own factor `ε_acc ∈ (0, 0.1)`: `ρ ≤ ε_acc/(1 + ε_acc)`.
 pub const DPATTN_GAUSSIAN_SAMPLING_COUPLING_DECOUPLED: u32 = 1;
@@ -374,16 +377,16 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_attention_scratch_len(
 /// `out_p[b, h]` (both `[batch, heads, n, n]`, dtype `DPATTN_DTYPE_F64`; `x` may be any
 /// dtype). Writes the private diagnostics to `*out_report` (**data holder only**).
 ///
-/// **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the spec's errata): each
-/// problem's `(B, P)` is `(ε, δ)`-DP with respect to **one feature column** of its `X`
-/// moving by at most `β` in ℓ2 (not one token: token-level privacy is not covered), for
-/// `ε ∈ (0, 1)`, `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input
-/// lies in the declared `(α, η)`-good domain. The whole call composes over problems: its
-/// total is `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over
-/// batch elements when declared disjoint). The domain and `k` must be public (never derived from `X`). The
-/// samplers are floating point; the guarantee is for the exact output law. `[FIX]`es: the
-/// stricter Theorem 4.1 constants by default (E1), the loose `√n` sensitivity (E6, opt-in
-/// tight), `δ < 0.1` (E18).
+/// **Guarantee** (Theorem 4.1 Part 2 via Theorem 5.9, with the errata of `docs/PAPERS.md` §0.6):
+/// each problem's `(B, P)` is `(ε, δ)`-DP with respect to **one feature column** of its `X` moving
+/// by at most `β` in ℓ2 (not one token: token-level privacy is not covered), for `ε ∈ (0, 1)`,
+/// `δ ∈ (0, 0.1)`, provided (PRIV) `s < Δ(k)` holds and every possible input lies in the declared
+/// `(α, η)`-good domain. The whole call composes over problems: its total is
+/// `dpattn_gaussian_sampling_attention_charge` (basic composition, or parallel over batch elements
+/// when declared disjoint). The domain and `k` must be public (never derived from `X`). The
+/// samplers are floating point; the guarantee is for the exact output law. `[FIX]`es: the stricter
+/// Theorem 4.1 constants by default (P0-1), the loose `√n` sensitivity (P0-6, opt-in tight),
+/// `δ < 0.1` (P0-18).
 ///
 /// **Accounting.** The session's ledger must be kept for one feature column
 /// (`DPATTN_UNIT_FEATURE_COLUMN`; another unit is refused with
@@ -739,9 +742,9 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_min_epsilon_for_k(
 }
 
 /// The smallest `ε` (to about 1e-15 relative) for which a feasible `k` exists (bisection on
-/// `ε`); for the paper calibration the root of spec §5.3's cubic up to the rounding of `k`
-/// (0.0689072 for the §5.4 example). Errors: `DPATTN_STATUS_INFEASIBLE` (none below the
-/// allowed maximum), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
+/// `ε`); for the paper calibration the root of the cubic of `docs/PAPERS.md` §0.3 up to the
+/// rounding of `k` (0.0689072 for the example T0-A). Errors: `DPATTN_STATUS_INFEASIBLE` (none below
+/// the allowed maximum), `_OUT_OF_RANGE`, `_NULL_ARGUMENT`. Thread-safe; no shared state.
 ///
 /// # Safety
 /// Struct pointers readable, `out` writable (or NULL, rejected).
@@ -820,14 +823,14 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_rho(
 }
 
 /// The paper's accuracy bound `4(1 + ε + 2r)·r` on `‖P_A − P_B‖` (Theorem 4.1 Part 1). The
-/// constant uniform output already meets it when `r < 0.1` (spec D-5): it says nothing
-/// about utility. Pure arithmetic (NaN in, NaN out; NaN if it panics). Thread-safe.
+/// constant uniform output already meets it when `r < 0.1` (`docs/PAPERS.md` P0-D5): it says
+/// nothing about utility. Pure arithmetic (NaN in, NaN out; NaN if it panics). Thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn dpattn_gaussian_sampling_error_bound_paper(eps: f64, r: f64) -> f64 {
     ffi_value(f64::NAN, || gsa::error_bound_paper(eps, r))
 }
 
-/// The spec's `k`-dependent bound (D-4) `2(e^{ρ₂·r} − 1)` on `‖P_A − P_B‖_{∞→∞}`, valid
+/// Our `k`-dependent bound (`docs/PAPERS.md` P0-D4) `2(e^{ρ₂·r} − 1)` on `‖P_A − P_B‖_{∞→∞}`, valid
 /// whenever `‖A^{-1/2}BA^{-1/2} − I‖₂ ≤ ρ₂` and `max|A_ij| ≤ r`. Pure arithmetic (NaN on a
 /// caught panic). Thread-safe.
 #[unsafe(no_mangle)]
@@ -835,8 +838,8 @@ pub extern "C" fn dpattn_gaussian_sampling_error_bound_tight(rho2: f64, r: f64) 
     ffi_value(f64::NAN, || gsa::error_bound_tight(rho2, r))
 }
 
-/// The error of the constant uniform output, `2(e^r − 1)` (spec D-5): a useful release
-/// must beat it. Pure arithmetic (NaN on a caught panic). Thread-safe.
+/// The error of the constant uniform output, `2(e^r − 1)` (`docs/PAPERS.md` P0-D5): a useful
+/// release must beat it. Pure arithmetic (NaN on a caught panic). Thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn dpattn_gaussian_sampling_uniform_baseline_bound(r: f64) -> f64 {
     ffi_value(f64::NAN, || gsa::uniform_baseline_bound(r))
@@ -948,7 +951,7 @@ pub unsafe extern "C" fn dpattn_gaussian_sampling_dp_covariance_from_data_scratc
     })
 }
 
-/// DPCovariance on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (spec S2; `X` is
+/// DPCovariance on `Σ = XXᵀ` by the factor-free route `gᵢ = X·zᵢ` (`docs/PAPERS.md` P0-S2; `X` is
 /// `x_rows × x_cols` of dtype `x_dtype`), the same law as `dp_covariance` on `XXᵀ`, into
 /// `out` (`n × n`). **No privacy check** (see `dpattn_gaussian_sampling_dp_covariance`).
 /// Errors (`out` untouched): `DPATTN_STATUS_NULL_ARGUMENT`, `_MISALIGNED`, `_ALIASING`,

@@ -1,4 +1,4 @@
-//! `[EXT]` The moment sketch (seed-001 §15 E1; core module `dpattn_core::moment_sketch`)
+//! `[EXT]` The moment sketch (`docs/PAPERS.md` P1-X1; core module `dpattn_core::moment_sketch`)
 //! from C: DP cross-attention by releasing `M = P(K)ᵀ[1_n, V] ∈ R^{r×(d+1)}` once with one
 //! noise draw, then answering any number of public queries
 //! `Õ_k = ⟨P(q), M̃_{:,k+1}⟩ / ⟨P(q), M̃_{:,0}⟩`. The release is the only private step
@@ -51,8 +51,8 @@ pub struct dpattn_moment_sketch_params {
     pub noise: u32,
     /// `DPATTN_SOFTMAX_TREE_QUERY_*` for public queries outside `[0, R]`.
     pub query_policy: u32,
-    /// 1: `[EXT]` E8 clamps (denominator into `[n, n·T_s(z_max)]`, outputs into
-    /// `[−R_w, R_w]`); 0: raw ratios.
+    /// 1: `[EXT]` clamps of `docs/PAPERS.md` P1-X8 (denominator into `[n, n·T_s(z_max)]`, outputs
+    /// into `[−R_w, R_w]`); 0: raw ratios.
     pub clamp_outputs: u32,
 }
 

@@ -234,7 +234,7 @@ pub unsafe extern "C" fn dpattn_fill_exponential(
 /// `first_index + i` of the draw `(key, stream)`, two words per element for both precisions
 /// (`docs/RANDOMNESS.md` §3). Equal to the core's `TruncatedLaplace::new(..).fill_keyed`.
 ///
-/// **Privacy** (core docs, `shared/spec/seed-001.md` §2): if `f` has sensitivity `Δ` (under
+/// **Privacy** (core docs, `docs/PAPERS.md` §1.3): if `f` has sensitivity `Δ` (under
 /// whatever neighbour relation `Δ` was computed for), `f(X) + TLap(Δ, ε, δ)` is
 /// `(ε, δ)`-DP for `0 < δ ≤ 1/2`; `δ = 0` is the ordinary `Lap(Δ/ε)`. The bound and the
 /// variance come from `dpattn_truncated_laplace_bound`.

@@ -1,4 +1,4 @@
-//! NoisyHead from C (paper 004, `dpattn_core::noisy_head`; spec seed-004).
+//! NoisyHead from C (paper 004, `dpattn_core::noisy_head`; `docs/PAPERS.md` §4).
 //!
 //! Every buffer is `double`, row-major, and passed as `(pointer, length)`; a length must be
 //! exactly what the shapes imply (the core checks with `DPATTN_STATUS_SHAPE_MISMATCH`).
@@ -26,7 +26,7 @@ use crate::tensor::dpattn_key;
 /// `accounting`: Algorithm 1 as printed: `T` classical Gaussian steps at `(ε/T, δ/T)`,
 /// basic composition (Theorem 3.2); requires `ε/T < 1`. Every paper number uses this.
 pub const DPATTN_NOISY_HEAD_ACCOUNTING_PAPER: u32 = 0;
-/// `accounting`: our extension, not the paper's (erratum 26): the `T` steps composed in
+/// `accounting`: our extension, not the paper's (`docs/PAPERS.md` P4-26): the `T` steps composed in
 /// zCDP with the largest `ρ` that converts to `(ε, δ)`; same guarantee, ≈9× less noise.
 pub const DPATTN_NOISY_HEAD_ACCOUNTING_ZCDP: u32 = 1;
 /// `form`: the data gradient every step, `4ND²` flops per step.
@@ -39,10 +39,10 @@ pub const DPATTN_NOISY_HEAD_GFORM_THEOREM41: u32 = 0;
 pub const DPATTN_NOISY_HEAD_GFORM_PROOF: u32 = 1;
 /// `solver`: Cholesky of the normal equations (honest data).
 pub const DPATTN_NOISY_HEAD_RIDGE_CHOLESKY: u32 = 0;
-/// `solver`: Householder QR of `[Z; √(λN)·I]` (adversarial data, erratum 21).
+/// `solver`: Householder QR of `[Z; √(λN)·I]` (adversarial data, `docs/PAPERS.md` P4-21).
 pub const DPATTN_NOISY_HEAD_RIDGE_QR: u32 = 1;
 
-/// All public inputs of Algorithm 1 (`NoisyHeadParams`, spec §2.2, §5.3). Fill with a
+/// All public inputs of Algorithm 1 (`NoisyHeadParams`, `docs/PAPERS.md` §4.4). Fill with a
 /// preset (`dpattn_noisy_head_params_low_dim`, `_high_dim`, `_early_stopping`,
 /// `_robustness`) or by hand, then `dpattn_noisy_head_validate`. Nothing here may depend
 /// on the private prompts.
@@ -91,7 +91,7 @@ pub struct dpattn_noisy_head_radii {
     pub r: f64,
 }
 
-/// Data-independent soft diagnostics of a parameter set (spec §5.7); never an error.
+/// Data-independent soft diagnostics of a parameter set (`docs/PAPERS.md` §4.8); never an error.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct dpattn_noisy_head_diagnostics {
@@ -298,9 +298,9 @@ unsafe fn write_preset(
     })
 }
 
-/// The low-dimensional experiment (§4.2): `D = 5`, `L = ⌊√N⌋`, `λ = 5`, `δ = 1e-5`,
-/// `η0 = 0.95·(2/3)·λ/(λ + G²)²`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (the code's rule,
-/// erratum 7), `κ = 1`, `τ² = 0`, the proof's `G`, `σ = σ_min`, paper accounting. Spec U3/U4:
+/// The low-dimensional experiment (`docs/PAPERS.md` §4.6): `D = 5`, `L = ⌊√N⌋`, `λ = 5`,
+/// `δ = 1e-5`, `η0 = 0.95·(2/3)·λ/(λ + G²)²`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (the code's rule,
+/// P4-7), `κ = 1`, `τ² = 0`, the proof's `G`, `σ = σ_min`, paper accounting. T4-A:
 /// `N = 1000`, ε = 1 gives `L = 31`, `T = 44`. Returns `DPATTN_STATUS_OUT_OF_RANGE` for
 /// `n ∉ [2, 2⁵²]` or ε not finite and positive, `DPATTN_STATUS_INFEASIBLE` when the
 /// parameters fail validation (e.g. `ε/T ≥ 1`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe;
@@ -318,8 +318,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_params_low_dim(
     unsafe { write_preset(out, || presets::low_dim(n, epsilon)) }
 }
 
-/// The high-dimensional experiment (§4.3): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`, `T = 5`;
-/// the paper says δ = 1e-5, its code used 1e-2 (erratum 18): pass either. Errors as
+/// The high-dimensional experiment (`docs/PAPERS.md` §4.6): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.1`,
+/// `T = 5`; the paper says δ = 1e-5, its code used 1e-2 (P4-18): pass either. Errors as
 /// `dpattn_noisy_head_params_low_dim`. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -335,8 +335,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_params_high_dim(
     unsafe { write_preset(out, || presets::high_dim(n, epsilon, delta)) }
 }
 
-/// The early-stopping experiment (§4.4): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`,
-/// δ = 1e-5, `T = iters`. Spec U4: `N = 400` gives `D = L = 20`,
+/// The early-stopping experiment (`docs/PAPERS.md` §4.6): `D = L = ⌊√N⌋`, `λ = N/D`, `k = 0.01`,
+/// δ = 1e-5, `T = iters`. T4-A: `N = 400` gives `D = L = 20`,
 /// `η0 = 2.8478920952431833e-4`. Errors as `dpattn_noisy_head_params_low_dim`.
 /// Thread-safe; no shared state.
 ///
@@ -353,8 +353,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_params_early_stopping(
     unsafe { write_preset(out, || presets::early_stopping(n, iters, epsilon)) }
 }
 
-/// The robustness experiment (§4.5) for any `N ≥ 3`, `L`: `D = 5`, `λ = 0.01`, δ = 1e-2,
-/// `k = 1`, `T = ⌊ln N⌋`, and the authors' `R = 0.1·C²√(N/L)` (erratum 10). The paper's
+/// The robustness experiment (`docs/PAPERS.md` §4.6) for any `N ≥ 3`, `L`: `D = 5`, `λ = 0.01`, δ =
+/// 1e-2, `k = 1`, `T = ⌊ln N⌋`, and the authors' `R = 0.1·C²√(N/L)` (P4-10). The paper's
 /// run is `(5000, 500, 0.5)`. Errors as `dpattn_noisy_head_params_low_dim` (`n ∉ [3, 2⁵²]`).
 /// Thread-safe; no shared state.
 ///
@@ -411,7 +411,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_radii_theorem41(
     })
 }
 
-/// Checks every hard rule of spec §5.7 (public inputs only). Returns
+/// Checks every hard rule of `docs/PAPERS.md` §4.8 (public inputs only). Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes; ε, σ, η0 not positive and finite; `C, G, R ∉
 /// [1e-100, 1e100]`; δ ∉ (0, 1); λ negative; unknown accounting),
 /// `DPATTN_STATUS_INFEASIBLE` (`σ < 2G(C + RG)`, Theorem 3.2; `ε/T ≥ 1` under paper
@@ -505,8 +505,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_charge(
     })
 }
 
-/// The soft diagnostics of spec §5.7 (never a validation error; NULL pointers, an unknown
-/// accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
+/// The soft diagnostics of `docs/PAPERS.md` §4.8 (never a validation error; NULL pointers, an
+/// unknown accounting and ε, δ outside `(0, ∞) × [0, 1)` still are). Thread-safe; no shared state.
 ///
 /// # Safety
 /// `params` NULL or readable; `out` NULL or writable.
@@ -736,7 +736,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_linear_attention_head(
 }
 
 /// Writes the head weights that realise `ŷ = uᵀΓv`: `W^{PV}` with `w22 = 1` and
-/// `W^{KQ}` with `W11 = Γᵀ` (\[FIX\] erratum 1: the paper's `Γ = w22·W11` would predict
+/// `W^{KQ}` with `W11 = Γᵀ` (\[FIX\] `docs/PAPERS.md` P4-1: the paper's `Γ = w22·W11` would predict
 /// with `Γᵀ`), every other entry 0, both `(D+1) × (D+1)` row-major. Post-processing of a
 /// released `Γ̂`. Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
 /// (`d = 0`), `DPATTN_STATUS_SIZE_OVERFLOW`, `DPATTN_STATUS_NULL_ARGUMENT`,
@@ -934,9 +934,10 @@ pub unsafe extern "C" fn dpattn_noisy_head_predict(
 
 /// One noiseless, unprojected step `(1 − 2λη0)Γ − (η0/N)Σ_k(u_kᵀΓv_k − t_k)u_k v_kᵀ` into
 /// `out` (the map whose sensitivity Theorem 3.2 bounds; its fixed point is ridge with
-/// `2λ`, erratum 3). Returns `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_OUT_OF_RANGE`
-/// (`λ < 0`, `η0 ≤ 0`, bad feature sizes), `DPATTN_STATUS_NULL_ARGUMENT`,
-/// `DPATTN_STATUS_ALIASING`. Not private. Thread-safe; no shared state.
+/// `2λ`, `docs/PAPERS.md` P4-3). Returns `DPATTN_STATUS_SHAPE_MISMATCH`,
+/// `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0`, `η0 ≤ 0`, bad feature sizes),
+/// `DPATTN_STATUS_NULL_ARGUMENT`, `DPATTN_STATUS_ALIASING`. Not private. Thread-safe; no shared
+/// state.
 ///
 /// # Safety
 /// Pointers NULL or valid for their lengths; `out` not accessed by anyone else.
@@ -1071,7 +1072,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_train_nonprivate(
 
 /// The non-private ridge estimate `Γ*` of eq. (2.7) into `out` (`D²`):
 /// `vec(Γ*) = (λN·I + Σ vec(Z_k)vec(Z_k)ᵀ)⁻¹Σ y_k vec(Z_k)` (pass `2λ` to compare with the
-/// descent's limit, erratum 3). **Allocates** (`O(D⁴)` or `O((N + D²)D²)` doubles).
+/// descent's limit, `docs/PAPERS.md` P4-3). **Allocates** (`O(D⁴)` or `O((N + D²)D²)` doubles).
 /// Returns `DPATTN_STATUS_OUT_OF_RANGE` (`λ < 0` or not finite, unknown solver),
 /// `DPATTN_STATUS_INFEASIBLE` (numerically singular system or non-finite features),
 /// `DPATTN_STATUS_SHAPE_MISMATCH` (`out_len ≠ D²`), `DPATTN_STATUS_ALLOCATION_FAILED`,
@@ -1115,8 +1116,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_ridge(
     })
 }
 
-/// Schedule rules for `T`, fixed before the run from public quantities (spec §2.5, §3.3):
-/// `which = 0`: the code's low-dim rule `⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (erratum 7; `x` =
+/// Schedule rules for `T`, fixed before the run from public quantities (`docs/PAPERS.md` §4.5):
+/// `which = 0`: the code's low-dim rule `⌊2.5 ln N / ln(1/(1 − η0λ))⌋` (P4-7; `x` =
 /// `N`, `l`, `d` unused); `1`: Theorem 4.2(i) `⌈ln(N²LD³)/ln(1/(1 − η0λ))⌉`; `2`: Theorem
 /// 4.2(ii) `⌈ln r/ln(1/(1 − η0λ))⌉` with `r = x_r` (`n`, `l`, `d` unused). Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` unless `η0λ ∈ (0, 1)`, sizes positive (`N ≥ 2`), `r > 1`
@@ -1151,8 +1152,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_schedule_iters(
     })
 }
 
-/// `*out = E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of §1.1 (exact).
-/// Returns `DPATTN_STATUS_OUT_OF_RANGE` (`l`/`d` zero, `τ²` negative or not finite),
+/// `*out = E‖Z‖_F² = (1 + τ²)/L + (L − 1)/(L D)` for the data model of `docs/PAPERS.md` §4.3
+/// (exact). Returns `DPATTN_STATUS_OUT_OF_RANGE` (`l`/`d` zero, `τ²` negative or not finite),
 /// `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -1173,8 +1174,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_expected_z_norm_sq(
     })
 }
 
-/// The mean-field predictor of the expected excess risk at `params.iters` (spec §4.6; an
-/// approximation for planning, not a bound), and, when `max_iters > 0`, the
+/// The mean-field predictor of the expected excess risk at `params.iters` (`docs/PAPERS.md` §4.7;
+/// an approximation for planning, not a bound), and, when `max_iters > 0`, the
 /// data-independent best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`,
 /// `*out_best_risk`; both 0 when `max_iters = 0`). `c0` is the per-entry std of a random
 /// start; the best-`T` search uses `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
@@ -1219,8 +1220,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_mean_field(
     })
 }
 
-/// Writes prompts `first .. first + n` of the synthetic model of §1.1 (tokens uniform on
-/// the sphere, a fresh task `w_k ~ N(0, I)` per prompt, labels `w_kᵀx + τϵ`); prompt `k`
+/// Writes prompts `first .. first + n` of the synthetic model of `docs/PAPERS.md` §4.3 (tokens
+/// uniform on the sphere, a fresh task `w_k ~ N(0, I)` per prompt, labels `w_kᵀx + τϵ`); prompt `k`
 /// is a function of `(key, stream, k)` only. Not private data: for experiments. Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` (zero sizes, `τ` negative or not finite),
 /// `DPATTN_STATUS_SHAPE_MISMATCH`, `DPATTN_STATUS_SIZE_OVERFLOW`,

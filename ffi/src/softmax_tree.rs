@@ -1,5 +1,5 @@
 //! Noisy segment trees for weighted distances and the softmax kernel (paper 001; core module
-//! `dpattn_core::softmax_tree`, spec `seed-001.md`), faithful mode, from C.
+//! `dpattn_core::softmax_tree`; `docs/PAPERS.md` §1), faithful mode, from C.
 //!
 //! Structures are opaque registry handles (`_new` / `_free`); every query takes a `const`
 //! handle. Handles are thread-safe: each call locks its handle's mutex, so concurrent
@@ -40,11 +40,12 @@ pub const DPATTN_SOFTMAX_TREE_MAX_DEGREE: u32 = 64;
 const _: () = assert!(DPATTN_SOFTMAX_TREE_MAX_DEGREE == st::MAX_DEGREE);
 /// Temperature `τ = 1/d` (paper Definition 1.1).
 pub const DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM: u32 = 0;
-/// `[EXT]` E6: a custom temperature `τ > 0` (the `tau` field).
+/// `[EXT]` `docs/PAPERS.md` P1-X6: a custom temperature `τ > 0` (the `tau` field).
 pub const DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM: u32 = 1;
-/// Algorithm 3's budget split as printed (spends about `2ε/3`, OQ15).
+/// Algorithm 3's budget split as printed (spends about `2ε/3`, `docs/PAPERS.md` P1-15).
 pub const DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER: u32 = 0;
-/// `[EXT]` E2: advanced-composition split spending exactly `(ε, δ + δ′)` (`c` unused).
+/// `[EXT]` `docs/PAPERS.md` P1-X2: advanced-composition split spending exactly `(ε, δ + δ′)`
+/// (`c` unused).
 pub const DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT: u32 = 1;
 /// Refuse public queries outside `[0, R]`.
 pub const DPATTN_SOFTMAX_TREE_QUERY_REJECT: u32 = 0;
@@ -52,7 +53,8 @@ pub const DPATTN_SOFTMAX_TREE_QUERY_REJECT: u32 = 0;
 pub const DPATTN_SOFTMAX_TREE_QUERY_CLAMP: u32 = 1;
 /// `l = ⌈C·r·ln(dR/(ε_s p_f))⌉` (Theorem G.10 with caller constant `C = value`), made odd.
 pub const DPATTN_SOFTMAX_TREE_COPIES_PAPER: u32 = 0;
-/// `[FIX]` OQ14: net/Hoeffding count with Chebyshev multiple `k = value > √2` (10 recommended).
+/// `[FIX]` `docs/PAPERS.md` P1-14: net/Hoeffding count with Chebyshev multiple `k = value > √2`
+/// (10 recommended).
 pub const DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING: u32 = 1;
 /// A fixed `l = fixed ≥ 1` (even values rounded up to odd).
 pub const DPATTN_SOFTMAX_TREE_COPIES_FIXED: u32 = 2;
@@ -266,7 +268,8 @@ impl dpattn_softmax_budget {
     }
 }
 
-/// The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (seed-001 §10):
+/// The budgets of one DPTreeSoftmax copy with `features = r` and `depth = L` (`docs/PAPERS.md`
+/// §1.9, values T1-J):
 /// `ACCOUNTING_PAPER`: `ε_D = c·ε_S/(3√(r ln(2/δ′_S)))`, `δ_D = δ_S/(3r)`; `_TIGHT`: the
 /// largest `ε_D` advanced composition allows in `2ε_S/3`. Errors:
 /// `DPATTN_STATUS_OUT_OF_RANGE` (`r = 0`, `L = 0`, `δ′ ∉ (0, 1)`, `c ≤ 0`, bad ε/δ, unknown
@@ -344,8 +347,8 @@ impl dpattn_softmax_tree_copies {
     }
 }
 
-/// The copy count `l` (always odd, OQ16) for `dim`, `features = r`, radius `R`, kernel
-/// accuracy `ε_s` and failure probability `p_fail` (seed-001 §8.4). Errors:
+/// The copy count `l` (always odd, `docs/PAPERS.md` P1-16) for `dim`, `features = r`, radius `R`,
+/// kernel accuracy `ε_s` and failure probability `p_fail` (§1.8, values T1-I). Errors:
 /// `DPATTN_STATUS_OUT_OF_RANGE`, `_SIZE_OVERFLOW` (huge `l`), `_NULL_ARGUMENT`. Thread-safe;
 /// no shared state.
 ///
@@ -380,8 +383,8 @@ pub extern "C" fn dpattn_softmax_tree_net_resolution(dim: usize, radius: f64, ep
 }
 
 /// Snaps a public query coordinate `y` to the nearest point of the net
-/// `{0, step, 2·step, …} ∩ [0, R] ∪ {R}` (OQ13; post-processing of a public value). Pure
-/// arithmetic (NaN on a caught panic). Thread-safe.
+/// `{0, step, 2·step, …} ∩ [0, R] ∪ {R}` (`docs/PAPERS.md` P1-13; post-processing of a public
+/// value). Pure arithmetic (NaN on a caught panic). Thread-safe.
 #[unsafe(no_mangle)]
 pub extern "C" fn dpattn_softmax_tree_snap_to_net(y: f64, step: f64, radius: f64) -> f64 {
     ffi_value(f64::NAN, || st::snap_to_net(y, step, radius))
@@ -412,7 +415,7 @@ unsafe fn noise_helper(
 }
 
 /// The uniform (over all queries) noise standard deviation of one DPTreeSoftmax answer
-/// (§7.5): `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`. Errors:
+/// (`docs/PAPERS.md` §1.7): `√(¼[r(2L V₂ + 4Γ² L V₁ + Γ⁴ L V₀) + T_s² L V_ones])`. Errors:
 /// `DPATTN_STATUS_OUT_OF_RANGE` (a node budget invalid for TLap), `_NULL_ARGUMENT`.
 /// Thread-safe; no shared state.
 ///
@@ -433,8 +436,8 @@ pub unsafe extern "C" fn dpattn_softmax_tree_uniform_noise_std(
     }
 }
 
-/// `[EXT]` E5: the deterministic bound on one copy's answer noise for every query at once,
-/// `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`. Errors as
+/// `[EXT]` `docs/PAPERS.md` P1-X5: the deterministic bound on one copy's answer noise for every
+/// query at once, `½[r(2L B₂ + 2Γ L B₁ + Γ² L B₀) + T_s L B_ones]`. Errors as
 /// `dpattn_softmax_tree_uniform_noise_std`. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -550,7 +553,8 @@ pub extern "C" fn dpattn_softmax_tree_taylor_relative_error(z_max: f64, degree: 
     })
 }
 
-/// The smallest degree `s` with worst-case relative error `≤ ε_s` on `[0, z_max]` (§6.3).
+/// The smallest degree `s` with worst-case relative error `≤ ε_s` on `[0, z_max]`
+/// (`docs/PAPERS.md` §1.6, values T1-E).
 /// Errors: `DPATTN_STATUS_OUT_OF_RANGE` (`z_max ∉ [0, 100]`, `ε_s ∉ (0, 1)`),
 /// `_INFEASIBLE` (no degree ≤ 64), `_NULL_ARGUMENT`. Thread-safe; no shared state.
 ///
@@ -933,9 +937,9 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_info(
     })
 }
 
-/// The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5; points in `y`'s own bin are dropped, OQ10)
-/// for a public `y ∈ [0, ρ]`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` / `_NON_FINITE` (bad
-/// `y`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
+/// The noisy `Σ_k w_k |y − x_k|^p` (Algorithm 5; points in `y`'s own bin are dropped,
+/// `docs/PAPERS.md` P1-10) for a public `y ∈ [0, ρ]`. Errors: `DPATTN_STATUS_OUT_OF_RANGE` /
+/// `_NON_FINITE` (bad `y`), `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Thread-safe (per-handle lock).
 ///
 /// # Safety
 /// `out` writable (or NULL, rejected).
@@ -954,8 +958,8 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_query(
     })
 }
 
-/// The exact noise variance of `dpattn_dp_tree_distance_query(y)` (§4.6). Errors as the
-/// query. Thread-safe (per-handle lock).
+/// The exact noise variance of `dpattn_dp_tree_distance_query(y)` (`docs/PAPERS.md` §1.5). Errors
+/// as the query. Thread-safe (per-handle lock).
 ///
 /// # Safety
 /// `out` writable (or NULL, rejected).
@@ -1456,12 +1460,12 @@ fn info_of(m: &TaylorFeatureMap, gamma: f64, copies: usize) -> dpattn_softmax_tr
 /// from `session` (from element 0 of its stream). Answers `Z(y) = Σ_i w_i exp(τ⟨x_i, y⟩)`
 /// for public `y`.
 ///
-/// **Guarantee** (Theorem G.7 with OQ11/OQ15): `(ε, δ + δ′)`-DP for neighbouring datasets
-/// that differ in **one row** `(x_k, w_k)` (one token), for `X ∈ [0, R]^{n×d}`,
-/// `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is public. The accountant
-/// (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent (about `2ε/3`
-/// under the paper split); the session's ledger is charged exactly that (module docs).
-/// Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
+/// **Guarantee** (Theorem G.7 with the corrections P1-11 and P1-15 of `docs/PAPERS.md`):
+/// `(ε, δ + δ′)`-DP for neighbouring datasets that differ in **one row** `(x_k, w_k)` (one token),
+/// for `X ∈ [0, R]^{n×d}`, `w ∈ [−R_w, R_w]^n` (private rows clamped there, NaN → 0); `n` is
+/// public. The accountant (`dpattn_softmax_tree_achieved_privacy`) reports what is actually spent
+/// (about `2ε/3` under the paper split); the session's ledger is charged exactly that (module
+/// docs). Errors: `DPATTN_STATUS_NULL_ARGUMENT`, `_SHAPE_MISMATCH`, `_BUFFER_TOO_SHORT`,
 /// `_OUT_OF_RANGE` (bad parameters), `_INFEASIBLE`, `_MEMORY_LIMIT` (estimate over
 /// `memory_limit_bytes`, before allocating), `_ALLOCATION_FAILED`, `_MISALIGNED`,
 /// `_SIZE_OVERFLOW`, `_INVALID_HANDLE` (a freed session), the ledger's status for a refused
@@ -1648,10 +1652,10 @@ pub unsafe extern "C" fn dpattn_softmax_tree_query_scratch_len(
 
 /// The noisy `Σ_k w_k P(x_k)·P(y)` (Algorithm 3 DistanceQuery) for a public `y`
 /// (`y_len = d`). Accuracy: `|answer − wᵀexp(τXy)| ≤ ε_s Σ|w_i| e^{τ⟨x_i,y⟩}` (the corrected
-/// OQ11 form) + own-bin bias + noise (variance `dpattn_softmax_tree_noise_variance`).
-/// Errors: `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `_SHAPE_MISMATCH`, `_OUT_OF_RANGE` /
-/// `_NON_FINITE` (bad query per the policy), `_ALIASING`, `_NULL_ARGUMENT`,
-/// `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
+/// form of `docs/PAPERS.md` P1-11) + own-bin bias + noise (variance
+/// `dpattn_softmax_tree_noise_variance`). Errors: `DPATTN_STATUS_SCRATCH_TOO_SMALL`,
+/// `_SHAPE_MISMATCH`, `_OUT_OF_RANGE` / `_NON_FINITE` (bad query per the policy), `_ALIASING`,
+/// `_NULL_ARGUMENT`, `_INVALID_HANDLE`. Allocation-free. Thread-safe (per-handle lock).
 ///
 /// # Safety
 /// `y` readable for `y_len`, `scratch` writable for `scratch_len`, `out` writable.
@@ -1690,8 +1694,8 @@ unsafe fn query_bufs<'a>(
     unsafe { Ok((slice(y, y_len, "y")?, slice_mut(scratch, scratch_len, "scratch")?)) }
 }
 
-/// The exact noise variance of the answer at `y` (§7.5). Allocates `r + d` doubles. Errors
-/// as the query (plus `_ALLOCATION_FAILED`). Thread-safe (per-handle lock).
+/// The exact noise variance of the answer at `y` (`docs/PAPERS.md` §1.7). Allocates `r + d`
+/// doubles. Errors as the query (plus `_ALLOCATION_FAILED`). Thread-safe (per-handle lock).
 ///
 /// # Safety
 /// `y` readable for `y_len`, `out` writable.
@@ -1746,7 +1750,8 @@ pub struct dpattn_softmax_tree_adaptive_params {
     pub copies: dpattn_softmax_tree_copies,
     /// Failure probability `p_f` of the uniform accuracy statement (`(0, 0.01]` strict).
     pub p_fail: f64,
-    /// `[FIX]` OQ13: 1 to snap each query coordinate to the `2ε₀` net before answering.
+    /// `[FIX]` `docs/PAPERS.md` P1-13: 1 to snap each query coordinate to the `2ε₀` net before
+    /// answering.
     pub snap_to_net: u32,
 }
 
@@ -1958,8 +1963,8 @@ pub unsafe extern "C" fn dpattn_softmax_tree_adaptive_query(
     })
 }
 
-/// The exact noise variance of one copy's answer at `y` (§7.5). Allocates. Errors as the
-/// query. Thread-safe (per-handle lock).
+/// The exact noise variance of one copy's answer at `y` (`docs/PAPERS.md` §1.7). Allocates. Errors
+/// as the query. Thread-safe (per-handle lock).
 ///
 /// # Safety
 /// `y` readable for `y_len`, `out` writable.
@@ -2091,7 +2096,7 @@ mod tests {
             )
         };
         assert_eq!(s, dpattn_status::Ok);
-        assert_eq!((nodes, sides, cnt), ([12, 7, 2], [0, 1, 0], 3)); // seed-001 AC-2
+        assert_eq!((nodes, sides, cnt), ([12, 7, 2], [0, 1, 0], 3)); // docs/PAPERS.md T1-B
         // SAFETY: too-short buffer.
         let s = unsafe {
             dpattn_dp_tree_touched_nodes(

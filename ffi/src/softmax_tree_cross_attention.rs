@@ -29,18 +29,18 @@ use crate::status::dpattn_status;
 
 /// `τ = 1/d`, the paper's Definition 1.1 (default).
 pub const DPATTN_TEMPERATURE_ONE_OVER_DIM: u32 = DPATTN_SOFTMAX_TREE_TEMPERATURE_ONE_OVER_DIM;
-/// `[EXT]` E6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
+/// `[EXT]` `docs/PAPERS.md` P1-X6: `τ` = the `temperature` field (`> 0`, e.g. `1/√d`).
 pub const DPATTN_TEMPERATURE_CUSTOM: u32 = DPATTN_SOFTMAX_TREE_TEMPERATURE_CUSTOM;
-/// Algorithm 3 as printed (default); spends about `2ε/3` (OQ15).
+/// Algorithm 3 as printed (default); spends about `2ε/3` (`docs/PAPERS.md` P1-15).
 pub const DPATTN_ACCOUNTING_PAPER: u32 = DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER;
-/// `[EXT]` E2: the feature structures share the budget exactly (less noise).
+/// `[EXT]` `docs/PAPERS.md` P1-X2: the feature structures share the budget exactly (less noise).
 pub const DPATTN_ACCOUNTING_TIGHT: u32 = DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT;
 /// Public query coordinates outside `[0, R]` are refused (default).
 pub const DPATTN_QUERY_REJECT: u32 = DPATTN_SOFTMAX_TREE_QUERY_REJECT;
 /// Public query coordinates are clamped into `[0, R]` (NaN still refused).
 pub const DPATTN_QUERY_CLAMP: u32 = DPATTN_SOFTMAX_TREE_QUERY_CLAMP;
-/// `[FIX]` OQ14: `l` from a union bound over an ℓ∞ net; `copies_param` is the Chebyshev
-/// multiple `k > √2` (default, `k = 10`).
+/// `[FIX]` `docs/PAPERS.md` P1-14: `l` from a union bound over an ℓ∞ net; `copies_param` is the
+/// Chebyshev multiple `k > √2` (default, `k = 10`).
 pub const DPATTN_COPIES_NET_HOEFFDING: u32 = DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING;
 /// The paper's `l = ⌈C r ln(d R/(ε_s p_f))⌉`; `copies_param` is `C > 0`.
 pub const DPATTN_COPIES_PAPER: u32 = DPATTN_SOFTMAX_TREE_COPIES_PAPER;
@@ -98,12 +98,13 @@ pub struct dpattn_softmax_tree_cross_attention_params {
     pub copies_fixed: u64,
     /// Failure probability `p_f` of the uniform accuracy statement; default 0.01.
     pub p_fail: f64,
-    /// 1: `[FIX]` OQ13, snap query coordinates to the net before answering; 0 (default).
+    /// 1: `[FIX]` `docs/PAPERS.md` P1-13, snap query coordinates to the net before answering; 0
+    /// (default).
     pub snap_to_net: u32,
     /// `DPATTN_SPLIT_PER_VECTOR` (default) or `_PER_ENTRY`.
     pub split: u32,
-    /// 1 (default): `[EXT]` E8, clamp `D̃` into `[n, n e^{z_max}]` and outputs into
-    /// `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
+    /// 1 (default): `[EXT]` `docs/PAPERS.md` P1-X8, clamp `D̃` into `[n, n e^{z_max}]` and outputs
+    /// into `[−R_w, R_w]` (post-processing); 0: Algorithm 1 as printed.
     pub clamp_outputs: u32,
     /// `DPATTN_DOMAIN_CLAMP` (default) or `DPATTN_DOMAIN_REJECT` (not DP).
     pub domain_policy: u32,
@@ -189,8 +190,9 @@ unsafe fn decode_cross(
 /// paper's `SoftmaxTreeParams`): `R = R_w = 1`, `c = 0.09`, `ε_s = 0.01`, `τ = 1/d`, paper
 /// accounting, strict ranges, queries outside the domain refused, 1 GiB memory limit,
 /// net-Hoeffding copies with `k = 10`, `p_f = 0.01`, no snapping, per-vector split (Remark
-/// 4.2), E8 output clamps, private data clamped; `epsilon`, `delta`, `delta_prime` are NaN
-/// and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`. Thread-safe.
+/// 4.2), the output clamps of `docs/PAPERS.md` P1-X8, private data clamped; `epsilon`, `delta`,
+/// `delta_prime` are NaN and must be set. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `out`.
+/// Thread-safe.
 ///
 /// # Safety
 /// `out` must be NULL or writable for one struct.
@@ -241,9 +243,9 @@ unsafe fn matrix<'a>(
     Ok(MatRef::from_row_major(data, n, d)?)
 }
 
-/// Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; seed-001 §9) for private
-/// `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with fresh
-/// randomness from `session` (one stream id; every node of every copy is an element of that
+/// Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; `docs/PAPERS.md` §1.9) for
+/// private `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with
+/// fresh randomness from `session` (one stream id; every node of every copy is an element of that
 /// stream), and returns the handle in `*out`. Any number of public queries are then
 /// answered by post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the
 /// structures; `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and
@@ -255,9 +257,9 @@ unsafe fn matrix<'a>(
 /// `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
 /// coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
 /// `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy` reports what is
-/// actually spent (OQ15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are clamped
-/// (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
-/// for the floats returned. Accuracy is poor unless `n` is huge (seed-001 AC-12; see
+/// actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are
+/// clamped (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
+/// for the floats returned. Accuracy is poor unless `n` is huge (`docs/PAPERS.md` T1-K; see
 /// `dpattn_softmax_tree_cross_attention_estimate_error`).
 ///
 /// **Accounting.** The session's ledger (kept for one token) is charged the whole-release
@@ -363,10 +365,10 @@ pub unsafe extern "C" fn dpattn_softmax_tree_cross_attention_query_scratch_len(
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct dpattn_softmax_tree_cross_attention_query_info {
-    /// The denominator `D̃` used (after the E8 clamp when enabled).
+    /// The denominator `D̃` used (after the clamp of `docs/PAPERS.md` P1-X8 when enabled).
     pub denominator: f64,
-    /// 1 when the raw noisy `D̃` was not positive (without E8 the outputs are then
-    /// meaningless; with E8 it was clamped to `n`), else 0.
+    /// 1 when the raw noisy `D̃` was not positive (without the P1-X8 clamp the outputs are then
+    /// meaningless; with it, `D̃` was clamped to `n`), else 0.
     pub nonpositive_denominator: u32,
 }
 
@@ -536,7 +538,7 @@ pub unsafe extern "C" fn dpattn_softmax_tree_cross_attention_estimate_bytes(
     })
 }
 
-/// The theorem-level error estimate of seed-001 AC-12.
+/// The theorem-level error estimate of `docs/PAPERS.md` P1-AC12 (values: T1-K).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct dpattn_softmax_tree_cross_attention_error_estimate {
@@ -548,9 +550,10 @@ pub struct dpattn_softmax_tree_cross_attention_error_estimate {
     pub sigma_normaliser: f64,
     /// `10(σ_AV + R_w σ_D)/n`: the additive attention error at Chebyshev's `k = 10`.
     pub additive: f64,
-    /// `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (OQ11, corrected).
+    /// `2ε_s/(1 − ε_s)`, relative to the softmax average of `|V|` (`docs/PAPERS.md` P1-11,
+    /// corrected).
     pub relative: f64,
-    /// `[EXT]` E5: deterministic per-copy bound on the `A_k` answer noise.
+    /// `[EXT]` `docs/PAPERS.md` P1-X5: deterministic per-copy bound on the `A_k` answer noise.
     pub worst_case_weighted: f64,
 }
 

@@ -1,5 +1,5 @@
 //! Weight shuffling and shuffled DP-SGD from C (paper 002, `dpattn_core::weight_shuffle`;
-//! spec seed-002, `docs/PRIVACY.md` §7).
+//! `docs/PAPERS.md` §2, `docs/PRIVACY.md` §7).
 //!
 //! **Shuffling is function-preserving and utility-neutral, not a privacy mechanism.** The
 //! step is charged exactly what the same step without shuffling costs; the paper's
@@ -186,7 +186,7 @@ pub struct dpattn_shuffled_dp_sgd_params {
     /// Default 0.
     pub has_fixed_noise_multiplier: u32,
     /// `σ₀` when `has_fixed_noise_multiplier = 1`. The step is charged `min(σ, σ₀)`
-    /// (\[FIX\] Q10).
+    /// (\[FIX\] `docs/PAPERS.md` P2-10).
     pub fixed_noise_multiplier: f64,
     /// Learning rate `η` (finite). Default 0.
     pub learning_rate: f64,
@@ -453,11 +453,11 @@ pub unsafe extern "C" fn dpattn_shuffle_plan_sizes(
     })
 }
 
-/// What the plan really moves (spec §2.6, \[FIX\] Q17): `*out_moved` elements lie in
+/// What the plan really moves (`docs/PAPERS.md` §2.3, \[FIX\] P2-17): `*out_moved` elements lie in
 /// tensors whose moved axis has blocks of at least two positions, out of `*out_total =
 /// param_len`; `*out_min_orbit` is the smallest orbit of a buffer coordinate (1 if any
 /// coordinate is a fixed point, else the smallest permuted block; the paper's `d` is never
-/// the right number, Q5). Returns `DPATTN_STATUS_INVALID_HANDLE`,
+/// the right number, P2-5). Returns `DPATTN_STATUS_INVALID_HANDLE`,
 /// `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe.
 ///
 /// # Safety
@@ -821,8 +821,8 @@ impl dpattn_shuffled_dp_sgd_params {
 
 /// What one step costs, for charging an RDP ledger yourself: the Poisson-subsampled
 /// Gaussian mechanism `SampledGaussianRdp(q, σ_eff)` with `*out_q = sampling_rate` and
-/// `*out_sigma = σ_eff = min(σ, σ₀)` (\[FIX\] Q10) — exactly what the same step without
-/// shuffling costs (shuffling earns no credit). `*out_support_delta` is the estimate
+/// `*out_sigma = σ_eff = min(σ, σ₀)` (\[FIX\] `docs/PAPERS.md` P2-10) — exactly what the same step
+/// without shuffling costs (shuffling earns no credit). `*out_support_delta` is the estimate
 /// `T·q·τ` of the δ the sampler's bounded support adds over the planned run for a model of
 /// `param_len` coordinates (a floating-point safeguard, not part of the proof): refuse the
 /// run if it exceeds 1% of your ledger's δ, as the core's ledger path does. Returns
@@ -891,7 +891,7 @@ pub const DPATTN_SHUFFLE_MAX_STATE: usize = 8;
 /// **Guarantee.** With add/remove-one neighbours (one training record), the released
 /// weights of one step are the Poisson-subsampled Gaussian mechanism with noise multiplier
 /// `σ_eff = min(σ, σ₀)`; **shuffling earns no privacy credit** (the permutation is
-/// recoverable from the previous weights, Q6; the paper's Theorem 6 is refuted).
+/// recoverable from the previous weights, `docs/PAPERS.md` P2-6; the paper's Theorem 6 is refuted).
 /// `capacity` must be a public number of slots, never the private dataset size (empty
 /// slots get zero gradients). The noisy sum is released on a public grid with exact
 /// discrete Gaussian noise (the core's `NoiseMode::Exact`): the guarantee holds in the
@@ -1067,7 +1067,7 @@ pub unsafe extern "C" fn dpattn_shuffled_dp_sgd_step(
 
 /// The audit ε of the paper's Eq. 45 from an attack's true type-I/II rates:
 /// `max{ln((1−α−δ)/β), ln((1−β−δ)/α), 0}` — a lower bound on ε for any `(ε, δ)`-DP
-/// mechanism (use the Clopper–Pearson version for estimated rates). Spec §6.3:
+/// mechanism (use the Clopper–Pearson version for estimated rates). `docs/PAPERS.md` T2-C:
 /// `(0.1, 0.3, 1e-5)` gives 1.9458959. Returns `DPATTN_STATUS_OUT_OF_RANGE` unless
 /// `α, β ∈ (0, 1]`, `δ ∈ [0, 1)`; `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared
 /// state.
@@ -1113,8 +1113,8 @@ pub unsafe extern "C" fn dpattn_shuffle_refute_clopper_pearson_upper(
     })
 }
 
-/// A statistically valid lower bound on ε from membership-audit counts (§8 Q16): Eq. 45
-/// on Clopper–Pearson upper bounds of α and β, each at `1 − (1 − confidence)/2` (union
+/// A statistically valid lower bound on ε from membership-audit counts (`docs/PAPERS.md` P2-16):
+/// Eq. 45 on Clopper–Pearson upper bounds of α and β, each at `1 − (1 − confidence)/2` (union
 /// bound). A lower bound only refutes; it never validates an accountant. Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` (zero totals, counts above totals, `δ ∉ [0, 1)`,
 /// `confidence ∉ (0, 1)`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
@@ -1149,8 +1149,8 @@ pub unsafe extern "C" fn dpattn_shuffle_refute_audit_epsilon_lower_bound(
 }
 
 /// The exact `δ(ε)` of the shuffled Gaussian mechanism at `d = 2` for the paper's pair
-/// `f = c′u`, `f′ = (c + c′)u` with noise std `σ` (§5.4, §6.9(a)), in both directions:
-/// `*out_forward = δ(p‖p′)`, `*out_backward = δ(p′‖p)`. At `σ = 1.16125`, ε = 1,
+/// `f = c′u`, `f′ = (c + c′)u` with noise std `σ` (`docs/PAPERS.md` §2.6, T2-I (a)), in both
+/// directions: `*out_forward = δ(p‖p′)`, `*out_backward = δ(p′‖p)`. At `σ = 1.16125`, ε = 1,
 /// `c = c′ = 1` the backward δ is 0.07985, where Theorem 6 claims 1e-5. Returns
 /// `DPATTN_STATUS_OUT_OF_RANGE` unless `ε ≥ 0`, `σ > 0`, `c > 0`, `c′ ≥ 0` (finite);
 /// `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
@@ -1197,8 +1197,8 @@ pub unsafe extern "C" fn dpattn_shuffle_refute_monte_carlo_delta_scratch_len(
     })
 }
 
-/// The Monte-Carlo privacy-loss estimator of §5.4 for the paper's pair in `ℝ^d` with
-/// noise std `σ`: `samples` draws per side from `(key, stream)` (draw `s` under `p` uses
+/// The Monte-Carlo privacy-loss estimator of `docs/PAPERS.md` §2.6 for the paper's pair in `ℝ^d`
+/// with noise std `σ`: `samples` draws per side from `(key, stream)` (draw `s` under `p` uses
 /// elements `s·d ..`, under `p′` elements `(samples + s)·d ..`), a deterministic function of
 /// the stream. Returns `DPATTN_STATUS_OUT_OF_RANGE` (as the d = 2 function, plus `d < 2` or
 /// `samples < 2`), `DPATTN_STATUS_SCRATCH_TOO_SMALL`, `DPATTN_STATUS_SIZE_OVERFLOW`,
