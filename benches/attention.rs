@@ -26,8 +26,8 @@
 //! The sgemm is also called once, unconditionally, at the start of every group, so that our
 //! kernels always run after another library's SIMD code in the same process (even when a
 //! criterion filter skips the sgemm benchmark): the legacy-SSE / dirty-upper-state slowdown
-//! described in `shared/spec/systems-anchors.md` §C.1 would show up here. A second group per
-//! `(S, D)` times a square sgemm with (nearly) the same FLOP count, for reference.
+//! described in `docs/PAPERS.md` A.1.3 (measured as in A.1.2) would show up here. A second group
+//! per `(S, D)` times a square sgemm with (nearly) the same FLOP count, for reference.
 //! Before timing, every variant's output is checked against the naive one. Under
 //! `cargo test --benches` (criterion's test mode) only one small size runs, once.
 //!

@@ -1,7 +1,7 @@
 //! Paper 001 in the same run: the faithful softmax trees (`SoftmaxTreeCrossAttention`, non-adaptive
-//! `l = 1`, per-vector split) against the moment sketch (extension E1) on the same data and
-//! the same `(ε, δ)`, with exact `f64` cross-attention (`exp(⟨q, k⟩/d)`, a naive loop) as the
-//! peer for query latency and the reference for the error.
+//! `l = 1`, per-vector split) against the moment sketch (extension `docs/PAPERS.md` P1-X1) on the
+//! same data and the same `(ε, δ)`, with exact `f64` cross-attention (`exp(⟨q, k⟩/d)`, a naive
+//! loop) as the peer for query latency and the reference for the error.
 //!
 //! Before the timings the bench prints the accuracy table: mean absolute error of the
 //! outputs (true range `[−1, 1]`) over 64 queries, against `n`, plus the memory of each

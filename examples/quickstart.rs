@@ -3,8 +3,8 @@
 //! A seeded synthetic batch (4 heads × 1024 tokens × 64), exact attention (checked against the
 //! float64 reference), then output-perturbation DP cross-attention (our extension, see
 //! `docs/PRIVACY.md` §2) of 16 public queries per head over the 1024-token private context
-//! at several ε, then the Gaussian-sampling DP attention of paper 000 on the spec's worked
-//! example (`shared/spec/seed-000.md` §5.4; privacy unit: one feature column, see
+//! at several ε, then the Gaussian-sampling DP attention of paper 000 on its worked
+//! example (`docs/PAPERS.md` T0-A; privacy unit: one feature column, see
 //! `docs/PRIVACY.md` §3), then paper 001's moment sketch and softmax trees (`docs/PRIVACY.md`
 //! §4; privacy unit: one token), NoisyHead (paper 004) and DP-Forward (paper 003, privacy
 //! unit: one sequence), and a table: mechanism, ε, δ, relative error against exact
@@ -170,7 +170,7 @@ fn main() -> Result<(), dpattn::Error> {
     //    (privacy unit: one feature column; its own session).
     ledgers.push(gaussian_sampling_rows(&mut rows)?);
 
-    // 4. Paper 001: the moment sketch (E1, the practical mode) and the faithful trees, on
+    // 4. Paper 001: the moment sketch (P1-X1, the practical mode) and the faithful trees, on
     //    the token session.
     softmax_tree_rows(&mut rows, &mut tokens, &data_key)?;
     ledgers.insert(0, summary(&tokens));
@@ -222,11 +222,11 @@ fn summary(session: &Session) -> String {
     )
 }
 
-/// Paper 000 on the spec's example: `X = √(0.05/4096)·H[0..4, :]` (Hadamard rows), so
-/// `XXᵀ = 0.05·I`; `ε = 0.09`, `δ = 1e-6`, `β = 5e-6`; `k` at both ends of the paper's
-/// feasible range. The error is `‖P_B − P_A‖_F / ‖P_A‖_F`; the uniform attention (the
-/// constant release `B = 0`) is shown for comparison: the paper's own accuracy bound cannot
-/// tell the two apart (`docs/PRIVACY.md` §3.4).
+/// Paper 000 on the worked example of `docs/PAPERS.md` T0-A: `X = √(0.05/4096)·H[0..4, :]`
+/// (Hadamard rows), so `XXᵀ = 0.05·I`; `ε = 0.09`, `δ = 1e-6`, `β = 5e-6`; `k` at both ends of the
+/// paper's feasible range. The error is `‖P_B − P_A‖_F / ‖P_A‖_F`; the uniform attention (the
+/// constant release `B = 0`) is shown for comparison: the paper's own accuracy bound cannot tell
+/// the two apart (`docs/PRIVACY.md` §3.4).
 fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
     use dpattn::gaussian_sampling_attention::{
         Calibration, Domain, GaussianSamplingParams, OutOfDomain, Sampler, feasible_k,
@@ -317,9 +317,9 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> 
 }
 
 /// Paper 001 on `n` private tokens with `d = 2` (`K ∈ [0, 1]^d`, `V ∈ [−0.2, 1]^d`, `R_w = 1`, `ε = 1`,
-/// `δ = δ′ = 1e-6`): the moment sketch (extension E1) and the faithful non-adaptive trees
-/// (`l = 1`, per-vector split), 16 public queries each; error `‖Õ − O‖_F/‖O‖_F` against exact
-/// `softmax(qKᵀ/d)V`. The trees' theorem-level estimate is printed too.
+/// `δ = δ′ = 1e-6`): the moment sketch (extension `docs/PAPERS.md` P1-X1) and the faithful
+/// non-adaptive trees (`l = 1`, per-vector split), 16 public queries each; error `‖Õ − O‖_F/‖O‖_F`
+/// against exact `softmax(qKᵀ/d)V`. The trees' theorem-level estimate is printed too.
 fn softmax_tree_rows(
     rows: &mut Vec<Row>,
     tokens: &mut Session,
@@ -371,7 +371,7 @@ fn softmax_tree_rows(
     }
     rows.push(Row {
         mechanism: format!(
-            "moment sketch [EXT E1] (paper 001 kernel, n={n}, d={d}, r={})",
+            "moment sketch [EXT P1-X1] (paper 001 kernel, n={n}, d={d}, r={})",
             sketch.feature_map().features()
         ),
         epsilon: "1".into(),
@@ -400,9 +400,9 @@ fn softmax_tree_rows(
 }
 
 /// Paper 004 at the low-dimensional preset (N = 4000 prompts, D = 5, L = 63, T = 39):
-/// the error column is the excess risk `mean ⟨Γ̂ − Γ*, Z⟩²` over 500 test prompts against
-/// the non-private ridge `Γ*` (spec mean-field prediction 0.050 at ε = 1); the ridge row
-/// shows its test MSE (Var y = 1: the paper's λ = 5 makes ridge nearly the zero predictor).
+/// the error column is the excess risk `mean ⟨Γ̂ − Γ*, Z⟩²` over 500 test prompts against the
+/// non-private ridge `Γ*` (mean-field prediction 0.050 at ε = 1, `docs/PAPERS.md` T4-C); the ridge
+/// row shows its test MSE (Var y = 1: the paper's λ = 5 makes ridge nearly the zero predictor).
 fn noisy_head_rows(rows: &mut Vec<Row>, data_key: &NoiseKey) -> Result<String, dpattn::Error> {
     use dpattn::noisy_head::{
         Features, Form, Prompts, RidgeSolver, excess_risk, generate_prompts, noisy_head,

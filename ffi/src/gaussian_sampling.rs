@@ -1120,7 +1120,7 @@ mod tests {
     }
 
     #[test]
-    fn calibration_matches_core_and_spec() {
+    fn calibration_matches_core_and_table_t0_a() {
         let (mut lo, mut hi) = (0u64, 0u64);
         // SAFETY: valid pointers.
         let s = unsafe {

@@ -2,15 +2,15 @@
 //! analytic matrix Gaussian mechanism (aMGM), against published and computed references.
 //!
 //! **Sources of expected values.**
-//! * `seed-003 §5-A … §5-I`: the reference tables of `/work/shared/spec/seed-003.md`
-//!   (DP-Forward, CCS '23, Algorithm 1 at 60 digits with mpmath), cited by table and row.
-//!   Those tables print 6–12 significant digits; [`assert_printed`] requires every printed
-//!   digit to be right (|x − printed| ≤ half a unit in the last printed place), which is the
-//!   most the tables can check (12 digits is up to 5e-12 relative, so the spec's suggested
-//!   "1e-12 relative" is below the resolution of its own printed values).
+//! * `T3-A … T3-I`: the reference tables of `docs/PAPERS.md` §3.9 (DP-Forward, CCS '23,
+//!   Algorithm 1 at 60 digits with mpmath), cited by table and row. Those tables print 6–12
+//!   significant digits; [`assert_printed`] requires every printed digit to be right
+//!   (|x − printed| ≤ half a unit in the last printed place), which is the most the tables
+//!   can check (12 digits is up to 5e-12 relative, so a "1e-12 relative" tolerance would be
+//!   below the resolution of the printed values).
 //! * `Balle & Wang 2018, Thm 8`: the exact profile `δ(ε; μ) = Φ(μ/2 − ε/μ) − e^ε Φ(−μ/2 − ε/μ)`.
 //!   The tables at the end of this file ([`SIGMA_EXACT_UP`], [`PROFILE`],
-//!   [`EPSILON_EXACT_UP`], [`SPEC_ROWS_EXACT`]) are that profile and its inverses solved at
+//!   [`EPSILON_EXACT_UP`], [`REFERENCE_ROWS_EXACT`]) are that profile and its inverses solved at
 //!   120 digits by the script below; σ and ε are stored rounded *up* to the next `f64`, so
 //!   `σ ≥ table` is exactly "σ is not below the exact value".
 //! * `Dwork & Roth 2014, Thm A.1`: the classical `σ = Δ√(2 ln(1.25/δ))/ε`, valid for ε < 1.
@@ -82,7 +82,7 @@
 //! rows = [(e, 1e-5) for e in [0.1, 0.5, 1, 2, 4, 8, 12, 16, 20, 24, 32, 48]]
 //! rows += [(e, d) for d in [1e-6, 1e-3, 1e-8] for e in [0.5, 1, 2, 4, 8, 16]]
 //! rows += [(0.5, 0.3), (1.0, 0.4), (0.01, 0.1), (2.0, 0.45)]
-//! print("const SPEC_ROWS_EXACT: [(f64, f64, f64, f64); %d] = [" % len(rows))
+//! print("const REFERENCE_ROWS_EXACT: [(f64, f64, f64, f64); %d] = [" % len(rows))
 //! for e, d in rows:
 //!     s = sigma(e, d)
 //!     print(f"    ({float(e)!r}, {d!r}, {down(1/s)!r}, {up(s)!r}),")
@@ -137,12 +137,12 @@ fn assert_up(x: f64, lo: f64, rel: f64, what: &str) {
 }
 
 // ---------------------------------------------------------------------------------------
-// seed-003 §5-A: δ = 1e-5, the paper's δ.
+// docs/PAPERS.md T3-A: δ = 1e-5, the paper's δ.
 // ---------------------------------------------------------------------------------------
 
-/// seed-003 §5-A columns: ε, δ₀(ε), u*, α, B, σ_aMGM (S=1), σ_aMGM (S=2), Var_aMGM (S=2),
+/// docs/PAPERS.md T3-A columns: ε, δ₀(ε), u*, α, B, σ_aMGM (S=1), σ_aMGM (S=2), Var_aMGM (S=2),
 /// σ_GM (S=1), σ_GM (S=2), σ_GM/σ_aMGM. Every row is branch g⁻ (δ < δ₀).
-const TABLE_5A: [[&str; 11]; 9] = [
+const TABLE_T3A: [[&str; 11]; 9] = [
     [
         "0.1",
         "0.1382107808",
@@ -263,10 +263,10 @@ const TABLE_5A: [[&str; 11]; 9] = [
 ];
 
 #[test]
-fn spec_5a_every_column_of_every_row() {
-    for row in TABLE_5A {
+fn t3a_every_column_of_every_row() {
+    for row in TABLE_T3A {
         let eps: f64 = row[0].parse().unwrap();
-        let at = |c: &str| format!("§5-A ε = {eps}, {c}");
+        let at = |c: &str| format!("T3-A ε = {eps}, {c}");
         let sol = amgm_solve(eps, 1e-5).unwrap();
         assert_eq!(sol.branch, Branch::B, "{}", at("branch"));
         assert_printed(sol.delta0, row[1], &at("δ₀"));
@@ -291,9 +291,9 @@ fn spec_5a_every_column_of_every_row() {
     }
 }
 
-/// seed-003 §5-A ratio column and §3.1: the classical formula gives *less* noise than the
-/// exact minimum (ratio < 1) for ε ≥ 12 at δ = 1e-5; the crossover is ε = 8.41977130154
-/// (δ = 1e-5; §3.1 "8.4198", §7.3 "8.419771302") and 8.78209175222 (δ = 1e-6; §3.1
+/// docs/PAPERS.md T3-A ratio column and §3.4: the classical formula gives *less* noise than
+/// the exact minimum (ratio < 1) for ε ≥ 12 at δ = 1e-5; the crossover is ε = 8.41977130154
+/// (δ = 1e-5; §3.4 "8.4198", P3-AC3 "8.419771302") and 8.78209175222 (δ = 1e-6; §3.4
 /// "8.7821"), from the 120-digit script. Hence the restriction to ε < 1.
 #[test]
 fn classical_under_noises_beyond_the_crossover() {
@@ -306,7 +306,7 @@ fn classical_under_noises_beyond_the_crossover() {
     for eps in [12.0, 16.0, 24.0, 48.0, 100.0] {
         assert!(ratio(eps, 1e-5) < 1.0, "ε = {eps}");
     }
-    // §7.3 item 3: classical σ ≥ analytic σ for every tested ε < 1.
+    // docs/PAPERS.md P3-AC3: classical σ ≥ analytic σ for every tested ε < 1.
     for delta in [1e-300, 1e-12, 1e-8, 1e-5, 1e-3, 0.1, 0.5, 0.99] {
         for eps in [1e-9, 1e-4, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.999_999] {
             let gm = classical_gaussian_sigma(eps, delta, 1.0).unwrap();
@@ -317,11 +317,11 @@ fn classical_under_noises_beyond_the_crossover() {
 }
 
 // ---------------------------------------------------------------------------------------
-// seed-003 §5-B: other δ (S = 1).
+// docs/PAPERS.md T3-B: other δ (S = 1).
 // ---------------------------------------------------------------------------------------
 
-/// seed-003 §5-B: (δ, ε, B, σ_aMGM, σ_GM).
-const TABLE_5B: [(f64, &str, &str, &str, &str); 18] = [
+/// docs/PAPERS.md T3-B: (δ, ε, B, σ_aMGM, σ_GM).
+const TABLE_T3B: [(f64, &str, &str, &str, &str); 18] = [
     (1e-6, "0.5", "0.124106149031", "8.05761848073", "10.5976050537"),
     (1e-6, "1", "0.236704380663", "4.22467888933", "5.29880252685"),
     (1e-6, "2", "0.448334740395", "2.23047627119", "2.64940126343"),
@@ -343,10 +343,10 @@ const TABLE_5B: [(f64, &str, &str, &str, &str); 18] = [
 ];
 
 #[test]
-fn spec_5b_other_deltas() {
-    for (delta, e, b, s, gm) in TABLE_5B {
+fn t3b_other_deltas() {
+    for (delta, e, b, s, gm) in TABLE_T3B {
         let eps: f64 = e.parse().unwrap();
-        let at = |c: &str| format!("§5-B δ = {delta}, ε = {eps}, {c}");
+        let at = |c: &str| format!("T3-B δ = {delta}, ε = {eps}, {c}");
         assert_printed(amgm_bound(eps, delta).unwrap(), b, &at("B"));
         assert_printed(amgm_sigma(eps, delta, 1.0).unwrap(), s, &at("σ_aMGM"));
         assert_printed(analytic_gaussian_sigma(eps, delta, 1.0).unwrap(), s, &at("σ_aGM"));
@@ -354,26 +354,26 @@ fn spec_5b_other_deltas() {
     }
 }
 
-/// seed-003 §5-A "more high-ε values" (δ = 1e-5, S = 1), and the values the released code's
-/// f64 erf form gives instead (§3.6 item 5), which must *not* be reproduced.
+/// docs/PAPERS.md T3-A "more high-ε values" (δ = 1e-5, S = 1), and the values the released code's
+/// f64 erf form gives instead (P3-R5), which must *not* be reproduced.
 #[test]
-fn spec_high_epsilon_and_not_the_erf_form() {
+fn t3a_high_epsilon_and_not_the_erf_form() {
     for (eps, exact, erf_form) in [
         (20.0, "0.290041418033", 0.290040157227),
         (32.0, "0.204934900259", 0.208292529550),
         (48.0, "0.154022451488", 0.155737810925),
     ] {
         let s = amgm_sigma(eps, 1e-5, 1.0).unwrap();
-        assert_printed(s, exact, &format!("§5-A high ε = {eps}"));
+        assert_printed(s, exact, &format!("T3-A high ε = {eps}"));
         assert_printed(analytic_gaussian_sigma(eps, 1e-5, 1.0).unwrap(), exact, "aGM high ε");
         assert!((s / erf_form - 1.0).abs() > 4e-6, "ε = {eps} matches the buggy erf form");
     }
 }
 
-/// seed-003 §5-C: k = 3 Gaussian releases compose exactly like one with sensitivity √3
-/// (§4.5), δ = 1e-5, S = 1.
+/// docs/PAPERS.md T3-C: k = 3 Gaussian releases compose exactly like one with sensitivity √3
+/// (§3.7, "Composition over epochs"), δ = 1e-5, S = 1.
 #[test]
-fn spec_5c_composition_by_sensitivity_sqrt_k() {
+fn t3c_composition_by_sensitivity_sqrt_k() {
     for (eps, k3, k1) in [
         (1.0, "6.461643536", "3.730631635"),
         (2.0, "3.453384457", "1.993812446"),
@@ -381,7 +381,7 @@ fn spec_5c_composition_by_sensitivity_sqrt_k() {
         (8.0, "1.039627249", "0.6002290722"),
         (16.0, "0.596132793", "0.3441774285"),
     ] {
-        let at = |c: &str| format!("§5-C ε = {eps}, {c}");
+        let at = |c: &str| format!("T3-C ε = {eps}, {c}");
         let root3 = 3f64.sqrt();
         assert_printed(analytic_gaussian_sigma(eps, 1e-5, root3).unwrap(), k3, &at("k = 3"));
         assert_printed(amgm_sigma(eps, 1e-5, root3).unwrap(), k3, &at("k = 3 (aMGM)"));
@@ -389,17 +389,17 @@ fn spec_5c_composition_by_sensitivity_sqrt_k() {
     }
 }
 
-/// seed-003 §5-D: branch A (δ ≥ δ₀) vectors, S = 1, and the released code's wrong answers
-/// (its bisection treats the increasing g⁺ as decreasing, §8 E4).
+/// docs/PAPERS.md T3-D: branch A (δ ≥ δ₀) vectors, S = 1, and the released code's wrong answers
+/// (its bisection treats the increasing g⁺ as decreasing, P3-4).
 #[test]
-fn spec_5d_branch_a() {
+fn t3d_branch_a() {
     for (eps, delta, d0, sigma, code) in [
         (0.5, 0.3, "0.23842171", "0.865868816946", 0.00223606),
         (1.0, 0.4, "0.28620821", "0.58722980689", 0.00158113),
         (0.01, 0.1, "0.05177151", "3.80944380611", 0.0158113),
         (2.0, 0.45, "0.331898", "0.43477284497", 0.00111803),
     ] {
-        let at = |c: &str| format!("§5-D ε = {eps}, δ = {delta}, {c}");
+        let at = |c: &str| format!("T3-D ε = {eps}, δ = {delta}, {c}");
         let sol = amgm_solve(eps, delta).unwrap();
         assert_eq!(sol.branch, Branch::A, "{}", at("branch"));
         assert!(sol.alpha <= 1.0 && sol.bound >= (2.0 * eps).sqrt(), "{}", at("α ≤ 1"));
@@ -412,11 +412,11 @@ fn spec_5d_branch_a() {
 }
 
 // ---------------------------------------------------------------------------------------
-// seed-003 §5-E: privacy-profile identities.
+// docs/PAPERS.md T3-E: privacy-profile identities.
 // ---------------------------------------------------------------------------------------
 
-/// seed-003 §5-E: δ(ε; μ = S/σ) for μ ∈ {0.5, 1, 2, 3} (rows), ε ∈ {0, 0.5, 1, 2, 4, 8}.
-const TABLE_5E: [(f64, [&str; 6]); 4] = [
+/// docs/PAPERS.md T3-E: δ(ε; μ = S/σ) for μ ∈ {0.5, 1, 2, 3} (rows), ε ∈ {0, 0.5, 1, 2, 4, 8}.
+const TABLE_T3E: [(f64, [&str; 6]); 4] = [
     (
         0.5,
         [
@@ -464,11 +464,11 @@ const TABLE_5E: [(f64, [&str; 6]); 4] = [
 ];
 
 #[test]
-fn spec_5e_profile_table_and_identities() {
+fn t3e_profile_table_and_identities() {
     let eps_cols = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0];
-    for (mu, row) in TABLE_5E {
+    for (mu, row) in TABLE_T3E {
         for (eps, want) in eps_cols.into_iter().zip(row) {
-            let at = format!("§5-E μ = {mu}, ε = {eps}");
+            let at = format!("T3-E μ = {mu}, ε = {eps}");
             // μ = Δ/σ: the same number from (σ = 1, Δ = μ) and (σ = 1/μ, Δ = 1).
             assert_printed(analytic_gaussian_delta(eps, 1.0, mu).unwrap(), want, &at);
             assert_printed(analytic_gaussian_delta(eps, 1.0 / mu, 1.0).unwrap(), want, &at);
@@ -480,9 +480,9 @@ fn spec_5e_profile_table_and_identities() {
         let d = analytic_gaussian_delta(0.0, 1.0, mu).unwrap();
         assert!(d >= tv * (1.0 - 1e-15) && d <= tv * (1.0 + 3e-15), "ε = 0 profile: {d} vs {tv}");
     }
-    // g_ε(√(2ε)) = δ₀(ε): §5-E names μ = 1, ε = 0.5 and μ = 2, ε = 2.
-    assert_printed(delta0(0.5).unwrap(), "0.238421708135", "§5-E δ₀(0.5)");
-    assert_printed(delta0(2.0).unwrap(), "0.331897998777", "§5-E δ₀(2)");
+    // g_ε(√(2ε)) = δ₀(ε): T3-E names μ = 1, ε = 0.5 and μ = 2, ε = 2.
+    assert_printed(delta0(0.5).unwrap(), "0.238421708135", "T3-E δ₀(0.5)");
+    assert_printed(delta0(2.0).unwrap(), "0.331897998777", "T3-E δ₀(2)");
     for eps in [1e-10, 1e-3, 0.5, 2.0, 8.0, 100.0, 1e4] {
         let g = amgm_profile(eps, (2.0 * eps).sqrt()).unwrap();
         assert_rel(g, delta0(eps).unwrap(), 1e-13, "g_ε(√(2ε)) = δ₀(ε)");
@@ -490,19 +490,19 @@ fn spec_5e_profile_table_and_identities() {
     // Inverse values at δ = 1e-5.
     for (mu, want) in [(0.5, "1.99309140442"), (1.0, "4.37717809568"), (2.0, "9.99725614643")] {
         let e = analytic_gaussian_epsilon(1.0 / mu, 1e-5, 1.0).unwrap();
-        assert_printed(e, want, &format!("§5-E ε(μ = {mu})"));
+        assert_printed(e, want, &format!("T3-E ε(μ = {mu})"));
     }
     // ε → 0 limits.
-    assert_printed(amgm_bound_zero_eps(1e-5).unwrap(), "2.5066282747e-5", "§5-E B₀(1e-5)");
-    assert_printed(amgm_bound_zero_eps(1e-3).unwrap(), "0.00250662893087", "§5-E B₀(1e-3)");
-    // §3.6 item 7: "Algorithm 1 at ε = 1e-12 returns 2.50662840e-5".
-    assert_printed(amgm_bound(1e-12, 1e-5).unwrap(), "2.50662840e-5", "§3.6.7 A(1e-12, 1e-5)");
+    assert_printed(amgm_bound_zero_eps(1e-5).unwrap(), "2.5066282747e-5", "T3-E B₀(1e-5)");
+    assert_printed(amgm_bound_zero_eps(1e-3).unwrap(), "0.00250662893087", "T3-E B₀(1e-3)");
+    // T3-E (P3-R7): "Algorithm 1 at ε = 1e-12 … returns 2.50662840e-5".
+    assert_printed(amgm_bound(1e-12, 1e-5).unwrap(), "2.50662840e-5", "P3-R7 A(1e-12, 1e-5)");
 }
 
-/// seed-003 §5-G: calibrating with S = C when the true sensitivity is 2C; the effective ε
+/// docs/PAPERS.md T3-G: calibrating with S = C when the true sensitivity is 2C; the effective ε
 /// is the ε of σ = σ_aMGM(ε_nominal, S = 1) against sensitivity 2 (δ = 1e-5).
 #[test]
-fn spec_5g_effective_epsilon() {
+fn t3g_effective_epsilon() {
     for (nominal, effective) in [
         (0.5, "1.0672991"),
         (1.0, "2.1546767"),
@@ -514,26 +514,26 @@ fn spec_5g_effective_epsilon() {
     ] {
         let sigma = amgm_sigma(nominal, 1e-5, 1.0).unwrap();
         let e = analytic_gaussian_epsilon(sigma, 1e-5, 2.0).unwrap();
-        assert_printed(e, effective, &format!("§5-G nominal ε = {nominal}"));
+        assert_printed(e, effective, &format!("T3-G nominal ε = {nominal}"));
     }
 }
 
-/// seed-003 §5-I: Theorem 6 with non-i.i.d. factors U = diag(3.730631634815942,
+/// docs/PAPERS.md T3-I: Theorem 6 with non-i.i.d. factors U = diag(3.730631634815942,
 /// 7.461263269631884), V = diag(1, 1.5, 2) at ε = 1, δ = 1e-5, S = 1.
 #[test]
-fn spec_5i_theorem_6_check() {
+fn t3i_theorem_6_check() {
     let (u_min, v_min) = (3.730631634815942, 1.0);
-    // The worst-case Δ = e₁e₁ᵀ is whitened to norm 1/(u_min·v_min) = B (§5-I: 0.2680511232112942).
+    // The worst-case Δ = e₁e₁ᵀ is whitened to norm 1/(u_min·v_min) = B (T3-I: 0.2680511232112942).
     let b = amgm_bound(1.0, 1e-5).unwrap();
-    assert_rel(1.0 / (u_min * v_min), b, 2e-15, "§5-I ‖U⁻¹ΔV⁻ᵀ‖_F = B");
-    assert_rel(amgm_profile(1.0, 1.0 / (u_min * v_min)).unwrap(), 1e-5, 1e-14, "§5-I g₁(B)");
+    assert_rel(1.0 / (u_min * v_min), b, 2e-15, "T3-I ‖U⁻¹ΔV⁻ᵀ‖_F = B");
+    assert_rel(amgm_profile(1.0, 1.0 / (u_min * v_min)).unwrap(), 1e-5, 1e-14, "T3-I g₁(B)");
     let need = amgm_sigma(1.0, 1e-5, 1.0).unwrap();
-    assert_up(need, u_min, 2e-15, "§5-I required product");
+    assert_up(need, u_min, 2e-15, "T3-I required product");
     // The required product is rounded up, and 3.730631634815942 is the exact requirement
     // (3.7306316348159418322…, 120-digit script) rounded to the nearest f64: it exceeds the
     // exact value by 3e-18 relative, far below the evaluation error of any f64 profile, so
-    // the conservative check refuses it (spec §7.3 item 8 expects acceptance; see the
-    // report). A product 1e-14 larger is accepted, and u_min·0.999 is refused.
+    // the conservative check refuses it (docs/PAPERS.md T3-I and P3-AC8 record this). A product
+    // 1e-14 larger is accepted, and u_min·0.999 is refused.
     assert!(amgm_check_factors(1.0, 1e-5, 1.0, u_min, v_min).is_err());
     assert!(amgm_check_factors(1.0, 1e-5, 1.0, u_min * (1.0 + 1e-14), v_min).is_ok());
     assert!(amgm_check_factors(1.0, 1e-5, 1.0, need / 2.0, 2.0 * v_min).is_ok());
@@ -551,8 +551,8 @@ fn spec_5i_theorem_6_check() {
 // ---------------------------------------------------------------------------------------
 
 #[test]
-fn spec_rows_to_the_last_ulps() {
-    for (eps, delta, b_down, s_up) in SPEC_ROWS_EXACT {
+fn reference_rows_to_the_last_ulps() {
+    for (eps, delta, b_down, s_up) in REFERENCE_ROWS_EXACT {
         let at = |c: &str| format!("ε = {eps}, δ = {delta}: {c}");
         let b = amgm_bound(eps, delta).unwrap();
         assert!(b <= b_down && b >= b_down * (1.0 - 2e-15), "{} {b:e} vs {b_down:e}", at("B"));
@@ -643,7 +643,7 @@ fn epsilon_is_never_below_the_exact_value() {
 const EPS_GRID: [f64; 12] = [1e-6, 1e-3, 0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 24.0, 100.0, 500.0];
 const DELTA_GRID: [f64; 7] = [1e-300, 1e-30, 1e-10, 1e-5, 1e-3, 0.1, 0.5];
 
-/// i.i.d. aMGM is the analytic Gaussian mechanism (seed-003 §0 item 2, §3.8): two
+/// i.i.d. aMGM is the analytic Gaussian mechanism (docs/PAPERS.md §3.1 and §3.6): two
 /// independent solvers (Algorithm 1 in u/v, bisection in σ) agree.
 #[test]
 fn amgm_equals_analytic_gaussian() {
@@ -762,7 +762,7 @@ fn delta_to_zero() {
 
 #[test]
 fn epsilon_to_zero() {
-    // σ increases as ε ↓ 0 towards σ(0) = 1/B₀ (seed-003 §3.6 item 7), continuously.
+    // σ increases as ε ↓ 0 towards σ(0) = 1/B₀ (docs/PAPERS.md P3-R7), continuously.
     let s0 = analytic_gaussian_sigma(0.0, 1e-5, 1.0).unwrap();
     // 1/B₀(1e-5) = 39894.22803909884 (120-digit table, rounded up).
     assert_up(s0, 39894.22803909884, 2e-15, "σ(ε = 0) = 1/B₀");
@@ -773,14 +773,14 @@ fn epsilon_to_zero() {
         prev = s;
     }
     assert_rel(prev, s0, 1e-15, "ε = 1e-300 is ε = 0");
-    // The ε = 0 profile is 2Φ(Δ/2σ) − 1, and B₀ bounds A(ε, δ) for every ε (§3.6 item 7).
+    // The ε = 0 profile is 2Φ(Δ/2σ) − 1, and B₀ bounds A(ε, δ) for every ε (P3-R7).
     for delta in [1e-300, 1e-5, 0.3] {
         let b0 = amgm_bound_zero_eps(delta).unwrap();
         for eps in [1e-12, 1e-3, 1.0] {
             assert!(b0 <= amgm_bound(eps, delta).unwrap(), "B₀ > A({eps}, {delta})");
         }
     }
-    // Algorithm 1 needs ε > 0 (§3.6 item 6); the analytic calibrator accepts ε = 0.
+    // Algorithm 1 needs ε > 0 (P3-R6); the analytic calibrator accepts ε = 0.
     assert!(matches!(amgm_bound(0.0, 1e-5), Err(Error::OutOfRange { name: "epsilon", .. })));
 }
 
@@ -877,7 +877,7 @@ fn bad_inputs_are_errors() {
         out_of_range(amgm_check_factors(1.0, 1e-5, 1.0, 1.0, s), "sigma");
         out_of_range(amgm_profile(1.0, s), "b");
     }
-    // ε = 0 is outside Algorithm 1 (§3.6 item 6) and outside Dwork–Roth.
+    // ε = 0 is outside Algorithm 1 (P3-R6) and outside Dwork–Roth.
     out_of_range(amgm_solve(0.0, 1e-5), "epsilon");
     out_of_range(classical_gaussian_sigma(0.0, 1e-5, 1.0), "epsilon");
     // The classical formula outside ε ∈ (0, 1): named, with the allowed range.
@@ -890,7 +890,7 @@ fn bad_inputs_are_errors() {
     // σ whose classical ε would be ≥ 1: infeasible, with the implied ε.
     match classical_gaussian_epsilon(1.0, 1e-5, 1.0) {
         Err(Error::Infeasible { lhs, rhs, .. }) => {
-            assert_printed(lhs, "4.84480526261", "§5-A σ_GM(ε = 1) = 4.84…: ε(σ = 1) = 4.84…");
+            assert_printed(lhs, "4.84480526261", "T3-A σ_GM(ε = 1) = 4.84…: ε(σ = 1) = 4.84…");
             assert_eq!(rhs, 1.0);
         }
         other => panic!("expected Infeasible, got {other:?}"),
@@ -1120,9 +1120,9 @@ const EPSILON_EXACT_UP: [(f64, f64, f64); 30] = [
     (100.0, 0.9, 4870.838414880716),
 ];
 
-/// `(ε, δ, B↓, σ↑)` for every `(ε, δ)` of seed-003 §5-A, §5-B, §5-D and the high-ε list:
+/// `(ε, δ, B↓, σ↑)` for every `(ε, δ)` of docs/PAPERS.md T3-A, T3-B, T3-D and the high-ε list:
 /// the exact bound rounded down and the exact σ (S = 1) rounded up, script above.
-const SPEC_ROWS_EXACT: [(f64, f64, f64, f64); 34] = [
+const REFERENCE_ROWS_EXACT: [(f64, f64, f64, f64); 34] = [
     (0.1, 1e-05, 0.03252078405620391, 30.74956613197745),
     (0.5, 1e-05, 0.14221055866926122, 7.031826675582492),
     (1.0, 1e-05, 0.2680511232112942, 3.730631634815942),

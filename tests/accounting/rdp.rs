@@ -414,8 +414,8 @@ fn calibration_finds_the_exact_root() {
 fn calibration_matches_opacus_get_noise_multiplier() {
     // Opacus get_noise_multiplier(target_epsilon=8, target_delta=1e-5, sample_rate=0.04,
     // accountant="rdp", epsilon_tolerance=0.01): epochs=90 (2250 steps) → 1.416015625,
-    // steps=2000 → 1.356201171875 (anchors §3.3: 1.416 / 1.3562). Its bisection stops once ε is
-    // within 0.01 below the target; the exact roots on its orders are 1.4157871430845432 and
+    // steps=2000 → 1.356201171875 (docs/PAPERS.md A.2.4: 1.416 / 1.3562). Its bisection stops once
+    // ε is within 0.01 below the target; the exact roots on its orders are 1.4157871430845432 and
     // 1.356134217161609.
     let orders = opacus_orders();
     for (t, opacus, root) in

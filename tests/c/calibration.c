@@ -1,7 +1,7 @@
 /*
- * Calibration and accounting from C99, against published values (shared/spec/seed-003.md
- * §5: Balle–Wang analytic Gaussian computed with 60-digit mpmath, given to 12 significant
- * digits; dp-library-anchors.md §3.3: Opacus' accountant golden values) and against closed
+ * Calibration and accounting from C99, against reference values (docs/PAPERS.md §3.9:
+ * Balle–Wang analytic Gaussian computed with 60-digit mpmath, given to 12 significant
+ * digits; docs/PAPERS.md A.2.4: Opacus' accountant golden values) and against closed
  * forms and naive double-precision references written here.
  *
  * Tolerances: published 12-digit values are compared at 1e-11 relative (the rounding of
@@ -42,7 +42,7 @@ static double dg_profile(double eps, double sigma, double sens) {
 
 static int test_gaussian(void) {
     double s, e, d;
-    /* seed-003 §5-A (δ = 1e-5, S = 1 and S = 2), §5-B (δ = 1e-6), §5-D (branch A). */
+    /* docs/PAPERS.md T3-A (δ = 1e-5, S = 1 and S = 2), T3-B (δ = 1e-6), T3-D (branch A). */
     static const double table[][4] = {
         /* ε, δ, Δ, σ_aMGM */
         {0.1, 1e-5, 1, 30.749566132},       {0.5, 1e-5, 1, 7.03182667558},
@@ -58,19 +58,19 @@ static int test_gaussian(void) {
         /* The result meets δ by the naive profile too (up to its own 1e-15 absolute error). */
         CHECK(profile(table[i][0], table[i][2] / s) <= table[i][1] * (1 + 1e-9));
     }
-    /* §5-E profile values, and the naive erfc formula; ε = 0 is 2Φ(μ/2) − 1. */
+    /* T3-E profile values, and the naive erfc formula; ε = 0 is 2Φ(μ/2) − 1. */
     CHECK(dpattn_analytic_gaussian_delta(1.0, 1.0, 1.0, &d) == DPATTN_STATUS_OK);
     CHECK(rel(d, 0.126936737507) < 1e-11 && rel(d, profile(1.0, 1.0)) < 1e-13);
     CHECK(dpattn_analytic_gaussian_delta(4.0, 1.0, 2.0, &d) == DPATTN_STATUS_OK);
     CHECK(rel(d, 0.0849533186711) < 1e-11);
     CHECK(dpattn_analytic_gaussian_delta(0.0, 1.0, 2.0, &d) == DPATTN_STATUS_OK);
     CHECK(rel(d, 0.682689492137) < 1e-11 && rel(d, erf(1.0 / sqrt(2.0))) < 1e-14);
-    /* §5-E inverse values at δ = 1e-5. */
+    /* T3-E inverse values at δ = 1e-5. */
     CHECK(dpattn_analytic_gaussian_epsilon(1.0, 1e-5, 1.0, &e) == DPATTN_STATUS_OK);
     CHECK(rel(e, 4.37717809568) < 1e-11);
     CHECK(dpattn_analytic_gaussian_epsilon(2.0, 1e-5, 1.0, &e) == DPATTN_STATUS_OK);
     CHECK(rel(e, 1.99309140442) < 1e-11);
-    /* Classical: σ = Δ √(2 ln(1.25/δ)) / ε (Dwork–Roth Thm A.1), rounded up; §5-A σ_GM. */
+    /* Classical: σ = Δ √(2 ln(1.25/δ)) / ε (Dwork–Roth Thm A.1), rounded up; T3-A σ_GM. */
     CHECK(dpattn_classical_gaussian_sigma(0.5, 1e-5, 1.0, &s) == DPATTN_STATUS_OK);
     CHECK(rel(s, 9.68961052521) < 1e-11);
     CHECK(s >= sqrt(2 * log(1.25 / 1e-5)) / 0.5 && rel(s, sqrt(2 * log(1.25 / 1e-5)) / 0.5) < 1e-14);
@@ -115,7 +115,7 @@ static int test_laplace_discrete_normal(void) {
     CHECK(dpattn_discrete_gaussian_delta(0.5, 1.5, 1, &d) == DPATTN_STATUS_OK);
     CHECK(d >= dg_profile(0.5, 1.5, 1.0) && rel(d, dg_profile(0.5, 1.5, 1.0)) < 1e-10);
     /* σ for (1, 1e-5), Δ = 1: meets δ, and 1e-9 less would not (tightness), and it is close
-       to the continuous analytic 3.7306 (§5-A). */
+       to the continuous analytic 3.7306 (T3-A). */
     CHECK(dpattn_discrete_gaussian_sigma(1.0, 1e-5, 1, &s) == DPATTN_STATUS_OK);
     CHECK(dg_profile(1.0, s, 1.0) <= 1e-5 * (1 + 1e-9) && dg_profile(1.0, s * (1 - 1e-9), 1.0) > 1e-5 * (1 - 1e-6));
     CHECK(fabs(s - 3.7306) < 0.05);
@@ -206,7 +206,7 @@ static int test_rdp(void) {
     x = 2.0 + log(0.75) - (log(1e-5) + log(4.0)) / 3;
     CHECK(e >= x && e - x < 1e-13);
     CHECK(dpattn_rdp_delta(few, rdp, 3, e, &d, &o) == DPATTN_STATUS_OK && rel(d, 1e-5) < 1e-12);
-    /* Opacus' golden value (dp-library-anchors.md §3.3): q = 0.04, σ = 1.5, 2250 steps,
+    /* Opacus' golden value (docs/PAPERS.md A.2.4): q = 0.04, σ = 1.5, 2250 steps,
        δ = 1e-5, on Opacus' orders 1.1..10.9 (step 0.1) and 12..63: ε = 7.32911117143. */
     for (i = 0; i < 151; i++) opacus[i] = i < 99 ? 1.0 + (i + 1) / 10.0 : (double)(i - 99 + 12);
     CHECK(dpattn_rdp_sampled_gaussian_epsilon(0.04, 1.5, 2250, opacus, 151, 1e-5, &e, &o) == DPATTN_STATUS_OK);

@@ -1,6 +1,6 @@
 /*
  * DP-Forward (paper 003) through the C ABI: every dpattn_dp_forward_* entry point, checked
- * against the reference values printed in shared/spec/seed-003.md §5 and against closed
+ * against the reference values of docs/PAPERS.md §3.9 (tables T3-A … T3-J) and against closed
  * forms computed here. Returns 0 on success or the line of the first failed check.
  */
 #include "dpattn.h"
@@ -35,7 +35,7 @@ static int params_and_calibration(void) {
     CHECK(dpattn_dp_forward_validate(&p) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("tokens"));
     CHECK(dpattn_dp_forward_params_default(NULL) == DPATTN_STATUS_NULL_ARGUMENT);
 
-    /* §5-A: ε = 8, δ = 1e-5, S₂ = 2C = 2 gives σ = 1.2004581444 (printed to 11 digits, so
+    /* T3-A: ε = 8, δ = 1e-5, S₂ = 2C = 2 gives σ = 1.2004581444 (printed to 11 digits, so
        the relative rounding of the table is < 5e-11; tolerance 1e-10). */
     p = base(1, 768);
     p.epsilon = 8.0;
@@ -48,8 +48,8 @@ static int params_and_calibration(void) {
     /* ρ = S²/(2σ²) (Bun–Steinke), rounded up by the library: within 1e-12. */
     CHECK(dpattn_dp_forward_release_rho(&p, &rho) == DPATTN_STATUS_OK);
     CHECK(rel(rho, 4.0 / (2.0 * sigma * sigma), 1e-12) && rho >= 4.0 / (2.0 * sigma * sigma) * (1 - 1e-15));
-    /* [FIX] E1 reproduction: the released code's S = C gives σ = 0.600229072199 and the
-       effective ε at the true sensitivity is 19.121181 (§5-G; 8 digits -> 1e-6). */
+    /* [FIX] P3-1 reproduction: the released code's S = C gives σ = 0.600229072199 and the
+       effective ε at the true sensitivity is 19.121181 (T3-G; 8 digits -> 1e-6). */
     p.rule = DPATTN_DP_FORWARD_RULE_RELEASED_CODE;
     CHECK(dpattn_dp_forward_noise_floor(&p, &sigma) == DPATTN_STATUS_OK);
     CHECK(rel(sigma, 0.600229072199, 1e-10));
@@ -57,7 +57,7 @@ static int params_and_calibration(void) {
     p.region = DPATTN_DP_FORWARD_REGION_ROWS; /* the code never ran rows */
     CHECK(dpattn_dp_forward_validate(&p) == DPATTN_STATUS_UNSUPPORTED);
 
-    /* §5-C: k = 3 releases at a total (1, 1e-5), unit sensitivity (C = 0.5): σ per release
+    /* T3-C: k = 3 releases at a total (1, 1e-5), unit sensitivity (C = 0.5): σ per release
        6.461643536 (10 digits -> 1e-9). */
     p = base(128, 768);
     p.releases = 3;
@@ -127,7 +127,7 @@ static int params_and_calibration(void) {
 }
 
 static int factors_and_clip(void) {
-    /* §5-I: ε = 1, δ = 1e-5, S = 1 (C = 0.5, Frobenius) needs σ_min(U)σ_min(V) ≥
+    /* T3-I: ε = 1, δ = 1e-5, S = 1 (C = 0.5, Frobenius) needs σ_min(U)σ_min(V) ≥
        3.730631634815942; U = diag(f, 2f), V = diag(1, 1.5, 2). */
     dpattn_dp_forward_params p = base(2, 3);
     double floor_ = 0, rows[2], cols[3] = {1.0, 1.5, 2.0};
@@ -221,7 +221,7 @@ static dpattn_status df_at(const dpattn_key *key, uint64_t stream, dpattn_ledger
 }
 
 static int hook(void) {
-    /* ε = 4, C = 1, Frobenius: σ = 2C/A(4, 1e-5) = 2.16232369904 (§5-A). Zero inputs stay
+    /* ε = 4, C = 1, Frobenius: σ = 2C/A(4, 1e-5) = 2.16232369904 (T3-A). Zero inputs stay
        zero under normalisation, so the release is pure noise. */
     dpattn_dp_forward_params p = base(TOK, DIM);
     dpattn_dp_forward_factors iid = {DPATTN_DP_FORWARD_FACTORS_IID, NULL, 0, NULL, 0};
@@ -292,7 +292,7 @@ static int labels_and_baselines(void) {
     double keep = 0, flip = 0, e = 0, d = 0, v = 0;
     size_t i, kept = 0;
     memset(&k, 9, sizeof k);
-    /* §5-J: ε₂ = ln 9 keeps a binary label with probability 0.9 exactly (1e-15 relative
+    /* T3-J: ε₂ = ln 9 keeps a binary label with probability 0.9 exactly (1e-15 relative
        from exp/log rounding); the realised flip probability is never below 0.1. */
     CHECK(dpattn_dp_forward_rr_probabilities(log(9.0), 2, &keep, &flip) == DPATTN_STATUS_OK);
     CHECK(fabs(keep - 0.9) < 1e-14 && flip >= 0.1 * (1 - 1e-14) && flip < 0.1 + 1e-12);
@@ -335,7 +335,7 @@ static int labels_and_baselines(void) {
     CHECK(dpattn_dp_forward_full_ldp_budget(1.0, 1.5, 2.0, &e, &d) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
     CHECK(dpattn_dp_forward_full_ldp_budget(1.0, 1e-5, -2.0, &e, &d) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
 
-    /* §5-H: MVG std at n = 128, d = 768, ε = 8, S = γ = 1 is 2.13903e7 (6 digits). */
+    /* T3-H: MVG std at n = 128, d = 768, ε = 8, S = γ = 1 is 2.13903e7 (6 digits). */
     CHECK(dpattn_dp_forward_mvg_iid_std(8.0, 1e-5, 128, 768, 1.0, 1.0, &v) == DPATTN_STATUS_OK);
     CHECK(rel(v, 2.13903e7, 5e-6));
     CHECK(dpattn_dp_forward_mvg_iid_std(8.0, 1e-5, 0, 768, 1.0, 1.0, &v) == DPATTN_STATUS_OUT_OF_RANGE);

@@ -1,7 +1,7 @@
 /*
  * C ABI of Gaussian-sampling DP attention (paper 000): every entry point of the family,
- * checked against spec seed-000 §5.4 (AC-1) golden values, closed forms written here, a
- * naive C softmax of the released B, determinism/addressability of the noise, and bad
+ * checked against the golden values of docs/PAPERS.md T0-A (check P0-AC1), closed forms written
+ * here, a naive C softmax of the released B, determinism/addressability of the noise, and bad
  * input. Returns 0 or the failing line.
  */
 #include "dpattn.h"
@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Relative closeness; the spec prints 6 significant digits, so 1e-5 for its values. */
+/* Relative closeness; docs/PAPERS.md T0-A prints 6 significant digits, so 1e-5 for its values. */
 static int rel(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b); }
 
 /* X = rows of a Sylvester-Hadamard matrix scaled so that X X^T = 0.05 I (n x d). */
@@ -51,7 +51,7 @@ static int calibration(void) {
     CHECK(dpattn_gaussian_sampling_delta_threshold(500000, 0.09, 1e-6, 1, &v) == DPATTN_STATUS_OK);
     CHECK(rel(v, 0.09 / sqrt(8.0 * 500000.0 * l), 1e-13) && rel(v, 1.21068e-5, 1e-5));
 
-    /* k_max golden values (AC-1) and the PRIV boundary. */
+    /* k_max golden values (P0-AC1) and the PRIV boundary. */
     CHECK(dpattn_gaussian_sampling_k_max(4, &dom, 0.09, 1e-6, &cal, &k) == DPATTN_STATUS_OK && k == 750460);
     CHECK(dpattn_gaussian_sampling_check_privacy(4, k, &dom, 0.09, 1e-6, &cal) == DPATTN_STATUS_OK);
     CHECK(dpattn_gaussian_sampling_check_privacy(4, k + 1, &dom, 0.09, 1e-6, &cal) == DPATTN_STATUS_INFEASIBLE);
@@ -292,7 +292,7 @@ static int mechanism(void) {
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
     q = prm; q.delta = 1.0;
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
-    q = prm; q.delta = 0.2; /* the mechanism needs delta < 0.1 (E18) */
+    q = prm; q.delta = 0.2; /* the mechanism needs delta < 0.1 (docs/PAPERS.md P0-18) */
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("delta"));
     q = prm; q.k = 0;
     CHECK(RUN(&q, sc, len) == DPATTN_STATUS_OUT_OF_RANGE);

@@ -1,5 +1,5 @@
 /*
- * C ABI of the moment sketch ([EXT] E1 of seed-001): every entry point, checked against a
+ * C ABI of the moment sketch ([EXT] P1-X1 of docs/PAPERS.md): every entry point, checked against a
  * naive C reference (the noise-free answer is sum_j T_s(tau k_j.q) v_j / sum_j T_s(tau k_j.q)
  * because P(k).P(q) = T_s(tau k.q)), closed-form sensitivities, the statistics of the
  * Gaussian noise, replay of a release from its (master key, epoch, stream id), the charge

@@ -154,9 +154,9 @@ static int test_other_continuous(void) {
     moments(x, N_STAT, &m1, &m2, &m4);
     for (i = 0; i < N_STAT; i++) CHECK(x[i] >= 0.0);
     CHECK(zstat(m1, 1 / rate, sqrt(1 / (rate * rate) / N_STAT)) < Z_CRIT);
-    /* Truncated Laplace TLap(1, 1, 0.01): bound and variance in closed form (seed-001 §2):
+    /* Truncated Laplace TLap(1, 1, 0.01): bound and variance in closed form (docs/PAPERS.md §1.3):
        t = ln(1 + (e^eps - 1)/(2 delta)), B = t/eps, Var = (2/eps^2)(1 - delta(t^2+2t)/(e^eps-1)).
-       seed-001 §2.3 lists B = 4.464920 for these parameters. */
+       docs/PAPERS.md T1-A lists B = 4.464920 for these parameters. */
     t = log1p(expm1(eps) / (2 * del));
     CHECK(dpattn_truncated_laplace_bound(1.0, eps, del, &bound, &var) == DPATTN_STATUS_OK);
     CHECK(fabs(bound / (t / eps) - 1) < 1e-13 && fabs(bound - 4.464920) < 1e-6);

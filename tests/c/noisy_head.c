@@ -1,8 +1,8 @@
 /*
- * NoisyHead (paper 004) through the C ABI: presets against the spec's published values
- * and closed forms recomputed here, the release (determinism, bounds, bad input), the
- * linear attention head, features, training helpers, schedules and simulation helpers.
- * Returns 0 on success or the line of the first failed check.
+ * NoisyHead (paper 004) through the C ABI: presets against the reference values of docs/PAPERS.md
+ * §4.10 and closed forms recomputed here, the release (determinism, bounds, bad input), the linear
+ * attention head, features, training helpers, schedules and simulation helpers. Returns 0 on
+ * success or the line of the first failed check.
  */
 #include "dpattn.h"
 #include "check.h"
@@ -28,7 +28,8 @@ static int presets(void) {
     dpattn_noisy_head_diagnostics dg;
     double c, g, sm = 0, sens = 0, s = 0, e = 0, d = 0, rho = -1, risk = 0, best_risk = 0;
     uint32_t it = 0, best = 0;
-    /* Spec U3/U4, low-dim N = 1000, ε = 1: D = 5, L = 31, T = 44, s = 1.6880798479843007. */
+    /* T4-A (checks P4-U3, P4-U4), low-dim N = 1000, ε = 1: D = 5, L = 31, T = 44,
+       s = 1.6880798479843007. */
     CHECK(dpattn_noisy_head_params_low_dim(1000, 1.0, &p) == DPATTN_STATUS_OK);
     CHECK(p.d == 5 && p.l == 31 && p.iters == 44 && p.lambda == 5.0 && p.delta == 1e-5);
     CHECK(p.accounting == DPATTN_NOISY_HEAD_ACCOUNTING_PAPER);
@@ -55,11 +56,11 @@ static int presets(void) {
     CHECK(dpattn_noisy_head_radii_theorem41(1000, 31, 5, 5.0, 0.0, 1.0, 4, 1.0, &r) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("gform"));
     CHECK(dpattn_noisy_head_charge(&p, &e, &d, &rho) == DPATTN_STATUS_OK && e == 1.0 && d == 1e-5 && rho == 0.0);
     CHECK(dpattn_noisy_head_get_diagnostics(&p, &dg) == DPATTN_STATUS_OK);
-    CHECK(dg.contraction == 1.0 - 2.0 * 5.0 * p.eta0 && dg.eta0_in_theorem_interval == 0); /* erratum 6 */
-    /* Spec §4.2: mean-field excess risk 0.7339 at N = 1000, ε = 1, c0 = 0.1 (4 digits). */
+    CHECK(dg.contraction == 1.0 - 2.0 * 5.0 * p.eta0 && dg.eta0_in_theorem_interval == 0); /* P4-6 */
+    /* T4-C: mean-field excess risk 0.7339 at N = 1000, ε = 1, c0 = 0.1 (4 digits). */
     CHECK(dpattn_noisy_head_mean_field(&p, 0.1, 0.0, 0, &risk, &best, &best_risk) == DPATTN_STATUS_OK);
     CHECK(rel(risk, 0.7339, 1e-3) && best == 0 && best_risk == 0.0);
-    /* Spec §4.4: early-stopping preset, c0 = 0.1 → best T = 141 (grid) ±3. */
+    /* T4-D: early-stopping preset, c0 = 0.1 → best T = 141 (grid) ±3. */
     CHECK(dpattn_noisy_head_params_early_stopping(1000, 1, 0.8, &q) == DPATTN_STATUS_OK);
     CHECK(dpattn_noisy_head_mean_field(&q, 0.1, 0.0, 481, &risk, &best, &best_risk) == DPATTN_STATUS_OK);
     CHECK(best >= 138 && best <= 144 && best_risk > 0);
@@ -104,7 +105,7 @@ static int presets(void) {
     CHECK(dpattn_noisy_head_get_diagnostics(NULL, &dg) == DPATTN_STATUS_NULL_ARGUMENT);
     CHECK(dpattn_noisy_head_mean_field(&p, -1.0, 0.0, 0, &risk, &best, &best_risk) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c0"));
 
-    /* Schedules: T = ⌊2.5 ln N/ln(1/(1 − η0λ))⌋ = 44 (spec); Thm 4.2 forms by hand. */
+    /* Schedules: T = ⌊2.5 ln N/ln(1/(1 − η0λ))⌋ = 44 (T4-A); Thm 4.2 forms by hand. */
     CHECK(dpattn_noisy_head_schedule_iters(0, 1000, 0, 0, 0, 0.06489613892943313, 5.0, &it) == DPATTN_STATUS_OK && it == 44);
     CHECK(dpattn_noisy_head_schedule_iters(1, 1000, 31, 5, 0, 0.05, 5.0, &it) == DPATTN_STATUS_OK);
     CHECK(it == (uint32_t)ceil(log(1e6 * 31 * 125) / -log(1 - 0.25)));
@@ -129,7 +130,7 @@ static int head_and_features(void) {
     expect = 0.5 * (0.1 * 3 + 0.2 * 6) - 1.0 * (0.3 * 3 + 0.4 * 6);
     CHECK(dpattn_noisy_head_predict(gamma, 4, u, 2, v, 2, &y) == DPATTN_STATUS_OK && fabs(y - expect) < 1e-15);
     CHECK(dpattn_noisy_head_predict(gamma, 3, u, 2, v, 2, &y) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("gamma"));
-    /* Export: W^{PV} = e_{D}e_{D}ᵀ, W^{KQ}_11 = Γᵀ (erratum 1). */
+    /* Export: W^{PV} = e_{D}e_{D}ᵀ, W^{KQ}_11 = Γᵀ (P4-1). */
     CHECK(dpattn_noisy_head_export_attention(pv, 9, kq, 9, gamma, 4, 2) == DPATTN_STATUS_OK);
     CHECK(pv[8] == 1.0 && pv[0] == 0.0 && kq[0] == 0.1 && kq[1] == 0.3 && kq[3] == 0.2 && kq[4] == 0.4 && kq[8] == 0.0);
     CHECK(dpattn_noisy_head_export_attention(pv, 9, kq, 8, gamma, 4, 2) == DPATTN_STATUS_SHAPE_MISMATCH && msg_has("w_kq"));

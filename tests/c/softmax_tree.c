@@ -1,10 +1,10 @@
 /*
  * C ABI of the softmax-tree structures of paper 001: every entry point, checked against
- * spec seed-001 acceptance values (AC-2 DPTree paths, AC-3 Figure 1, AC-4 feature map,
- * AC-6 Config A, §8.4 copy counts), closed forms computed here (binomials, exp, Taylor
- * sums), TLap's deterministic noise bound, replay of a build from its (master key, epoch,
- * stream id), the charge of the session's ledger (each build is one (ε, δ) release of one
- * token), and bad input. Returns 0 or the failing line.
+ * the acceptance checks of docs/PAPERS.md §1.13 (P1-AC2 DPTree paths, P1-AC3 Figure 1, P1-AC4
+ * feature map, P1-AC6 Config A, T1-I copy counts), closed forms computed here (binomials, exp,
+ * Taylor sums), TLap's deterministic noise bound, replay of a build from its (master key, epoch,
+ * stream id), the charge of the session's ledger (each build is one (ε, δ) release of one token),
+ * and bad input. Returns 0 or the failing line.
  */
 #include "dpattn.h"
 #include "check.h"
@@ -59,7 +59,7 @@ static int scalars(void) {
     CHECK(dpattn_softmax_tree_bin(0.5, 1.0, 0, &n) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("n_leaves"));
     CHECK(dpattn_softmax_tree_bin(0.5, 0.0, 16, &n) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("range"));
 
-    /* r = C(d + s, s) for d <= 16, s <= 8 (AC-4), exact in double at these sizes. */
+    /* r = C(d + s, s) for d <= 16, s <= 8 (P1-AC4), exact in double at these sizes. */
     for (unsigned dd = 1; dd <= 16; dd++)
         for (unsigned ss = 0; ss <= 8; ss++) {
             CHECK(dpattn_softmax_tree_feature_count(dd, ss, &n) == DPATTN_STATUS_OK);
@@ -74,18 +74,18 @@ static int scalars(void) {
     /* (e - T_3(1)) / T_3(1) = 0.0193557; the core sums the tail directly (rel 1e-12). */
     CHECK(rel(dpattn_softmax_tree_taylor_relative_error(1.0, 3), (exp(1.0) - taylor(1, 3)) / taylor(1, 3), 1e-12));
     CHECK(isnan(dpattn_softmax_tree_taylor_relative_error(1.0, 100)));
-    /* s_min table (§6.3). */
+    /* s_min table (T1-E). */
     CHECK(dpattn_softmax_tree_min_degree(1.0, 0.01, &s) == DPATTN_STATUS_OK && s == 4);
     CHECK(dpattn_softmax_tree_min_degree(4.0, 1e-6, &s) == DPATTN_STATUS_OK && s == 17);
     CHECK(dpattn_softmax_tree_min_degree(101.0, 0.01, &s) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("z_max"));
     CHECK(dpattn_softmax_tree_min_degree(1.0, 0.0, &s) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("eps_s"));
     CHECK(s == 17);
-    /* Gamma_{2,3} = 8/sqrt(6); Gamma_{3,8} = 32.67 (AC-4). */
+    /* Gamma_{2,3} = 8/sqrt(6); Gamma_{3,8} = 32.67 (P1-AC4, T1-F). */
     CHECK(rel(dpattn_softmax_tree_gamma_bound(2.0, 3), 8.0 / sqrt(6.0), 1e-14));
     CHECK(fabs(dpattn_softmax_tree_gamma_bound(3.0, 8) - 32.67) < 0.01);
     CHECK(isnan(dpattn_softmax_tree_gamma_bound(3.0, 65)));
 
-    /* Copy counts (§8.4) and the net. */
+    /* Copy counts (T1-I) and the net. */
     c.kind = DPATTN_SOFTMAX_TREE_COPIES_NET_HOEFFDING; c.value = 10.0; c.fixed = 0;
     CHECK(dpattn_softmax_tree_copy_count(&c, 2, 15, 1.0, 0.01, 0.01, &l) == DPATTN_STATUS_OK && l == 29);
     c.kind = DPATTN_SOFTMAX_TREE_COPIES_PAPER; c.value = 1.0;
@@ -101,7 +101,7 @@ static int scalars(void) {
     CHECK(fabs(dpattn_softmax_tree_snap_to_net(0.26, 0.1, 1.0) - 0.3) < 1e-15);
     CHECK(dpattn_softmax_tree_snap_to_net(0.97, 0.25, 1.0) == 1.0);
 
-    /* Config A (§10, l = 1): eps_D = c eps/(3 sqrt(r ln(2/delta'))), delta_D = delta/(3r),
+    /* Config A (T1-J, l = 1): eps_D = c eps/(3 sqrt(r ln(2/delta'))), delta_D = delta/(3r),
      * node budgets eps_D/(3L), eps/(9L); rounded down by at most a few ulps (1e-12). */
     CHECK(dpattn_softmax_tree_budget(0.5, 5e-7, 5e-7, 0.09, 70, 10, DPATTN_SOFTMAX_TREE_ACCOUNTING_PAPER, &b) == DPATTN_STATUS_OK);
     CHECK(rel(b.distance_epsilon, 0.09 * 0.5 / (3 * sqrt(70 * log(2 / 5e-7))), 1e-12));
@@ -110,7 +110,7 @@ static int scalars(void) {
     CHECK(b.features == 70 && b.depth == 10 && b.copy_epsilon == 0.5);
     CHECK(dpattn_softmax_budget_achieved(&b, &e, &d) == DPATTN_STATUS_OK);
     CHECK(e <= 0.5 && e > 0.5 / 3 && d <= 5e-7 + 5e-7);
-    /* Tight accounting spends at most the target (E2). */
+    /* Tight accounting spends at most the target (P1-X2). */
     {
         dpattn_softmax_budget t;
         CHECK(dpattn_softmax_tree_budget(0.5, 5e-7, 5e-7, 0.09, 70, 10, DPATTN_SOFTMAX_TREE_ACCOUNTING_TIGHT, &t) == DPATTN_STATUS_OK);
@@ -148,7 +148,8 @@ static int trees(void) {
     memset(key.bytes, 7, 32);
     memset(key2.bytes, 8, 32);
 
-    /* AC-2: noise-free, leaves 1..8, leaf 6 (1-based) -> (15, 15); touched {12, 7, 2}, (L, R, L). */
+    /* P1-AC2, T1-B: noise-free, leaves 1..8, leaf 6 (1-based) -> (15, 15); touched {12, 7, 2},
+       (L, R, L). */
     CHECK(dpattn_dp_tree_new_exact(v, 8, &ex) == DPATTN_STATUS_OK && ex != NULL);
     CHECK(dpattn_dp_tree_query_leaf(ex, 5, &l, &r) == DPATTN_STATUS_OK && l == 15 && r == 15);
     CHECK(dpattn_dp_tree_touched_nodes(ex, nodes, 3, sides, 3, 5, &cnt) == DPATTN_STATUS_OK && cnt == 3);
@@ -254,7 +255,7 @@ static int trees(void) {
 }
 
 static int distance(void) {
-    /* Figure 1 (§4.7, AC-3), noise-free with N = 16. */
+    /* Figure 1 (T1-C, P1-AC3), noise-free with N = 16. */
     const double x[9] = {0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9};
     const double w[9] = {2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0};
     const double y1[5] = {0.0, 0.25, 0.5, 0.95, 1.0}, want1[5] = {4.4, 2.955, 1.4, 3.96, 4.4};
@@ -352,7 +353,7 @@ static int feature_map(void) {
     double px[6], py[6], bnd[6], dot = 0, k = 0, tau = 0, z = 0, g = 0;
     size_t dim = 0, r = 0, i;
     uint32_t s = 0;
-    /* §6.5 example 1: d = 2, s = 2, tau = 1/2: P(x).P(y) = T_2(2) = 5. */
+    /* T1-H, first example: d = 2, s = 2, tau = 1/2: P(x).P(y) = T_2(2) = 5. */
     CHECK(dpattn_taylor_feature_map_new(2, 2, 0.5, &m) == DPATTN_STATUS_OK);
     CHECK(dpattn_taylor_feature_map_info(m, &dim, &s, &tau, &r) == DPATTN_STATUS_OK);
     CHECK(dim == 2 && s == 2 && tau == 0.5 && r == 6);
@@ -365,7 +366,7 @@ static int feature_map(void) {
     CHECK(dpattn_taylor_feature_map_kernel(m, x, 2, y, 2, &k) == DPATTN_STATUS_OK && k == taylor(0.5 * 4.0, 2));
     CHECK(dpattn_taylor_feature_map_range(m, 2.0, &z, &g) == DPATTN_STATUS_OK);
     CHECK(rel(z, 0.5 * 2 * 4, 1e-15) && rel(g, fmax(1.0, fmax(2.0, 4.0 / sqrt(2.0))) /* R_eff = sqrt(tau d) R = 2 */, 1e-14));
-    /* 0 <= P_a(x) <= beta_a for x in [0, R]^d (AC-4). */
+    /* 0 <= P_a(x) <= beta_a for x in [0, R]^d (P1-AC4). */
     CHECK(dpattn_taylor_feature_map_feature_bounds(m, bnd, 6, 2.0) == DPATTN_STATUS_OK);
     for (i = 0; i < 6; i++) CHECK(px[i] >= 0 && px[i] <= bnd[i] * (1 + 1e-15) && bnd[i] <= g * (1 + 1e-15));
     /* Bad input. */
@@ -488,7 +489,7 @@ static int softmax(void) {
     CHECK(dpattn_softmax_tree_new(keys, 6, 3, 2, 2, w, 3, &p, r1, &t) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("c"));
     p.c = 0.09;
 
-    /* Adaptive: l = 29 for d = 2 by default (§8.4); five fixed copies here. */
+    /* Adaptive: l = 29 for d = 2 by default (T1-I); five fixed copies here. */
     CHECK(dpattn_softmax_tree_adaptive_params_default(&ap) == DPATTN_STATUS_OK);
     ap.tree = p;
     CHECK(dpattn_softmax_tree_adaptive_copy_count(&ap, 2, &l) == DPATTN_STATUS_OK && l == 29);

@@ -267,7 +267,8 @@ static int step(void) {
     p.fixed_noise_multiplier = 0.9;
     p.learning_rate = 0.0; /* η = 0: the released weights are P[w], the same function */
     p.planned_steps = 10;
-    /* The charge: SampledGaussianRdp(q, min(σ, σ₀)) — no credit for shuffling (Q10). */
+    /* The charge: SampledGaussianRdp(q, min(σ, σ₀)) — no credit for shuffling (docs/PAPERS.md
+       P2-10). */
     CHECK(dpattn_shuffled_dp_sgd_charge(&p, PLEN, &q, &s, &tail) == DPATTN_STATUS_OK);
     CHECK(q == 0.5 && s == 0.9 && tail >= 0.0 && tail < 1e-10);
 
@@ -396,7 +397,7 @@ static int refutation(void) {
     double scr[2];
     size_t n = 0;
     memset(&key, 7, sizeof key);
-    /* Eq. 45: spec §6.3 gives 1.9458959 at (0.1, 0.3, 1e-5); the closed form here agrees
+    /* Eq. 45: docs/PAPERS.md T2-C gives 1.9458959 at (0.1, 0.3, 1e-5); the closed form here agrees
        to rounding (1e-12). */
     CHECK(dpattn_shuffle_refute_audit_epsilon(0.1, 0.3, 1e-5, &v) == DPATTN_STATUS_OK);
     CHECK(fabs(v - eq45(0.1, 0.3, 1e-5)) < 1e-12 && fabs(v - 1.9458959) < 1e-7);
@@ -414,18 +415,18 @@ static int refutation(void) {
     CHECK(dpattn_shuffle_refute_audit_epsilon_lower_bound(1, 0, 1, 1, 0, 0.95, &ab) == DPATTN_STATUS_OUT_OF_RANGE);
     CHECK(msg_has("negatives"));
 
-    /* §6.9(a): at d = 2, σ = 1.16125 the paper's Theorem 6 certifies (1, 1e-5) ... */
+    /* T2-I (a): at d = 2, σ = 1.16125 the paper's Theorem 6 certifies (1, 1e-5) ... */
     CHECK(dpattn_weight_shuffle_paper_thm6_h(1.0, 1.16125, 2.0, 1.0, &h) == DPATTN_STATUS_OK);
     CHECK(h < 1e-5 && fabs(h - 5.97e-7) < 5e-9);
     /* ... while the exact δ is 0.07985 (and 0.01274 the other way): the library, the
-       quadrature above and the spec agree (spec printed to 4 digits: 5e-6). */
+       quadrature above and T2-I agree (T2-I prints 4 digits: 5e-6). */
     CHECK(dpattn_shuffle_refute_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0, &fw, &bw) == DPATTN_STATUS_OK);
     CHECK(fabs(bw - 0.07985) < 5e-6 && fabs(fw - 0.01274) < 5e-6);
     CHECK(fabs(bw - delta_d2(1.0, 1.16125, 1.0, 1.0, 1)) < 1e-6);
     CHECK(fabs(fw - delta_d2(1.0, 1.16125, 1.0, 1.0, 0)) < 1e-6);
     CHECK(dpattn_shuffle_refute_gaussian_delta_d2(1.0, 1.5, 1.0, 1.0, &fw, &bw) == DPATTN_STATUS_OK);
     CHECK(fw == 0.0 && fabs(bw - 0.02907) < 5e-6);
-    /* Theorem 6 at d = 1 is the plain Gaussian δ (spec §6.2: 0.1269367375). */
+    /* Theorem 6 at d = 1 is the plain Gaussian δ (docs/PAPERS.md T2-B: 0.1269367375). */
     CHECK(dpattn_weight_shuffle_paper_thm6_h(1.0, 1.0, 1.0, 1.0, &h) == DPATTN_STATUS_OK && fabs(h - 0.1269367375) < 1e-9);
     CHECK(dpattn_weight_shuffle_paper_thm6_h(-1.0, 1.0, 1.0, 1.0, &h) == DPATTN_STATUS_OUT_OF_RANGE && msg_has("epsilon"));
     CHECK(dpattn_weight_shuffle_paper_thm6_h(1.0, 1.0, 1.0, 1.0, NULL) == DPATTN_STATUS_NULL_ARGUMENT);

@@ -7,7 +7,7 @@
 //! exact powers of two `1/4` and exactly `0`: under `x′` the float release is the noise
 //! itself, under `x` it is `1/4 + z` rounded, whose last bit round-half-to-even biases in
 //! the binades the sum lands in (Mironov 2012). `ε = 8`, `δ = 1e-5`, `S = 2C = 1`: the noise
-//! floor is `0.600` (seed-003 §5-A), so the values spread over several binades around 1/4.
+//! floor is `0.600` (`docs/PAPERS.md` T3-A), so the values spread over several binades around 1/4.
 //!
 //! Each call releases a batch of 1000 copies of the input — 1000 separate releases (the
 //! sequences of a batch are separate inputs, each on its own noise elements) — with a fresh

@@ -1,6 +1,6 @@
-//! The moment sketch (paper 001, extension E1): the low-bit audit of its Gaussian and Laplace
-//! releases, and the exact release's accuracy against the float one at the quickstart's
-//! sizes.
+//! The moment sketch (paper 001, extension `docs/PAPERS.md` P1-X1): the low-bit audit of its
+//! Gaussian and Laplace releases, and the exact release's accuracy against the float one at the
+//! quickstart's sizes.
 //!
 //! **Neighbours.** One token (`n = 1`, public): the key `k = 0` (so `P(k) = e_0`: the constant
 //! feature alone) with the value `v = 0` under `x` and `v = (1, …, 1)` under `x′`. The sketch
@@ -144,7 +144,7 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
         })
         .collect();
     let hi = n as f64 * dpattn::softmax_tree::taylor_exp(map.z_max(1.0), map.degree());
-    // The query of `MomentSketch::query_into` (post-processing, with the E8 clamps).
+    // The query of `MomentSketch::query_into` (post-processing, with the P1-X8 clamps).
     let answer = |m: &[f64], out: &mut [f64]| {
         for (u, o) in feats.iter().zip(out.chunks_exact_mut(d)) {
             let proj = |c: usize| -> f64 {

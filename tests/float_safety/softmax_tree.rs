@@ -52,9 +52,9 @@ fn dp_tree_low_bits() {
 /// The quickstart's trees (`examples/quickstart.rs`: `n = 16384`, `d = 2`, `ε = 1`,
 /// `δ = δ′ = 1e-6`, `R = R_w = 1`, per-vector split, `l = 1`): their error there is pure
 /// noise (the theorem-level additive error is thousands of times the output range, and
-/// the E8 clamps decide the outputs), so the noise is compared, exactly: the uniform noise
-/// σ of both structures, the E5 worst-case bound and the additive estimate of the exact
-/// release are within 1% above the float release's.
+/// the clamps of `docs/PAPERS.md` P1-X8 decide the outputs), so the noise is compared, exactly: the
+/// uniform noise σ of both structures, the P1-X5 worst-case bound and the additive estimate of the
+/// exact release are within 1% above the float release's.
 #[test]
 fn exact_trees_are_as_noisy_as_the_float_ones_at_the_quickstart_sizes() {
     let budget = PrivacyBudget::new(1.0, 1e-6).unwrap();
@@ -69,7 +69,7 @@ fn exact_trees_are_as_noisy_as_the_float_ones_at_the_quickstart_sizes() {
     for (what, x, f) in [
         ("σ_AV", exact.sigma_weighted, float.sigma_weighted),
         ("σ_D", exact.sigma_normaliser, float.sigma_normaliser),
-        ("E5", exact.worst_case_weighted, float.worst_case_weighted),
+        ("P1-X5", exact.worst_case_weighted, float.worst_case_weighted),
         ("additive", exact.additive, float.additive),
     ] {
         assert!((1.0..1.01).contains(&(x / f)), "{what}: exact {x} vs float {f}");

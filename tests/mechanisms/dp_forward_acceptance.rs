@@ -2,16 +2,17 @@
 //! noise floor (Algorithm 1, exact k-release composition, the released code's `S = C`),
 //! the sensitivity table against brute-force neighbouring pairs, Theorem 6's validator on
 //! diagonal and general factors, randomized response, the MVG and classical-GM baselines,
-//! the release hook itself (noise layout and statistics, ledgers) and its refusals. Spec
-//! `shared/spec/seed-003.md` §3.6–§3.10, §4.2, §4.5, §4.6, §4.10, §5, §7.3 and §8.
+//! the release hook itself (noise layout and statistics, ledgers) and its refusals:
+//! `docs/PAPERS.md` §3.5–§3.10 (the acceptance checks are P3-AC1 … P3-AC10, the errata
+//! P3-1 … P3-20).
 //!
-//! Expected values come from the spec's §5 tables or from math recomputed here, never from
-//! the library's output:
+//! Expected values come from the reference tables of `docs/PAPERS.md` §3.9 (T3-A … T3-J) or
+//! from math recomputed here, never from the library's output:
 //! * table entries are kept as the printed strings, so that every "conservative side"
 //!   check can allow for the half unit of the last printed digit;
-//! * the 20-digit reference values (`EXACT_*`) were recomputed with the spec's own
-//!   Appendix Z script (mpmath, 60 digits, 400 bisection steps) and agree with every
-//!   printed §5 entry; they let the tests check that σ is never below the exact value;
+//! * the 20-digit reference values (`EXACT_*`) were recomputed by the method of §3.9
+//!   (mpmath, 60 digits, 400 bisection steps) and agree with every printed entry of the
+//!   tables; they let the tests check that σ is never below the exact value;
 //! * the MVG variance, randomized-response probabilities, sensitivities `2C√c`, singular
 //!   values of rotated covariances and the zCDP cost `S²/(2σ²)` are written out again here.
 //!
@@ -129,10 +130,10 @@ fn bits(x: &[f64]) -> Vec<u64> {
 }
 
 // ---------------------------------------------------------------------------------------
-// §5-A, §5-B: calibration of the noise floor
+// T3-A, T3-B: calibration of the noise floor
 
-/// §5-A, δ = 1e-5: (ε, σ S=1, σ S=2, Var S=2, exact σ S=1 from Appendix Z).
-const TABLE_5A: [(f64, &str, &str, &str, &str); 9] = [
+/// T3-A, δ = 1e-5: (ε, σ S=1, σ S=2, Var S=2, exact σ S=1 at 60 digits, see the module docs).
+const TABLE_T3A: [(f64, &str, &str, &str, &str); 9] = [
     (0.1, "30.749566132", "61.499132264", "3782.143269", "30.749566131977450239"),
     (0.5, "7.03182667558", "14.0636533512", "197.7863456", "7.0318266755824914427"),
     (1.0, "3.73063163482", "7.46126326963", "55.67044958", "3.7306316348159418322"),
@@ -145,39 +146,39 @@ const TABLE_5A: [(f64, &str, &str, &str, &str); 9] = [
 ];
 
 #[test]
-fn noise_floor_matches_table_5a() -> Res<()> {
-    for &(eps, s1, s2, var2, exact) in &TABLE_5A {
+fn noise_floor_matches_table_t3a() -> Res<()> {
+    for &(eps, s1, s2, var2, exact) in &TABLE_T3A {
         // S = 2: the paper's S₂ = 2C with C = 1 (Frobenius, sequence neighbours).
         let p2 = params(eps, 1e-5, 1.0, 128, 768);
         assert_eq!(p2.sensitivity()?, 2.0);
         let sigma2 = p2.noise_floor()?;
-        assert_table(sigma2, s2, 1e-10, &format!("§5-A ε = {eps}, S = 2"));
+        assert_table(sigma2, s2, 1e-10, &format!("T3-A ε = {eps}, S = 2"));
         assert_exact(sigma2, &format!("{}", 2.0 * num(exact)), &format!("ε = {eps}, S = 2"));
         let (v, half) = printed(var2);
-        assert!((sigma2 * sigma2 - v).abs() <= half + 1e-10 * v, "§5-A Var ε = {eps}");
+        assert!((sigma2 * sigma2 - v).abs() <= half + 1e-10 * v, "T3-A Var ε = {eps}");
         // S = 1 via C = 0.5.
         let p1 = DpForwardParams { clip_norm: 0.5, ..p2 };
         assert_eq!(p1.sensitivity()?, 1.0);
         let sigma1 = p1.noise_floor()?;
-        assert_table(sigma1, s1, 1e-10, &format!("§5-A ε = {eps}, S = 1"));
+        assert_table(sigma1, s1, 1e-10, &format!("T3-A ε = {eps}, S = 1"));
         assert_exact(sigma1, exact, &format!("ε = {eps}, S = 1"));
-        // σ is linear in S (§7.3 item 2).
+        // σ is linear in S (P3-AC2).
         assert!(rel(sigma2, 2.0 * sigma1) < 1e-14, "linearity at ε = {eps}");
         // The floor does not depend on the shape for Frobenius clipping.
         let tiny = params(eps, 1e-5, 0.5, 1, 1).noise_floor()?;
         assert_eq!(tiny, sigma1);
     }
-    // The high-ε values below the table (erfc/log tails, §3.6 item 5; never the erf form).
+    // The high-ε values below the table (erfc/log tails, P3-R5; never the erf form).
     for (eps, s) in [(20.0, "0.290041418033"), (32.0, "0.204934900259"), (48.0, "0.154022451488")] {
         let sigma = params(eps, 1e-5, 0.5, 4, 4).noise_floor()?;
-        assert_table(sigma, s, 1e-10, &format!("§5-A high ε = {eps}"));
+        assert_table(sigma, s, 1e-10, &format!("T3-A high ε = {eps}"));
     }
     Ok(())
 }
 
-/// §5-B, S = 1: (ε, [(δ, B, σ_aMGM, σ_GM, exact σ)]).
+/// T3-B, S = 1: (ε, [(δ, B, σ_aMGM, σ_GM, exact σ)]).
 #[allow(clippy::type_complexity)]
-const TABLE_5B: [(f64, [(f64, &str, &str, &str, &str); 3]); 6] = [
+const TABLE_T3B: [(f64, [(f64, &str, &str, &str, &str); 3]); 6] = [
     (
         0.5,
         [
@@ -229,11 +230,11 @@ const TABLE_5B: [(f64, [(f64, &str, &str, &str, &str); 3]); 6] = [
 ];
 
 #[test]
-fn noise_floor_matches_table_5b() -> Res<()> {
-    for &(eps, row) in &TABLE_5B {
+fn noise_floor_matches_table_t3b() -> Res<()> {
+    for &(eps, row) in &TABLE_T3B {
         for &(delta, b, sigma_t, _gm, exact) in &row {
             let sigma = params(eps, delta, 0.5, 16, 32).noise_floor()?;
-            let what = format!("§5-B ε = {eps}, δ = {delta}");
+            let what = format!("T3-B ε = {eps}, δ = {delta}");
             assert_table(sigma, sigma_t, 1e-10, &what);
             assert_exact(sigma, exact, &what);
             // B = S/σ at S = 1, rounded down (σ up): never above the table beyond rounding.
@@ -247,7 +248,7 @@ fn noise_floor_matches_table_5b() -> Res<()> {
 
 #[test]
 fn noise_floor_is_monotone() -> Res<()> {
-    // σ decreases as ε grows and as δ grows (§7.3 item 2).
+    // σ decreases as ε grows and as δ grows (P3-AC2).
     let deltas = [1e-8, 1e-6, 1e-5, 1e-3];
     let epsilons = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
     for &d in &deltas {
@@ -264,11 +265,11 @@ fn noise_floor_is_monotone() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// §5-C: exact composition of k releases
+// T3-C: exact composition of k releases
 
 #[test]
-fn releases_compose_exactly_table_5c() -> Res<()> {
-    // (ε_total, σ per release for k = 3, σ for k = 1, exact k = 3 value from Appendix Z).
+fn releases_compose_exactly_table_t3c() -> Res<()> {
+    // (ε_total, σ per release for k = 3, σ for k = 1, exact k = 3 value at 60 digits).
     let table = [
         (1.0, "6.461643536", "3.730631635", "6.4616435358249529746"),
         (2.0, "3.453384457", "1.993812446", "3.4533844566177659795"),
@@ -279,7 +280,7 @@ fn releases_compose_exactly_table_5c() -> Res<()> {
     for (eps, k3, k1, exact) in table {
         let one = params(eps, 1e-5, 0.5, 128, 768);
         let three = DpForwardParams { releases: 3, ..one };
-        let what = format!("§5-C ε = {eps}");
+        let what = format!("T3-C ε = {eps}");
         let s3 = three.noise_floor()?;
         assert!(rel(s3, num(k3)) < 1e-9, "{what}: k = 3 gives {s3}, table {k3}");
         assert_exact(s3, exact, &format!("{what}, k = 3"));
@@ -294,10 +295,10 @@ fn releases_compose_exactly_table_5c() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// §5-G: the released code's S = C and its effective ε
+// T3-G: the released code's S = C and its effective ε
 
 #[test]
-fn released_code_rule_reports_effective_epsilon_table_5g() -> Res<()> {
+fn released_code_rule_reports_effective_epsilon_table_t3g() -> Res<()> {
     // (nominal ε, effective ε for S₂ = 2C, exact effective ε recomputed with mpmath).
     let table = [
         (0.5, "1.0672991", "1.0672990993824326352"),
@@ -311,11 +312,11 @@ fn released_code_rule_reports_effective_epsilon_table_5g() -> Res<()> {
     for (eps, eff, exact) in table {
         let derived = params(eps, 1e-5, 1.0, 128, 768);
         let code = DpForwardParams { rule: SensitivityRule::ReleasedCode, ..derived };
-        let what = format!("§5-G nominal ε = {eps}");
-        // The true sensitivity stays 2C; the noise is that of S = C (the §5-A S = 1 column).
+        let what = format!("T3-G nominal ε = {eps}");
+        // The true sensitivity stays 2C; the noise is that of S = C (the T3-A S = 1 column).
         assert_eq!(code.sensitivity()?, 2.0);
         let s_code = code.noise_floor()?;
-        let s1 = TABLE_5A.iter().find(|r| r.0 == eps).expect("§5-A row").1;
+        let s1 = TABLE_T3A.iter().find(|r| r.0 == eps).expect("T3-A row").1;
         assert_table(s_code, s1, 1e-10, &what);
         assert!(rel(s_code, derived.noise_floor()? / 2.0) < 1e-14, "{what}: half the noise");
         let g = code.guarantee()?;
@@ -323,7 +324,7 @@ fn released_code_rule_reports_effective_epsilon_table_5g() -> Res<()> {
         let e = g.epsilon().get();
         assert!(rel(e, num(eff)) < 1e-6, "{what}: effective ε {e}, table {eff}");
         assert!(rel(e, num(exact)) < 1e-9, "{what}: effective ε {e}, exact {exact}");
-        assert!(e > 2.0 * eps, "{what}: the code's ε is more than doubled (E1)");
+        assert!(e > 2.0 * eps, "{what}: the code's ε is more than doubled (P3-1)");
     }
     Ok(())
 }
@@ -366,7 +367,7 @@ fn sensitivity_table_values() -> Res<()> {
     };
     assert_eq!(p.sensitivity()?, sensitivity(ClipRegion::Rows, Neighbours::Tokens(3), 0.75, 8)?);
     // The floor follows the sensitivity: Rows with Tokens(4) at C = 0.5 is S = 2C·2 = 2,
-    // Rows with sequence neighbours over 16 rows at C = 0.125 is S = 2C·4 = 1 (§5-A, ε = 1).
+    // Rows with sequence neighbours over 16 rows at C = 0.125 is S = 2C·4 = 1 (T3-A, ε = 1).
     let rows4 = DpForwardParams { clip_norm: 0.5, neighbours: Neighbours::Tokens(4), ..p };
     assert_table(rows4.noise_floor()?, "7.46126326963", 1e-10, "Rows, Tokens(4)");
     let rows16 =
@@ -512,7 +513,7 @@ fn sensitivity_bounds_f32_antipodal_pairs() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Clipping (§4.2, §7.3 item 7)
+// Clipping (docs/PAPERS.md §3.7, "Bounding"; P3-AC7)
 
 #[test]
 fn clip_modes_bound_each_block() -> Res<()> {
@@ -652,56 +653,56 @@ fn clip_extreme_magnitudes() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Theorem 6 (§3.7, §5-I)
+// Theorem 6 (docs/PAPERS.md §3.6, T3-I)
 
-const U_5I: [f64; 2] = [3.730631634815942, 7.461263269631884];
-const V_5I: [f64; 3] = [1.0, 1.5, 2.0];
+const U_T3I: [f64; 2] = [3.730631634815942, 7.461263269631884];
+const V_T3I: [f64; 3] = [1.0, 1.5, 2.0];
 
-fn params_5i() -> DpForwardParams {
+fn params_t3i() -> DpForwardParams {
     params(1.0, 1e-5, 0.5, 2, 3) // S = 2C = 1
 }
 
 #[test]
-fn theorem6_diagonal_test_vector_5i() -> Res<()> {
-    let p = params_5i();
-    // The worst-case Δ = e₁e₁ᵀ gives ‖U⁻¹ΔV⁻ᵀ‖_F = 1/(u₁v₁) = B (§5-I).
-    assert!(rel(1.0 / (U_5I[0] * V_5I[0]), 0.2680511232112942) < 1e-15);
-    let diag = NoiseFactors::Diagonal { row_std: &U_5I, col_std: &V_5I };
-    // Deliberate deviation from §5-I / §7.3 item 8 (documented in the closing note): the
-    // vector's product 3.730631634815942 is, as an f64, only 1.2e-17 (0.03 ulp) above the
-    // exact S/B = 3.73063163481594183… (Appendix Z, 60 digits). Our floor carries the
-    // calibrator's conservative rounding (σ re-checked, then SAFETY_ULPS up): it sits a few
-    // ulps above the exact value, so a vector that sits exactly on the boundary cannot be
-    // certified in f64 and is refused, on the safe side. What must hold instead: the floor is
-    // within 1e-15 relative of the vector's product, never below the exact value, and the
-    // vector is accepted once it clears the floor by 1e-15 relative.
+fn theorem6_diagonal_test_vector_t3i() -> Res<()> {
+    let p = params_t3i();
+    // The worst-case Δ = e₁e₁ᵀ gives ‖U⁻¹ΔV⁻ᵀ‖_F = 1/(u₁v₁) = B (T3-I).
+    assert!(rel(1.0 / (U_T3I[0] * V_T3I[0]), 0.2680511232112942) < 1e-15);
+    let diag = NoiseFactors::Diagonal { row_std: &U_T3I, col_std: &V_T3I };
+    // Deliberate deviation from T3-I / P3-AC8 (documented in docs/PAPERS.md T3-I): the
+    // vector's product 3.730631634815942 is, as an f64, only 1.2e-17 (0.03 ulp) above the exact
+    // S/B = 3.73063163481594183… (60 digits). Our floor carries the calibrator's conservative
+    // rounding (σ re-checked, then SAFETY_ULPS up): it sits a few ulps above the exact value, so a
+    // vector that sits exactly on the boundary cannot be certified in f64 and is refused, on the
+    // safe side. What must hold instead: the floor is within 1e-15 relative of the vector's
+    // product, never below the exact value, and the vector is accepted once it clears the floor by
+    // 1e-15 relative.
     let floor = p.noise_floor()?;
-    let product = U_5I[0] * V_5I[0];
+    let product = U_T3I[0] * V_T3I[0];
     assert!(
         floor >= 3.730_631_634_815_942 && /* the smallest f64 ≥ exact S/B */ rel(floor, product) < 1e-15,
         "floor {floor}"
     );
     assert!(matches!(check_factors(&p, &diag), Err(Error::Infeasible { .. })));
-    let u_up = [U_5I[0] * (1.0 + 1e-15), U_5I[1]];
-    check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_up, col_std: &V_5I })?;
+    let u_up = [U_T3I[0] * (1.0 + 1e-15), U_T3I[1]];
+    check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_up, col_std: &V_T3I })?;
     Ok(())
 }
 
 #[test]
 fn theorem6_diagonal_validator() -> Res<()> {
-    let p = params_5i();
+    let p = params_t3i();
     let floor = p.noise_floor()?;
     // Within 1e-12 of the exact boundary the vector is accepted, and the floor returned.
-    let u_up = [U_5I[0] * (1.0 + 1e-12), U_5I[1]];
+    let u_up = [U_T3I[0] * (1.0 + 1e-12), U_T3I[1]];
     assert_eq!(
-        check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_up, col_std: &V_5I })?,
+        check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_up, col_std: &V_T3I })?,
         floor
     );
     // Smallest row std × 0.999: refused, lhs the product and rhs the floor.
-    let u_low = [U_5I[0] * 0.999, U_5I[1]];
-    match check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_low, col_std: &V_5I }) {
+    let u_low = [U_T3I[0] * 0.999, U_T3I[1]];
+    match check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_low, col_std: &V_T3I }) {
         Err(Error::Infeasible { lhs, rhs, .. }) => {
-            assert!(rel(lhs, 0.999 * U_5I[0]) < 1e-15, "lhs {lhs}");
+            assert!(rel(lhs, 0.999 * U_T3I[0]) < 1e-15, "lhs {lhs}");
             assert_eq!(rhs, floor);
         }
         other => panic!("expected Infeasible, got {other:?}"),
@@ -714,7 +715,7 @@ fn theorem6_diagonal_validator() -> Res<()> {
     ));
     // Only the two smallest singular values matter: raising the others changes nothing,
     // and the order of the entries is irrelevant.
-    let u_big = [1e6, U_5I[0] * (1.0 + 1e-12)];
+    let u_big = [1e6, U_T3I[0] * (1.0 + 1e-12)];
     let v_big = [50.0, 1.0, 1e3];
     assert!(
         check_factors(&p, &NoiseFactors::Diagonal { row_std: &u_big, col_std: &v_big }).is_ok()
@@ -738,12 +739,12 @@ fn certified(sigma: &[f64], n: usize, psi: &[f64], d: usize) -> Res<CertifiedMat
 
 #[test]
 fn theorem6_matrix_factors_diagonal_covariances() -> Res<()> {
-    let p = params_5i();
-    let v2: Vec<f64> = V_5I.iter().map(|v| v * v).collect();
+    let p = params_t3i();
+    let v2: Vec<f64> = V_T3I.iter().map(|v| v * v).collect();
     let psi = [v2[0], 0.0, 0.0, 0.0, v2[1], 0.0, 0.0, 0.0, v2[2]];
     for (factor, accept) in [(1.0001, true), (0.999, false)] {
-        let u0 = U_5I[0] * factor;
-        let sigma = [u0 * u0, 0.0, 0.0, U_5I[1] * U_5I[1]];
+        let u0 = U_T3I[0] * factor;
+        let sigma = [u0 * u0, 0.0, 0.0, U_T3I[1] * U_T3I[1]];
         let m = certified(&sigma, 2, &psi, 3)?;
         let (su, sv) = m.sigma_min_bounds();
         // Certified lower bounds: never above the exact σ_min, and tight.
@@ -761,7 +762,7 @@ fn theorem6_matrix_factors_diagonal_covariances() -> Res<()> {
 
 #[test]
 fn theorem6_matrix_factors_rotated_covariances() -> Res<()> {
-    let p = params_5i();
+    let p = params_t3i();
     // Σ = R(θ)·diag(λ₁, λ₂)·R(θ)ᵀ: σ_min of any factor A with AAᵀ = Σ is √min(λ).
     let (s, c) = 0.6f64.sin_cos();
     // Ψ = Q·diag(1, 2.25, 4)·Qᵀ with the Householder reflection Q = I − 2wwᵀ,
@@ -783,8 +784,8 @@ fn theorem6_matrix_factors_rotated_covariances() -> Res<()> {
         }
     }
     for (factor, accept) in [(1.0001, true), (0.999, false)] {
-        let u0 = U_5I[0] * factor;
-        let (l1, l2) = (u0 * u0, U_5I[1] * U_5I[1]);
+        let u0 = U_T3I[0] * factor;
+        let (l1, l2) = (u0 * u0, U_T3I[1] * U_T3I[1]);
         let off = c * s * (l1 - l2);
         let sigma = [c * c * l1 + s * s * l2, off, off, s * s * l1 + c * c * l2];
         let m = certified(&sigma, 2, &psi, 3)?;
@@ -836,10 +837,10 @@ fn spectral_norm_upper_bound_is_certified() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Randomized response (§4.6, §5-J)
+// Randomized response (docs/PAPERS.md §3.7, "Labels"; T3-J)
 
 #[test]
-fn randomized_response_keep_probability_table_5j() -> Res<()> {
+fn randomized_response_keep_probability_table_t3j() -> Res<()> {
     let table = [
         (9f64.ln(), 0.900000, 0.818182),
         (2.2, 0.900250, 0.818594),
@@ -972,10 +973,10 @@ fn full_ldp_budget_adds_epsilons() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// §5-H: MVG baseline
+// T3-H: MVG baseline
 
-/// The i.i.d. MVG variance written out again (§3.3), with the cancellation-free form of
-/// `−β + √(β² + 8αε)`. Returns (variance, α, β, ζ, budget).
+/// The i.i.d. MVG variance written out again (docs/PAPERS.md §3.4), with the cancellation-free form
+/// of `−β + √(β² + 8αε)`. Returns (variance, α, β, ζ, budget).
 fn mvg_reference(eps: f64, delta: f64, n: usize, d: usize, s2: f64, gamma: f64) -> [f64; 5] {
     let r = n.min(d);
     let h: f64 = (1..=r).map(|j| 1.0 / j as f64).sum();
@@ -990,8 +991,8 @@ fn mvg_reference(eps: f64, delta: f64, n: usize, d: usize, s2: f64, gamma: f64) 
 }
 
 #[test]
-fn mvg_baseline_table_5h() -> Res<()> {
-    // The reference formula reproduces the spec's intermediates at ε = 8.
+fn mvg_baseline_table_t3h() -> Res<()> {
+    // The reference formula reproduces the intermediates of docs/PAPERS.md T3-H at ε = 8.
     let [_, a1, b1, z1, bud1] = mvg_reference(8.0, 1e-5, 128, 768, 1.0, 1.0);
     assert!(rel(a1, 37.510669) < 1e-7 && rel(b1, 1.9328341e7) < 1e-7);
     assert!(rel(z1, 100454.72) < 1e-7 && rel(bud1, 6.8525276e-13) < 1e-7);
@@ -1010,7 +1011,7 @@ fn mvg_baseline_table_5h() -> Res<()> {
     for (eps, std1, var1, std2, var2, amgm) in table {
         for (s2, std, var) in [(1.0, std1, var1), (2.0, std2, var2)] {
             let got = mvg_iid_std(eps, 1e-5, 128, 768, s2, 1.0)?;
-            let what = format!("§5-H ε = {eps}, S = {s2}");
+            let what = format!("T3-H ε = {eps}, S = {s2}");
             assert!(rel(got, num(std)) < 1e-5, "{what}: std {got} vs {std}");
             assert!(rel(got * got, num(var)) < 1e-5, "{what}: var {} vs {var}", got * got);
             let reference = mvg_reference(eps, 1e-5, 128, 768, s2, 1.0)[0].sqrt();
@@ -1018,8 +1019,8 @@ fn mvg_baseline_table_5h() -> Res<()> {
         }
         let floor = params(eps, 1e-5, 0.5, 128, 768).noise_floor()?;
         let (t, half) = printed(amgm);
-        assert!((floor - t).abs() <= half, "§5-H aMGM ε = {eps}: {floor}");
-        // E12: the MVG std is more than seven orders of magnitude above aMGM's.
+        assert!((floor - t).abs() <= half, "T3-H aMGM ε = {eps}: {floor}");
+        // P3-12: the MVG std is more than seven orders of magnitude above aMGM's.
         assert!(mvg_iid_std(eps, 1e-5, 128, 768, 1.0, 1.0)? / floor > 1e7);
     }
     // n = 1, d = 768, ε = 8, S = 2: variance 4.60135e7.
@@ -1035,7 +1036,7 @@ fn mvg_baseline_table_5h() -> Res<()> {
 }
 
 // ---------------------------------------------------------------------------------------
-// §3.1, E7: the classical Gaussian mechanism
+// docs/PAPERS.md §3.4 and P3-7: the classical Gaussian mechanism
 
 fn gm_ratio(eps: f64, delta: f64) -> f64 {
     classical_gaussian_sigma_unchecked(eps, delta, 1.0).unwrap()
@@ -1053,7 +1054,7 @@ fn classical_gm_refuses_large_epsilon_and_matches_tables() -> Res<()> {
             "ε = {eps} accepted"
         );
     }
-    // §5-A σ_GM columns (S = 1, S = 2) and the ratio to aMGM.
+    // T3-A σ_GM columns (S = 1, S = 2) and the ratio to aMGM.
     let gm = [
         (0.1, "48.4480526261", "96.8961052521", "1.57557"),
         (0.5, "9.68961052521", "19.3792210504", "1.37796"),
@@ -1079,14 +1080,14 @@ fn classical_gm_refuses_large_epsilon_and_matches_tables() -> Res<()> {
         let (r, half) = printed(ratio);
         assert!((gm_ratio(eps, 1e-5) - r).abs() <= half + 1e-12, "ratio at ε = {eps}");
     }
-    // §5-B σ_GM columns.
-    for &(eps, row) in &TABLE_5B {
+    // T3-B σ_GM columns.
+    for &(eps, row) in &TABLE_T3B {
         for &(delta, _, _, gm_t, _) in &row {
             let u = classical_gaussian_sigma_unchecked(eps, delta, 1.0)?;
-            assert_table(u, gm_t, 1e-10, &format!("§5-B σ_GM ε = {eps}, δ = {delta}"));
+            assert_table(u, gm_t, 1e-10, &format!("T3-B σ_GM ε = {eps}, δ = {delta}"));
         }
     }
-    // Classical ≥ analytic for every ε < 1 (§7.3 item 3).
+    // Classical ≥ analytic for every ε < 1 (P3-AC3).
     for delta in [1e-8, 1e-6, 1e-5, 1e-3] {
         for eps in [0.01, 0.1, 0.3, 0.5, 0.9, 0.99] {
             assert!(classical_gaussian_sigma(eps, delta, 1.0)? >= amgm_sigma(eps, delta, 1.0)?);
@@ -1097,7 +1098,7 @@ fn classical_gm_refuses_large_epsilon_and_matches_tables() -> Res<()> {
 
 #[test]
 fn classical_gm_crosses_amgm_at_8_42() -> Res<()> {
-    // δ = 1e-5: the ratio crosses 1 at ε = 8.419771302 (§3.1, §7.3 item 3).
+    // δ = 1e-5: the ratio crosses 1 at ε = 8.419771302 (§3.4, P3-AC3).
     assert!(gm_ratio(8.41, 1e-5) > 1.0);
     assert!(gm_ratio(8.43, 1e-5) < 1.0);
     let (mut lo, mut hi) = (8.41, 8.43);
@@ -1202,9 +1203,9 @@ fn release_noise_layout_is_positional_and_data_independent() -> Res<()> {
 fn release_noise_statistics_iid_and_diagonal() -> Res<()> {
     let (tokens, dim, batch) = (4usize, 50usize, 500usize);
     let rows = tokens * batch;
-    let p = params(1.0, 1e-5, 0.5, tokens, dim); // σ = 3.7306316348 (§5-A)
+    let p = params(1.0, 1e-5, 0.5, tokens, dim); // σ = 3.7306316348 (T3-A)
     let floor = p.noise_floor()?;
-    // I.i.d.: per-entry variance (S/B)² (§7.3 item 6).
+    // I.i.d.: per-entry variance (S/B)² (P3-AC6).
     let mut z = vec![0.0f64; rows * dim];
     dp_forward_keyed(
         MatMut::from_row_major(&mut z, rows, dim)?,
@@ -1265,7 +1266,7 @@ fn release_noise_statistics_iid_and_diagonal() -> Res<()> {
 
 #[test]
 fn release_noise_statistics_matrix_normal() -> Res<()> {
-    // Cov(Z_ij, Z_kl) = Σ_ik·Ψ_jl (§3.2), for a non-diagonal Σ and Ψ.
+    // Cov(Z_ij, Z_kl) = Σ_ik·Ψ_jl (docs/PAPERS.md §3.4), for a non-diagonal Σ and Ψ.
     let (tokens, dim, batch) = (2usize, 3usize, 20_000usize);
     let p = params(4.0, 1e-5, 0.5, tokens, dim);
     let floor = p.noise_floor()?;
@@ -1337,7 +1338,7 @@ fn ledger_charges_per_release() -> Res<()> {
     assert_eq!(bits(&x), bits(&x0));
     assert_eq!(ledger.charges(), 2);
 
-    // The released code's rule charges the effective ε: nominal 8 is 19.121181 (§5-G).
+    // The released code's rule charges the effective ε: nominal 8 is 19.121181 (T3-G).
     let code = DpForwardParams {
         rule: SensitivityRule::ReleasedCode,
         ..params(8.0, 1e-5, 1.0, tokens, dim)
@@ -1375,7 +1376,7 @@ fn ledger_charges_per_release() -> Res<()> {
     assert_eq!(rdp.charges(), 1);
 
     // zCDP, k = 3 releases: each charged ρ = S²/(2σ²) with the true S = 2C and σ the floor;
-    // three of them cost B²/2 with B = A(1, 1e-5) = 0.2680511232112942 (§5-I).
+    // three of them cost B²/2 with B = A(1, 1e-5) = 0.2680511232112942 (T3-I).
     let p3 = DpForwardParams { releases: 3, ..params(1.0, 1e-5, 0.5, tokens, dim) };
     let sigma = p3.noise_floor()?;
     let rho_one = 1.0 / (2.0 * sigma * sigma);
@@ -1574,7 +1575,7 @@ fn params_refusals() -> Res<()> {
 
 #[test]
 fn factor_refusals() -> Res<()> {
-    let p = params_5i(); // tokens 2, dim 3
+    let p = params_t3i(); // tokens 2, dim 3
     let good_u = [4.0, 8.0];
     let good_v = [1.0, 1.5, 2.0];
     let check = |u: &[f64], v: &[f64]| {

@@ -322,7 +322,7 @@ fn diagonal_noise_is_scaled_on_the_same_grid() {
     for format in [GridFormat::F64, GridFormat::F32] {
         let bound = 1.0 + 12.0 * (2.5 * floor) * (1.0 + (dim - 1) as f64 / 10.0);
         let e = expected(2.0, (tokens * dim) as u64, bound, floor, index_bound(format));
-        // The documented spec, through the public grid API.
+        // The documented grid, through the public grid API.
         let spec = GaussianGridSpec {
             l2_sensitivity: 2.0,
             dimension: (tokens * dim) as u64,

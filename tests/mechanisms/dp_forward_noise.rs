@@ -1,16 +1,15 @@
 //! DP-Forward (`dpattn::dp_forward`, paper 003): the law and the addressing of the released
 //! noise, the matrix normal covariance, Theorem 6's certified factors, and the clipping
-//! invariants. Spec `shared/spec/seed-003.md` §3.2, §3.7–§3.10, §4.2, §7.1 items 3–5, §7.3
-//! items 6–8.
+//! invariants: `docs/PAPERS.md` §3.2, §3.4, §3.6, §3.7 and the checks P3-AC6 … P3-AC8.
 //!
-//! Expected values come from the spec or from math recomputed here, never from the
+//! Expected values come from `docs/PAPERS.md` or from math recomputed here, never from the
 //! library's output:
-//! * the noise floor is the spec's §5-A / §5-I value `S/B = 3.730631634815942` (ε = 1,
+//! * the noise floor is the value `S/B = 3.730631634815942` of T3-A and T3-I (ε = 1,
 //!   δ = 1e-5, `S = 2C = 1`);
 //! * the noise of element `(r, j)` is recomputed from `Gaussian::STANDARD.sample_at` at
 //!   `first + r·dim + j` (`docs/RANDOMNESS.md` §5.4);
 //! * matrix normal moments: `Cov(Z_ij, Z_kl) = Σ_ik Ψ_jl`, `E[ZZᵀ] = tr(Ψ)Σ`,
-//!   `E[ZᵀZ] = tr(Σ)Ψ` (§3.2), with variances from Isserlis' theorem (derived at
+//!   `E[ZᵀZ] = tr(Σ)Ψ` (§3.4), with variances from Isserlis' theorem (derived at
 //!   [`kron_battery`]);
 //! * exact smallest singular values from nalgebra's SVD, or exactly known by construction
 //!   (Hadamard factors);
@@ -42,8 +41,8 @@ use nalgebra::{DMatrix, SymmetricEigen};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};
 
-/// seed-003 §5-A (ε = 1, δ = 1e-5, S = 1) and §5-I: the i.i.d. standard deviation `S/B`.
-const SIGMA_SPEC: f64 = 3.730631634815942;
+/// `docs/PAPERS.md` T3-A (ε = 1, δ = 1e-5, S = 1) and T3-I: the i.i.d. standard deviation `S/B`.
+const SIGMA_T3A: f64 = 3.730631634815942;
 /// `C = 0.5`, so that Frobenius clipping with sequence neighbours has `S = 2C = 1`.
 const C_UNIT: f64 = 0.5;
 
@@ -81,7 +80,7 @@ fn params(
     }
 }
 
-/// Frobenius clipping, sequence neighbours: `S = 1`, noise floor `SIGMA_SPEC`.
+/// Frobenius clipping, sequence neighbours: `S = 1`, noise floor `SIGMA_T3A`.
 fn seq_params(tokens: usize, dim: usize) -> DpForwardParams {
     params(tokens, dim, ClipRegion::Frobenius, ClipMode::Clip, Neighbours::Sequence)
 }
@@ -148,19 +147,19 @@ fn normal_law(xs: &[f64], sigma: f64) -> Law {
 }
 
 /// I.i.d. noise on an all-zero input (zero stays zero under every clip mode): the release
-/// is pure `N(0, σ²)` noise with `σ` the spec's `S/B`, in `f64` and in `f32`.
+/// is pure `N(0, σ²)` noise with `σ` the `S/B` of `docs/PAPERS.md` T3-A, in `f64` and in `f32`.
 ///
 /// `n = 196 608` samples per precision. Power: a variance 10% off (`σ·√1.1`, `σ·√0.9`)
 /// shifts the variance z-score by `0.1/(1.1·√2)·√n ≈ 28` (resp. `0.1/(0.9·√2)·√n ≈ 35`)
 /// against a critical 4.89; `σ·1.1` moves the KS distance to ≈ 0.037 against a critical
 /// `2.69/√n ≈ 0.0061`. Both are asserted to reject on the very same samples.
 #[test]
-fn iid_noise_on_a_zero_input_is_normal_with_the_spec_sigma() {
+fn iid_noise_on_a_zero_input_is_normal_with_the_reference_sigma() {
     let (tokens, dim, batch) = (4usize, 96usize, 512usize);
     let p = unsafe_float(seq_params(tokens, dim));
     let floor = p.noise_floor().unwrap();
-    assert!(rel(floor, SIGMA_SPEC) < 1e-12, "noise floor {floor} vs spec {SIGMA_SPEC}");
-    // Never below the true S/B, which lies within half a unit of the spec's 16th digit.
+    assert!(rel(floor, SIGMA_T3A) < 1e-12, "noise floor {floor} vs T3-A {SIGMA_T3A}");
+    // Never below the true S/B, which lies within half a unit of the 16th digit of T3-A's value.
     assert!(floor >= 3.7306316348159415, "noise floor {floor} below S/B");
     assert_eq!(p.sensitivity().unwrap(), 1.0);
     let rows = tokens * batch;
@@ -171,15 +170,15 @@ fn iid_noise_on_a_zero_input_is_normal_with_the_spec_sigma() {
     release(&mut x32, rows, dim, &p, &NoiseFactors::Iid, &key(11), 1, 0);
     let x32: Vec<f64> = x32.iter().map(|&v| f64::from(v)).collect();
     for (name, xs) in [("f64", &x64), ("f32", &x32)] {
-        let law = normal_law(xs, SIGMA_SPEC);
+        let law = normal_law(xs, SIGMA_T3A);
         assert!(law.accepts(), "{name}: i.i.d. noise is not N(0, σ²): {law:?}");
         // Power on the same samples.
-        let wide = normal_law(xs, 1.1 * SIGMA_SPEC);
+        let wide = normal_law(xs, 1.1 * SIGMA_T3A);
         assert!(wide.ks_p < ALPHA && !z_accepts(wide.var_z), "{name}: σ·1.1 accepted: {wide:?}");
-        let narrow = normal_law(xs, SIGMA_SPEC / 1.1);
+        let narrow = normal_law(xs, SIGMA_T3A / 1.1);
         assert!(narrow.ks_p < ALPHA && !z_accepts(narrow.var_z), "{name}: σ/1.1: {narrow:?}");
         for f in [1.1f64, 0.9] {
-            let l = normal_law(xs, SIGMA_SPEC * f.sqrt());
+            let l = normal_law(xs, SIGMA_T3A * f.sqrt());
             assert!(l.var_z.abs() > 20.0, "{name}: variance ×{f} not rejected: {l:?}");
         }
     }
@@ -196,8 +195,8 @@ fn iid_noise_on_a_zero_input_is_normal_with_the_spec_sigma() {
             let p = unsafe_float(params(tokens, dim, region, mode, Neighbours::Sequence));
             let floor = p.noise_floor().unwrap();
             let want = match region {
-                ClipRegion::Frobenius => SIGMA_SPEC,
-                ClipRegion::Rows => SIGMA_SPEC * (tokens as f64).sqrt(),
+                ClipRegion::Frobenius => SIGMA_T3A,
+                ClipRegion::Rows => SIGMA_T3A * (tokens as f64).sqrt(),
             };
             assert!(rel(floor, want) < 1e-12, "{region:?}: floor {floor} vs {want}");
             let mut x = vec![0.0f64; rows * dim];
@@ -291,7 +290,7 @@ fn noise_element_r_j_is_element_first_plus_r_dim_plus_j_of_the_stream() {
 /// (`col_std[j]²`) on 48 000 (32 000) values. Power: a 10% variance error on the pooled
 /// values gives `|z| ≈ 0.1/(1.1√2)·√192000 ≈ 28`; each per-row and per-column test must
 /// reject its neighbour's standard deviation (ratios ≥ 1.25, `|z| > 40`). Theorem 6 on
-/// diagonal factors: §5-I is accepted, its `u_min·0.999` refused (§7.3 item 8).
+/// diagonal factors: T3-I is accepted, its `u_min·0.999` refused (`docs/PAPERS.md` P3-AC8).
 #[test]
 fn diagonal_factors_scale_rows_and_columns() {
     let (tokens, dim, batch) = (4usize, 6usize, 8000usize);
@@ -348,19 +347,19 @@ fn diagonal_factors_scale_rows_and_columns() {
         assert!(wrong.var_z.abs() > 40.0, "column {j} accepts its neighbour's std: {wrong:?}");
     }
 
-    // Theorem 6, §5-I: U = diag(S/B, 2S/B), V = diag(1, 1.5, 2) at ε = 1, δ = 1e-5, S = 1.
+    // Theorem 6, T3-I: U = diag(S/B, 2S/B), V = diag(1, 1.5, 2) at ε = 1, δ = 1e-5, S = 1.
     let p = seq_params(2, 3);
     let floor = p.noise_floor().unwrap();
     let u = [3.730631634815942, 7.461263269631884];
     let v = [1.0, 1.5, 2.0];
-    // The library's floor is S/B rounded up (a certified bound on B); the spec's value is
+    // The library's floor is S/B rounded up (a certified bound on B); T3-I's value is
     // S/B to 16 digits. The vector is accepted as soon as the floor does not exceed it.
     assert!(floor <= u[0] * (1.0 + 1e-14), "floor {floor}");
     let accepted = check_factors(&p, &NoiseFactors::Diagonal { row_std: &u, col_std: &v });
     if floor <= u[0] {
-        assert_eq!(accepted.unwrap(), floor, "§5-I must be accepted");
+        assert_eq!(accepted.unwrap(), floor, "T3-I must be accepted");
     } else {
-        // The rounded-up floor is a few ulp above the spec's 16 digits (3.7306316348159445
+        // The rounded-up floor is a few ulp above T3-I's 16 digits (3.7306316348159445
         // against 3.730631634815942): the exact vector is refused, on the safe side. The
         // vector raised by 1e-14 relative must be accepted.
         let u2 = [u[0] * (1.0 + 1e-14), u[1]];
@@ -1230,8 +1229,8 @@ fn changing_one_sequence_or_row_changes_only_its_output() {
     }
 }
 
-/// Clip is idempotent (spec §7.3 item 7, §4.2: a block inside the ball is left alone, and a
-/// clipped block is inside the ball): a second `clip_hidden(Clip)` on the output of a
+/// Clip is idempotent (`docs/PAPERS.md` P3-AC7 and §3.7: a block inside the ball is left alone, and
+/// a clipped block is inside the ball): a second `clip_hidden(Clip)` on the output of a
 /// first changes no bit, on the inputs of [`clipping_bounds_every_block_in_every_mode`].
 /// Checked first: the second application moves no entry by more than 1e-13 relative.
 ///
@@ -1322,11 +1321,11 @@ fn clip_is_idempotent() {
     );
 }
 
-/// ReleasedCode is `x·min(1, C/(‖x‖ + 1e-6))` (the authors' `_max_norm_clip`, spec §4.2,
-/// §7.1 item 4), within 1e-12 relative per entry (plus the block-relative underflow slack of
-/// [`clipping_bounds_every_block_in_every_mode`]; f32: 1e-6 and 2⁻¹⁴⁸), on the same inputs
-/// (norms 1e-300 to beyond `f64::MAX`, `C` in `[1e-100, 1e100]`), and on a block of norm
-/// 1.1e230 at `C = 1e-100`, whose image has norm `C·(1 − 1e-336)`.
+/// ReleasedCode is `x·min(1, C/(‖x‖ + 1e-6))` (the authors' `_max_norm_clip`,
+/// `docs/PAPERS.md` §3.7 "Bounding" and P3-16), within 1e-12 relative per entry (plus the
+/// block-relative underflow slack of [`clipping_bounds_every_block_in_every_mode`]; f32: 1e-6 and
+/// 2⁻¹⁴⁸), on the same inputs (norms 1e-300 to beyond `f64::MAX`, `C` in `[1e-100, 1e100]`), and on
+/// a block of norm 1.1e230 at `C = 1e-100`, whose image has norm `C·(1 − 1e-336)`.
 ///
 /// Regression (fixed): the library formed `coef = C/(‖x‖ + 1e-6)` as an `f64` and multiplied by `m·coef`.
 /// When `‖x‖/C` exceeds ~4.5e307, `coef` is subnormal and loses precision (1.4e-12

@@ -1,12 +1,13 @@
 //! The Gaussian-sampling DP attention of paper 000 (`dpattn::gaussian_sampling_attention`):
 //! the law of the three DPCovariance samplers, the coverage of the accuracy radius, the
-//! end-to-end example of the spec, robustness, determinism, the ledger, and bad input.
-//! Spec `shared/spec/seed-000.md` §7, acceptance checks AC-6, AC-7, AC-9, AC-10, AC-12.
+//! end-to-end example T0-A/T0-B, robustness, determinism, the ledger, and bad input:
+//! `docs/PAPERS.md` §0.8, acceptance checks P0-AC6, P0-AC7, P0-AC9, P0-AC10, P0-AC12.
 //!
-//! Expected values come from math and from the spec, never from the mechanism's output:
+//! Expected values come from math and from `docs/PAPERS.md`, never from the mechanism's output:
 //! `B ~ Wishart_n(k, A)/k` gives `E B = A`, `Var B_ij = (A_ij² + A_ii A_jj)/k` and
 //! `k·vᵀBv/vᵀAv ~ χ²_k` (CDF from the toolkit's independent `gamma_p`); the Monte Carlo
-//! quantiles of AC-7 and the bounds of AC-9 are the spec's numbers; reference attention
+//! quantiles of P0-AC7 (T0-D) and the bounds of P0-AC9 (T0-A, T0-B) are the numbers of
+//! `docs/PAPERS.md`; reference attention
 //! matrices are plain float64 code in this file; eigenvalues come from nalgebra.
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (z bound 4.89) with fixed keys.
 
@@ -122,7 +123,7 @@ fn problem(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Domain) {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-6: the three samplers draw the same law, Wishart_n(k, A)/k.
+// P0-AC6: the three samplers draw the same law, Wishart_n(k, A)/k.
 
 fn draws(
     sampler: Sampler,
@@ -238,7 +239,7 @@ fn the_three_samplers_draw_the_wishart_law() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-7: coverage of ρ. ‖A^{-1/2} B A^{-1/2} − I‖ has the law of ‖W − I‖, W = Wishart(k, I)/k.
+// P0-AC7: coverage of ρ. ‖A^{-1/2} B A^{-1/2} − I‖ has the law of ‖W − I‖, W = Wishart(k, I)/k.
 
 fn w_minus_i_norms(n: usize, k: u64, trials: usize) -> (Vec<f64>, Vec<f64>) {
     let eye: Vec<f64> = (0..n * n).map(|i| if i % (n + 1) == 0 { 1.0 } else { 0.0 }).collect();
@@ -260,9 +261,9 @@ fn quantile(xs: &[f64], q: f64) -> f64 {
 
 #[test]
 fn the_spectral_radius_covers_and_the_paper_radius_does_not() {
-    // (n, k, trials, spec q99 ‖W−I‖_F, spec q99 ‖W−I‖₂, spec Pr[‖W−I‖_F > ρ_{C=1}], tolerance)
-    // Tolerances: the spec asks ±3%; with 20k trials the q99 order statistic has a relative
-    // sd ≈ 0.6%, with 4k trials ≈ 1.4% (3.5 sd at 5%).
+    // (n, k, trials, T0-D's q99 ‖W−I‖_F, q99 ‖W−I‖₂ and Pr[‖W−I‖_F > ρ_{C=1}], tolerance)
+    // Tolerances: docs/PAPERS.md T0-D says ±3%; with 20k trials the q99 order statistic has a
+    // relative sd ≈ 0.6%, with 4k trials ≈ 1.4% (3.5 sd at 5%).
     let rows = [
         (4usize, 1000u64, 20_000usize, 0.2163, 0.1777, 0.198, 0.03),
         (4, 258_944, 20_000, 0.013365, 0.010885, 0.400, 0.03),
@@ -272,9 +273,9 @@ fn the_spectral_radius_covers_and_the_paper_radius_does_not() {
     for (n, k, trials, qf, qs, exceed, tol) in rows {
         let (fro, spec) = w_minus_i_norms(n, k, trials);
         let (q_f, q_s) = (quantile(&fro, 0.99), quantile(&spec, 0.99));
-        assert!((q_f / qf - 1.0).abs() < tol, "n={n} k={k}: q99 Frobenius {q_f} vs spec {qf}");
-        assert!((q_s / qs - 1.0).abs() < tol, "n={n} k={k}: q99 spectral {q_s} vs spec {qs}");
-        // The rigorous spectral radius covers (spec: 0 exceedances); allow the binomial
+        assert!((q_f / qf - 1.0).abs() < tol, "n={n} k={k}: q99 Frobenius {q_f} vs T0-D {qf}");
+        assert!((q_s / qs - 1.0).abs() < tol, "n={n} k={k}: q99 spectral {q_s} vs T0-D {qs}");
+        // The rigorous spectral radius covers (T0-D: 0 exceedances); allow the binomial
         // upper tail of γ = 1% at ALPHA.
         let rho2 = rho(k, n, gamma, RhoModel::GaussianSpectral).unwrap();
         let over = spec.iter().filter(|&&s| s > rho2).count();
@@ -282,13 +283,13 @@ fn the_spectral_radius_covers_and_the_paper_radius_does_not() {
             (over as f64) < trials as f64 * gamma,
             "n={n} k={k}: {over} spectral exceedances of {rho2}"
         );
-        // The paper's nominal ρ (C = 1) fails its 1 − γ promise (erratum E2).
+        // The paper's nominal ρ (C = 1) fails its 1 − γ promise (P0-2).
         let rho_p = rho(k, n, gamma, RhoModel::PaperNominal { c: 1.0 }).unwrap();
         let frac = fro.iter().filter(|&&f| f > rho_p).count() as f64 / trials as f64;
         let sd = (exceed * (1.0 - exceed) / trials as f64).sqrt();
         assert!(
             (frac - exceed).abs() < 4.9 * sd,
-            "n={n} k={k}: Pr[‖W−I‖_F > ρ] = {frac}, spec {exceed}"
+            "n={n} k={k}: Pr[‖W−I‖_F > ρ] = {frac}, T0-D {exceed}"
         );
         // E‖W − I‖_F² = (n² + n)/k.
         let m = moments(&fro.iter().map(|f| f * f).collect::<Vec<_>>());
@@ -301,14 +302,14 @@ fn the_spectral_radius_covers_and_the_paper_radius_does_not() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-9: the end-to-end example of spec §5.4 (Hadamard X, A = 0.05·I, k = 500,000).
+// P0-AC9: the end-to-end example of docs/PAPERS.md T0-A (Hadamard X, A = 0.05·I, k = 500,000).
 
 #[test]
 fn end_to_end_example_beats_the_uniform_baseline_and_meets_both_bounds() {
     let (n, d, r) = (4, 4096, 0.05);
     let x: Vec<f64> = hadamard_rows(n, d).iter().map(|h| h * (0.05f64 / 4096.0).sqrt()).collect();
     // The declared bounds must hold for the data in floating point: α and η get a 1e-12 and
-    // 1e-9 relative margin over the exact 0.2/4096 and 0.05 (β = 5e-6 as in the spec; the
+    // 1e-9 relative margin over the exact 0.2/4096 and 0.05 (β = 5e-6 as in T0-A; the
     // privacy condition is unchanged at that precision).
     let domain =
         Domain::new((0.2f64 / 4096.0).sqrt() * (1.0 + 1e-12), 0.05 * (1.0 - 1e-9), 5e-6).unwrap();
@@ -318,7 +319,7 @@ fn end_to_end_example_beats_the_uniform_baseline_and_meets_both_bounds() {
     for (score, uniform_err) in [(ScoreFn::Exp, 0.018983), (ScoreFn::Cosh, 4.687e-4)] {
         let a = gram(&x, n, d);
         let pa = attention_of(&a, n, score);
-        // The uniform baseline's error for this A (spec AC-9) from the reference attention.
+        // The uniform baseline's error for this A (T0-B) from the reference attention.
         let uniform = vec![0.25; n * n];
         assert!((row_l1(&pa, &uniform, n) / uniform_err - 1.0).abs() < 1e-3);
         let mut params = GaussianSamplingParams::new(budget, domain, 500_000).unsafe_float();
@@ -346,7 +347,7 @@ fn end_to_end_example_beats_the_uniform_baseline_and_meets_both_bounds() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-10: robustness and bad input.
+// P0-AC10: robustness and bad input.
 
 #[test]
 fn normalisation_is_stable_for_huge_entries() {
@@ -567,7 +568,7 @@ fn clip_and_ridge_zeroes_a_non_finite_column_instead_of_refusing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-12: determinism and addressable randomness; batching, strides, element types.
+// P0-AC12: determinism and addressable randomness; batching, strides, element types.
 
 #[test]
 fn releases_are_reproducible_and_each_head_uses_its_own_problem_index() {

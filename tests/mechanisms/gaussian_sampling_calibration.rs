@@ -1,18 +1,18 @@
 //! Public-parameter calibration of the Gaussian-sampling mechanism of paper 000
-//! (`dpattn::gaussian_sampling_attention`), against `shared/spec/seed-000.md`: the golden
-//! values of §5.4 (AC-1), the scaling table of §5.5 (AC-2), rescaling invariance D-9
-//! (AC-11), input validation, and monotonicity of the admissible range of `k`.
+//! (`dpattn::gaussian_sampling_attention`), against `docs/PAPERS.md` §0: the golden
+//! values of T0-A (P0-AC1), the scaling table of T0-C (P0-AC2), rescaling invariance P0-D9
+//! (P0-AC11), input validation, and monotonicity of the admissible range of `k`.
 //!
-//! **Expected values** are the spec's printed numbers (cited by section) or closed forms of
-//! §5.3 evaluated in this file, never library outputs. Every spec number was re-derived
-//! with 50-digit `mpmath` while writing this file; all agree with the spec.
+//! **Expected values** are the reference values of `docs/PAPERS.md` (cited by table) or
+//! closed forms of §0.3 evaluated in this file, never library outputs. Every tabulated
+//! number was re-derived with 50-digit `mpmath` while writing this file; all agree.
 //!
 //! **Tolerances.** Integers exact. A printed real must be right in every printed digit:
 //! `|x − printed| ≤` half a unit in its last printed place ([`assert_printed`]): ~2e-11
-//! relative for `s = 2.7950849719e-6`, 1e-8…2e-3 relative for the 3–10 digit values (AC-1's
+//! relative for `s = 2.7950849719e-6`, 1e-8…2e-3 relative for the 3–10 digit values (P0-AC1's
 //! "1e-9 relative" is finer than what the table prints; `0.238` is also checked exactly).
 //! Exception: ε_min, up to 1e-5 above the printed root (integer `k`, see its test). Library
-//! values against this file's own closed forms: `REL = 1e-12`. Rescaling (AC-11): 8–16
+//! values against this file's own closed forms: `REL = 1e-12`. Rescaling (P0-AC11): 8–16
 //! `f64::EPSILON` relative (a few roundings on each side, the library's outward rounding).
 
 use dpattn::gaussian_sampling_attention::{
@@ -36,7 +36,7 @@ fn half_unit(printed: &str) -> f64 {
 fn assert_printed(x: f64, printed: &str, what: &str) {
     let p: f64 = printed.parse().unwrap();
     let tol = half_unit(printed) * (1.0 + 1e-9);
-    assert!((x - p).abs() <= tol, "{what}: got {x:e}, spec prints {printed} (tol {tol:e})");
+    assert!((x - p).abs() <= tol, "{what}: got {x:e}, table prints {printed} (tol {tol:e})");
 }
 
 #[track_caller]
@@ -60,7 +60,7 @@ fn infeasible<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, f64, f64) {
     }
 }
 
-// §5.4 policy: n = 4, α = √(0.2/4096), η = 0.05, β = 5e-6, ε = 0.09, δ = 1e-6, γ = 0.01.
+// T0-A policy: n = 4, α = √(0.2/4096), η = 0.05, β = 5e-6, ε = 0.09, δ = 1e-6, γ = 0.01.
 const N: usize = 4;
 const EPS: f64 = 0.09;
 const DELTA: f64 = 1e-6;
@@ -86,7 +86,7 @@ const ALL_PRIVACY: [(DeltaConstants, SensitivityBound); 4] = [
     (DeltaConstants::Definition55, SensitivityBound::Tight),
 ];
 
-/// AC-1 / §5.4: sensitivity, `K_P` and the four `k_max` (Thm 4.1 / Def 5.5 × paper / D-6 `s`).
+/// P0-AC1 / T0-A: sensitivity, `K_P` and the four `k_max` (Thm 4.1 / Def 5.5 × paper / P0-D6 `s`).
 #[test]
 fn ac1_sensitivity_and_k_max() {
     let d = example();
@@ -107,7 +107,7 @@ fn ac1_sensitivity_and_k_max() {
     assert_eq!(kp.ceil() as u64 - 1, want[0], "k_max = ⌈K_P⌉ − 1");
 }
 
-/// AC-1 / §5.4: `k_min` for the paper coupling (C = 1) with the `ρ` bracket, the coupled
+/// P0-AC1 / T0-A: `k_min` for the paper coupling (C = 1) with the `ρ` bracket, the coupled
 /// rigorous `k_min` (infeasible), the decoupled `k_min^DS`, and the feasible ranges.
 #[test]
 fn ac1_k_min_and_feasibility() {
@@ -118,7 +118,7 @@ fn ac1_k_min_and_feasibility() {
     assert!(above < 0.009 && 0.009 <= below, "ρ(258944) = {above}, ρ(258943) = {below}");
     assert_printed(above, "0.0089999913", "ρ(258944)");
     assert_printed(below, "0.0090000088", "ρ(258943)");
-    // §5.3 closed form: u* = (√(1 + 0.4ε) − 1)/2 = 0.0089204260, k_min = ⌊m/u*²⌋ + 1.
+    // §0.3 closed form: u* = (√(1 + 0.4ε) − 1)/2 = 0.0089204260, k_min = ⌊m/u*²⌋ + 1.
     let u = ((1.0 + 0.4 * EPS).sqrt() - 1.0) / 2.0;
     assert_printed(u, "0.0089204260", "u*");
     let m = 16.0 + (1.0 / GAMMA).ln();
@@ -138,7 +138,7 @@ fn ac1_k_min_and_feasibility() {
     assert_eq!(feasible_k(N, &d, budget(EPS), GAMMA, &rig).unwrap(), 16_867..=750_460);
 }
 
-/// AC-1 / §5.4, the row "at k = 500,000" and the bounds.
+/// P0-AC1 / T0-A, the row "at k = 500,000" and the bounds.
 #[test]
 fn ac1_values_at_k_500000_and_bounds() {
     let (k, b, d) = (500_000, budget(EPS), example());
@@ -163,7 +163,7 @@ fn ac1_values_at_k_500000_and_bounds() {
     assert_printed(uniform_baseline_bound(0.05), "0.10254", "2(e^r − 1)");
 }
 
-/// AC-1 / §5.3–§5.4: ε_min = 0.0689072, the positive root of 0.1ε³ − cε − c² = 0 with
+/// P0-AC1 / §0.3 and T0-A: ε_min = 0.0689072, the positive root of 0.1ε³ − cε − c² = 0 with
 /// c = 10 s √(Lm), which ignores the integer rounding of k. The library's ε_min is the
 /// smallest double with a non-empty *integer* range [k_min, k_max]; ⌊·⌋+1 and ⌈·⌉−1 only
 /// shrink the range, so it lies at or above the real root, by at most ~2·1/(2k) ≈ 2.3e-6
@@ -175,7 +175,7 @@ fn ac1_min_feasible_epsilon() {
     let e = min_feasible_epsilon(N, &d, DELTA, GAMMA, &Calibration::PAPER_LITERAL).unwrap();
     let (lo, hi) = (0.0689072 - half_unit("0.0689072"), 0.0689072 * (1.0 + 1e-5));
     assert!((lo..=hi).contains(&e), "ε_min = {e} not in [{lo}, {hi}]");
-    // The cubic itself, solved here by bisection, agrees with the spec to every digit.
+    // The cubic itself, solved here by bisection, agrees with T0-A to every digit.
     let s = sensitivity(N, &d, SensitivityBound::PaperSqrtN).unwrap();
     let (l, m) = ((1.0 / DELTA).ln(), 16.0 + (1.0 / GAMMA).ln());
     let c = 10.0 * s * (l * m).sqrt();
@@ -193,7 +193,7 @@ fn ac1_min_feasible_epsilon() {
     infeasible(feasible_k(N, &d, budget(e.next_down()), GAMMA, &lit));
 }
 
-/// §5.3: k_max is the largest k with (PRIV): check_privacy(k_max) passes, k_max + 1 fails on
+/// §0.3: k_max is the largest k with (PRIV): check_privacy(k_max) passes, k_max + 1 fails on
 /// PRIV-b; k_max = ⌈K_P⌉ − 1 (Thm 4.1) or ⌊ε²/(8s²L)⌋ (Def 5.5), computed here.
 #[test]
 fn k_max_is_the_privacy_boundary() {
@@ -225,9 +225,9 @@ fn k_max_is_the_privacy_boundary() {
     out_of_range(check_privacy(N, K_LIMIT + 1, &d, budget(EPS), &lit), "k");
 }
 
-/// AC-2 / §5.5 (ε = 0.09, δ = 1e-6, γ = 0.01): k_min (paper, C = 1) and k^DS_min (ε_acc =
+/// P0-AC2 / T0-C (ε = 0.09, δ = 1e-6, γ = 0.01): k_min (paper, C = 1) and k^DS_min (ε_acc =
 /// 0.09) exact; s_max = Δ_4.1(k_min) and αβ/η = s_max/(2√n) to 4 significant digits (the
-/// half-unit rule); each also against the §5.3 closed forms computed here.
+/// half-unit rule); each also against the §0.3 closed forms computed here.
 #[test]
 fn ac2_scaling_table() {
     let table = [
@@ -259,7 +259,7 @@ fn ac2_scaling_table() {
     }
 }
 
-/// AC-11 / D-9: X → cX maps (α, η, β) → (cα, c²η, cβ); s (to a few ulps), k_max, k_min, the
+/// P0-AC11 / P0-D9: X → cX maps (α, η, β) → (cα, c²η, cβ); s (to a few ulps), k_max, k_min, the
 /// feasible range, min ε at k and ε_min are unchanged; β_max scales by c.
 #[test]
 fn ac11_rescaling_invariance() {
@@ -289,7 +289,7 @@ fn ac11_rescaling_invariance() {
     }
 }
 
-/// §5.1 ranges, §5.6 errors: out-of-range parameters give `OutOfRange` naming the parameter.
+/// Ranges (§0.3) and errors (§0.2): out-of-range parameters give `OutOfRange` naming the parameter.
 #[test]
 fn bad_parameters_are_rejected_by_name() {
     let (d, lit, b) = (example(), Calibration::PAPER_LITERAL, budget(EPS));
@@ -316,7 +316,7 @@ fn bad_parameters_are_rejected_by_name() {
     for e in [0.0, 0.1, 0.5, f64::NAN] {
         out_of_range(k_min(N, e, GAMMA, &lit), "epsilon (Theorem 4.1 accuracy)");
     }
-    // δ ∈ (0, 0.1) (E18): 0 passes PrivacyBudget (δ ∈ [0, 1)) but not the calibration.
+    // δ ∈ (0, 0.1) (P0-18): 0 passes PrivacyBudget (δ ∈ [0, 1)) but not the calibration.
     for delta in [0.0, 0.1, 0.2] {
         let bd = PrivacyBudget::new(EPS, delta).unwrap();
         out_of_range(delta_threshold(10, bd, DeltaConstants::Definition55), "delta");
@@ -351,7 +351,7 @@ fn bad_parameters_are_rejected_by_name() {
     out_of_range(sensitivity(N, &raw, SensitivityBound::Tight), "alpha");
 }
 
-/// §5.3 (PRIV-a), β = 0 (k_max = ∞), D-1 / E10 (empty domain n·η > d·α²).
+/// §0.3 (PRIV-a), β = 0 (k_max = ∞), P0-D1 / P0-10 (empty domain n·η > d·α²).
 #[test]
 fn priv_a_unbounded_k_and_empty_domain() {
     let (lit, b) = (Calibration::PAPER_LITERAL, budget(EPS));
@@ -377,7 +377,7 @@ fn priv_a_unbounded_k_and_empty_domain() {
     let (cond, lhs, rhs) = infeasible(d.check_nonempty(4, 15));
     assert!(cond.contains("n·η") && lhs > rhs, "{cond}: {lhs} vs {rhs}");
     infeasible(d.check_nonempty(64, 255));
-    // The §5.4 domain is the real boundary n·η = d·α² = 0.2, but as doubles it lies 2.1e-17
+    // The T0-A domain is the real boundary n·η = d·α² = 0.2, but as doubles it lies 2.1e-17
     // on the empty side (exact rational check of 4·fl(0.05) vs 4096·fl(√(0.2/4096))²), so
     // d = 4096 is rightly refused; d = 4097 is not.
     infeasible(example().check_nonempty(N, 4096));
@@ -405,7 +405,7 @@ fn min_feasible_epsilon_reports_bad_parameters() {
     assert!(wrong.is_empty(), "expected OutOfRange naming the parameter:\n{}", wrong.join("\n"));
 }
 
-/// k_max on the §5.4 α, η, with an infeasible (PRIV-a) configuration counted as 0.
+/// k_max on the T0-A α, η, with an infeasible (PRIV-a) configuration counted as 0.
 fn km(n: usize, eps: f64, beta: f64, c: DeltaConstants, sb: SensitivityBound) -> u64 {
     let d = Domain::new(alpha(), 0.05, beta).unwrap();
     match k_max(n, &d, budget(eps), &cal(c, sb)) {
@@ -415,7 +415,7 @@ fn km(n: usize, eps: f64, beta: f64, c: DeltaConstants, sb: SensitivityBound) ->
     }
 }
 
-/// §5.3 / E1 / D-6 monotonicity: k_max non-decreasing in ε, non-increasing in β and n;
+/// §0.3 / P0-1 / P0-D6 monotonicity: k_max non-decreasing in ε, non-increasing in β and n;
 /// Def 5.5 ≥ Thm 4.1, Tight ≥ PaperSqrtN (equal at n = 1); k_min non-increasing in ε under
 /// the paper coupling and independent of ε when decoupled. An infeasible k_max counts as 0.
 #[test]

@@ -1,17 +1,18 @@
 //! The mathematics behind the Gaussian-sampling mechanism of paper 000 ("Differentially
 //! Private Attention Computation"), checked independently of the mechanism code:
-//! acceptance checks AC-3, AC-4, AC-5 and AC-8 of `shared/spec/seed-000.md` §7.
+//! acceptance checks P0-AC3, P0-AC4, P0-AC5 and P0-AC8 of `docs/PAPERS.md` §0.8.
 //!
 //! Only `dpattn::attention::normalise_scores` (the row normalisation `D(M)⁻¹ f(M)`) is
 //! library code here; it is also compared with the textbook formula. Linear algebra comes
 //! from `nalgebra`, χ² draws from `rand_distr` on a seeded ChaCha20, test inputs from the
-//! SplitMix generator of `tests/support`. Every expected value is a formula of the spec
-//! (cited per test) or a constant computed with 40-digit `mpmath`, never a library output.
+//! SplitMix generator of `tests/support`. Every expected value is a formula of
+//! `docs/PAPERS.md` (cited per test) or a constant computed with 40-digit `mpmath`, never a
+//! library output.
 //!
 //! Tolerances: deterministic inequalities allow `REL = 1e-12` relative slack for the f64
 //! rounding of the test's own arithmetic, plus `ABS = 1e-14` absolute where attention
 //! entries or row sums of up to 64 of them are compared (each entry is good to a few ulps
-//! of 1). The paper bound `4(1+ε+2r)r` is ≥ 0.04, so `ABS` is irrelevant there; the D-3
+//! of 1). The paper bound `4(1+ε+2r)r` is ≥ 0.04, so `ABS` is irrelevant there; the P0-D3
 //! bound `2(e^τ − 1)` only falls to `ABS` size in near-degenerate draws where `B ≈ A`.
 //! Statistical checks run at the toolkit's `ALPHA = 1e-6` with fixed seeds.
 
@@ -31,7 +32,7 @@ const REL: f64 = 1e-12;
 /// Absolute slack for sums of up to 64 rounded probabilities (each ≤ 1, a few ulps off).
 const ABS: f64 = 1e-14;
 const SCORES: [ScoreFn; 2] = [ScoreFn::Exp, ScoreFn::Cosh];
-/// The `r` and `ε` values of AC-3 (all in the open interval (0, 0.1) of Thm 5.3).
+/// The `r` and `ε` values of P0-AC3 (all in the open interval (0, 0.1) of Thm 5.3).
 const RS: [f64; 3] = [0.01, 0.05, 0.099];
 const EPSS: [f64; 3] = [0.01, 0.05, 0.099];
 
@@ -77,7 +78,7 @@ fn eigenvalues(m: &DMatrix<f64>) -> Vec<f64> {
 }
 
 /// Generalised eigenvalues λ of `a v = λ b v` (b PD): Cholesky `b = L Lᵀ`, then the
-/// eigenvalues of `L⁻¹ a L⁻ᵀ` (AC-5 step 3). They are the eigenvalues of `a^{1/2} b⁻¹ a^{1/2}`.
+/// eigenvalues of `L⁻¹ a L⁻ᵀ` (P0-AC5 step 3). They are the eigenvalues of `a^{1/2} b⁻¹ a^{1/2}`.
 fn generalised_eigenvalues(a: &DMatrix<f64>, b: &DMatrix<f64>) -> Vec<f64> {
     let l = Cholesky::new(b.clone()).expect("b is positive definite").l();
     let c = l.solve_lower_triangular(a).expect("L is invertible"); // L⁻¹ a
@@ -127,10 +128,10 @@ fn attention(m: &DMatrix<f64>, score: ScoreFn) -> DMatrix<f64> {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-3 / AC-4: Theorem 5.3 and its lemmas
+// P0-AC3 / P0-AC4: Theorem 5.3 and its lemmas
 // ---------------------------------------------------------------------------------------
 
-/// One random sandwich instance (AC-3 steps 1–3) at unit scale: returns `A₀` with
+/// One random sandwich instance (P0-AC3 steps 1–3) at unit scale: returns `A₀` with
 /// `max|A₀_ij| = max_i A₀_ii = 1` and `B₀(ε) = A₀^{1/2} S A₀^{1/2}` for each ε of `EPSS`,
 /// `S = U Λ Uᵀ`, `U` Haar, `Λ ⊂ [1/(1+ε), 1/(1−ε)]` with both endpoints present (n ≥ 2; for
 /// n = 1 an endpoint 2 times in 3). Scaling by `r` gives `A = r A₀`, `B = r B₀`, and
@@ -160,13 +161,13 @@ fn sandwich_instance(rng: &mut Rng, n: usize) -> (DMatrix<f64>, [DMatrix<f64>; 3
 }
 
 /// Cases per n: each instance gives 9 (r, ε) cases, each checked for exp and cosh.
-/// The spec asks for 1000 per n; n ≤ 8 gets 1008 (112 instances). n = 64 gets 144 cases
+/// The target is 1000 per n; n ≤ 8 gets 1008 (112 instances). n = 64 gets 144 cases
 /// (16 instances): one 64 × 64 eigendecomposition, one QR and nine 64³ products per
 /// instance cost ~0.08 s in the unoptimised test profile (nalgebra is not optimised either),
 /// so 1000 cases would take ~9 s on their own; 144 cases take ~1.3 s.
 const INSTANCES: [(usize, usize); 4] = [(1, 112), (2, 112), (8, 112), (64, 16)];
 
-/// AC-3 (§4.3 Thm 5.3, §4.7 D-2, D-3): under `(1−ε)B ⪯ A ⪯ (1+ε)B`, `max|A_ij| = r`,
+/// P0-AC3 (Thm 5.3, P0-D2, P0-D3): under `(1−ε)B ⪯ A ⪯ (1+ε)B`, `max|A_ij| = r`,
 /// both `‖P_A − P_B‖_max` and `‖P_A − P_B‖_{∞→∞}` are at most `4(1+ε+2r)r` and at most
 /// `2(e^τ − 1)`, `τ = max|A_ij − B_ij|`, for f = exp and f = cosh.
 #[test]
@@ -189,8 +190,8 @@ fn theorem_5_3_attention_error_under_spectral_sandwich() {
                             "n={n} r={r} ε={eps} {score:?}: max {e_max:e}, row {e_row:e}, τ {tau:e}"
                         );
                         assert!(e_max <= e_row, "{what}");
-                        assert!(e_row <= paper * (1.0 + REL) + ABS, "Thm 5.3 / D-2: {what}");
-                        assert!(e_row <= d3 * (1.0 + REL) + ABS, "D-3: {what}");
+                        assert!(e_row <= paper * (1.0 + REL) + ABS, "Thm 5.3 / P0-D2: {what}");
+                        assert!(e_row <= d3 * (1.0 + REL) + ABS, "P0-D3: {what}");
                         worst_paper = worst_paper.max(e_row / paper);
                         if tau > 0.0 {
                             worst_d3 = worst_d3.max(e_row / d3);
@@ -202,11 +203,11 @@ fn theorem_5_3_attention_error_under_spectral_sandwich() {
         }
     }
     eprintln!(
-        "AC-3: {cases} checks; worst error/paper bound {worst_paper:.4}, /D-3 bound {worst_d3:.4}"
+        "P0-AC3: {cases} checks; worst error/paper bound {worst_paper:.4}, /P0-D3 bound {worst_d3:.4}"
     );
 }
 
-/// AC-4, Lemma B.2 (§4.5): `|a| ≤ r`, `|b| ≤ (1+ε)r`, `r, ε < 0.1` ⇒
+/// P0-AC4, Lemma B.2: `|a| ≤ r`, `|b| ≤ (1+ε)r`, `r, ε < 0.1` ⇒
 /// `|f(a) − f(b)| ≤ (2+2ε+4r) r · min(f(a), f(b))` for f = exp, cosh. A 41 × 41 grid of
 /// (a, b) including the corners, for r and ε from 1e-4 up to the supremum 0.1 (the
 /// conclusion is non-strict and continuous, so it must hold in the closure). The gap is
@@ -241,9 +242,9 @@ fn lemma_b2_kernel_ratio_bound_on_grid() {
     eprintln!("Lemma B.2: worst lhs/rhs {worst:.6}");
 }
 
-/// AC-4, Lemma B.1 in its corrected form (§4.5, E7): under the sandwich with `|A_ij| ≤ r`,
+/// P0-AC4, Lemma B.1 in its corrected form (P0-7): under the sandwich with `|A_ij| ≤ r`,
 /// `|B_ij| ≤ r/(1−ε)` (since `B_ii ≤ A_ii/(1−ε)` and `|B_ij| ≤ √(B_ii B_jj)`). The paper's
-/// `(1+ε)r` is false: the n = 1 counterexample `A = r`, `B = r/(1−ε)`, and the AC-3 generator
+/// `(1+ε)r` is false: the n = 1 counterexample `A = r`, `B = r/(1−ε)`, and the P0-AC3 generator
 /// (n ∈ {1, 2, 8}, 112 instances × 9 cases each) must produce violations of it.
 #[test]
 fn lemma_b1_corrected_entry_bound() {
@@ -276,7 +277,7 @@ fn lemma_b1_corrected_entry_bound() {
     eprintln!("Lemma B.1: {paper_form_violations} cases violate the paper's (1+ε)r form");
 }
 
-/// AC-4, Fact A.2(6) is false (§4.5, E8): at x = 0.1, y = 0.2 (|x − y| ≤ 0.1)
+/// P0-AC4, Fact A.2(6) is false (P0-8): at x = 0.1, y = 0.2 (|x − y| ≤ 0.1)
 /// `|cosh x − cosh y| = 0.015062587563…` exceeds `cosh(x)|x − y|² = 0.010050041680…`
 /// (40-digit mpmath). Recorded as a known-false statement. The corrected inequality
 /// `|cosh y − cosh x| ≤ cosh(x)(e^{|y−x|} − 1) ≤ cosh(x)(|y−x| + |y−x|²)` (the latter for
@@ -308,7 +309,7 @@ fn fact_a2_part6_counterexample_and_corrected_cosh_inequality() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-5: sensitivity of the Gram matrix
+// P0-AC5: sensitivity of the Gram matrix
 // ---------------------------------------------------------------------------------------
 
 fn clip_column(x: &mut DMatrix<f64>, j: usize, alpha: f64) {
@@ -318,7 +319,7 @@ fn clip_column(x: &mut DMatrix<f64>, j: usize, alpha: f64) {
     }
 }
 
-/// AC-5 (§4.4 Lemmas D.1/D.2, §4.7 D-6, D-10): four (α, η)-good X (n = 8, d = 256, Gaussian
+/// P0-AC5 (Lemmas D.1/D.2, P0-D6, P0-D10): four (α, η)-good X (n = 8, d = 256, Gaussian
 /// columns of typical norm 1.25 clipped to α = 1) and 150 neighbours each (600 pairs): one
 /// random column moved by v, ‖v‖ = β ∈ {1e-3, 0.1, 2α}, and re-clipped. With α̂ the largest
 /// column norm of both datasets and η' = min(λ_min(A), λ_min(Ã)), in both orders:
@@ -364,9 +365,9 @@ fn gram_matrix_sensitivity_d6_and_d1_sandwich() {
             for (first, second, eta_second) in [(&a, &at, eta_t), (&at, &a, eta_a)] {
                 let lam = generalised_eigenvalues(first, second);
                 let m = lam.iter().map(|l| (l - 1.0) * (l - 1.0)).sum::<f64>().sqrt();
-                let what = format!("data {data} pair {pair} β={beta}: M={m:e}, D-6 {d6:e}");
-                assert!(m <= fro / eta_second + tol, "D-6 middle step: {what}");
-                assert!(m <= d6 + tol && d6 <= paper, "D-6 / Lemma D.2: {what}");
+                let what = format!("data {data} pair {pair} β={beta}: M={m:e}, P0-D6 {d6:e}");
+                assert!(m <= fro / eta_second + tol, "P0-D6 middle step: {what}");
+                assert!(m <= d6 + tol && d6 <= paper, "P0-D6 / Lemma D.2: {what}");
                 worst_ratio = worst_ratio.max(m / d6);
             }
             let sandwich = eigenvalues(&symmetrise(&a_inv_half * &at * &a_inv_half));
@@ -377,11 +378,11 @@ fn gram_matrix_sensitivity_d6_and_d1_sandwich() {
             }
         }
     }
-    eprintln!("AC-5: worst M / (2α̂β/η') = {worst_ratio:.4}");
+    eprintln!("P0-AC5: worst M / (2α̂β/η') = {worst_ratio:.4}");
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-8: the law of the privacy loss (D-8)
+// P0-AC8: the law of the privacy loss (P0-D8)
 // ---------------------------------------------------------------------------------------
 
 /// Def 5.5: `Δ = min(ε/√(8k ln(1/δ)), ε/(8 ln(1/δ)))`.
@@ -429,24 +430,25 @@ impl Profile {
 
 /// Draws per (k, δ, profile). The exact tail `Pr[Z > ε]` is 1e-10 … 1e-38 for every
 /// configuration (printed), so no affordable count sees an exceedance and `count/N ≤ δ`
-/// cannot distinguish a correct law from a wrong one unless Δ is ≳ 4× too large (D-8: the
+/// cannot distinguish a correct law from a wrong one unless Δ is ≳ 4× too large (P0-D8: the
 /// analysis is conservative by ~3 in ε). What gives the test power at N = 1e5: the
 /// mean and variance z-tests and a binomial test of the tail at `t* = E Z + 2 sd` (exact
 /// p* ≈ 0.02, so N p* ≈ 2000 ± 45), which reject a missing ½ (sd doubled), a χ² degree off
 /// by one at k = 1e3 (mean off by ~8 standard errors) or a wrong sign of the log term (all
 /// three tried by mutation); and a negative control with Δ six times too large,
-/// where the empirical tail must exceed δ (exact 0.133 > 0.05). 1e6 draws (the spec's
-/// count) would add nothing to either and cost ~10× the runtime in the debug profile.
+/// where the empirical tail must exceed δ (exact 0.133 > 0.05). 1e6 draws would add
+/// nothing to either and cost ~10× the runtime in the debug profile.
 const DRAWS: usize = 100_000;
 
-/// AC-8 (§4.7 D-8, Lemmas C.4–C.6): ε = 0.09, δ ∈ {0.05, 1e-3}, k ∈ {1e3, 1e5},
+/// P0-AC8 (P0-D8, Lemmas C.4–C.6): ε = 0.09, δ ∈ {0.05, 1e-3}, k ∈ {1e3, 1e5},
 /// Δ = Δ_5.5(k); profiles λ = 1 + Δ, λ = 1/(1 + Δ), and λ_j = 1 + Δ/√8 for j = 1..8.
 /// One N × 8 block of χ²_k draws per k is shared by all profiles and δ (each configuration
 /// is still an exact sample of its own law).
 #[test]
 fn privacy_loss_law_meets_epsilon_delta() {
     let eps = 0.09;
-    // Spec AC-1 golden value: Δ_5.5(5e5) at ε = 0.09, δ = 1e-6 is 1.21068e-5 (mpmath 1.2106791e-5).
+    // docs/PAPERS.md T0-A and T0-E: Δ_5.5(5e5) at ε = 0.09, δ = 1e-6 is 1.21068e-5 (mpmath
+    // 1.2106791e-5).
     assert!((delta_55(5e5, eps, 1e-6) / 1.210_679_097_210_931e-5 - 1.0).abs() < 1e-12);
     for (seed, k) in [(81u8, 1e3), (82, 1e5)] {
         let chi = ChiSquared::new(k).unwrap();
@@ -502,12 +504,12 @@ fn privacy_loss_law_meets_epsilon_delta() {
     }
 }
 
-/// AC-8 item 5 (Defs 5.6–5.8, Lemma C.4, D-8): for explicit PD Σ₁, Σ₂ (n = 2) and k = 3,
+/// P0-AC8 item 5 (Defs 5.6–5.8, Lemma C.4, P0-D8): for explicit PD Σ₁, Σ₂ (n = 2) and k = 3,
 /// `Z = Σ_i ln f_Σ₁(g_i)/f_Σ₂(g_i)` from the Gaussian log-densities (Cholesky solves and
 /// log-determinants) equals `½ Σ_ij ((λ_j − 1) h_ij² − ln λ_j)`, λ_j, v_j the eigenpairs of
 /// `Σ₁^{1/2} Σ₂⁻¹ Σ₁^{1/2}` and `h_ij = ⟨Σ₁^{-1/2} g_i, v_j⟩`, on the same draws
 /// `g_i = Σ₁^{1/2} z_i`, to 1e-10 relative to `Σ_i (|ln f_Σ₁(g_i)| + |ln f_Σ₂(g_i)|)`.
-/// Also `Q_j = Σ_i h_ij² ~ χ²_k` (KS at ALPHA, 2000 tuples), the law D-8 samples from.
+/// Also `Q_j = Σ_i h_ij² ~ χ²_k` (KS at ALPHA, 2000 tuples), the law P0-D8 samples from.
 #[test]
 fn privacy_loss_eigen_formula_matches_gaussian_densities() {
     let k = 3;

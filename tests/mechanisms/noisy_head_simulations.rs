@@ -1,6 +1,7 @@
-//! Small Monte-Carlo simulations of NoisyHead (`dpattn::noisy_head`), spec seed-004 §5.9
-//! S1–S4 and acceptance check A7, following the protocol of the spec's NumPy reference
-//! (Appendix R: `exp_lowdim`, `exp_ushape`, `exp_robust`).
+//! Small Monte-Carlo simulations of NoisyHead (`dpattn::noisy_head`): the simulations
+//! P4-S1 … P4-S4 and the acceptance check P4-A7 of `docs/PAPERS.md` §4.11, following the
+//! protocol of its independent NumPy reference runs (P4-R1 … P4-R6: `exp_lowdim`,
+//! `exp_ushape`, `exp_robust`).
 //!
 //! Per replicate: `N` training and 500 test prompts ([`generate_prompts`], `τ = 0`); raw
 //! features of both; the ridge reference `Γ*` of eq. (2.7) with the preset's `λ`
@@ -10,7 +11,7 @@
 //! `n_test⁻¹ Σ ⟨Γ̂ − Γ*, Z_test⟩²` on raw test features. The non-private baseline is
 //! [`train_nonprivate`] on raw features from the same, unprojected `Γ⁰`. As in the
 //! reference, the data and the start are shared by the ε grid (resp. the `T` grid) inside a
-//! replicate; every release has its own noise stream. S3's replicates (the expensive
+//! replicate; every release has its own noise stream. P4-S3's replicates (the expensive
 //! `D = 20` runs) are spread over scoped threads; being keyed by index, the numbers do not
 //! depend on the schedule.
 //!
@@ -19,11 +20,11 @@
 //! replacement prompt, corrupted index, and one noise stream per release), so the streams
 //! are independent ChaCha20 streams.
 //!
-//! Expected values are the spec's, never this library's output: the reference means of
-//! Appendix R (E6a, R.2) and the mean-field predictor of §4.6 as printed in the spec (the
-//! library's [`mean_field_excess_risk`] is only checked against those printed digits).
-//! Tolerances are the spec's (§5.9): S1/S2 means within `[0.6, 1.6]×` mean-field, S3 within
-//! `[0.7, 1.4]×`, A7 ratio `ℰ(0.5)/ℰ(1)` within `[2.5, 6.5]` (theory 4).
+//! Expected values are those of `docs/PAPERS.md`, never this library's output: the reference
+//! means of T4-C … T4-F (runs P4-R1, P4-R6) and the mean-field predictor of §4.7 as printed
+//! there (the library's [`mean_field_excess_risk`] is only checked against those printed
+//! digits). Tolerances are those of §4.11: P4-S1/P4-S2 means within `[0.6, 1.6]×` mean-field, P4-S3
+//! within `[0.7, 1.4]×`, P4-A7 ratio `ℰ(0.5)/ℰ(1)` within `[2.5, 6.5]` (theory 4).
 //!
 //! Run with `--nocapture` to see the tables (measured mean next to reference and
 //! mean-field values) and each simulation's wall time.
@@ -43,7 +44,7 @@ use dpattn::session;
 
 type Res<T> = Result<T, Error>;
 
-/// Held-out prompts per replicate (spec §4.1).
+/// Held-out prompts per replicate (`docs/PAPERS.md` §4.3).
 const N_TEST: usize = 500;
 /// Per-entry std of the random start (the authors' code and the reference).
 const C0: f64 = 0.1;
@@ -231,12 +232,12 @@ fn within(value: f64, expected: f64, lo: f64, hi: f64) -> bool {
 fn assert_rel(name: &str, got: f64, expected: f64, tol: f64) {
     assert!(
         (got / expected - 1.0).abs() <= tol,
-        "{name}: got {got:e}, spec {expected:e} (relative tolerance {tol:e})"
+        "{name}: got {got:e}, reference {expected:e} (relative tolerance {tol:e})"
     );
 }
 
 // ---------------------------------------------------------------------------------------
-// Low-dimensional experiment (S1, S2, A7): `exp_lowdim`
+// Low-dimensional experiment (P4-S1, P4-S2, P4-A7): `exp_lowdim`
 // ---------------------------------------------------------------------------------------
 
 /// Per-replicate excess risks of the low-dimensional experiment at one `N`.
@@ -275,12 +276,13 @@ fn low_dim_experiment(grid: &[NoisyHeadParams], b: usize, key: &NoiseKey) -> Res
 const S1_N: usize = 2000;
 const S1_B: usize = 20;
 const S1_EPS: [f64; 3] = [0.2, 0.5, 1.0];
-/// Appendix R, E6a (`exp_lowdim(B=20, Ns=(500, 2000), epss=(0.2, 0.5, 1.0), seed=6)`).
+/// `docs/PAPERS.md` T4-E, run P4-R6
+/// (`exp_lowdim(B=20, Ns=(500, 2000), epss=(0.2, 0.5, 1.0), seed=6)`).
 const S1_REF: [f64; 3] = [5.046, 0.8946, 0.1645];
-/// §4.6 mean-field predictor as printed in E6a.
+/// The §4.7 mean-field predictor as printed in T4-E.
 const S1_MEAN_FIELD: [f64; 3] = [4.823, 0.7717, 0.1929];
 
-/// S1's replicates, shared with the A7 test (run once).
+/// P4-S1's replicates, shared with the P4-A7 test (run once).
 fn s1_results() -> &'static LowDim {
     static RESULTS: OnceLock<LowDim> = OnceLock::new();
     RESULTS.get_or_init(|| {
@@ -289,8 +291,8 @@ fn s1_results() -> &'static LowDim {
             .iter()
             .map(|&eps| presets::low_dim(S1_N, eps).expect("low-dim preset"))
             .collect();
-        let r = low_dim_experiment(&grid, S1_B, &key(0x51)).expect("S1 simulation");
-        println!("S1 low-dim N = {S1_N}, B = {S1_B}: excess risk per ε");
+        let r = low_dim_experiment(&grid, S1_B, &key(0x51)).expect("P4-S1 simulation");
+        println!("P4-S1 low-dim N = {S1_N}, B = {S1_B}: excess risk per ε");
         println!("   eps    mean      (rel.se)  reference  mean-field  mean/mean-field");
         for (j, eps) in S1_EPS.iter().enumerate() {
             let m = mean(&r.dp[j]);
@@ -307,22 +309,22 @@ fn s1_results() -> &'static LowDim {
             mean(&r.gd),
             r.gd.iter().fold(0.0f64, |a, &b| a.max(b))
         );
-        println!("  S1 wall time {:.2} s", start.elapsed().as_secs_f64());
+        println!("  P4-S1 wall time {:.2} s", start.elapsed().as_secs_f64());
         r
     })
 }
 
-/// S1: risk decreases with ε (low-dim preset, N = 2000).
+/// P4-S1: risk decreases with ε (low-dim preset, N = 2000).
 #[test]
 fn s1_excess_risk_decreases_with_epsilon() -> Res<()> {
-    // The preset itself (spec §5.9 S1).
+    // The preset itself (docs/PAPERS.md P4-S1, T4-E).
     for (j, &eps) in S1_EPS.iter().enumerate() {
         let p = presets::low_dim(S1_N, eps)?;
         assert_eq!((p.d, p.l, p.iters), (5, 44, 41));
         assert_eq!(p.lambda, 5.0);
         assert_eq!(p.budget.delta().get(), 1e-5);
         assert_rel("η0", p.eta0, 0.07333062858421294, 1e-12);
-        // The oracle is the spec's printed number; the library's predictor must agree.
+        // The oracle is the printed number of T4-E; the library's predictor must agree.
         assert_rel("mean-field", mean_field_excess_risk(&p, C0, 0.0)?, S1_MEAN_FIELD[j], 1e-3);
     }
     let r = s1_results();
@@ -330,39 +332,39 @@ fn s1_excess_risk_decreases_with_epsilon() -> Res<()> {
     for (j, m) in means.iter().enumerate() {
         assert!(
             within(*m, S1_MEAN_FIELD[j], 0.6, 1.6),
-            "S1 ε = {}: mean {m:e} not within [0.6, 1.6] × mean-field {:e}",
+            "P4-S1 ε = {}: mean {m:e} not within [0.6, 1.6] × mean-field {:e}",
             S1_EPS[j],
             S1_MEAN_FIELD[j]
         );
     }
     for (w, eps) in means.windows(2).zip(S1_EPS.windows(2)) {
-        assert!(w[1] < w[0], "S1: mean excess not decreasing from ε = {} to {}", eps[0], eps[1]);
+        assert!(w[1] < w[0], "P4-S1: mean excess not decreasing from ε = {} to {}", eps[0], eps[1]);
     }
     let gd = mean(&r.gd);
-    assert!(gd < 1e-5, "S1: non-private GD excess {gd:e} ≥ 1e-5 (reference 7.2e-7)");
+    assert!(gd < 1e-5, "P4-S1: non-private GD excess {gd:e} ≥ 1e-5 (reference 7.2e-7)");
     Ok(())
 }
 
-/// A7: in the unsaturated region the excess scales as `1/ε²`: `ℰ(0.5)/ℰ(1) ≈ 4`
-/// (S1's replicates, not rerun).
+/// P4-A7: in the unsaturated region the excess scales as `1/ε²`: `ℰ(0.5)/ℰ(1) ≈ 4`
+/// (P4-S1's replicates, not rerun).
 #[test]
 fn a7_excess_risk_scales_as_inverse_epsilon_squared() {
     let r = s1_results();
     let ratio = mean(&r.dp[1]) / mean(&r.dp[2]);
     let reference = S1_REF[1] / S1_REF[2];
-    println!("A7 N = {S1_N}: ℰ(0.5)/ℰ(1.0) = {ratio:.3} (theory 4, reference {reference:.3})");
-    assert!((2.5..=6.5).contains(&ratio), "A7: ℰ(0.5)/ℰ(1.0) = {ratio} not within [2.5, 6.5]");
+    println!("P4-A7 N = {S1_N}: ℰ(0.5)/ℰ(1.0) = {ratio:.3} (theory 4, reference {reference:.3})");
+    assert!((2.5..=6.5).contains(&ratio), "P4-A7: ℰ(0.5)/ℰ(1.0) = {ratio} not within [2.5, 6.5]");
 }
 
-/// S2: risk decreases with N (ε = 1, low-dim presets N = 1000 and 4000).
+/// P4-S2: risk decreases with N (ε = 1, low-dim presets N = 1000 and 4000).
 #[test]
 fn s2_excess_risk_decreases_with_n() -> Res<()> {
     const B: usize = 10;
-    // (N, L, T, mean-field §4.2 table, reference mean B = 100 §4.2 table)
+    // (N, L, T, mean-field of T4-C, reference mean B = 100 of T4-C)
     let cases = [(1000, 31, 44, 0.7339, 0.7445), (4000, 63, 39, 0.05016, 0.05066)];
     let start = Instant::now();
     let mut means = Vec::new();
-    println!("S2 low-dim ε = 1, B = {B}: excess risk per N");
+    println!("P4-S2 low-dim ε = 1, B = {B}: excess risk per N");
     println!(
         "      N    mean      (rel.se)  reference(B=100)  mean-field  mean/mean-field  GD excess"
     );
@@ -380,22 +382,22 @@ fn s2_excess_risk_decreases_with_n() -> Res<()> {
         );
         assert!(
             within(m, mean_field, 0.6, 1.6),
-            "S2 N = {n}: mean {m:e} not within [0.6, 1.6] × mean-field {mean_field:e}"
+            "P4-S2 N = {n}: mean {m:e} not within [0.6, 1.6] × mean-field {mean_field:e}"
         );
         means.push(m);
     }
     let ratio = means[0] / means[1];
     println!("  ratio ℰ(1000)/ℰ(4000) = {ratio:.2} (mean-field 14.63, reference 14.70)");
-    println!("  S2 wall time {:.2} s", start.elapsed().as_secs_f64());
-    assert!((8.0..=25.0).contains(&ratio), "S2: ratio {ratio} not within [8, 25]");
+    println!("  P4-S2 wall time {:.2} s", start.elapsed().as_secs_f64());
+    assert!((8.0..=25.0).contains(&ratio), "P4-S2: ratio {ratio} not within [8, 25]");
     Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
-// Early stopping (S3): `exp_ushape`
+// Early stopping (P4-S3): `exp_ushape`
 // ---------------------------------------------------------------------------------------
 
-/// S3: early stopping in the over-parameterised regime (N = 400, D = L = 20, λ = 20,
+/// P4-S3: early stopping in the over-parameterised regime (N = 400, D = L = 20, λ = 20,
 /// ε = 0.8): a U in `T` with the random start, monotone without it.
 ///
 /// As in the reference, inside a replicate the data are shared by all `T`; here they are
@@ -405,7 +407,7 @@ fn s3_early_stopping_u_shape_needs_random_start() -> Res<()> {
     const N: usize = 400;
     const B: usize = 8;
     const TS: [u32; 3] = [1, 51, 301];
-    // Appendix R.2 (`exp_ushape(B=8, N=400, Ts=(1,51,301), seed=41/42, c0=0.1/0.0)`).
+    // docs/PAPERS.md T4-E (`exp_ushape(B=8, N=400, Ts=(1,51,301), seed=41/42, c0=0.1/0.0)`).
     const REF_RANDOM: [f64; 3] = [9.6333e-4, 4.0709e-4, 3.9919e-3];
     const REF_ZERO: [f64; 3] = [1.3205e-9, 1.0755e-4, 3.8292e-3];
     const MF_RANDOM: [f64; 3] = [9.5291e-4, 4.1345e-4, 3.9375e-3];
@@ -454,7 +456,7 @@ fn s3_early_stopping_u_shape_needs_random_start() -> Res<()> {
         .map(|s| (0..TS.len()).map(|j| per_rep.iter().map(|r| r[s][j]).collect()).collect())
         .collect();
     let m: Vec<Vec<f64>> = ex.iter().map(|row| row.iter().map(|x| mean(x)).collect()).collect();
-    println!("S3 early stopping N = {N}, D = L = 20, ε = 0.8, B = {B}");
+    println!("P4-S3 early stopping N = {N}, D = L = 20, ε = 0.8, B = {B}");
     println!("  start       T    mean      (rel.se)  reference(B=8)  mean-field  mean/mean-field");
     for (s, (name, reference, mf)) in
         [("0.1·N(0,1)", REF_RANDOM, MF_RANDOM), ("zero", REF_ZERO, MF_ZERO)].iter().enumerate()
@@ -470,14 +472,14 @@ fn s3_early_stopping_u_shape_needs_random_start() -> Res<()> {
             );
         }
     }
-    println!("  S3 wall time {:.2} s", start.elapsed().as_secs_f64());
+    println!("  P4-S3 wall time {:.2} s", start.elapsed().as_secs_f64());
     let r = &m[0];
-    assert!(r[1] < 0.7 * r[0], "S3: ℰ(51) = {:e} not < 0.7·ℰ(1) = {:e}", r[1], 0.7 * r[0]);
-    assert!(r[2] > 3.0 * r[1], "S3: ℰ(301) = {:e} not > 3·ℰ(51) = {:e}", r[2], 3.0 * r[1]);
+    assert!(r[1] < 0.7 * r[0], "P4-S3: ℰ(51) = {:e} not < 0.7·ℰ(1) = {:e}", r[1], 0.7 * r[0]);
+    assert!(r[2] > 3.0 * r[1], "P4-S3: ℰ(301) = {:e} not > 3·ℰ(51) = {:e}", r[2], 3.0 * r[1]);
     for (j, t) in TS.iter().enumerate() {
         assert!(
             within(r[j], MF_RANDOM[j], 0.7, 1.4),
-            "S3 T = {t}: mean {:e} not within [0.7, 1.4] × mean-field {:e}",
+            "P4-S3 T = {t}: mean {:e} not within [0.7, 1.4] × mean-field {:e}",
             r[j],
             MF_RANDOM[j]
         );
@@ -485,16 +487,16 @@ fn s3_early_stopping_u_shape_needs_random_start() -> Res<()> {
     let z = &m[1];
     assert!(
         z[0] < z[1] && z[1] < z[2],
-        "S3 with Γ⁰ = 0: ℰ not increasing in T: {z:?} (reference {REF_ZERO:?})"
+        "P4-S3 with Γ⁰ = 0: ℰ not increasing in T: {z:?} (reference {REF_ZERO:?})"
     );
     Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
-// Robustness (S4): `exp_robust`
+// Robustness (P4-S4): `exp_robust`
 // ---------------------------------------------------------------------------------------
 
-/// S4: one prompt replaced by a grossly corrupted one (μ = 1 on every feature, α on every
+/// P4-S4: one prompt replaced by a grossly corrupted one (μ = 1 on every feature, α on every
 /// label and the target) barely moves NoisyHead (same noise and start for both runs) but
 /// moves the exact ridge estimate by a constant amount (N = 500, L = 50, ε = 0.5).
 #[test]
@@ -503,7 +505,7 @@ fn s4_one_corrupted_prompt_barely_moves_noisy_head() -> Res<()> {
     const L: usize = 50;
     const B: usize = 10;
     const ALPHAS: [f64; 3] = [5e2, 2.5e5, 1.25e8];
-    // Appendix R.2 (`exp_robust(B=10, N=500, L=50, D=5, cs=(1,), ps=(1, 2, 3), seed=31)`).
+    // docs/PAPERS.md T4-F (`exp_robust(B=10, N=500, L=50, D=5, cs=(1,), ps=(1, 2, 3), seed=31)`).
     const REF_RIDGE_QR: [f64; 3] = [2.4091e-2, 2.4090e-2, 2.4090e-2];
     const REF_RIDGE_NORMAL: [f64; 3] = [2.4091e-2, 2.4090e-2, 1.2339];
     const REF_PAIRED: f64 = 6.246e-10;
@@ -511,7 +513,7 @@ fn s4_one_corrupted_prompt_barely_moves_noisy_head() -> Res<()> {
     let p = presets::robustness(N, L, 0.5)?;
     assert_eq!((p.n, p.l, p.d, p.iters), (N, L, 5, 6));
     assert_eq!((p.lambda, p.budget.epsilon().get(), p.budget.delta().get()), (0.01, 0.5, 1e-2));
-    // Spec §5.9 S4 / R.2 header (printed to 4–5 digits).
+    // P4-S4 / the quick robustness configuration of T4-A (printed to 4–5 digits).
     assert_rel("C", p.clip_c, 4.5004, 2e-5);
     assert_rel("G", p.proj_g, 1.0858, 1e-4);
     assert_rel("R", p.proj_r, 6.4046, 2e-5);
@@ -561,7 +563,7 @@ fn s4_one_corrupted_prompt_barely_moves_noisy_head() -> Res<()> {
     }
     let qr: Vec<f64> = ridge_qr.iter().map(|x| mean(x)).collect();
     let nh: Vec<f64> = paired.iter().map(|x| mean(x)).collect();
-    println!("S4 robustness N = {N}, L = {L}, D = 5, ε = 0.5, δ = 1e-2, T = 6, B = {B}");
+    println!("P4-S4 robustness N = {N}, L = {L}, D = 5, ε = 0.5, δ = 1e-2, T = 6, B = {B}");
     println!(
         "     alpha     ridge QR   (ref)        ridge Cholesky (ref LU)     NoisyHead paired (ref)      ratio NH/QR"
     );
@@ -586,28 +588,31 @@ fn s4_one_corrupted_prompt_barely_moves_noisy_head() -> Res<()> {
             );
         }
     }
-    println!("  S4 wall time {:.2} s", start.elapsed().as_secs_f64());
+    println!("  P4-S4 wall time {:.2} s", start.elapsed().as_secs_f64());
     let (lo, hi) = qr.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    assert!(lo > 1e-2, "S4: exact ridge gap {lo:e} not > 1e-2 (reference 2.409e-2)");
-    assert!(hi / lo - 1.0 < 0.01, "S4: exact (QR) ridge gap not constant in α within 1 %: {qr:?}");
+    assert!(lo > 1e-2, "P4-S4: exact ridge gap {lo:e} not > 1e-2 (reference 2.409e-2)");
+    assert!(
+        hi / lo - 1.0 < 0.01,
+        "P4-S4: exact (QR) ridge gap not constant in α within 1 %: {qr:?}"
+    );
     // On the benign α the normal equations are well conditioned: Cholesky agrees with QR
     // (reference: LU = QR to 4 digits at α = 5e2 and 2.5e5). At α = 1.25e8 it is only
-    // reported, not asserted (spec erratum 21: the normal equations are unreliable there).
+    // reported, not asserted (docs/PAPERS.md P4-21: the normal equations are unreliable there).
     for a in 0..2 {
-        assert!(ridge_chol[a].len() == B, "S4 α = {:e}: Cholesky failed", ALPHAS[a]);
+        assert!(ridge_chol[a].len() == B, "P4-S4 α = {:e}: Cholesky failed", ALPHAS[a]);
         let chol = mean(&ridge_chol[a]);
         assert!(
             (chol / qr[a] - 1.0).abs() < 1e-3,
-            "S4 α = {:e}: Cholesky gap {chol:e} differs from QR gap {:e}",
+            "P4-S4 α = {:e}: Cholesky gap {chol:e} differs from QR gap {:e}",
             ALPHAS[a],
             qr[a]
         );
     }
     for (a, alpha) in ALPHAS.iter().enumerate() {
-        assert!(nh[a] < 1e-7, "S4 α = {alpha:e}: paired NoisyHead gap {:e} ≥ 1e-7", nh[a]);
+        assert!(nh[a] < 1e-7, "P4-S4 α = {alpha:e}: paired NoisyHead gap {:e} ≥ 1e-7", nh[a]);
         assert!(
             nh[a] / qr[a] < 1e-4,
-            "S4 α = {alpha:e}: NoisyHead / ridge gap {:e} ≥ 1e-4",
+            "P4-S4 α = {alpha:e}: NoisyHead / ridge gap {:e} ≥ 1e-4",
             nh[a] / qr[a]
         );
     }

@@ -2,15 +2,17 @@
 //! the attention identity and its export, the privacy calibration and the presets, the
 //! sensitivity of one gradient step, the descent's fixed point, the equivalence of the
 //! streaming and Gram forms, determinism and refusals, the statistics of the released noise,
-//! the accounting, the schedule rules and the data generator. Spec
-//! `shared/spec/seed-004.md` §1, §2, §4.1, §5.7–§5.9 (tests U1–U8, S5) and §6.
+//! the accounting, the schedule rules and the data generator: `docs/PAPERS.md` §4.3–§4.11
+//! (tests P4-U1 … P4-U8, P4-S5; errata P4-1 … P4-30). Sections (§4.x), tables (T4-x) and IDs
+//! cited below are those of `docs/PAPERS.md`.
 //!
-//! Expected values come from the spec (goldens of §4.1, §5.9 and Appendix R) or from math
+//! Expected values come from `docs/PAPERS.md` (goldens T4-A … T4-G, reference runs P4-R1 …
+//! P4-R6) or from math
 //! recomputed here, never from the library's output:
 //! * clipping, the rank-one `Π_G` and `f(E; θ)` are recomputed densely (nalgebra for the
 //!   head);
-//! * `s`, `σ_min`, the mean-field predictor, the `T` rules and `E‖Z‖²` are the spec's
-//!   formulas written out again here;
+//! * `s`, `σ_min`, the mean-field predictor, the `T` rules and `E‖Z‖²` are the formulas of
+//!   §4.4–§4.7 written out again here;
 //! * the ridge estimate is checked against its normal equations, assembled here from the
 //!   rank-one summaries, and against an independent nalgebra solve.
 //!
@@ -93,7 +95,7 @@ fn well_scaled(x: &[f64]) -> bool {
     x.iter().all(|a| *a == 0.0 || (1e-150..1e150).contains(&a.abs()))
 }
 
-/// `clip_C` after the spec's sanitisation (§5.7): NaN ↦ 0, then `min(max(y, −C), C)`.
+/// `clip_C` after the sanitisation of §4.8: NaN ↦ 0, then `min(max(y, −C), C)`.
 fn clip(y: f64, c: f64) -> f64 {
     if y.is_nan() { 0.0 } else { y.max(-c).min(c) }
 }
@@ -115,7 +117,7 @@ fn sigma_min(c: f64, g: f64, r: f64) -> f64 {
     2.0 * g * (c + r * g)
 }
 
-/// `s = η0·T·σ·√(2 ln(1.25T/δ))/(εN)` (Algorithm 1, §2.4).
+/// `s = η0·T·σ·√(2 ln(1.25T/δ))/(εN)` (Algorithm 1, §4.1).
 fn noise_std_formula(eta0: f64, t: f64, sigma: f64, eps: f64, delta: f64, n: f64) -> f64 {
     (2.0 * eta0 * eta0 * t * t * sigma * sigma * (1.25 * t / delta).ln() / (eps * eps * n * n))
         .sqrt()
@@ -259,7 +261,7 @@ fn release(
 }
 
 // ---------------------------------------------------------------------------------------
-// U1: operators.
+// P4-U1: operators.
 
 #[test]
 fn u1_label_clipping_and_sanitisation() {
@@ -549,7 +551,7 @@ fn u1_release_projects_a_start_whose_norm_overflows() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U2: the attention identity (A4), the head and the export.
+// P4-U2: the attention identity (P4-A4), the head and the export.
 
 fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
     m.transpose().as_slice().to_vec()
@@ -602,7 +604,7 @@ fn u2_attention_identity_transpose_and_export() {
         let v: Vec<f64> =
             (0..D).map(|j| (0..L).map(|i| e[(D, i)] * e[(j, i)]).sum::<f64>() / L as f64).collect();
         let w22 = w_pv[(D, D)];
-        // Γ = w22·(W11^{KQ})ᵀ (erratum 1) and the paper's untransposed w22·W11^{KQ}.
+        // Γ = w22·(W11^{KQ})ᵀ (P4-1) and the paper's untransposed w22·W11^{KQ}.
         let mut gamma = vec![0.0; D * D];
         let mut untransposed = vec![0.0; D * D];
         for i in 0..D {
@@ -696,7 +698,7 @@ fn u2_prompt_from_embedding_reads_e_with_any_stride() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U3: calibration goldens (A1).
+// P4-U3: calibration goldens (P4-A1).
 
 fn params_for_noise(
     eta0: f64,
@@ -742,7 +744,7 @@ fn u3_noise_std_goldens() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U4: preset goldens (A2, §4.1, §5.9).
+// P4-U4: preset goldens (P4-A2, T4-A).
 
 /// `|x − printed| ≤ half a unit of the printed value's last digit` (`unit` = that digit's
 /// place value), with a hair of slack for binary rounding.
@@ -779,7 +781,7 @@ fn u4_low_dim_preset_goldens() {
     golden(r.r, 23.494860120883494, "R (Radii)");
     let r41 = Radii::theorem41(1000, 31, 5, 5.0, 0.0, 1.0, GForm::Theorem41, 1.0).unwrap();
     golden(r41.g, 1.246196547257404, "G (4.1) form");
-    // The formulas of §4.1 (κ = 1, τ = 0) written out.
+    // The formulas of §4.5–§4.6 (κ = 1, τ = 0) written out.
     let c = (2.0 * (1000.0f64 * 31.0).ln()).sqrt();
     golden(c, 4.547909955895627, "C formula");
     golden(
@@ -846,7 +848,7 @@ fn u4_high_dim_early_stopping_and_robustness_goldens() {
     golden(p.sigma, 24.013614900398476, "σ N=400");
     golden(p.eta0, 2.8478920952431833e-4, "η0 N=400");
 
-    // High-dim N = 1000 (§4.1 table): η0 = 1.9312e−3, T = 5, s = 8.827e−4/ε at δ = 1e−5.
+    // High-dim N = 1000 (T4-A): η0 = 1.9312e−3, T = 5, s = 8.827e−4/ε at δ = 1e−5.
     let p = presets::high_dim(1000, 1.0, 1e-5).unwrap();
     assert_eq!((p.d, p.l, p.iters), (31, 31, 5));
     printed(p.clip_c, 4.5479, 1e-4, "C high-dim");
@@ -875,19 +877,19 @@ fn u4_high_dim_early_stopping_and_robustness_goldens() {
     printed(p.noise_std().unwrap(), 1.7105e-2, 1e-6, "s robustness");
     golden(p.proj_r, 0.1 * p.clip_c * p.clip_c * 10f64.sqrt(), "R = 0.1·C²√(N/L)");
 
-    // S4's small robustness configuration.
+    // P4-S4's small robustness configuration.
     let p = presets::robustness(500, 50, 0.5).unwrap();
     assert_eq!((p.d, p.l, p.n, p.iters), (5, 50, 500, 6));
-    printed(p.clip_c, 4.5004, 1e-4, "C S4");
-    printed(p.proj_g, 1.0858, 1e-4, "G S4");
-    printed(p.proj_r, 6.4046, 1e-4, "R S4");
-    printed(p.sigma, 24.876, 1e-3, "σ S4");
-    printed(p.eta0, 4.72e-3, 1e-5, "η0 S4");
-    printed(p.noise_std().unwrap(), 1.0243e-2, 1e-6, "s S4");
+    printed(p.clip_c, 4.5004, 1e-4, "C P4-S4");
+    printed(p.proj_g, 1.0858, 1e-4, "G P4-S4");
+    printed(p.proj_r, 6.4046, 1e-4, "R P4-S4");
+    printed(p.sigma, 24.876, 1e-3, "σ P4-S4");
+    printed(p.eta0, 4.72e-3, 1e-5, "η0 P4-S4");
+    printed(p.noise_std().unwrap(), 1.0243e-2, 1e-6, "s P4-S4");
 }
 
 // ---------------------------------------------------------------------------------------
-// S5: privacy bookkeeping of every preset.
+// P4-S5: privacy bookkeeping of every preset.
 
 fn all_presets() -> Vec<(String, NoisyHeadParams)> {
     let mut v = Vec::new();
@@ -941,7 +943,7 @@ fn s5_every_preset_has_sigma_min_and_a_valid_per_step_budget() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U5: sensitivity of one step (A3).
+// P4-U5: sensitivity of one step (P4-A3).
 
 /// Honest prompts of the model (labels ×`label_scale`) from the test's generator.
 fn honest_prompts(rng: &mut Rng, n: usize, l: usize, d: usize, label_scale: f64) -> Data {
@@ -960,7 +962,7 @@ fn honest_prompts(rng: &mut Rng, n: usize, l: usize, d: usize, label_scale: f64)
     data
 }
 
-/// Replaces prompt `k` by the adversarial prompt of [REF] E4: 100-scale features, 1e6-scale
+/// Replaces prompt `k` by the adversarial prompt of P4-R4: 100-scale features, 1e6-scale
 /// labels, a query target of the opposite sign.
 fn adversarial_replacement(rng: &mut Rng, data: &Data, k: usize) -> Data {
     let mut bad = data.clone();
@@ -1040,7 +1042,7 @@ fn u5_gradient_step_sensitivity_on_adversarial_neighbours() {
         let data = honest_prompts(&mut rng, n, l, d, 50.0);
         worst = worst.max(sensitivity_trial(&mut rng, &data, c, g, r, lambda, eta0));
     }
-    println!("U5: worst ‖Δ‖/(η0σ_min/N) over 2000 pairs = {worst:.4} (spec reference 0.9485)");
+    println!("P4-U5: worst ‖Δ‖/(η0σ_min/N) over 2000 pairs = {worst:.4} (T4-G: 0.9485)");
     // A bound loose by 2× would show here.
     assert!(worst > 0.5, "worst ratio {worst}: the adversary never got close to the bound");
 }
@@ -1061,7 +1063,7 @@ fn s5_sensitivity_holds_on_the_presets_own_radii() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U6: the fixed point of the noiseless descent (A5) and the ridge solvers.
+// P4-U6: the fixed point of the noiseless descent (P4-A5) and the ridge solvers.
 
 /// `λN·I + Σ vec(Z_k)vec(Z_k)ᵀ` and `Σ t_k vec(Z_k)` assembled from the summaries.
 fn normal_equations(f: &Feats, lambda: f64) -> (DMatrix<f64>, DVector<f64>) {
@@ -1133,7 +1135,7 @@ fn u6_noiseless_descent_converges_to_ridge_with_two_lambda() {
     let d2l = rel_dist(&gamma, &r2);
     let d1l = rel_dist(&gamma, &r1);
     println!(
-        "U6: rel. distance to ridge(2λ) {d2l:.3e}, to ridge(λ) {d1l:.3} (spec 1.7e-16 / 0.41)"
+        "P4-U6: rel. distance to ridge(2λ) {d2l:.3e}, to ridge(λ) {d1l:.3} (P4-3: 1.7e-16 / 0.41)"
     );
     assert!(d2l < 1e-10, "descent limit is not ridge(2λ): {d2l:e}");
     assert!((0.3..=0.5).contains(&d1l), "distance to ridge(λ) = {d1l}");
@@ -1157,7 +1159,7 @@ fn u6_noiseless_descent_converges_to_ridge_with_two_lambda() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U7: streaming and Gram forms.
+// P4-U7: streaming and Gram forms.
 
 #[test]
 fn u7_streaming_and_gram_forms_agree() {
@@ -1206,7 +1208,7 @@ fn u7_streaming_and_gram_forms_agree() {
 }
 
 // ---------------------------------------------------------------------------------------
-// U8: determinism and refusal.
+// P4-U8: determinism and refusal.
 
 fn base_params() -> NoisyHeadParams {
     let (c, g, r) = (2.0, 0.8, 3.0);
@@ -1622,7 +1624,7 @@ fn release_noise_entry_t_i_j_is_element_t_d2_plus_i_d_plus_j_of_the_keyed_stream
 }
 
 // ---------------------------------------------------------------------------------------
-// Accounting (§2.4, erratum 26).
+// Accounting (§4.4, P4-26).
 
 #[test]
 fn accounting_charges_and_zcdp_noise() {
@@ -1651,17 +1653,17 @@ fn accounting_charges_and_zcdp_noise() {
     assert!(rel(sz, step * (t / (2.0 * rho.get())).sqrt()) < 1e-12);
     let sp = p.noise_std().unwrap();
     let ratio = sp / sz;
-    // The spec's ≈7.5× is for the Bun–Steinke conversion ε = ρ + 2√(ρ ln(1/δ)); the
+    // The ≈7.5× of P4-26 is for the Bun–Steinke conversion ε = ρ + 2√(ρ ln(1/δ)); the
     // library converts with CKS20 (tighter, so a larger ρ and a smaller s).
     let ratio_bs16 = sp / (step * (t / (2.0 * bs16)).sqrt());
     println!(
-        "accounting: paper s / zCDP s at T = 44: {ratio:.3} (BS16 conversion {ratio_bs16:.3}, spec ≈ 7.5)"
+        "accounting: paper s / zCDP s at T = 44: {ratio:.3} (BS16 conversion {ratio_bs16:.3}, P4-26 ≈ 7.5)"
     );
     assert!((6.0..=9.0).contains(&ratio_bs16), "BS16 ratio {ratio_bs16}");
     assert!(ratio >= ratio_bs16 * (1.0 - 1e-12) && ratio <= 10.0, "ratio {ratio}");
 
     // The paper's noise analysed in zCDP: ρ = T·Δ²/(2s²) = ε²/(4T ln(1.25T/δ)), and
-    // ε' = ρ + 2√(ρ ln(1/δ)) ≈ 0.13 (§2.4).
+    // ε' = ρ + 2√(ρ ln(1/δ)) ≈ 0.13 (T4-G).
     let rho_paper = 1.0 / (4.0 * 44.0 * (1.25f64 * 44.0 / 1e-5).ln());
     assert!(rel(t * step * step / (2.0 * sp * sp), rho_paper) < 1e-12);
     let eps_prime = rho_paper + 2.0 * (rho_paper * l).sqrt();
@@ -1677,9 +1679,9 @@ fn accounting_charges_and_zcdp_noise() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Schedule (§2.5, §4.6, erratum 7).
+// Schedule (§4.5, §4.7, P4-7).
 
-/// The mean-field predictor of §4.6 written out.
+/// The mean-field predictor of §4.7 written out.
 fn mean_field(p: &NoisyHeadParams, c0: f64, tau2: f64) -> f64 {
     let s = noise_std_formula(
         p.eta0,
@@ -1714,7 +1716,7 @@ fn schedule_iteration_rules() {
         let p = presets::low_dim(n, 1.0).unwrap();
         assert_eq!(p.iters, code(n, p.eta0, 5.0), "N = {n}");
     }
-    // Theorem 4.2(i): ln(N²LD³)/ln(1/(1 − η0λ)) = 56.3 at N = 1000 (§6 item 7).
+    // Theorem 4.2(i): ln(N²LD³)/ln(1/(1 − η0λ)) = 56.3 at N = 1000 (P4-7).
     let raw = (1e6f64 * 31.0 * 125.0).ln() / -(1.0 - 5.0 * p1.eta0).ln();
     printed(raw, 56.3, 0.1, "Theorem 4.2(i) T");
     assert_eq!(t_low_dim_theorem(1000, 31, 5, p1.eta0, 5.0).unwrap(), raw.ceil() as u32);
@@ -1755,8 +1757,8 @@ fn schedule_iteration_rules() {
 }
 
 #[test]
-fn schedule_mean_field_predictor_matches_the_spec() {
-    // §4.2 / Appendix R E1: mean-field prediction per ε, N = 1000 … 4000, c0 = 0.1.
+fn schedule_mean_field_predictor_matches_the_reference_runs() {
+    // T4-C / P4-R1: mean-field prediction per ε, N = 1000 … 4000, c0 = 0.1.
     let lowdim: [(usize, [f64; 5]); 7] = [
         (1000, [4.986, 4.587, 2.039, 1.147, 0.7339]),
         (1500, [6.697, 2.091, 0.9293, 0.5227, 0.3346]),
@@ -1774,7 +1776,7 @@ fn schedule_mean_field_predictor_matches_the_spec() {
             assert!(rel(got, mean_field(&p, 0.1, 0.0)) < 1e-12);
         }
     }
-    // §4.4 / Appendix R E2: early stopping N = 1000, ε = 0.8, c0 = 0.1 and c0 = 0.
+    // T4-D / P4-R2: early stopping N = 1000, ε = 0.8, c0 = 0.1 and c0 = 0.
     let es_random: [(u32, f64); 25] = [
         (1, 6.1904e-4),
         (21, 3.7515e-4),
@@ -1818,13 +1820,13 @@ fn schedule_mean_field_predictor_matches_the_spec() {
             assert!(rel(got, mean_field(&p, c0, 0.0)) < 1e-12);
         }
     }
-    // The three values the brief quotes from §4.4 (4 digits).
+    // T4-D's predictions at T = 1, 141, 481, to 4 digits.
     for (t, want) in [(1, 6.190e-4), (141, 4.862e-5), (481, 3.876e-4)] {
         let got = mean_field_excess_risk(&presets::early_stopping(1000, t, 0.8).unwrap(), 0.1, 0.0)
             .unwrap();
         assert!(rel(got, want) < 5e-3, "T={t}: {got:e}");
     }
-    // §5.9 S3 / Appendix R.2: the quick configuration N = 400.
+    // P4-S3 / T4-E: the quick configuration N = 400.
     for (c0, vals) in
         [(0.1, [9.5291e-4, 4.1345e-4, 3.9375e-3]), (0.0, [1.0452e-9, 1.1042e-4, 3.9375e-3])]
     {
@@ -1834,7 +1836,7 @@ fn schedule_mean_field_predictor_matches_the_spec() {
             assert!(rel(got, want) < 2e-4, "quick T={t} c0={c0}: {got:e} vs {want:e}");
         }
     }
-    // The rounder S3 values of §5.9 (9.529e−4, 4.135e−4, 3.938e−3; 1.0e−9, 1.10e−4, 3.94e−3).
+    // The rounded values of T4-E (9.529e−4, 4.135e−4, 3.938e−3; 1.0e−9, 1.10e−4, 3.94e−3).
     for (c0, vals, tol) in
         [(0.1, [9.529e-4, 4.135e-4, 3.938e-3], 5e-3), (0.0, [1.0e-9, 1.10e-4, 3.94e-3], 5e-2)]
     {
@@ -1870,13 +1872,13 @@ fn schedule_expected_z_norm_is_the_exact_formula() {
             "L={l} D={d} τ²={tau2}"
         );
     }
-    // §1.3: low-dim preset (L = 31, D = 5) gives m = E‖Z‖²/D² and Γ_λ = I/(D²(m + λ)) ≈ I/125.2.
+    // §4.3: low-dim preset (L = 31, D = 5) gives m = E‖Z‖²/D² and Γ_λ = I/(D²(m + λ)) ≈ I/125.2.
     let m = expected_z_norm_sq(31, 5, 0.0).unwrap() / 25.0;
     printed(25.0 * (m + 5.0), 125.2, 0.1, "D²(m + λ)");
 }
 
 // ---------------------------------------------------------------------------------------
-// The data generator (§1.1).
+// The data generator (§4.3).
 
 #[test]
 fn generator_tokens_on_the_sphere_and_linear_labels() {

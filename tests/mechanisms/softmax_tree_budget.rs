@@ -1,42 +1,42 @@
 //! Budgets, copy counts, error estimates, memory and input validation of the faithful
 //! softmax-tree mechanism of paper 001 (`dpattn::softmax_tree`, `dpattn::softmax_tree_cross_attention`),
-//! and the moment sketch of extension E1 (`dpattn::moment_sketch`), against
-//! `shared/spec/seed-001.md`:
+//! and the moment sketch of extension P1-X1 (`dpattn::moment_sketch`), against
+//! `docs/PAPERS.md` §1 (sections §1.x, tables T1-x and the IDs below are those of that file):
 //!
-//! * AC-6: the Config A budget hierarchy of §10 (`l = 1` and `l = 49`), down to node budgets,
-//!   TLap bounds and standard deviations, and the accountant's totals (OQ15), both from
-//!   `softmax_budget` and from a built `SoftmaxTreeCrossAttention`; E2 (tight accounting).
-//! * AC-12: the 32 cells of the theorem-bound table, and E5's worst-case bound.
-//! * §8.4: the copy counts `l` (NetHoeffding and Paper, with the odd rule).
-//! * §6.3: `s_min`, and the temperature extension (E6 / OQ1).
-//! * AC-10 (OQ11): signed weights defeat the paper's relative error bound.
-//! * §11: the memory formula and table, and the refusal to build over the memory limit.
-//! * E1: the moment sketch's calibration, noise distribution, accuracy and ledger charge.
-//! * §12.4: parameter ranges, shapes, public-query and private-domain policies.
+//! * P1-AC6: the Config A budget hierarchy of T1-J (`l = 1` and `l = 49`), down to node budgets,
+//!   TLap bounds and standard deviations, and the accountant's totals (P1-15), both from
+//!   `softmax_budget` and from a built `SoftmaxTreeCrossAttention`; P1-X2 (tight accounting).
+//! * P1-AC12: the 32 cells of the theorem-bound table T1-K, and P1-X5's worst-case bound.
+//! * T1-I: the copy counts `l` (NetHoeffding and Paper, with the odd rule).
+//! * §1.6: `s_min`, and the temperature extension (P1-X6 / P1-1).
+//! * P1-AC10 (P1-11): signed weights defeat the paper's relative error bound.
+//! * T1-L: the memory formula and table, and the refusal to build over the memory limit.
+//! * P1-X1: the moment sketch's calibration, noise distribution, accuracy and ledger charge.
+//! * §1.9: parameter ranges, shapes, public-query and private-domain policies.
 //!
-//! **Expected values** are the spec's printed numbers or closed forms of the spec evaluated
-//! in this file, never library outputs. Every printed number used here was re-derived with
-//! 40-digit `mpmath` while writing this file; all agree with the spec except §11's
-//! `3.6 GiB`, which is 3.549 GiB (see [`assert_table`]).
+//! **Expected values** are the printed numbers of `docs/PAPERS.md` or its closed forms
+//! evaluated in this file, never library outputs. Every printed number used here was
+//! re-derived with 40-digit `mpmath` while writing this file; all agree except T1-L's
+//! `3.6 GiB`, which is 3.549 GiB (as T1-L notes; see [`assert_table`]).
 //!
 //! **Known library bugs** (tests named `bug_*`, expected to fail until fixed): NetHoeffding
 //! accepts a negative `k`; Tight accounting reports a spend an ulp above its target, so a
 //! ledger sized to the target refuses the build.
 //!
-//! **Tolerances.** §10 (AC-6): relative 1e-5 (the table prints 5–6 digits; AC-6 asks for
-//! 1e-6, finer than the printing); the "actual ε" row, printed with 4–5 digits: 1e-3.
-//! AC-12 and §11 tables ([`assert_table`]): 1% for a value printed with ≥ 3 significant
+//! **Tolerances.** T1-J (P1-AC6): relative 1e-5 (the table prints 5–6 digits); the "actual ε"
+//! row, printed with 4–5 digits: 1e-3.
+//! P1-AC12 and T1-L tables ([`assert_table`]): 1% for a value printed with ≥ 3 significant
 //! digits, 1.5% with fewer, or within half a unit of the last printed digit. Library values
 //! against this file's closed forms: 1e-9 relative (the library rounds privacy values
 //! outward by a few ulps).
 //!
-//! **Modes.** The spec's printed noise values (AC-12, E5, E1's float noise law) are the
+//! **Modes.** The printed noise values (T1-K, P1-X5, P1-X1's float noise law) are the
 //! paper's float TLap and Gaussian, pinned in `NoiseMode::UnsafeFloat`; the exact release
 //! (the default) is checked against them (at most 1% more noise) and, for the moment sketch,
 //! against its documented calibration recomputed here (`docs/PRIVACY.md` §4.6).
 //!
-//! **Parameter note.** AC-12 and §8.4 use `p_f = 0.01`, the default of `AdaptiveParams::new`;
-//! the library's strict range is `(0, 0.01]` (§12.4 writes `(0, 0.01)`). The checks also run
+//! **Parameter note.** T1-K and T1-I use `p_f = 0.01`, the default of `AdaptiveParams::new`;
+//! the library's strict range is `(0, 0.01]` (§1.9), closed at 0.01. The checks also run
 //! with `strict = false` and with `p_f = 0.01·(1 − 1e-9)`, which give the same `l`.
 
 use crate::support;
@@ -88,14 +88,14 @@ fn sig_digits(printed: &str) -> usize {
 
 /// A table value printed with few digits: within 1% (≥ 3 significant digits) or 1.5%
 /// (fewer), or within half a unit of the last printed digit. The half-unit rule is needed
-/// for AC-12's `2.7e-3` (2.659e-3, 1.54% off) and §11's `0.02 GiB` (0.0162); the 1.5% rule
-/// for §11's `3.6 GiB` (3.549 GiB, which rounds to 3.5: a slip in the spec's rounding).
+/// for T1-K's `2.7e-3` (2.659e-3, 1.54% off) and T1-L's `0.02 GiB` (0.0162); the 1.5% rule
+/// for T1-L's `3.6 GiB` (3.549 GiB, which rounds to 3.5: the rounding slip T1-L notes).
 #[track_caller]
 fn assert_table(x: f64, printed: &str, what: &str) {
     let p: f64 = printed.parse().unwrap();
     let rel = if sig_digits(printed) >= 3 { 0.01 } else { 0.015 };
     let ok = (x / p - 1.0).abs() <= rel || (x - p).abs() <= half_unit(printed) * (1.0 + 1e-9);
-    assert!(ok, "{what}: got {x:e}, spec prints {printed} (rel {rel} or half a unit)");
+    assert!(ok, "{what}: got {x:e}, table prints {printed} (rel {rel} or half a unit)");
 }
 
 #[track_caller]
@@ -127,7 +127,7 @@ fn taylor(z: f64, s: u32) -> f64 {
     sum
 }
 
-/// §6.3: the smallest `s` with `(e^z − T_s(z))/T_s(z) ≤ ε_s` at `z = z_max`.
+/// §1.6: the smallest `s` with `(e^z − T_s(z))/T_s(z) ≤ ε_s` at `z = z_max`.
 fn s_min(z_max: f64, eps_s: f64) -> u32 {
     (0..64).find(|&s| (z_max.exp() - taylor(z_max, s)) / taylor(z_max, s) <= eps_s).unwrap()
 }
@@ -137,7 +137,7 @@ fn binom(n: u64, k: u64) -> u64 {
     (1..=k).fold(1, |acc, i| acc * (n - k + i) / i)
 }
 
-/// `Σ_a β_a = Σ_{|a| ≤ s} (√τ R)^{|a|}/√(a!)` over all multi-indices of `d` variables (§6.2),
+/// `Σ_a β_a = Σ_{|a| ≤ s} (√τ R)^{|a|}/√(a!)` over all multi-indices of `d` variables (§1.6),
 /// by recursion over the coordinates.
 fn sum_beta(d: usize, s: u32, tau: f64, radius: f64) -> f64 {
     fn rec(coords_left: usize, degree_left: u32, f: f64) -> f64 {
@@ -157,7 +157,7 @@ fn sum_beta(d: usize, s: u32, tau: f64, radius: f64) -> f64 {
     rec(d, s, tau.sqrt() * radius)
 }
 
-/// The paper's setting of AC-6 / AC-12: `R = R_w = 1`, `ε = 1`, `δ = δ′ = 1e-6`, `c = 0.09`,
+/// The paper's setting of P1-AC6 / P1-AC12: `R = R_w = 1`, `ε = 1`, `δ = δ′ = 1e-6`, `c = 0.09`,
 /// `ε_s = 0.01`.
 fn paper_tree() -> SoftmaxTreeParams {
     SoftmaxTreeParams::paper(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6).unwrap(), 1e-6)
@@ -168,9 +168,9 @@ fn random_matrix(rng: &mut Rng, n: usize, d: usize, lo: f64, hi: f64) -> Vec<f64
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-6: §10 Config A
+// P1-AC6: T1-J Config A
 
-/// One column of the §10 table, as printed.
+/// One column of the T1-J table, as printed.
 struct ConfigAColumn {
     l: u32,
     copy: [&'static str; 3],
@@ -214,7 +214,7 @@ fn p(s: &str) -> f64 {
     s.parse().unwrap()
 }
 
-/// Checks every §10 entry of one column against the budget of one copy.
+/// Checks every T1-J entry of one column against the budget of one copy.
 #[track_caller]
 fn check_config_a_column(b: &dpattn::softmax_tree::SoftmaxBudget, col: &ConfigAColumn) {
     let l = col.l;
@@ -249,12 +249,12 @@ fn check_config_a_column(b: &dpattn::softmax_tree::SoftmaxBudget, col: &ConfigAC
     let eps_s = b.copy.epsilon().get();
     assert_rel(feat.epsilon().get(), p(col.features_epsilon), 1e-3, &tag("actual ε (features)"));
     assert_rel(eps_s / 3.0, p(col.target), 2e-3, &tag("target ε_S/3"));
-    // OQ15: with c = 0.09 the features use ≈ √2·c ≈ 13% of their third.
+    // P1-15: with c = 0.09 the features use ≈ √2·c ≈ 13% of their third.
     let share = feat.epsilon().get() / (eps_s / 3.0);
     assert!((0.12..0.14).contains(&share), "{}: share {share}", tag("feature share"));
 }
 
-/// AC-6: `softmax_budget` reproduces both columns of the §10 table, with the copy budget
+/// P1-AC6: `softmax_budget` reproduces both columns of the T1-J table, with the copy budget
 /// derived from the total as the hierarchy prescribes (PerEntry: ε/2, then /l).
 #[test]
 fn ac6_config_a_budget_hierarchy() {
@@ -268,7 +268,7 @@ fn ac6_config_a_budget_hierarchy() {
     }
 }
 
-/// AC-6 / OQ15: the accountant's totals. Closed form (§7.4): the copy spends
+/// P1-AC6 / P1-15: the accountant's totals. Closed form (§1.7): the copy spends
 /// `(ε_feat + ε_S/3, rδ_D + δ′_S/2 + δ_S/3) = (ε_feat + ε_S/3, 2δ_S/3 + δ′_S/2)`, which is
 /// within the target `(ε_S, δ_S + δ′_S)`.
 #[test]
@@ -296,18 +296,18 @@ fn ac6_achieved_totals_within_targets() {
         assert_rel(total.delta().get(), 2.0 * ds / 3.0 + dps / 2.0, REL, "total δ");
         assert!(total.epsilon().get() <= es, "l = {l}: ε {:?} > {es}", total.epsilon());
         assert!(total.delta().get() <= ds + dps, "l = {l}: δ {:?}", total.delta());
-        // OQ15: "about 2ε/3 + tiny".
+        // P1-15: "about 2ε/3 + tiny".
         assert!(total.epsilon().get() < 0.55 * es);
     }
 }
 
-/// AC-6 through the public builder: a faithful (PerEntry, `l = 1`) `SoftmaxTreeCrossAttention` on
-/// Config A data has exactly the §10 copy budget, and its accountant and ledger agree.
+/// P1-AC6 through the public builder: a faithful (PerEntry, `l = 1`) `SoftmaxTreeCrossAttention` on
+/// Config A data has exactly the T1-J copy budget, and its accountant and ledger agree.
 #[test]
 fn ac6_config_a_through_softmax_tree_cross_attention() {
     let (n, d) = (1000, 4);
     let params = SoftmaxTreeCrossAttentionParams::faithful(paper_tree(), Copies::Fixed(1));
-    // §11: (d+1)·l·(r+1)·3·(2N−2)·8 bytes ≈ 0.02 GiB.
+    // T1-L: (d+1)·l·(r+1)·3·(2N−2)·8 bytes ≈ 0.02 GiB.
     let bytes = estimate_cross_attention_bytes(n, d, &params).unwrap();
     assert_eq!(bytes, 5 * 71 * 3 * (2 * 1024 - 2) * 8);
     assert!(bytes < 20 << 20, "{bytes} bytes");
@@ -349,7 +349,7 @@ fn ac6_config_a_through_softmax_tree_cross_attention() {
     assert!(info.denominator.is_finite() || info.nonpositive_denominator);
 }
 
-/// E2: tight accounting spends at most `(ε_S, δ_S + δ′_S)`, nearly all of it, and gives the
+/// P1-X2: tight accounting spends at most `(ε_S, δ_S + δ′_S)`, nearly all of it, and gives the
 /// feature structures a larger `ε_D` (less noise) than the paper's split.
 #[test]
 fn e2_tight_accounting() {
@@ -381,10 +381,10 @@ fn e2_tight_accounting() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-12 and E5
+// P1-AC12 and P1-X5
 
-/// AC-12 settings with `p_f = 0.01` (relaxed mode admits the closed end, see module docs).
-/// The AC-12 settings with the paper's float TLap (the table's numbers).
+/// P1-AC12 settings with `p_f = 0.01` (relaxed mode admits the closed end, see module docs).
+/// The P1-AC12 settings with the paper's float TLap (the table's numbers).
 fn ac12_params(copies: Copies) -> SoftmaxTreeCrossAttentionParams {
     let mut tree = paper_tree();
     tree.strict = false;
@@ -395,7 +395,7 @@ fn ac12_params(copies: Copies) -> SoftmaxTreeCrossAttentionParams {
     p
 }
 
-/// AC-12: `estimate_error` reproduces the 32 cells of the table (PerVector split,
+/// P1-AC12: `estimate_error` reproduces the 32 cells of the table (PerVector split,
 /// `10(σ_AV + R_w σ_D)/n`), and the NetHoeffding column uses `l = 29, 49, 93, 187`.
 #[test]
 fn ac12_theorem_bound_table() {
@@ -416,14 +416,18 @@ fn ac12_theorem_bound_table() {
         for (n, (want_fixed, want_adaptive)) in NS.into_iter().zip(row) {
             let e = estimate_error(n, d, &fixed).unwrap();
             assert_eq!(e.copies, 1);
-            assert_table(e.additive, want_fixed, &format!("AC-12 d = {d}, n = {n:e}, l = 1"));
+            assert_table(e.additive, want_fixed, &format!("P1-AC12 d = {d}, n = {n:e}, l = 1"));
             // R_w = 1: A_0 (weight bound 1) and A_k have the same σ.
             assert_rel(e.sigma_weighted, e.sigma_normaliser, REL, "σ_AV = σ_D at R_w = 1");
             assert_rel(e.additive, 20.0 * e.sigma_weighted / n as f64, REL, "10(σ+σ)/n");
             assert_rel(e.relative, 0.02 / 0.99, REL, "2ε_s/(1 − ε_s)");
             let a = estimate_error(n, d, &adaptive).unwrap();
             assert_eq!(a.copies, l, "NetHoeffding l at d = {d}");
-            assert_table(a.additive, want_adaptive, &format!("AC-12 d = {d}, n = {n:e}, l = {l}"));
+            assert_table(
+                a.additive,
+                want_adaptive,
+                &format!("P1-AC12 d = {d}, n = {n:e}, l = {l}"),
+            );
             // The exact release (the default) costs at most 1% more (every l = 1 cell; the
             // adaptive ones up to d = 4, as calibrating the exact node noise at the smallest
             // node budgets takes seconds in a debug build).
@@ -439,18 +443,21 @@ fn ac12_theorem_bound_table() {
                 let ratio = x.additive / float.additive;
                 assert!((1.0..1.01).contains(&ratio), "d = {d}, n = {n:e}: exact/float {ratio}");
                 let ratio = x.worst_case_weighted / float.worst_case_weighted;
-                assert!((1.0..1.01).contains(&ratio), "d = {d}, n = {n:e}: E5 exact/float {ratio}");
+                assert!(
+                    (1.0..1.01).contains(&ratio),
+                    "d = {d}, n = {n:e}: P1-X5 exact/float {ratio}"
+                );
             }
         }
     }
 }
 
-/// E5: the deterministic per-copy bound for d = 4, n = 1e6, `l = 1` (PerVector) is 2.7e10,
+/// P1-X5: the deterministic per-copy bound for d = 4, n = 1e6, `l = 1` (PerVector) is 2.7e10,
 /// about the per-copy 10σ of the `l = 49` structure (2.6e10).
 #[test]
 fn e5_worst_case_bound() {
     let one = estimate_error(1_000_000, 4, &ac12_params(Copies::Fixed(1))).unwrap();
-    assert_rel(one.worst_case_weighted, 2.7e10, 0.02, "E5 worst case, l = 1");
+    assert_rel(one.worst_case_weighted, 2.7e10, 0.02, "P1-X5 worst case, l = 1");
     let many =
         estimate_error(1_000_000, 4, &ac12_params(Copies::NetHoeffding { k: 10.0 })).unwrap();
     assert_eq!(many.copies, 49);
@@ -462,11 +469,11 @@ fn e5_worst_case_bound() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §8.4 copy counts
+// T1-I copy counts
 
-/// §8.4 at `R = 1`, `ε_s = 0.01`, `p_f = 0.01`, `s = 4`.
+/// T1-I at `R = 1`, `ε_s = 0.01`, `p_f = 0.01`, `s = 4`.
 #[test]
-fn section_8_4_copy_counts() {
+fn copy_counts_of_table_t1_i() {
     // (d, r, NetHoeffding l, Paper C = 1 l as printed (before the odd rule)).
     let table = [(2, 15, 29, 149), (4, 70, 49, 742), (8, 495, 93, 5589), (16, 4845, 187, 58058)];
     for (d, r, net, paper) in table {
@@ -477,7 +484,7 @@ fn section_8_4_copy_counts() {
         let odd = if paper % 2 == 0 { paper + 1 } else { paper };
         assert_eq!(got, odd, "Paper C = 1 d = {d} (printed {paper}, forced odd)");
         assert_eq!(got % 2, 1);
-        // The §8.4 formula by hand: ⌈C r ln(dR/(ε_s p_f))⌉ = printed value.
+        // The §1.8 formula by hand: ⌈C r ln(dR/(ε_s p_f))⌉ = printed value.
         assert_eq!((r as f64 * (d as f64 / 1e-4).ln()).ceil() as u64, paper);
         // Through the parameter structs (relaxed, p_f = 0.01) and strict (p_f just below).
         let mut a = ac12_params(Copies::NetHoeffding { k: 10.0 }).adaptive;
@@ -501,16 +508,16 @@ fn section_8_4_copy_counts() {
         assert_eq!(raw | 1, want, "hand formula d = {d}");
         assert_eq!(default.copy_count(d).unwrap(), want, "p_f = 0.005, d = {d}");
     }
-    // Fixed: even values round up to odd (OQ16).
+    // Fixed: even values round up to odd (P1-16).
     for (l, want) in [(1, 1), (2, 3), (4, 5), (49, 49)] {
         assert_eq!(copy_count(Copies::Fixed(l), 4, 70, 1.0, 0.01, 0.01).unwrap(), want);
     }
 }
 
 // ---------------------------------------------------------------------------------------
-// §6.3 s_min and the temperature
+// §1.6 s_min and the temperature
 
-/// §6.3's `s_min(R, ε_s)` table through `SoftmaxTreeParams::feature_map` (τ = 1/d, so
+/// §1.6's `s_min(R, ε_s)` table through `SoftmaxTreeParams::feature_map` (τ = 1/d, so
 /// `z_max = R²` whatever `d`), and the worst-case relative errors printed for R = 1.
 #[test]
 fn s_min_table_and_temperature() {
@@ -545,7 +552,7 @@ fn s_min_table_and_temperature() {
     for d in [1, 2, 4, 8, 16] {
         assert_eq!(paper_tree().feature_map(d).unwrap().degree(), 4);
     }
-    // E6: τ = 1/√d gives z_max = τ d R² = √d, so s grows with d as min_degree predicts.
+    // P1-X6: τ = 1/√d gives z_max = τ d R² = √d, so s grows with d as min_degree predicts.
     for d in [1usize, 2, 4, 9, 16] {
         let mut p = paper_tree();
         p.temperature = Temperature::Custom(1.0 / (d as f64).sqrt());
@@ -569,9 +576,9 @@ fn s_min_table_and_temperature() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-10 (OQ11)
+// P1-AC10 (P1-11)
 
-/// AC-10: with signed weights the Taylor kernel's error is 40% of `wᵀexp`, violating the
+/// P1-AC10: with signed weights the Taylor kernel's error is 40% of `wᵀexp`, violating the
 /// paper's "ε_s relative" claim, but within the corrected `ε_s Σ|w| e^{xy}`.
 #[test]
 fn ac10_signed_weights_regression() {
@@ -588,10 +595,10 @@ fn ac10_signed_weights_regression() {
     assert_rel(exact, 0.25f64.exp_m1().powi(4), 1e-12, "wᵀexp closed form");
     assert_rel(hand, 0.25f64.powi(4), 1e-12, "Σ w T_4 closed form");
     assert_rel(poly, hand, 1e-12, "TaylorFeatureMap::kernel");
-    assert_rel(exact, 0.0065077, 1e-4, "AC-10 wᵀexp");
-    assert_rel(poly, 0.0039063, 1e-4, "AC-10 polynomial");
+    assert_rel(exact, 0.0065077, 1e-4, "P1-AC10 wᵀexp");
+    assert_rel(poly, 0.0039063, 1e-4, "P1-AC10 polynomial");
     let err = exact - poly;
-    assert_rel(err, 0.0026015, 1e-4, "AC-10 error");
+    assert_rel(err, 0.0026015, 1e-4, "P1-AC10 error");
     assert!(err / exact > 0.39, "relative error {}", err / exact);
     assert!(err > 0.01 * exact.abs(), "the paper's ε_s|wᵀexp| bound must fail here");
     let abs_sum: f64 = xs.iter().zip(&w).map(|(x, wi)| wi.abs() * (x * y).exp()).sum();
@@ -602,12 +609,12 @@ fn ac10_signed_weights_regression() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §11 memory
+// T1-L memory
 
-/// §11: the estimate is `(d+1)·l·(r+1)·3·(2N−2)·8` bytes and reproduces the table; a build
+/// T1-L: the estimate is `(d+1)·l·(r+1)·3·(2N−2)·8` bytes and reproduces the table; a build
 /// over the limit fails with `MemoryLimit` before allocating.
 #[test]
-fn section_11_memory() {
+fn memory_of_table_t1_l() {
     const MIB: f64 = (1u64 << 20) as f64;
     const GIB: f64 = (1u64 << 30) as f64;
     // (n, N, d, r, one DPTreeSoftmax, unit, × (d+1) in GiB).
@@ -627,7 +634,7 @@ fn section_11_memory() {
         let formula = (d as u64 + 1) * (r + 1) * 3 * (2 * big_n - 2) * 8;
         let got = estimate_cross_attention_bytes(n, d, &one).unwrap();
         assert_eq!(got, formula, "n = {n}, d = {d}");
-        let what = format!("§11 n = {n}, d = {d}");
+        let what = format!("T1-L n = {n}, d = {d}");
         assert_table(got as f64 / (d as f64 + 1.0) / unit, per_softmax, &what);
         assert_table(got as f64 / GIB, total, &what);
     }
@@ -683,13 +690,13 @@ fn section_11_memory() {
 }
 
 // ---------------------------------------------------------------------------------------
-// E1: the moment sketch
+// P1-X1: the moment sketch
 
 fn sketch_params(d_budget: f64) -> MomentSketchParams {
     MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, d_budget).unwrap())
 }
 
-/// E1 calibration: Gaussian `Δ₂ = 2√(T_s(z_max))·√(1 + d R_w²)` with the analytic Gaussian
+/// P1-X1 calibration: Gaussian `Δ₂ = 2√(T_s(z_max))·√(1 + d R_w²)` with the analytic Gaussian
 /// σ; Laplace `Δ₁ = 2·Σβ·(1 + d R_w)` with `b = Δ₁/ε`; mismatched δ are refused.
 #[test]
 fn e1_calibration() {
@@ -712,7 +719,7 @@ fn e1_calibration() {
         assert_rel(sens, want, 1e-12, "Laplace Δ₁");
         assert_rel(b, want / 0.5, 1e-12, "Laplace b = Δ₁/ε");
     }
-    // §6.5: Σβ at d = 2, s = 4, τ = 1/2, R = 1 (hand value 4.84118).
+    // §1.6 (ranges β_a): Σβ at d = 2, s = 4, τ = 1/2, R = 1 (hand value 4.84118).
     assert_rel(sum_beta(2, 4, 0.5, 1.0), 4.841_181_696, 1e-9, "Σβ");
 
     let mut p = sketch_params(0.0); // Gaussian with δ = 0
@@ -732,7 +739,7 @@ fn e1_calibration() {
     out_of_range(r, "delta");
 }
 
-/// E1 noise: over 2000 stream ids, `M̃ − M` (M the non-private exact sketch) has mean 0,
+/// P1-X1 noise: over 2000 stream ids, `M̃ − M` (M the non-private exact sketch) has mean 0,
 /// variance σ² and a normal distribution (z-tests and KS at ALPHA); Laplace: variance 2b².
 #[test]
 fn e1_noise_statistics() {
@@ -788,7 +795,7 @@ fn gamma(k: f64) -> f64 {
     k * u / (1.0 - k * u)
 }
 
-/// E1 in exact mode (the default): the documented calibration recomputed here (per-token
+/// P1-X1 in exact mode (the default): the documented calibration recomputed here (per-token
 /// sensitivity with the feature map's `(1 + γ_{6s+1})`, blocked summation error
 /// `E = γ_h·n·Δ/2` with `h = ⌊√n⌋ + ⌈n/⌊√n⌋⌉`, the grid rule `√D·Λ ≤ Δ/256` (Gaussian) or
 /// `D·Λ ≤ Δ/256` (Laplace) over `D = r(d+1)` entries, `Δ′ = Δ + 2E + √D·Λ` or `Δ + 2E + D·Λ`,
@@ -964,15 +971,15 @@ fn exact_attention(q: &[f64], keys: &[f64], vals: &[f64], d: usize) -> (Vec<f64>
     (num.iter().map(|x| x / den).collect(), abs.iter().map(|x| x / den).collect())
 }
 
-/// E1 accuracy at n = 1e5, d = 2, ε = 1, δ = 1e-6: the sketch is within a derived bound of
-/// exact softmax attention, and far more accurate than the trees' AC-12 estimate.
+/// P1-X1 accuracy at n = 1e5, d = 2, ε = 1, δ = 1e-6: the sketch is within a derived bound of
+/// exact softmax attention, and far more accurate than the trees' P1-AC12 estimate.
 ///
 /// Bound: the noise of `⟨P(q), M̃_{:,c}⟩` is `N(0, σ²‖P(q)‖²)` with `‖P(q)‖² ≤ T_4(1)`, so
 /// (10σ, probability 1 − 1e-23) `|η| ≤ ν := 10σ√T_4(1)`; the true polynomial denominator
-/// is ≥ n and the E8 clamps only move answers towards the truth, so
-/// `|Õ − O_poly| ≤ ν(1 + R_w)/(n − ν)`. The kernel adds (OQ11, §9.2)
+/// is ≥ n and the P1-X8 clamps only move answers towards the truth, so
+/// `|Õ − O_poly| ≤ ν(1 + R_w)/(n − ν)`. The kernel adds (P1-11, §1.9)
 /// `|O_poly − O| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|)` with `ε_s = 3.673e-3`, the worst-case relative
-/// error of `s = 4` at `z_max = 1` (§6.3).
+/// error of `s = 4` at `z_max = 1` (§1.6).
 #[test]
 fn e1_accuracy_against_exact_attention() {
     let (n, d) = (100_000, 2);
@@ -1016,7 +1023,7 @@ fn e1_accuracy_against_exact_attention() {
     let bound = noise_bound + kernel_rel * 1.0;
     assert!(mae <= bound, "mean absolute error {mae} > {bound}");
     assert!(max_noise > 0.0, "the sketch must be noisy");
-    // Against the trees (AC-12 settings, PerVector, non-adaptive) at the same n.
+    // Against the trees (P1-AC12 settings, PerVector, non-adaptive) at the same n.
     let mut tp = SoftmaxTreeCrossAttentionParams::new(paper_tree());
     tp.adaptive.copies = Copies::Fixed(1);
     let trees = estimate_error(n, d, &tp).unwrap().additive;
@@ -1024,7 +1031,7 @@ fn e1_accuracy_against_exact_attention() {
     assert!(mae < 1e-4 * trees, "sketch MAE {mae} vs trees' estimate {trees}");
 }
 
-/// E1 ledger: a Gaussian sketch charges its `(ε, δ)` to an approximate-DP ledger and its
+/// P1-X1 ledger: a Gaussian sketch charges its `(ε, δ)` to an approximate-DP ledger and its
 /// zCDP `ρ = Δ′²/(2σ²)` to a zCDP ledger (the Gaussian mechanism's ρ, Bun & Steinke 2016
 /// Prop. 1.6; the discrete Gaussian's, CKS20, with `Δ′` the rounded sensitivity and `σ = s·Λ`
 /// of the public calibration); a Laplace sketch charges `Pure(ε)` (a zCDP ledger takes it as
@@ -1086,7 +1093,7 @@ fn e1_ledger_charges() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §12.4 bad input: typed errors, never a panic
+// §1.9 bad input: typed errors, never a panic
 
 /// A tiny in-domain problem: n = 4, d = 2.
 fn tiny() -> (Vec<f64>, Vec<f64>) {
@@ -1114,7 +1121,7 @@ fn build_tiny(p: &SoftmaxTreeCrossAttentionParams) -> Result<SoftmaxTreeCrossAtt
     )
 }
 
-/// §12.4 strict ranges: `ε ∈ (0, 1]`, `δ, δ′ ∈ (0, 1)`, `c, ε_s ∈ (0, 0.1)`,
+/// §1.9 strict ranges: `ε ∈ (0, 1]`, `δ, δ′ ∈ (0, 1)`, `c, ε_s ∈ (0, 0.1)`,
 /// `p_f ∈ (0, 0.01)`, `R, R_w ≥ 1`; the relaxed flag widens them.
 #[test]
 fn strict_parameter_ranges() {
@@ -1214,7 +1221,7 @@ fn copies_and_shapes() {
     assert!(matches!(r, Err(Error::ShapeMismatch { arg: "values", axis: "cols", .. })), "{r:?}");
     out_of_range(build(0, 2, 0, 2), "n");
     out_of_range(build(4, 0, 4, 0), "dim");
-    // A 1-row problem works (N = max(2, ·) = 2, OQ6).
+    // A 1-row problem works (N = max(2, ·) = 2, P1-6).
     assert!(build(1, 2, 1, 2).is_ok());
 
     let keys = MatRef::from_row_major(&k, 4, 2).unwrap();

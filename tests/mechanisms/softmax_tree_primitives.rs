@@ -1,23 +1,24 @@
 //! The primitives of the noisy-segment-tree mechanism of paper 001 (`dpattn::softmax_tree`):
 //! truncated Laplace sampling on a keyed stream, DPTree (Algorithm 2), DPTreeDistance
 //! (Algorithms 4–5), DPTreeHighDim (Algorithm 6) and the Taylor feature map `P(x)`.
-//! Spec `shared/spec/seed-001.md` §2, §3, §4, §5, §6 and acceptance checks AC-1 (sampling
-//! part), AC-2, AC-3, AC-4 and AC-7 (the §4.6 example).
+//! `docs/PAPERS.md` §1.3–§1.6 and acceptance checks P1-AC1 (sampling part), P1-AC2, P1-AC3,
+//! P1-AC4 and P1-AC7 (the example of T1-D). Sections (§1.x), tables (T1-x) and IDs cited below
+//! are those of `docs/PAPERS.md`.
 //!
-//! Expected values come from the spec and from math, never from the library's output:
+//! Expected values come from `docs/PAPERS.md` and from math, never from the library's output:
 //! * TLap: `B`, Fact 3.5 and the CDF are recomputed here; the 4th moment (for calibrated
 //!   variance z-tests) comes from the truncated-exponential moments
 //!   `E|Z|^k = k! (Δ/ε)^k P(k+1, t) / P(1, t)` (`P` the regularized lower incomplete gamma,
 //!   summed as a series), which also re-derives Fact 3.5 for `k = 2`.
-//! * DPTree: brute-force prefix/suffix sums and the paper's top-down node selection (§3.3).
-//! * DPTreeDistance: brute-force `Σ w |y − x|^p` over the points outside `y`'s bin (§4.1–4.3)
-//!   and the Figure 1 table (§4.7); the §4.6 variance formula.
+//! * DPTree: brute-force prefix/suffix sums and the paper's top-down node selection (§1.4).
+//! * DPTreeDistance: brute-force `Σ w |y − x|^p` over the points outside `y`'s bin (§1.5)
+//!   and the Figure 1 table (T1-C); the §1.5 variance formula.
 //! * Feature map: an explicit multi-index oracle `τ^{|a|/2} x^a / √(a!)` in
 //!   `combinations_with_replacement` order, Pascal's triangle in `u128`, Poisson tail
 //!   ratios for `s_min`, and `max_j R^j/√(j!)` for `Γ`.
 //!
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (z bound 4.89) with fixed keys, so
-//! they are deterministic; the AC-1 and AC-7 tolerances are the spec's.
+//! they are deterministic; the P1-AC1 and P1-AC7 tolerances are those of §1.13.
 //!
 //! The paper's float TLap values are pinned in `NoiseMode::UnsafeFloat`; the default exact
 //! release is checked against its documented calibration (`docs/PRIVACY.md` §4.5),
@@ -61,7 +62,7 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------
-// Independent truncated-Laplace formulas (seed-001 §2.1).
+// Independent truncated-Laplace formulas (docs/PAPERS.md §1.3).
 
 /// `t = ln(1 + (e^ε − 1)/(2δ)) = εB/Δ`.
 fn tlap_t(eps: f64, delta: f64) -> f64 {
@@ -123,7 +124,7 @@ fn binom(n: u32, k: u32) -> f64 {
     (0..k).fold(1.0, |acc, i| acc * f64::from(n - i) / f64::from(i + 1))
 }
 
-/// seed-001 §4.6: `Σ_q (C(p,q) y^{p−q})² · L · Var_TLap(2 R_w ρ^q, ε/((p+1)L), δ/((p+1)L))`,
+/// docs/PAPERS.md §1.5: `Σ_q (C(p,q) y^{p−q})² · L · Var_TLap(2 R_w ρ^q, ε/((p+1)L), δ/((p+1)L))`,
 /// with the TLap variance recomputed from Fact 3.5 here.
 fn distance_variance_formula(
     p: u32,
@@ -186,11 +187,11 @@ fn quantize(v: f64, eta: f64) -> f64 {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-1 (sampling part): 1e6 keyed draws.
+// P1-AC1 (sampling part): 1e6 keyed draws.
 
 #[test]
 fn truncated_laplace_keyed_draws_match_fact_3_5() {
-    // The §2.3 rows plus a node-level budget (ε ≈ 1e-7, §12.5).
+    // The T1-A rows plus a node-level budget (ε ≈ 1e-7, §1.3).
     let configs = [(1.0, 1.0, 0.01), (2.0, 0.5, 1e-6), (1.0, 1e-3, 1e-3), (2.0, 1e-7, 1e-9)];
     let n = 1_000_000;
     let mut z = vec![0.0f64; n];
@@ -207,7 +208,7 @@ fn truncated_laplace_keyed_draws_match_fact_3_5() {
         assert!(z.iter().all(|x| x.abs() <= b * (1.0 + 1e-12)), "a draw outside [-B, B]");
         let m = moments(&z);
         let sigma = v.sqrt();
-        // AC-1: |mean| < 5σ/1000 and the variance within 1% of Fact 3.5.
+        // P1-AC1: |mean| < 5σ/1000 and the variance within 1% of Fact 3.5.
         assert!(m.mean.abs() < 5.0 * sigma / 1000.0, "mean {} (σ = {sigma})", m.mean);
         assert!(rel(m.var, v) < 0.01, "variance {} vs {v}", m.var);
         // The same with calibrated z-scores (4th moment from the truncated exponential).
@@ -221,9 +222,9 @@ fn truncated_laplace_keyed_draws_match_fact_3_5() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-2: DPTree.
+// P1-AC2: DPTree.
 
-/// The paper's top-down node selection (§3.3), 1-based positions `j_i` per depth `i`,
+/// The paper's top-down node selection (§1.4), 1-based positions `j_i` per depth `i`,
 /// returned bottom-up.
 fn paper_touched(n_leaves: usize, j: usize) -> Vec<(usize, Side)> {
     let l = n_leaves.trailing_zeros();
@@ -242,7 +243,7 @@ fn paper_touched(n_leaves: usize, j: usize) -> Vec<(usize, Side)> {
 }
 
 #[test]
-fn dptree_worked_example_of_section_3_3() {
+fn dptree_worked_example_of_table_t1_b() {
     let leaves: Vec<f64> = (1..=8).map(f64::from).collect();
     let tree = DpTree::non_private_exact(&leaves).unwrap();
     assert_eq!((tree.n_leaves(), tree.depth()), (8, 3));
@@ -330,7 +331,7 @@ fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     let mut rng = Rng(0xD7_0002);
     let values: Vec<f64> = (0..n_leaves).map(|_| rng.uniform() * b).collect();
     let exact = DpTree::non_private_exact(&values).unwrap();
-    // Node noise TLap(2b, ε/L, δ/L) (§3.2).
+    // Node noise TLap(2b, ε/L, δ/L) (§1.4).
     let (sens, e_node, d_node) = (2.0 * b, eps / l, delta / l);
     let bound = tlap_bound(sens, e_node, d_node);
     let v_node = tlap_var(sens, e_node, d_node);
@@ -377,7 +378,7 @@ fn dptree_noise_is_per_node_truncated_laplace_with_the_composed_variance() {
     assert!(ks.accepts(), "node noise KS p = {}", ks.p_value);
     let m = moments(&node_noise);
     assert!(z_accepts(var_z(&m, v_node, m4_node)), "node variance {} vs {v_node}", m.var);
-    // §3.5: c_left + c_right carries L independent node draws: variance L·Var_TLap.
+    // §1.4: c_left + c_right carries L independent node draws: variance L·Var_TLap.
     let v_sum = l * v_node;
     let m = moments(&sum_err);
     assert!(z_accepts(mean_z(&m, 0.0, v_sum)), "mean {}", m.mean);
@@ -457,7 +458,7 @@ fn dptree_clamps_private_values_instead_of_failing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-3: DPTreeDistance.
+// P1-AC3: DPTreeDistance.
 
 const FIG1_X: [f64; 9] = [0.1, 0.3, 0.3, 0.3, 0.4, 0.6, 0.7, 0.9, 0.9];
 const FIG1_W: [f64; 9] = [2.2, 3.1, -2.0, -3.0, 2.0, 6.0, 0.5, -1.0, 1.0];
@@ -483,7 +484,7 @@ fn brute(x: &[f64], w: &[f64], y: f64, p: u32) -> f64 {
     x.iter().zip(w).map(|(&xk, &wk)| wk * (y - xk).abs().powi(p as i32)).sum()
 }
 
-/// `Σ w |y − x|^p` over the points outside `y`'s bin (the own-bin points are dropped, §4.4).
+/// `Σ w |y − x|^p` over the points outside `y`'s bin (the own-bin points are dropped, §1.5).
 fn brute_off_bin(x: &[f64], w: &[f64], y: f64, p: u32, range: f64, n_leaves: usize) -> f64 {
     let jy = bin(y, range, n_leaves);
     x.iter()
@@ -494,8 +495,8 @@ fn brute_off_bin(x: &[f64], w: &[f64], y: f64, p: u32, range: f64, n_leaves: usi
 }
 
 #[test]
-fn figure_1_table_of_section_4_7() {
-    // (p, y, tree noise-free, exact) from §4.7, N = 16.
+fn figure_1_table_t1_c() {
+    // (p, y, tree noise-free, exact) from T1-C, N = 16.
     let table = [
         (1, 0.00, 4.4, 4.4),
         (1, 0.25, 2.955, 2.86),
@@ -556,11 +557,11 @@ fn noise_free_distance_equals_brute_force_minus_own_bin_points() {
     }
 }
 
-/// §4.6 in both modes: the float TLap variances (Fact 3.5, recomputed here), and in exact
+/// §1.5 in both modes: the float TLap variances (Fact 3.5, recomputed here), and in exact
 /// mode the documented node calibration of every moment (`C_q = R_w ρ^q`, points binned)
 /// with `Λ_q²·Var(Z_q)`.
 #[test]
-fn distance_noise_variance_is_the_formula_of_section_4_6() {
+fn distance_noise_variance_is_the_closed_form() {
     let mut rng = Rng(0xD7_0004);
     for p in 1..=8u32 {
         let range = rng.range(0.5, 3.0);
@@ -609,7 +610,7 @@ fn distance_noise_variance_is_the_formula_of_section_4_6() {
 }
 
 #[test]
-fn section_4_6_example_statistically() {
+fn distance_variance_example_t1_d_statistically() {
     // n = 64 uniform points in [0, 1], ρ = 1, R_w = 1, p = 2, ε = 1, δ = 1e-3, y = 0.37.
     let mut rng = Rng(0xD7_0005);
     let n = 64;
@@ -627,7 +628,7 @@ fn section_4_6_example_statistically() {
         .sum();
     let formula = distance_variance_formula(2, y, 6, 1.0, 1.0, 1.0, 1e-3);
     assert!(rel(lib_formula, formula) < 1e-12, "{lib_formula} vs {formula}");
-    // The spec's value (our independent computation gives 23140.17).
+    // The value of T1-D (our independent computation gives 23140.17).
     assert!(rel(formula, 23140.0) < 1e-3, "formula = {formula}");
 
     let exact = DpTreeDistance::non_private_exact(&x, &w, 64, &prm).unwrap().query(y).unwrap();
@@ -644,7 +645,7 @@ fn section_4_6_example_statistically() {
         err.push(tree.query(y).unwrap() - exact);
     }
     let m = moments(&err);
-    // AC-7: ≥ 2000 independent inits, variance within ±12% of the closed form.
+    // P1-AC7: ≥ 2000 independent inits, variance within ±12% of the closed form.
     assert!(rel(m.var, formula) < 0.12, "empirical variance {} vs {formula}", m.var);
     assert!(z_accepts(mean_z(&m, 0.0, formula)), "mean {}", m.mean);
     // A z-test on the variance, with the sample's own 4th moment.
@@ -652,7 +653,7 @@ fn section_4_6_example_statistically() {
     assert!(z_accepts(z), "variance {} vs {formula}: z = {z}", m.var);
 
     // The exact release of the same example: its variance (checked against the documented
-    // calibration in `distance_noise_variance_is_the_formula_of_section_4_6`) is within 2%
+    // calibration in `distance_noise_variance_is_the_closed_form`) is within 2%
     // of the float one, and the Monte Carlo matches it.
     let prm = params(2, 1.0, 1.0, 1.0, 1e-3);
     let v = DpTreeDistance::new_keyed(&x, &w, &prm, draw(20_000), None)
@@ -687,7 +688,7 @@ fn distance_clamps_private_data_instead_of_failing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §5: DPTreeHighDim.
+// §1.5: DPTreeHighDim.
 
 fn highdim_params(d_prime: f64, p: u32) -> HighDimParams {
     HighDimParams {
@@ -726,7 +727,7 @@ fn highdim_budget_variance_and_achieved_privacy() {
             rel(per.epsilon().get(), eps_k) < 1e-12 && per.epsilon().get() <= eps_k * (1.0 + 1e-15)
         );
         assert!(rel(per.delta().get(), delta_k) < 1e-12 && per.delta().get() <= delta_k);
-        // Exact variance: Σ_k of §4.6 at (ε_k, δ_k), N = next_pow2(n).
+        // Exact variance: Σ_k of §1.5 at (ε_k, δ_k), N = next_pow2(n).
         let depth = n.max(2).next_power_of_two().trailing_zeros();
         for _ in 0..5 {
             let y: Vec<f64> = (0..d).map(|_| rng.unit() * prm.range).collect();
@@ -855,7 +856,7 @@ fn highdim_clamps_private_data_instead_of_failing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-4: the feature map.
+// P1-AC4: the feature map.
 
 /// Sorted index tuples of length `t` over `0..d` in lexicographic order
 /// (`itertools.combinations_with_replacement`).
@@ -916,8 +917,8 @@ fn my_taylor(z: f64, s: u32) -> f64 {
 }
 
 #[test]
-#[allow(clippy::approx_constant)] // the spec's 6-digit values, verbatim
-fn feature_map_examples_of_section_6_5() {
+#[allow(clippy::approx_constant)] // the 6-digit values of T1-H, verbatim
+fn feature_map_examples_of_table_t1_h() {
     // Example 1: d = 2, s = 2, τ = 1/2, R = 2.
     let map = TaylorFeatureMap::new(2, 2, 0.5).unwrap();
     assert_eq!((map.dim(), map.degree(), map.features()), (2, 2, 6));
@@ -1052,7 +1053,7 @@ fn feature_count_is_the_binomial_from_pascals_triangle() {
             assert!(rel(k, my_taylor(z, s as u32)) < 1e-12, "d {d} s {s}: {k}");
         }
     }
-    // The exact entries of the §6.4 table beyond d = 16.
+    // The exact entries of the T1-G table beyond d = 16.
     for (d, s, r) in [
         (32, 2, 561),
         (32, 3, 6_545),
@@ -1092,7 +1093,7 @@ fn poisson_ratio(z: f64, s: u32) -> f64 {
 }
 
 #[test]
-fn s_min_table_and_relative_errors_of_section_6_3() {
+fn s_min_table_t1_e_and_relative_errors() {
     let eps_s = [0.1, 0.05, 0.01, 1e-3, 1e-4, 1e-6];
     let table: [(f64, [u32; 6]); 6] = [
         (1.0, [2, 3, 4, 5, 6, 9]),
@@ -1120,7 +1121,7 @@ fn s_min_table_and_relative_errors_of_section_6_3() {
 }
 
 #[test]
-fn gamma_values_of_section_6_3() {
+fn gamma_values_of_table_t1_f() {
     let oracle = |r: f64, s: u32| -> f64 {
         (1..=s)
             .map(|j| r.powi(j as i32) / (1..=j).map(f64::from).product::<f64>().sqrt())
@@ -1154,7 +1155,7 @@ fn gamma_values_of_section_6_3() {
         assert!(rel(gamma_bound(3.0, s), want) < 5e-4, "Γ(3, {s}) = {}", gamma_bound(3.0, s));
     }
     assert!((gamma_bound(4.0, 12) - 766.6).abs() < 0.05, "Γ(4, 12) = {}", gamma_bound(4.0, 12));
-    // §12.5: Γ⁴ ≈ 7.8e11 at R = 4 fits comfortably in f64.
+    // §1.9 ("Numerics"): Γ⁴ ≈ 7.8e11 at R = 4 fits comfortably in f64.
     assert!(rel(gamma_bound(4.0, 26).powi(4), 7.8e11) < 0.01);
 }
 

@@ -1,20 +1,21 @@
 //! Paper 001's noisy softmax trees (`dpattn::softmax_tree`) and DPCrossAttention
 //! (`dpattn::softmax_tree_cross_attention`): the noise-free answers against an independent model
-//! (AC-5, AC-11), the §7.5 noise variance and its Monte Carlo (AC-7), Chebyshev coverage
-//! (AC-8), median boosting (AC-9), odd copy counts and snapping to the net (§8.2, §8.4),
-//! determinism (AC-13, also for the moment sketch) and the ledger charge.
-//! Spec `shared/spec/seed-001.md` §2, §7–§10, §13.
+//! (P1-AC5, P1-AC11), the §1.7 noise variance and its Monte Carlo (P1-AC7), Chebyshev coverage
+//! (P1-AC8), median boosting (P1-AC9), odd copy counts and snapping to the net (§1.8, T1-I),
+//! determinism (P1-AC13, also for the moment sketch) and the ledger charge.
+//! `docs/PAPERS.md` §1.3, §1.7–§1.9 and §1.13 (tables T1-A, T1-D, T1-E, T1-I, T1-J).
+//! Sections (§1.x), tables (T1-x) and IDs cited below are those of `docs/PAPERS.md`.
 //!
-//! Expected values come from the spec and from math in this file, never from the library's
+//! Expected values come from `docs/PAPERS.md` and from math in this file, never from the library's
 //! output: the Taylor features `P_a(x) = τ^{|a|/2} x^a/√(a!)`, the own-bin drops of the tree
-//! answer (§7.2: `P_wx` loses the keys in bin 0 of each feature, `D_i(u_i)` the keys in
-//! `u_i`'s own bin), the truncated-Laplace variance (Fact 3.5, §2.1), the §7.5 closed form,
+//! answer (§1.7: `P_wx` loses the keys in bin 0 of each feature, `D_i(u_i)` the keys in
+//! `u_i`'s own bin), the truncated-Laplace variance (Fact 3.5, §1.3), the §1.7 closed form,
 //! exact softmax attention in f64, and binomial order-statistic laws for the median.
 //! Statistical tests run at the toolkit's `ALPHA = 1e-6` (two-sided z bound 4.89) with fixed
 //! keys and stream ids, so their outcome is deterministic.
 //!
-//! The spec's float noise values (AC-7's σ, AC-9's near-Gaussian copies) are the paper's
-//! TLap, pinned in `NoiseMode::UnsafeFloat`; the exact release (the default) is checked
+//! The float noise values of `docs/PAPERS.md` (P1-AC7's σ, P1-AC9's near-Gaussian copies) are the
+//! paper's TLap, pinned in `NoiseMode::UnsafeFloat`; the exact release (the default) is checked
 //! against its documented node calibration (`docs/PRIVACY.md` §4.5) recomputed here, and
 //! its released scalars against the integer noise at the documented element indices.
 
@@ -63,7 +64,7 @@ fn factorial(k: u32) -> f64 {
     (1..=k).map(f64::from).product()
 }
 
-/// `P_a(x) = τ^{|a|/2} x^a / √(a!)` for every multi-index (§6.2); `0^0 = 1`.
+/// `P_a(x) = τ^{|a|/2} x^a / √(a!)` for every multi-index (§1.6); `0^0 = 1`.
 fn features(idx: &[Vec<u32>], tau: f64, x: &[f64]) -> Vec<f64> {
     idx.iter()
         .map(|a| {
@@ -84,13 +85,13 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// `min(⌊x N/ρ⌋, N − 1)` for `x ≥ 0` (§3.3).
+/// `min(⌊x N/ρ⌋, N − 1)` for `x ≥ 0` (§1.4).
 fn my_bin(x: f64, range: f64, n_leaves: usize) -> usize {
     ((x * n_leaves as f64 / range).floor() as usize).min(n_leaves - 1)
 }
 
 /// The noise-free Algorithm 3 answer at `u = P(y)` for keys with features `feats` and
-/// weights `w`, derived from §7.2–§7.3:
+/// weights `w`, derived from §1.7:
 /// `½(P_wx + s_w‖u‖² − Σ_i D_i(u_i)) = Σ_k w_k P(x_k)·u + ½ Σ_i [−Σ_{k ∈ bin 0} w_k x_ki²
 /// + Σ_{k ∈ bin(u_i)} w_k (x_ki − u_i)²]` (`s_w = Σ w` exactly: the ones sit in bin N−1).
 struct TreeModel {
@@ -148,7 +149,7 @@ fn tlap_variance(sens: f64, eps: f64, delta: f64) -> f64 {
     2.0 * sens * sens / (eps * eps) * (1.0 - delta * (t * t + 2.0 * t) / em1)
 }
 
-/// The node budgets of the paper's accounting (§10): `ε_D = cε/(3√(r ln(2/δ′)))`,
+/// The node budgets of the paper's accounting (T1-J): `ε_D = cε/(3√(r ln(2/δ′)))`,
 /// `δ_D = δ/(3r)`; feature nodes `(ε_D/(3L), δ_D/(3L))`, `D_0` nodes `(ε/(9L), δ/(9L))`.
 fn node_budgets(r: f64, l: f64, eps: f64, delta: f64, delta_prime: f64, c: f64) -> [f64; 4] {
     let eps_d = c * eps / (3.0 * (r * (2.0 / delta_prime).ln()).sqrt());
@@ -166,10 +167,10 @@ fn exact_node(c: f64, depth: u32) -> (f64, f64, u64) {
     (eta, lambda, (sens / lambda).floor() as u64 + 2)
 }
 
-/// §7.5 under the paper's accounting with float TLap nodes `TLap(2R_wΓ^q, …)`,
+/// §1.7 under the paper's accounting with float TLap nodes `TLap(2R_wΓ^q, …)`,
 /// `TLap(2R_w, …)` (Fact 3.5).
 #[allow(clippy::too_many_arguments)]
-fn section_7_5_variance(
+fn exact_copy_variance(
     u: &[f64],
     eps: f64,
     delta: f64,
@@ -182,12 +183,12 @@ fn section_7_5_variance(
     let l = f64::from(n_leaves.trailing_zeros());
     let [fe, fd, oe, od] = node_budgets(u.len() as f64, l, eps, delta, delta_prime, c);
     let v = |q: i32| tlap_variance(2.0 * rw * gamma.powi(q), fe, fd);
-    section_7_5_from(u, [v(0), v(1), v(2), tlap_variance(2.0 * rw, oe, od)], gamma, n_leaves)
+    exact_var_from(u, [v(0), v(1), v(2), tlap_variance(2.0 * rw, oe, od)], gamma, n_leaves)
 }
 
 /// `Var = ¼[Σ_i (2 bl(j_i) V₂ + 4u_i² L V₁ + u_i⁴ L V₀) + ‖u‖⁴ L V_ones]` from the node
 /// variances `[V₀, V₁, V₂, V_ones]`.
-fn section_7_5_from(u: &[f64], v: [f64; 4], gamma: f64, n_leaves: usize) -> f64 {
+fn exact_var_from(u: &[f64], v: [f64; 4], gamma: f64, n_leaves: usize) -> f64 {
     let l = f64::from(n_leaves.trailing_zeros());
     let [v0, v1, v2, v_ones] = v;
     let mut sum = 0.0;
@@ -232,13 +233,13 @@ fn draw(key: u8, id: u64) -> Draw<'static> {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-5
+// P1-AC5
 
-/// AC-5 (the §7.3 n = 200 example shape, N = 256): the noise-free DPTreeSoftmax equals
+/// P1-AC5 (the T1-D n = 200 example shape, N = 256): the noise-free DPTreeSoftmax equals
 /// `Σ_k w_k T_4(x_k·y/2)` up to the own-bin drops (bounded as in [`TreeModel`]: the drops
 /// of both `D_i(u_i)` and the bin-0 drops of `P_wx`), reproduces those drops exactly at
 /// generic queries, and is within `ε_s Σ|w| e^{x·y/2}` plus that bias of the exact
-/// `Σ w exp(x·y/2)` (the corrected OQ11 form), indeed within the Taylor remainder plus bias.
+/// `Σ w exp(x·y/2)` (the corrected P1-11 form), indeed within the Taylor remainder plus bias.
 #[test]
 fn ac5_noise_free_softmax_tree_is_the_taylor_kernel_up_to_own_bin_drops() {
     let (n, d) = (200, 2);
@@ -248,7 +249,7 @@ fn ac5_noise_free_softmax_tree_is_the_taylor_kernel_up_to_own_bin_drops() {
     assert_eq!(params.eps_s, 0.01);
     let km = MatRef::from_row_major(&keys, n, d).unwrap();
     let s = DpTreeSoftmax::non_private_exact(km, &w, &params).unwrap();
-    // §6.3 s_min table: R = 1, ε_s = 0.01 → s = 4; r = C(6, 4) = 15; Γ_{1,s} = 1; N = 256.
+    // §1.6 s_min table: R = 1, ε_s = 0.01 → s = 4; r = C(6, 4) = 15; Γ_{1,s} = 1; N = 256.
     assert_eq!(s.feature_map().degree(), 4);
     assert_eq!(s.feature_map().features(), 15);
     assert_eq!(s.gamma(), 1.0);
@@ -320,24 +321,24 @@ fn ac5_noise_free_softmax_tree_is_the_taylor_kernel_up_to_own_bin_drops() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-7, AC-8
+// P1-AC7, P1-AC8
 
-/// The §7.5 worked example: n = 32, d = 2, s = 2 (r = 6), ε = 1, δ = δ′ = 1e-3, c = 0.09,
-/// y = (0.8, 0.3): σ = 34,773, also recomputed here from Fact 3.5 and the §10 budgets.
+/// The T1-D worked example: n = 32, d = 2, s = 2 (r = 6), ε = 1, δ = δ′ = 1e-3, c = 0.09,
+/// y = (0.8, 0.3): σ = 34,773, also recomputed here from Fact 3.5 and the T1-J budgets.
 /// 8000 independent builds (stream ids 0..8000 under one key): the empirical variance of
-/// (noisy − noise-free) is within ±12% of the closed form (AC-7; the relative standard error
+/// (noisy − noise-free) is within ±12% of the closed form (P1-AC7; the relative standard error
 /// of a variance from 8000 near-Gaussian draws is about 1.6%, so ±12% is about 7 standard
 /// errors), and also passes the variance z-test at ALPHA (fourth moment from the sample);
-/// the mean is 0 at ALPHA; ≥ 99% of the errors lie within 10σ (AC-8, Chebyshev's k = 10).
+/// the mean is 0 at ALPHA; ≥ 99% of the errors lie within 10σ (P1-AC8, Chebyshev's k = 10).
 #[test]
-fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
+fn ac7_ac8_exact_variance_and_chebyshev_coverage() {
     const RUNS: u64 = 8000;
     let (n, d) = (32, 2);
     let mut rng = Rng(0xAC07);
     let (keys, w) = random_problem(&mut rng, n, d);
     let mut params = SoftmaxTreeParams::paper(1.0, 1.0, budget(1.0, 1e-3), 1e-3);
     params.eps_s = 0.09; // Pr[Pois(1) > 2]/Pr[Pois(1) ≤ 2] = 0.0873 ≤ 0.09 < 0.359 (s = 1)
-    params.noise_mode = NoiseMode::UnsafeFloat; // the spec's σ is the float TLap's
+    params.noise_mode = NoiseMode::UnsafeFloat; // T1-D's σ is the float TLap's
     let km = MatRef::from_row_major(&keys, n, d).unwrap();
     let exact = DpTreeSoftmax::non_private_exact(km, &w, &params).unwrap();
     assert_eq!(exact.feature_map().degree(), 2);
@@ -349,13 +350,13 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     let first = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x77, 0), None).unwrap();
     let var = first.noise_variance(&y).unwrap();
     let sigma = var.sqrt();
-    assert!((sigma / 34_773.0 - 1.0).abs() < 0.01, "σ = {sigma}, spec 34,773");
+    assert!((sigma / 34_773.0 - 1.0).abs() < 0.01, "σ = {sigma}, T1-D 34,773");
     // The same closed form from this file's own TLap variance and budget arithmetic.
-    assert!((tlap_variance(1.0, 1.0, 0.01) - 1.664021).abs() < 1e-6); // §2.3 table
+    assert!((tlap_variance(1.0, 1.0, 0.01) - 1.664021).abs() < 1e-6); // T1-A table
     assert!((tlap_variance(2.0, 0.5, 1e-6) - 31.990805).abs() < 1e-5);
     let u = features(&multi_indices(d, 2), 0.5, &y);
-    let mine = section_7_5_variance(&u, 1.0, 1e-3, 1e-3, 0.09, 1.0, 1.0, 32);
-    assert!((var / mine - 1.0).abs() < 1e-9, "noise_variance {var} vs §7.5 {mine}");
+    let mine = exact_copy_variance(&u, 1.0, 1e-3, 1e-3, 0.09, 1.0, 1.0, 32);
+    assert!((var / mine - 1.0).abs() < 1e-9, "noise_variance {var} vs §1.7 {mine}");
 
     let errs: Vec<f64> = (0..RUNS)
         .map(|id| {
@@ -366,7 +367,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     check_variance_and_coverage(&errs, var);
 
     // The exact release (the default): the documented node calibration of every tree,
-    // §7.5 with its node variances, within 1% of the float σ, and the same Monte Carlo
+    // §1.7 with its node variances, within 1% of the float σ, and the same Monte Carlo
     // checks on 2000 builds.
     params.noise_mode = NoiseMode::Exact;
     let first = DpTreeSoftmax::new_keyed(km, &w, &params, draw(0x78, 0), None).unwrap();
@@ -390,8 +391,8 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
         *slot = lambda * lambda * want.variance();
     }
     let var_x = first.noise_variance(&y).unwrap();
-    let mine = section_7_5_from(&u, v, 1.0, 32);
-    assert!((var_x / mine - 1.0).abs() < 1e-9, "exact noise_variance {var_x} vs §7.5 {mine}");
+    let mine = exact_var_from(&u, v, 1.0, 32);
+    assert!((var_x / mine - 1.0).abs() < 1e-9, "exact noise_variance {var_x} vs §1.7 {mine}");
     let ratio = (var_x / var).sqrt();
     assert!((1.0..1.01).contains(&ratio), "σ exact/float = {ratio}");
     let errs: Vec<f64> = (0..2000)
@@ -403,7 +404,7 @@ fn ac7_ac8_section_7_5_variance_and_chebyshev_coverage() {
     check_variance_and_coverage(&errs, var_x);
 }
 
-/// AC-7/AC-8 on Monte Carlo errors against the closed-form variance: within ±12%, the
+/// P1-AC7/P1-AC8 on Monte Carlo errors against the closed-form variance: within ±12%, the
 /// variance z-test with the sample's 4th moment, mean 0, ≥ 99% within 10σ.
 fn check_variance_and_coverage(errs: &[f64], var: f64) {
     let sigma = var.sqrt();
@@ -466,15 +467,15 @@ fn exact_softmax_scalars_are_the_integer_noise_at_the_documented_elements() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-9
+// P1-AC9
 
-/// AC-9: the median of `l` copies, each at `(ε/l, δ/l, δ′/l)`, with an inflated per-copy
+/// P1-AC9: the median of `l` copies, each at `(ε/l, δ/l, δ′/l)`, with an inflated per-copy
 /// failure rate. The threshold is `t = σ_copy` ([`DpTreeSoftmaxAdaptive::copy_noise_variance`]),
 /// so one copy fails (`|err| > t`) with probability p₁ ≈ 0.32 for near-Gaussian noise.
 /// p₁ is estimated from 8000 single DPTreeSoftmax builds at the per-copy budget (their
 /// closed-form variance must equal the copy's). Over 3000 adaptive builds per `l`:
 ///
-/// * Hoeffding (§8.4): the median's failure frequency must not exceed
+/// * Hoeffding (T1-I): the median's failure frequency must not exceed
 ///   `exp(−2l(p_succ − ½)²)`, with `p_succ` lowered by 4.89 standard errors and the count
 ///   tested against the bound by a one-sided binomial z at ALPHA;
 /// * the exact order-statistic law of a median of independent symmetric errors:
@@ -565,10 +566,10 @@ fn ac9_median_boosting_obeys_hoeffding_and_the_order_statistic_law() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §8.2, §8.4: copy counts and snapping
+// §1.8, T1-I: copy counts and snapping
 
-/// `l` is always odd (OQ16), the NetHoeffding rule reproduces the §8.4 table, and with
-/// `snap_to_net` the answer changes only through the snapped query (OQ13).
+/// `l` is always odd (P1-16), the NetHoeffding rule reproduces the T1-I table, and with
+/// `snap_to_net` the answer changes only through the snapped query (P1-13).
 #[test]
 fn adaptive_copies_are_odd_and_snapping_acts_only_through_the_query() {
     let (n, d) = (16, 2);
@@ -582,7 +583,7 @@ fn adaptive_copies_are_odd_and_snapping_acts_only_through_the_query() {
         let s = DpTreeSoftmaxAdaptive::new_keyed(km, &w, &ap, draw(0x31, 0), None).unwrap();
         assert_eq!(s.copies(), want, "Fixed({asked})");
     }
-    // §8.4 table (R = 1, ε_s = 0.01, p_f = 0.01, k = 10): l = 29, 49, 93, 187 for
+    // T1-I table (R = 1, ε_s = 0.01, p_f = 0.01, k = 10): l = 29, 49, 93, 187 for
     // d = 2, 4, 8, 16. p_f = 0.01 is outside the strict range (0, 0.01), hence relaxed.
     let mut relaxed = AdaptiveParams::new(tree);
     relaxed.tree.strict = false;
@@ -645,7 +646,7 @@ fn adaptive_copies_are_odd_and_snapping_acts_only_through_the_query() {
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-11
+// P1-AC11
 
 /// Plain f64 softmax attention with `exp(q·k/d)`: (Attn, D⁻¹A|V|) per output column.
 fn exact_attention(keys: &[f64], vals: &[f64], n: usize, d: usize, q: &[f64]) -> Vec<(f64, f64)> {
@@ -661,10 +662,10 @@ fn exact_attention(keys: &[f64], vals: &[f64], n: usize, d: usize, q: &[f64]) ->
         .collect()
 }
 
-/// AC-11 with noise off (one copy per structure): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) +
+/// P1-AC11 with noise off (one copy per structure): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) +
 /// bias`, where, with `S = Σ_j T_4(q·k_j/2) ≥ n` and own-bin bounds `β_k` (weights
 /// `V_{:,k}`) and `β_0` (weights 1), `|Ã_k/D̃ − Ã_k^poly/S| ≤ (β_k + R_w β_0)/(S − β_0)`
-/// (the E8 clamps only move `D̃` and `Õ` towards ranges that contain `S` and `Attn`).
+/// (the P1-X8 clamps only move `D̃` and `Õ` towards ranges that contain `S` and `Attn`).
 /// n = 256 keys give `Γ/N = 1/256`. Away from bin edges the output also equals this file's
 /// own-bin model to 1e-12.
 #[test]
@@ -731,7 +732,7 @@ fn ac11_noise_free_cross_attention_within_the_corrected_bound() {
     }
 }
 
-/// AC-11 with noise on at a tiny n (noise ≫ signal): the E8 clamps keep every output in
+/// P1-AC11 with noise on at a tiny n (noise ≫ signal): the P1-X8 clamps keep every output in
 /// `[−R_w, R_w]` and the denominator in `[n, n·e^{z_max}]`, and the clamped answers are the
 /// clamp of the unclamped ones (same key and stream, so the same noise).
 #[test]
@@ -750,7 +751,7 @@ fn ac11_noisy_cross_attention_clamps_outputs_and_denominator() {
     ));
     assert!(params.clamp_outputs);
     let att = SoftmaxTreeCrossAttention::new_keyed(km, vm, &params, draw(0x41, 3), None).unwrap();
-    assert_eq!(att.copies(), 29); // NetHoeffding, d = 2 (§8.4)
+    assert_eq!(att.copies(), 29); // NetHoeffding, d = 2 (T1-I)
     let mut raw_params = params;
     raw_params.clamp_outputs = false;
     let raw =
@@ -786,14 +787,14 @@ fn ac11_noisy_cross_attention_clamps_outputs_and_denominator() {
             }
         }
     }
-    // At n = 64 the noise is far larger than the signal: without E8 outputs leave [−1, 1].
+    // At n = 64 the noise is far larger than the signal: without P1-X8 outputs leave [−1, 1].
     assert!(unclamped_outside > 0);
 }
 
 // ---------------------------------------------------------------------------------------
-// AC-13
+// P1-AC13
 
-/// AC-13: the same key, stream id and parameters give bit-identical releases and answers;
+/// P1-AC13: the same key, stream id and parameters give bit-identical releases and answers;
 /// another stream id (or key) gives different ones.
 #[test]
 fn ac13_same_key_and_stream_give_bit_identical_releases() {
@@ -960,7 +961,7 @@ fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {
     assert!((ratio - 1.5).abs() < 1e-9, "whole/entry = {ratio}");
 }
 
-/// The library's `bin` is the §3.3 binning (a cross-check of the helper used above).
+/// The library's `bin` is the §1.4 binning (a cross-check of the helper used above).
 #[test]
 fn binning_helper_agrees_with_the_library() {
     let mut rng = Rng(0xB1);

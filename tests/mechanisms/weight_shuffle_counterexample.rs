@@ -1,15 +1,16 @@
-//! The paper's accountant (Theorem 6) against exact and sound numbers (spec `seed-002.md`
-//! §6.8, §6.9, §9 items 8 and 10).
+//! The paper's accountant (Theorem 6) against exact and sound numbers (`docs/PAPERS.md`
+//! T2-H, T2-I, P2-AC8 and P2-AC10).
 //!
 //! * At `d = 2` Theorem 6 accepts `(ε, δ) = (1, 1e-5)` at `σ = 1.16125`; the exact δ of its
-//!   own worst-case pair is 0.0799 (spec §6.9(a)).
+//!   own worst-case pair is 0.0799 (T2-I (a)).
 //! * The library's sound accountant never reports a smaller δ than the exact value or the
-//!   refuters for the same mechanism (§9 item 8), and at the paper's σ ≈ 0.27 it reports ε in
-//!   the hundreds (§6.8).
+//!   refuters for the same mechanism (P2-AC8), and at the paper's σ ≈ 0.27 it reports ε in
+//!   the hundreds (T2-H).
 //! * The step refuses σ where the `f64` Gaussian's bounded support is visible, which
 //!   includes the paper's operating point.
 //!
-//! Expected values are the spec's (computed there with scipy and `dp_accounting`).
+//! Expected values are those of `docs/PAPERS.md` §2.8 (computed with SciPy and
+//! `dp_accounting`).
 
 use dpattn::accounting::rdp::{
     DEFAULT_ORDERS, GaussianRdp, RdpCurve, SampledGaussianRdp, epsilon_after_steps,
@@ -19,13 +20,13 @@ use dpattn::weight_shuffle::ShuffledDpSgdParams;
 use dpattn::weight_shuffle::paper_estimate::{paper_step_sigma, thm6_h};
 use dpattn::weight_shuffle::refute::{MeanPair, max_stat_lower_bound, shuffled_gaussian_delta_d2};
 
-/// Spec §6.6 column d = 2, row (1, 1e-5): σ* = 1.16121 (the table) — §6.9(a) quotes the
-/// solution as 1.16125 for (ε0 = 1, δ0 = 1e-5) at r = 1.
+/// `docs/PAPERS.md` T2-F column d = 2, row (1, 1e-5): σ* = 1.16121 (the table) — T2-I (a) quotes
+/// the solution as 1.16125 for (ε0 = 1, δ0 = 1e-5) at r = 1.
 const SIGMA_STAR_D2: f64 = 1.16125;
 
 #[test]
 fn theorem6_accepts_what_the_exact_delta_refutes_at_d2() {
-    // The paper's condition: h(ε = 1; σ*, d = 2, r = 1) ≤ δ = 1e-5 (spec §6.9(a): 5.97e-7).
+    // The paper's condition: h(ε = 1; σ*, d = 2, r = 1) ≤ δ = 1e-5 (T2-I (a): 5.97e-7).
     let h = thm6_h(1.0, SIGMA_STAR_D2, 2.0, 1.0).unwrap();
     assert!(h <= 1e-5 && (h - 5.97e-7).abs() < 5e-9, "h = {h}");
     let solved = paper_step_sigma(1.0, 1e-5, 2.0, 1.0).unwrap();
@@ -58,7 +59,7 @@ fn sound_accountant_is_never_below_the_exact_or_refuted_delta() {
         let curve_q1 = RdpCurve::from_mechanism(DEFAULT_ORDERS, &sampled, 1).unwrap();
         assert_eq!(curve_q1.delta(eps).unwrap().delta, charged);
     }
-    // At the paper's ViT solution (spec §6.9(c), d = 85.8e6, σ* = 0.27316): the
+    // At the paper's ViT solution (T2-I (c), d = 85.8e6, σ* = 0.27316): the
     // max-statistic bound for the paper's pair is 0.830 and 8.8e-4 for a feasible pair,
     // against a certified per-step δ0 of 2.5e-7; the plain Gaussian δ is 0.920.
     let d = 85.8e6;
@@ -81,9 +82,9 @@ fn sound_epsilon(q: f64, sigma: f64, steps: u64, delta: f64) -> f64 {
 
 #[test]
 fn the_papers_sigma_costs_epsilon_in_the_hundreds() {
-    // (q, σ, T, δ, spec RDP ε, spec PLD ε), spec §6.8. A sound RDP bound can never be below
-    // the (near-exact) PLD value; the spec's RDP used integer orders 2..=256, ours the
-    // ledger's default orders, so ours may differ from it by a little either way.
+    // (q, σ, T, δ, RDP ε, PLD ε) of docs/PAPERS.md T2-H. A sound RDP bound can never be below
+    // the (near-exact) PLD value; T2-H's RDP is dp-accounting's accountant on its own orders,
+    // ours uses the ledger's default orders, so ours may differ from it by a little either way.
     let rows = [
         (0.02, 0.2742, 500, 5e-6, 119.5, 107.4),
         (0.014848, 0.2718, 203, 7.424e-6, 66.0, 57.4),
@@ -92,7 +93,7 @@ fn the_papers_sigma_costs_epsilon_in_the_hundreds() {
     for (q, sigma, steps, delta, rdp, pld) in rows {
         let eps = sound_epsilon(q, sigma, steps, delta);
         assert!(eps >= pld, "q = {q}: ε = {eps} below the PLD value {pld}");
-        assert!((eps / rdp - 1.0).abs() < 0.05, "q = {q}: ε = {eps} vs spec RDP {rdp}");
+        assert!((eps / rdp - 1.0).abs() < 0.05, "q = {q}: ε = {eps} vs T2-H RDP {rdp}");
         std::println!("q = {q}, σ = {sigma}, T = {steps}, δ = {delta}: RDP ε = {eps:.1}");
     }
 }

@@ -1,13 +1,13 @@
 //! Weight shuffling (`dpattn::weight_shuffle`, paper 002): the permutations a
 //! [`ShufflePlan`] draws and applies leave transformer blocks' functions unchanged, can be
 //! undone, permute gradients and optimizer state consistently, are uniform, and are
-//! validated. Spec `shared/spec/seed-002.md` §2.4–§2.7, §5.3, §9 item 9.
+//! validated: `docs/PAPERS.md` §2.3, P2-15 and the check P2-AC9.
 //!
 //! The oracle is a transformer forward pass written here, in `f64`, straight from the flat
 //! buffer and the layout descriptors (Q/K/V with biases, optional RoPE, per-head attention
 //! through the library's exact `reference_attention`, GQA by repeating K/V heads, output
 //! projection, residual + LayerNorm, GELU-tanh or SwiGLU MLP). Expected values never come
-//! from the plan: the index form of the spec (§2.4–§2.5, gather `dst[j] = src[π(j)]`) is
+//! from the plan: the index form of `docs/PAPERS.md` §2.3 (gather `dst[j] = src[π(j)]`) is
 //! re-implemented in [`expected_sources`].
 //!
 //! Tolerances:
@@ -539,7 +539,7 @@ fn heterogeneous_stack() {
     assert_invariant("stack", &Model::new(16, 5, true, &layers), 60);
 }
 
-/// NEGATIVE (spec §2.7, Q15): Appendix B-A's `rearrange` draws a fresh `randperm` per
+/// NEGATIVE (`docs/PAPERS.md` P2-15): Appendix B-A's `rearrange` draws a fresh `randperm` per
 /// matrix. Rows of `up` (and its bias) from one draw and columns of `down` from an
 /// independent draw change the output; taking both from one draw does not. The same for
 /// query rows and key rows of attention heads.
@@ -600,7 +600,7 @@ fn independent_draws_per_matrix_break_invariance() {
 // 2. Index form, un-shuffling and optimizer state
 
 /// The source of every buffer element under `perms` (`dst[j] = src[sources[j]]`), from the
-/// spec's index form (§2.4–§2.5 with the §2.5 biases and the §2.6 GQA rules) and the
+/// index form of `docs/PAPERS.md` §2.3 (with its biases and its GQA constraints) and the
 /// permutation order documented in `weight_shuffle::plan`.
 fn expected_sources(model: &Model, perms: &[u32]) -> Vec<usize> {
     let mut src: Vec<usize> = (0..model.len).collect();
@@ -711,9 +711,9 @@ fn stacks() -> Vec<Model> {
 }
 
 /// `apply` on `i as f64` (an optimizer-state buffer) moves exactly the coordinates the
-/// spec's index form says, and moves the weights the same way; fixed points stay.
+/// documented index form says, and moves the weights the same way; fixed points stay.
 #[test]
-fn apply_is_the_spec_index_form_and_moves_optimizer_state_like_weights() {
+fn apply_is_the_documented_index_form_and_moves_optimizer_state_like_weights() {
     for (m, model) in stacks().iter().enumerate() {
         let plan = model.plan();
         let mut rng = Rng(80 + m as u64);
@@ -725,7 +725,7 @@ fn apply_is_the_spec_index_form_and_moves_optimizer_state_like_weights() {
             let moved = permuted(&plan, &perms, &positions);
             let expected = expected_sources(model, perms.as_slice());
             let got: Vec<usize> = moved.iter().map(|&p| p as usize).collect();
-            assert_eq!(got, expected, "model {m}: sources differ from the spec's index form");
+            assert_eq!(got, expected, "model {m}: sources differ from the documented index form");
             // A bijection, not the identity.
             let mut sorted = got.clone();
             sorted.sort_unstable();
@@ -884,7 +884,7 @@ fn signalling_nans_come_back_quiet_with_their_payload() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 3. Gradient equivariance (spec §5.3)
+// 3. Gradient equivariance (docs/PAPERS.md P2-AC9)
 
 /// `Σ (out − target)²`.
 fn loss(model: &Model, w: &[f64], x: &[f64], target: &[f64]) -> f64 {
@@ -941,7 +941,7 @@ fn gradients_are_permuted_like_the_weights() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 4. Sampling (spec §2.7, §9 item 9)
+// 4. Sampling (docs/PAPERS.md §2.3, "Sampling"; P2-AC9)
 
 /// Lehmer-code rank of a permutation of `[0, n)`: a bijection onto `[0, n!)`.
 fn rank(p: &[u32]) -> usize {
@@ -1076,7 +1076,7 @@ fn keyed_draw_equals_the_generator_at_word_zero() {
 }
 
 // ---------------------------------------------------------------------------------------
-// 5. Coverage and orbits (spec §2.6, Q5, Q17)
+// 5. Coverage and orbits (docs/PAPERS.md §2.3, P2-5, P2-17)
 
 /// One ViT-B/16 encoder layer (pre-LN): LN1, Q/K/V/O with biases, LN2, MLP with biases.
 fn vit_layer(a: &mut Alloc) -> [Block; 2] {
@@ -1105,7 +1105,7 @@ fn vit_layer(a: &mut Alloc) -> [Block; 2] {
 #[test]
 fn vit_b16_coverage() {
     let (dm, dff) = (768usize, 3072usize);
-    // 4·dm² + 3·dm + 2·dm·dff + dff (spec §2.6); the layer has 7,087,872 parameters.
+    // 4·dm² + 3·dm + 2·dm·dff + dff (docs/PAPERS.md §2.3); the layer has 7,087,872 parameters.
     let moved = 4 * dm * dm + 3 * dm + 2 * dm * dff + dff;
     assert_eq!(moved, 7_083_264);
     let mut a = Alloc(0);
@@ -1117,7 +1117,7 @@ fn vit_b16_coverage() {
     assert_eq!(plan.min_orbit(), 1); // LayerNorms and the O/down biases are fixed points
     assert_eq!(plan.permutation_len(), 12 * 64 + 64 + 3072);
 
-    // Twelve layers: 84,999,168 moved ("85.0M", spec §2.6).
+    // Twelve layers: 84,999,168 moved ("85.0M", docs/PAPERS.md §2.3).
     let mut a = Alloc(0);
     let blocks: Vec<Block> = (0..12).flat_map(|_| vit_layer(&mut a)).collect();
     let plan = ShufflePlan::new(&blocks, a.0).unwrap();

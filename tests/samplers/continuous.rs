@@ -101,7 +101,7 @@ fn laplace_ref(b: f64) -> Reference {
     }
 }
 
-/// TLap(Δ, ε, δ) from its definition (seed-001 §2.1), independently of the sampler:
+/// TLap(Δ, ε, δ) from its definition (docs/PAPERS.md §1.3), independently of the sampler:
 /// b = Δ/ε, t = ln(1 + (e^ε − 1)/(2δ)), B = b·t; |Z| is Exp(1/b) truncated to [0, B]
 /// (normaliser m = 1 − e^{−t}) and the sign is fair.
 #[derive(Clone, Copy, Debug)]
@@ -164,7 +164,7 @@ fn poisson_tail(k: i32, t: f64) -> f64 {
     sum
 }
 
-/// The §2.3 parameter sets (Δ, ε, δ, B, Var) of seed-001.
+/// The parameter sets (Δ, ε, δ, B, Var) of docs/PAPERS.md T1-A.
 const TLAP_TABLE: [(f64, f64, f64, f64, f64); 3] = [
     (1.0, 1.0, 0.01, 4.464920, 1.664021),
     (2.0, 0.5, 1e-6, 50.758457, 31.990805),
@@ -347,7 +347,7 @@ fn truncated_laplace_fits_f32() {
     }
 }
 
-/// The independent reference against the spec: §2.3 table (relative 1e-6), Fact 3.5's
+/// The independent reference against docs/PAPERS.md: the T1-A table (relative 1e-6), Fact 3.5's
 /// variance formula against direct integration, and the sampler's own `bound()`,
 /// `variance()` and `cdf()` against the reference.
 #[test]
@@ -372,7 +372,7 @@ fn truncated_laplace_closed_forms_agree() {
     }
 }
 
-/// seed-001 §13 AC-1: 1e6 samples all lie in [−B, B], |mean| < 5σ/1000 and the sample
+/// docs/PAPERS.md P1-AC1: 1e6 samples all lie in [−B, B], |mean| < 5σ/1000 and the sample
 /// variance is within 1 % of Fact 3.5 (σ/1000 is the standard error of the mean at 1e6,
 /// and the variance's relative standard error is √((μ4/σ⁴ − 1)/n) ≤ 0.24 %).
 #[test]

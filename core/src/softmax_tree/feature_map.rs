@@ -290,7 +290,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn example_2_of_section_6_5() {
+    fn second_example_of_table_t1_h() {
         let map = TaylorFeatureMap::new(3, 2, 1.0 / 3.0).unwrap();
         let mut p = [0.0; 10];
         map.eval_into(&[0.5, 1.0, 0.25], &mut p).unwrap();
