@@ -15,6 +15,10 @@
 //! destroyed here. Every kernel entry point takes the stream to run on and orders nothing
 //! else: the caller's stream orders the work.
 //!
+//! **Current context.** [`Device::make_current`] binds the primary context to the calling
+//! thread for code that calls the driver itself (the C ABI), and puts the thread's previous
+//! context back when its guard drops.
+//!
 //! ```no_run
 //! use dpattn_cuda::Device;
 //! let dev = Device::get(0)?; // errors (never panics) without a driver or GPU
@@ -23,8 +27,10 @@
 //! ```
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cudarc::driver::result::ctx;
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, sys};
 
 use crate::compile::{self, CodeForm};
@@ -139,6 +145,33 @@ impl Device {
         unsafe { self.ctx.wrap_borrowed_stream(raw) }
     }
 
+    /// Waits until all work queued in this device's primary context has completed, on
+    /// every stream (the legacy default stream included). Leaves the primary context
+    /// current on the calling thread.
+    ///
+    /// # Errors
+    /// [`Error::Driver`], including an earlier asynchronous error of the context.
+    pub fn synchronize(&self) -> Result<()> {
+        guarded(|| self.ctx.synchronize().map_err(driver("synchronize the device")))
+    }
+
+    /// Makes this device's primary context current on the calling thread until the
+    /// returned guard drops, which makes the thread's previous current context (or none)
+    /// current again. For code that calls the CUDA driver or runtime itself on this
+    /// device; this crate's entry points bind the context they need on their own.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the driver cannot read the current context or bind this one
+    /// (after a failed bind, the previous context is already back when this returns).
+    pub fn make_current(&self) -> Result<CurrentContext<'_>> {
+        let previous = guarded(|| ctx::get_current().map_err(driver("read the current context")))?;
+        let guard = CurrentContext { previous, _device: PhantomData };
+        guarded(|| {
+            self.ctx.bind_to_thread().map_err(driver("make the device's primary context current"))
+        })?;
+        Ok(guard)
+    }
+
     /// The compiled function of `spec`, from the cache or compiled and loaded now.
     pub(crate) fn function(&self, spec: &KernelSpec) -> Result<CudaFunction> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -190,5 +223,27 @@ impl Device {
     /// Raises any error the driver recorded asynchronously (e.g. a failed free in a `Drop`).
     pub(crate) fn check(&self) -> Result<()> {
         guarded(|| self.ctx.check_err().map_err(driver("deferred driver error")))
+    }
+}
+
+/// A device's primary context made current on this thread by [`Device::make_current`];
+/// dropping it makes the thread's previous current context (or none) current again. Tied
+/// to the thread that made it (neither `Send` nor `Sync`).
+#[must_use = "dropping the guard at once restores the previous context"]
+#[derive(Debug)]
+pub struct CurrentContext<'a> {
+    /// The context that was current before, `None` for none.
+    previous: Option<sys::CUcontext>,
+    /// Borrows the device; the raw pointer makes the guard `!Send` and `!Sync`.
+    _device: PhantomData<(&'a Device, *const ())>,
+}
+
+impl Drop for CurrentContext<'_> {
+    fn drop(&mut self) {
+        let previous = self.previous.unwrap_or(std::ptr::null_mut());
+        // SAFETY: `previous` was current on this thread when the guard was made (or NULL,
+        // which unbinds), and the guard cannot leave the thread; dpattn never destroys a
+        // context, so it is as valid as it was then.
+        let _ = unsafe { ctx::set_current(previous) };
     }
 }

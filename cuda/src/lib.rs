@@ -47,7 +47,7 @@ pub use clip_rows::{
     ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian_unsafe_float,
     clip_rows_add_gaussian_unsafe_float_raw, clip_rows_release_exact, clip_rows_release_exact_raw,
 };
-pub use device::Device;
+pub use device::{CurrentContext, Device};
 pub use error::{Error, Result};
 pub use float_dtype::{FloatDtype, FloatElement};
 pub use gaussian_sampling::{
