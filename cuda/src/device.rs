@@ -10,7 +10,7 @@
 //! NVRTC supports it, PTX for the newest older architecture otherwise (the driver JIT
 //! compiles it). A load failure from a driver older than NVRTC's PTX names both versions.
 //!
-//! **Streams.** [`Device::new_stream`] makes an owned stream; [`Device::borrow_stream`]
+//! **Streams.** [`Device::new_stream`] makes an owned [`Stream`]; [`Device::borrow_stream`]
 //! wraps a stream owned by the caller (a C++ engine, PyTorch's current stream) that is never
 //! destroyed here. Every kernel entry point takes the stream to run on and orders nothing
 //! else: the caller's stream orders the work.
@@ -27,15 +27,17 @@
 //! ```
 
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::result::ctx;
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, sys};
+use cudarc::driver::{CudaContext, CudaFunction, sys};
 
 use crate::compile::{self, CodeForm};
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::KernelSpec;
+use crate::memory::Stream;
 use crate::probe::{Availability, probe};
 
 /// A CUDA device (its primary context) with a kernel cache.
@@ -121,7 +123,7 @@ impl Device {
     }
 
     /// The cudarc context (the device's primary context).
-    pub fn context(&self) -> &Arc<CudaContext> {
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
 
@@ -129,8 +131,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Driver`] if the driver cannot create it.
-    pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        guarded(|| self.ctx.new_stream().map_err(driver("create stream")))
+    pub fn new_stream(&self) -> Result<Stream> {
+        guarded(|| self.ctx.new_stream().map_err(driver("create stream"))).map(Stream::new)
     }
 
     /// Wraps a stream the caller owns (a `CUstream`/`cudaStream_t`, NULL for the legacy
@@ -139,10 +141,10 @@ impl Device {
     /// # Safety
     /// `raw` must be a valid stream of this device's primary context (or NULL) and stay
     /// alive while the wrapper, or work queued through it, is in use.
-    pub unsafe fn borrow_stream(&self, raw: sys::CUstream) -> Arc<CudaStream> {
+    pub unsafe fn borrow_stream(&self, raw: *mut c_void) -> Stream {
         // SAFETY: forwarded to the caller (a live stream of this context); cudarc marks the
         // wrapper as not owned, so drop never destroys it.
-        unsafe { self.ctx.wrap_borrowed_stream(raw) }
+        Stream::new(unsafe { self.ctx.wrap_borrowed_stream(raw.cast::<sys::CUstream_st>()) })
     }
 
     /// Waits until all work queued in this device's primary context has completed, on

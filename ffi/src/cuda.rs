@@ -12,22 +12,20 @@
 //!   `DPATTN_STATUS_CUDA_UNAVAILABLE` when there is no driver, no NVRTC, no device or not
 //!   the device asked for.
 //! * The library links no CUDA library: the driver and NVRTC are loaded at run time
-//!   (cudarc's dynamic loading), so the same `libdpattn_ffi` runs on machines with and
-//!   without a GPU.
+//!   (`dpattn-cuda`'s dynamic loading), so the same `libdpattn_ffi` runs on machines with
+//!   and without a GPU.
 //! * The calling thread's current CUDA context is left as it was: the device's primary
 //!   context (the one the CUDA runtime and PyTorch use) is made current for the call and the
 //!   previous one restored on return ([`Device::make_current`]).
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
 use dpattn_core::Error as CoreError;
 use dpattn_core::sampling::{Exponential, Gaussian, KeyedStream, Laplace};
-use dpattn_cuda::cudarc::driver::{CudaStream, sys};
 use dpattn_cuda::launch::{FillPlan, RowsPlan};
 use dpattn_cuda::{
     Availability, ClipRowsParams, Device, FloatDtype, GpuNoise, GpuSampler, GridGroup, OutDtype,
-    UniformBits,
+    Stream, UniformBits,
 };
 
 use dpattn_core::noisy_attention::NoiseSpec;
@@ -159,13 +157,13 @@ fn device_buffer(
 unsafe fn on_device(
     ordinal: usize,
     cu_stream: *mut c_void,
-    f: impl FnOnce(&Device, &Arc<CudaStream>) -> dpattn_cuda::Result<()>,
+    f: impl FnOnce(&Device, &Stream) -> dpattn_cuda::Result<()>,
 ) -> Result<(), FfiError> {
     let dev = Device::get(ordinal)?;
     let _current = dev.make_current()?;
     // SAFETY: forwarded caller contract (NULL is the legacy default stream); the wrapper
     // is not owned, so dropping it destroys nothing.
-    let stream = unsafe { dev.borrow_stream(cu_stream.cast::<sys::CUstream_st>()) };
+    let stream = unsafe { dev.borrow_stream(cu_stream) };
     f(&dev, &stream)?;
     Ok(())
 }
@@ -1000,9 +998,9 @@ mod tests {
     mod gpu {
         use super::*;
         use dpattn_core::sampling::{FixedWordSampler, NoiseKey, Uniform};
-        use dpattn_cuda::cudarc::driver::DevicePtrMut;
+        use std::sync::Arc;
 
-        fn dev() -> (Arc<Device>, Arc<CudaStream>) {
+        fn dev() -> (Arc<Device>, Stream) {
             let dev = Device::get(0).expect("device 0");
             let stream = dev.new_stream().expect("stream");
             (dev, stream)
@@ -1012,8 +1010,8 @@ mod tests {
             KeyedStream::new(&NoiseKey::for_replay(KEY.bytes), s)
         }
 
-        fn raw(s: &CudaStream) -> *mut c_void {
-            s.cu_stream().cast()
+        fn raw(s: &Stream) -> *mut c_void {
+            s.as_raw()
         }
 
         pub(super) fn fill_noise_equals_the_cpu() {
