@@ -9,7 +9,9 @@
 //! * [`kernels`]: the `.cu` sources (embedded) and their variants; [`compile`]: NVRTC to
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
-//!   variant), owned and borrowed streams.
+//!   variant), owned and borrowed streams; [`memory`]: [`Stream`] and [`DeviceBuffer`],
+//!   this crate's own wrappers of cudarc's stream and slice (cudarc is not part of the
+//!   API).
 //! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`mod@grid_release`]
 //!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
@@ -39,6 +41,7 @@ pub mod gaussian_sampling;
 pub mod grid_release;
 pub mod kernels;
 pub mod launch;
+pub mod memory;
 pub mod noise_fill;
 pub mod output_perturbation;
 pub mod probe;
@@ -47,7 +50,7 @@ pub use clip_rows::{
     ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian_unsafe_float,
     clip_rows_add_gaussian_unsafe_float_raw, clip_rows_release_exact, clip_rows_release_exact_raw,
 };
-pub use device::Device;
+pub use device::{CurrentContext, Device};
 pub use error::{Error, Result};
 pub use float_dtype::{FloatDtype, FloatElement};
 pub use gaussian_sampling::{
@@ -55,11 +58,9 @@ pub use gaussian_sampling::{
     gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
 };
 pub use grid_release::{GridGroup, grid_release, grid_release_raw};
+pub use memory::{DeviceBuffer, DeviceElement, DevicePtrGuard, Stream};
 pub use noise_fill::{
     GpuNoise, GpuSampler, NoiseElement, OutDtype, UniformBits, fill_noise, fill_noise_raw,
     fill_stream_words, fill_stream_words_raw,
 };
 pub use probe::{Availability, available, nvrtc_present, probe};
-
-/// The cudarc version this crate is built on, re-exported for buffers and streams.
-pub use cudarc;
