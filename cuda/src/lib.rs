@@ -17,7 +17,7 @@
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
 //!   float noise), [`attention`] (fused flash-style noisy
 //!   attention, tensor cores for bf16/f16), [`output_perturbation`] (output-perturbation DP
-//!   cross-attention through the fused kernel) and [`gaussian_sampling`] (paper 000's
+//!   cross-attention through the fused kernel) and [`gaussian_sampling_attention`] (paper 000's
 //!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
 //!   release).
 //!
@@ -37,7 +37,7 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod float_dtype;
-pub mod gaussian_sampling;
+pub mod gaussian_sampling_attention;
 pub mod grid_release;
 pub mod kernels;
 pub mod launch;
@@ -53,7 +53,7 @@ pub use clip_rows::{
 pub use device::{CurrentContext, Device};
 pub use error::{Error, Result};
 pub use float_dtype::{FloatDtype, FloatElement};
-pub use gaussian_sampling::{
+pub use gaussian_sampling_attention::{
     SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_keyed,
     gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
 };

@@ -21,7 +21,7 @@ use dpattn_core::gaussian_sampling_attention::{
 };
 use dpattn_core::sampling::NoiseKey;
 use dpattn_core::{Element, Layout4, ScoreFn};
-use dpattn_cuda::gaussian_sampling::{
+use dpattn_cuda::gaussian_sampling_attention::{
     STATUS_CLEAN, SamplingPlan, gaussian_sampling_attention_keyed, gaussian_sampling_attention_raw,
     gaussian_sampling_attention_workspace_len,
 };

@@ -60,7 +60,7 @@
 //!     Domain, GaussianSamplingParams, OutOfDomain, Sampler};
 //! use dpattn_core::session::Session;
 //! use dpattn_cuda::Device;
-//! use dpattn_cuda::gaussian_sampling::gaussian_sampling_attention;
+//! use dpattn_cuda::gaussian_sampling_attention::gaussian_sampling_attention;
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
 //! let (batch, heads, n, d) = (2, 4, 16, 64);
