@@ -34,12 +34,14 @@ use std::time::Instant;
 use dpattn::Error;
 use dpattn::noisy_head::schedule::mean_field_excess_risk;
 use dpattn::noisy_head::{
-    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, corrupt_prompt, excess_risk,
-    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, random_start,
-    raw_features, ridge, train_nonprivate,
+    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, noisy_head_keyed,
+    noisy_head_scratch_len, raw_features, ridge, train_nonprivate,
 };
 use dpattn::sampling::{KeyedStream, NoiseKey};
 use dpattn::session;
+use dpattn_paper::noisy_head::{
+    corrupt_prompt, excess_risk, generate_prompts, presets, random_start,
+};
 
 type Res<T> = Result<T, Error>;
 
