@@ -47,7 +47,10 @@
 //!   ([`crate::calibration::amgm`]); the code's branch A returns noise hundreds of times
 //!   too small.
 //! * \[FIX\] E6: the `k` epochs are composed, not ignored.
-//! * \[FIX\] E7: the classical Gaussian mechanism refuses ε ≥ 1 ([`baselines`]).
+//! * \[FIX\] E7: the classical Gaussian mechanism refuses ε ≥ 1
+//!   ([`classical_gaussian_sigma`](crate::calibration::gaussian_mechanism::classical_gaussian_sigma);
+//!   the paper's baselines are in the reproduction crate `dpattn-paper`,
+//!   `dpattn_paper::dp_forward::baselines`).
 //! * E8: the paper's central-DP "translation" via shuffling (Poisson subsampling at
 //!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
 //!
@@ -77,7 +80,6 @@
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 
-pub mod baselines;
 #[cfg(feature = "alloc")]
 mod certify;
 mod clip;
@@ -88,7 +90,6 @@ mod params;
 mod release;
 mod sensitivity;
 
-pub use baselines::mvg_iid_std;
 #[cfg(feature = "alloc")]
 pub use certify::CertifiedMatrixGaussian;
 pub(crate) use clip::clip_checked;

@@ -1,4 +1,4 @@
-//! Small Monte-Carlo simulations of NoisyHead (`dpattn::noisy_head`), spec seed-004 §5.9
+//! Small Monte-Carlo simulations of NoisyHead (`dpattn_core::noisy_head`), spec seed-004 §5.9
 //! S1–S4 and acceptance check A7, following the protocol of the spec's NumPy reference
 //! (Appendix R: `exp_lowdim`, `exp_ushape`, `exp_robust`).
 //!
@@ -31,15 +31,17 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use dpattn::Error;
-use dpattn::noisy_head::schedule::mean_field_excess_risk;
-use dpattn::noisy_head::{
-    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, corrupt_prompt, excess_risk,
-    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, random_start,
-    raw_features, ridge, train_nonprivate,
+use dpattn_core::Error;
+use dpattn_core::noisy_head::schedule::mean_field_excess_risk;
+use dpattn_core::noisy_head::{
+    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, noisy_head_keyed,
+    noisy_head_scratch_len, raw_features, ridge, train_nonprivate,
 };
-use dpattn::sampling::{KeyedStream, NoiseKey};
-use dpattn::session;
+use dpattn_core::sampling::{KeyedStream, NoiseKey};
+use dpattn_core::session;
+use dpattn_paper::noisy_head::{
+    corrupt_prompt, excess_risk, generate_prompts, presets, random_start,
+};
 
 type Res<T> = Result<T, Error>;
 
