@@ -18,11 +18,12 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use dpattn::NoiseMode;
 use dpattn::noisy_head::{
-    Features, Form, NoisyHeadParams, Prompts, generate_prompts, noisy_head_keyed,
-    noisy_head_scratch_len, presets, private_features,
+    Features, Form, NoisyHeadParams, Prompts, noisy_head_keyed, noisy_head_scratch_len,
+    private_features,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::session::Draw;
+use dpattn_paper::noisy_head::{generate_prompts, presets};
 
 struct Data {
     x: Vec<f64>,

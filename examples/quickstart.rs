@@ -405,9 +405,10 @@ fn softmax_tree_rows(
 /// row shows its test MSE (Var y = 1: the paper's λ = 5 makes ridge nearly the zero predictor).
 fn noisy_head_rows(rows: &mut Vec<Row>, data_key: &NoiseKey) -> Result<String, dpattn::Error> {
     use dpattn::noisy_head::{
-        Features, Form, Prompts, RidgeSolver, excess_risk, generate_prompts, noisy_head,
-        noisy_head_scratch_len, presets, raw_features, ridge, test_mse,
+        Features, Form, Prompts, RidgeSolver, noisy_head, noisy_head_scratch_len, raw_features,
+        ridge,
     };
+    use dpattn_paper::noisy_head::{excess_risk, generate_prompts, presets, test_mse};
     let p = presets::low_dim(4000, 1.0)?;
     let draw = |n: usize, first: u64| -> Result<[Vec<f64>; 4], dpattn::Error> {
         let (l, d) = (p.l, p.d);

@@ -27,3 +27,6 @@ pub use dpattn_cuda as cuda;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod docs_check;

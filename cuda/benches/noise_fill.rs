@@ -9,27 +9,25 @@
 //!
 //! Without a GPU this bench prints why and measures nothing.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use dpattn_core::Layout4;
 use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn_core::sampling::{Gaussian, KeyedStream, Laplace, NoiseKey};
-use dpattn_cuda::cudarc::driver::{CudaStream, sys};
 use dpattn_cuda::grid_release::{GridGroup, grid_release};
-use dpattn_cuda::{Device, GpuNoise, OutDtype, UniformBits, fill_noise, fill_stream_words};
+use dpattn_cuda::{Device, GpuNoise, OutDtype, Stream, UniformBits, fill_noise, fill_stream_words};
 
 const BYTES: usize = 512 << 20;
 
-fn timed(stream: &Arc<CudaStream>, iters: u64, mut launch: impl FnMut()) -> Duration {
-    let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let start = stream.record_event(flags).expect("event");
-    for _ in 0..iters {
-        launch();
-    }
-    let end = stream.record_event(flags).expect("event");
-    Duration::from_secs_f64(f64::from(start.elapsed_ms(&end).expect("elapsed")) * 1e-3)
+fn timed(stream: &Stream, iters: u64, mut launch: impl FnMut()) -> Duration {
+    stream
+        .time(|| {
+            for _ in 0..iters {
+                launch();
+            }
+        })
+        .expect("events")
 }
 
 fn bench(c: &mut Criterion) {

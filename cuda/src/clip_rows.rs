@@ -40,7 +40,7 @@
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
 //! let host = vec![0.5f32; 8 * 64];
-//! let mut x = stream.clone_htod(&host).map_err(dpattn_cuda::error::driver("upload"))?;
+//! let mut x = stream.clone_htod(&host)?;
 //! let draw = KeyedStream::new(&NoiseKey::generate()?, 9);
 //! // One changed row: Δ = 2C over 64 coordinates; σ = 0.8 = 0.4·Δ.
 //! let spec = GaussianGridSpec { l2_sensitivity: 2.0, dimension: 64, computation_error: 0.0,
@@ -52,9 +52,7 @@
 //! # Ok::<(), dpattn_cuda::Error>(())
 //! ```
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DevicePtrMut, LaunchConfig, PushKernelArg};
 use dpattn_core::NoiseMode;
 use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn_core::sampling::KeyedStream;
@@ -65,6 +63,7 @@ use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::grid_release::{GridGroup, check_window_range, release_status};
 use crate::kernels::KernelSpec;
 use crate::launch::{CLIP_THREADS, RowsPlan};
+use crate::memory::{DeviceBuffer, Stream};
 use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
 
 /// The clip norm `C` and the noise scale `σ` of one release on the unsafe float path.
@@ -174,8 +173,8 @@ pub struct ClipRowsReport {
 #[allow(clippy::too_many_arguments)]
 pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    x: &mut impl DevicePtrMut<T>,
+    stream: &Stream,
+    x: &mut DeviceBuffer<T>,
     rows: usize,
     dim: usize,
     ld: usize,
@@ -184,13 +183,14 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
     first: u64,
 ) -> Result<ClipRowsReport> {
     let len = x.len();
-    crate::noise_fill::in_context("x: a buffer", x.stream(), dev)?;
+    crate::noise_fill::in_context("x: a buffer", x.home_stream(), dev)?;
+    let cs = stream.cuda();
     guarded(|| {
-        let mut status = stream.alloc_zeros::<u32>(2).map_err(driver("allocate status"))?;
+        let mut status = cs.alloc_zeros::<u32>(2).map_err(driver("allocate status"))?;
         {
             let (xp, _sx) = x.device_ptr_mut(stream);
-            let (sp, _ss) = status.device_ptr_mut(stream);
-            // SAFETY: `xp` addresses the `len` elements of a live cudarc buffer of `T`, `sp`
+            let (sp, _ss) = status.device_ptr_mut(cs);
+            // SAFETY: `xp` addresses the `len` elements of a live device buffer of `T`, `sp`
             // the two u32 of `status`; both guards stay alive past the launch.
             unsafe {
                 clip_rows_add_gaussian_unsafe_float_raw(
@@ -209,7 +209,7 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
                 )
             }?;
         }
-        let s = stream.clone_dtoh(&status).map_err(driver("read clip status"))?;
+        let s = cs.clone_dtoh(&status).map_err(driver("read clip status"))?;
         Ok(ClipRowsReport {
             scaled_rows: s[1],
             sanitized_rows: s[0],
@@ -235,7 +235,7 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     x: u64,
     len: usize,
     dtype: FloatDtype,
@@ -249,7 +249,8 @@ pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
 ) -> Result<()> {
     check_device_buffer("x", x, len, dtype.size())?;
     check_device_buffer("status", status, 2, 4)?;
-    in_context("a stream", stream, dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
+    let stream = stream.cuda();
     let plan = RowsPlan::new(rows, dim, ld, len, first, dev.multiprocessors())?;
     let spec = KernelSpec::clip_rows_gaussian(dtype);
     let f = dev.function(&spec)?;
@@ -294,8 +295,8 @@ pub unsafe fn clip_rows_add_gaussian_unsafe_float_raw(
 #[allow(clippy::too_many_arguments)]
 pub fn clip_rows_release_exact<T: FloatElement>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    x: &mut impl DevicePtrMut<T>,
+    stream: &Stream,
+    x: &mut DeviceBuffer<T>,
     rows: usize,
     dim: usize,
     ld: usize,
@@ -305,16 +306,17 @@ pub fn clip_rows_release_exact<T: FloatElement>(
     first: u64,
 ) -> Result<ClipRowsReport> {
     let len = x.len();
-    crate::noise_fill::in_context("x: a buffer", x.stream(), dev)?;
+    crate::noise_fill::in_context("x: a buffer", x.home_stream(), dev)?;
     let group = GridGroup::gaussian(grid);
+    let cs = stream.cuda();
     guarded(|| {
-        let mut counters = stream.alloc_zeros::<u32>(2).map_err(driver("allocate counters"))?;
-        let mut fail = stream.alloc_zeros::<u64>(2).map_err(driver("allocate status"))?;
+        let mut counters = cs.alloc_zeros::<u32>(2).map_err(driver("allocate counters"))?;
+        let mut fail = cs.alloc_zeros::<u64>(2).map_err(driver("allocate status"))?;
         {
             let (xp, _sx) = x.device_ptr_mut(stream);
-            let (cp, _sc) = counters.device_ptr_mut(stream);
-            let (fp, _sf) = fail.device_ptr_mut(stream);
-            // SAFETY: `xp` addresses the `len` elements of a live cudarc buffer of `T`, `cp`
+            let (cp, _sc) = counters.device_ptr_mut(cs);
+            let (fp, _sf) = fail.device_ptr_mut(cs);
+            // SAFETY: `xp` addresses the `len` elements of a live device buffer of `T`, `cp`
             // the two u32 of `counters`, `fp` the two u64 of `fail`; the guards stay alive
             // past the launch.
             unsafe {
@@ -336,8 +338,8 @@ pub fn clip_rows_release_exact<T: FloatElement>(
                 )
             }?;
         }
-        let f = stream.clone_dtoh(&fail).map_err(driver("read release status"))?;
-        let c = stream.clone_dtoh(&counters).map_err(driver("read clip counters"))?;
+        let f = cs.clone_dtoh(&fail).map_err(driver("read release status"))?;
+        let c = cs.clone_dtoh(&counters).map_err(driver("read clip counters"))?;
         release_status([f[0], f[1]])?;
         Ok(ClipRowsReport {
             scaled_rows: c[1],
@@ -368,7 +370,7 @@ pub fn clip_rows_release_exact<T: FloatElement>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn clip_rows_release_exact_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     x: u64,
     len: usize,
     dtype: FloatDtype,
@@ -387,7 +389,8 @@ pub unsafe fn clip_rows_release_exact_raw(
     if fail != 0 {
         check_device_buffer("fail", fail, 2, 8)?;
     }
-    in_context("a stream", stream, dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
+    let stream = stream.cuda();
     let c = ClipRowsParams::new(clip_norm, 0.0)?.clip_norm;
     let plan = RowsPlan::new(rows, dim, ld, len, first, dev.multiprocessors())?;
     check_window_range(first, plan.rows * plan.dim)?;

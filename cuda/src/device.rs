@@ -10,10 +10,14 @@
 //! NVRTC supports it, PTX for the newest older architecture otherwise (the driver JIT
 //! compiles it). A load failure from a driver older than NVRTC's PTX names both versions.
 //!
-//! **Streams.** [`Device::new_stream`] makes an owned stream; [`Device::borrow_stream`]
+//! **Streams.** [`Device::new_stream`] makes an owned [`Stream`]; [`Device::borrow_stream`]
 //! wraps a stream owned by the caller (a C++ engine, PyTorch's current stream) that is never
 //! destroyed here. Every kernel entry point takes the stream to run on and orders nothing
 //! else: the caller's stream orders the work.
+//!
+//! **Current context.** [`Device::make_current`] binds the primary context to the calling
+//! thread for code that calls the driver itself (the C ABI), and puts the thread's previous
+//! context back when its guard drops.
 //!
 //! ```no_run
 //! use dpattn_cuda::Device;
@@ -23,13 +27,17 @@
 //! ```
 
 use std::collections::HashMap;
+use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, sys};
+use cudarc::driver::result::ctx;
+use cudarc::driver::{CudaContext, CudaFunction, sys};
 
 use crate::compile::{self, CodeForm};
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::KernelSpec;
+use crate::memory::Stream;
 use crate::probe::{Availability, probe};
 
 /// A CUDA device (its primary context) with a kernel cache.
@@ -115,7 +123,7 @@ impl Device {
     }
 
     /// The cudarc context (the device's primary context).
-    pub fn context(&self) -> &Arc<CudaContext> {
+    pub(crate) fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }
 
@@ -123,8 +131,8 @@ impl Device {
     ///
     /// # Errors
     /// [`Error::Driver`] if the driver cannot create it.
-    pub fn new_stream(&self) -> Result<Arc<CudaStream>> {
-        guarded(|| self.ctx.new_stream().map_err(driver("create stream")))
+    pub fn new_stream(&self) -> Result<Stream> {
+        guarded(|| self.ctx.new_stream().map_err(driver("create stream"))).map(Stream::new)
     }
 
     /// Wraps a stream the caller owns (a `CUstream`/`cudaStream_t`, NULL for the legacy
@@ -133,10 +141,37 @@ impl Device {
     /// # Safety
     /// `raw` must be a valid stream of this device's primary context (or NULL) and stay
     /// alive while the wrapper, or work queued through it, is in use.
-    pub unsafe fn borrow_stream(&self, raw: sys::CUstream) -> Arc<CudaStream> {
+    pub unsafe fn borrow_stream(&self, raw: *mut c_void) -> Stream {
         // SAFETY: forwarded to the caller (a live stream of this context); cudarc marks the
         // wrapper as not owned, so drop never destroys it.
-        unsafe { self.ctx.wrap_borrowed_stream(raw) }
+        Stream::new(unsafe { self.ctx.wrap_borrowed_stream(raw.cast::<sys::CUstream_st>()) })
+    }
+
+    /// Waits until all work queued in this device's primary context has completed, on
+    /// every stream (the legacy default stream included). Leaves the primary context
+    /// current on the calling thread.
+    ///
+    /// # Errors
+    /// [`Error::Driver`], including an earlier asynchronous error of the context.
+    pub fn synchronize(&self) -> Result<()> {
+        guarded(|| self.ctx.synchronize().map_err(driver("synchronize the device")))
+    }
+
+    /// Makes this device's primary context current on the calling thread until the
+    /// returned guard drops, which makes the thread's previous current context (or none)
+    /// current again. For code that calls the CUDA driver or runtime itself on this
+    /// device; this crate's entry points bind the context they need on their own.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] if the driver cannot read the current context or bind this one
+    /// (after a failed bind, the previous context is already back when this returns).
+    pub fn make_current(&self) -> Result<CurrentContext<'_>> {
+        let previous = guarded(|| ctx::get_current().map_err(driver("read the current context")))?;
+        let guard = CurrentContext { previous, _device: PhantomData };
+        guarded(|| {
+            self.ctx.bind_to_thread().map_err(driver("make the device's primary context current"))
+        })?;
+        Ok(guard)
     }
 
     /// The compiled function of `spec`, from the cache or compiled and loaded now.
@@ -190,5 +225,27 @@ impl Device {
     /// Raises any error the driver recorded asynchronously (e.g. a failed free in a `Drop`).
     pub(crate) fn check(&self) -> Result<()> {
         guarded(|| self.ctx.check_err().map_err(driver("deferred driver error")))
+    }
+}
+
+/// A device's primary context made current on this thread by [`Device::make_current`];
+/// dropping it makes the thread's previous current context (or none) current again. Tied
+/// to the thread that made it (neither `Send` nor `Sync`).
+#[must_use = "dropping the guard at once restores the previous context"]
+#[derive(Debug)]
+pub struct CurrentContext<'a> {
+    /// The context that was current before, `None` for none.
+    previous: Option<sys::CUcontext>,
+    /// Borrows the device; the raw pointer makes the guard `!Send` and `!Sync`.
+    _device: PhantomData<(&'a Device, *const ())>,
+}
+
+impl Drop for CurrentContext<'_> {
+    fn drop(&mut self) {
+        let previous = self.previous.unwrap_or(std::ptr::null_mut());
+        // SAFETY: `previous` was current on this thread when the guard was made (or NULL,
+        // which unbinds), and the guard cannot leave the thread; dpattn never destroys a
+        // context, so it is as valid as it was then.
+        let _ = unsafe { ctx::set_current(previous) };
     }
 }

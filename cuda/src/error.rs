@@ -123,7 +123,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Converts a driver error into [`Error::Driver`], naming the operation (`during`), with
 /// the driver's `CUDA_ERROR_…` name and description.
-pub fn driver(during: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
+pub(crate) fn driver(
+    during: impl Into<String>,
+) -> impl FnOnce(cudarc::driver::DriverError) -> Error {
     let during = during.into();
     move |e| Error::Driver {
         during,

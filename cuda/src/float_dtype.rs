@@ -1,7 +1,7 @@
 //! `f32` or `f64` device buffers: the element types of the kernels that compute in `f64`
 //! and read or write either precision (clip rows, Gaussian-sampling attention).
 
-use cudarc::driver::DeviceRepr;
+use crate::memory::DeviceElement;
 
 /// Element type of a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -33,7 +33,7 @@ impl FloatDtype {
 }
 
 /// `f32` or `f64`, with its [`FloatDtype`].
-pub trait FloatElement: DeviceRepr + sealed::Sealed {
+pub trait FloatElement: DeviceElement + sealed::Sealed {
     /// The matching [`FloatDtype`].
     const DTYPE: FloatDtype;
 }

@@ -37,18 +37,14 @@
 //! let spec = GaussianGridSpec { l2_sensitivity: 1.0, dimension: 64, computation_error: 0.0,
 //!     value_bound: 4.0, format: GridFormat::F32 };
 //! let grid = GaussianGrid::calibrate(&spec, 3.0)?;
-//! let mut x = stream.clone_htod(&[0.25f32; 64]).map_err(dpattn_cuda::error::driver("upload"))?;
+//! let mut x = stream.clone_htod(&[0.25f32; 64])?;
 //! let draw = KeyedStream::new(&NoiseKey::generate()?, 0);
 //! let layout = Layout4::contiguous([1, 1, 1, 64])?;
 //! grid_release(&dev, &stream, &mut x, layout, &[GridGroup::gaussian(&grid)], 64, &draw, 0)?;
 //! # Ok::<(), dpattn_cuda::Error>(())
 //! ```
 
-use std::sync::Arc;
-
-use cudarc::driver::{
-    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use dpattn_core::Error as CoreError;
 use dpattn_core::Layout4;
 use dpattn_core::grid_release::{GaussianGrid, Grid, GridFormat};
@@ -59,6 +55,7 @@ use crate::error::{Result, driver, guarded};
 use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::kernels::KernelSpec;
 use crate::launch::grid_for;
+use crate::memory::{DeviceBuffer, Stream};
 use crate::noise_fill::{GpuKey, check_device_buffer, in_context};
 
 /// Threads per block of `dp_grid_release` (`DP_GRID_THREADS`).
@@ -311,8 +308,8 @@ pub fn release_status(status: [u64; 2]) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 pub fn grid_release<T: FloatElement>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    x: &mut impl DevicePtrMut<T>,
+    stream: &Stream,
+    x: &mut DeviceBuffer<T>,
     layout: Layout4,
     groups: &[GridGroup],
     group_len: u64,
@@ -320,13 +317,14 @@ pub fn grid_release<T: FloatElement>(
     first: u64,
 ) -> Result<()> {
     let len = x.len();
-    in_context("x: a buffer", x.stream(), dev)?;
+    in_context("x: a buffer", x.home_stream(), dev)?;
+    let cs = stream.cuda();
     guarded(|| {
-        let mut status = stream.alloc_zeros::<u64>(2).map_err(driver("allocate status"))?;
+        let mut status = cs.alloc_zeros::<u64>(2).map_err(driver("allocate status"))?;
         {
             let (xp, _sx) = x.device_ptr_mut(stream);
-            let (sp, _ss) = status.device_ptr_mut(stream);
-            // SAFETY: `xp` addresses the `len` elements of a live cudarc buffer of `T`, `sp`
+            let (sp, _ss) = status.device_ptr_mut(cs);
+            // SAFETY: `xp` addresses the `len` elements of a live device buffer of `T`, `sp`
             // the two u64 of `status`; both guards stay alive past the launch.
             unsafe {
                 grid_release_raw(
@@ -345,7 +343,7 @@ pub fn grid_release<T: FloatElement>(
                 )
             }?;
         }
-        let s = stream.clone_dtoh(&status).map_err(driver("read release status"))?;
+        let s = cs.clone_dtoh(&status).map_err(driver("read release status"))?;
         release_status([s[0], s[1]])
     })
 }
@@ -370,7 +368,7 @@ pub fn grid_release<T: FloatElement>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn grid_release_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     x: u64,
     len: usize,
     dtype: FloatDtype,
@@ -384,7 +382,8 @@ pub unsafe fn grid_release_raw(
 ) -> Result<()> {
     check_device_buffer("x", x, len, dtype.size())?;
     check_device_buffer("status", status, 2, 8)?;
-    in_context("a stream", stream, dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
+    let stream = stream.cuda();
     let plan =
         GridReleasePlan::new(layout, len, groups.len(), group_len, first, dev.multiprocessors())?;
     if src != 0 {

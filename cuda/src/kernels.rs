@@ -64,7 +64,7 @@ pub enum KernelModule {
     FlashAttentionF32,
     /// `clamp_rows.cu`: `dp_clamp_rows`.
     ClampRows,
-    /// `gaussian_sampling.cu`: the kernels of [`crate::gaussian_sampling`].
+    /// `gaussian_sampling.cu`: the kernels of [`crate::gaussian_sampling_attention`].
     GaussianSampling,
 }
 
@@ -227,6 +227,6 @@ pub fn all_variants() -> Vec<KernelSpec> {
     }
     v.extend(crate::attention::variants());
     v.extend(crate::output_perturbation::variants());
-    v.extend(crate::gaussian_sampling::variants());
+    v.extend(crate::gaussian_sampling_attention::variants());
     v
 }

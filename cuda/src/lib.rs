@@ -9,13 +9,15 @@
 //! * [`kernels`]: the `.cu` sources (embedded) and their variants; [`compile`]: NVRTC to
 //!   CUBIN or PTX with the compile log in errors; [`launch`]: launch-configuration math.
 //! * [`Device`]: the device's primary context, a module cache per (device, architecture,
-//!   variant), owned and borrowed streams.
+//!   variant), owned and borrowed streams; [`memory`]: [`Stream`] and [`DeviceBuffer`],
+//!   this crate's own wrappers of cudarc's stream and slice (cudarc is not part of the
+//!   API).
 //! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`mod@grid_release`]
 //!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
 //!   float noise), [`attention`] (fused flash-style noisy
 //!   attention, tensor cores for bf16/f16), [`output_perturbation`] (output-perturbation DP
-//!   cross-attention through the fused kernel) and [`gaussian_sampling`] (paper 000's
+//!   cross-attention through the fused kernel) and [`gaussian_sampling_attention`] (paper 000's
 //!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
 //!   release).
 //!
@@ -35,10 +37,11 @@ pub mod compile;
 pub mod device;
 pub mod error;
 pub mod float_dtype;
-pub mod gaussian_sampling;
+pub mod gaussian_sampling_attention;
 pub mod grid_release;
 pub mod kernels;
 pub mod launch;
+pub mod memory;
 pub mod noise_fill;
 pub mod output_perturbation;
 pub mod probe;
@@ -47,19 +50,17 @@ pub use clip_rows::{
     ClipRowsParams, ClipRowsReport, clip_rows_add_gaussian_unsafe_float,
     clip_rows_add_gaussian_unsafe_float_raw, clip_rows_release_exact, clip_rows_release_exact_raw,
 };
-pub use device::Device;
+pub use device::{CurrentContext, Device};
 pub use error::{Error, Result};
 pub use float_dtype::{FloatDtype, FloatElement};
-pub use gaussian_sampling::{
+pub use gaussian_sampling_attention::{
     SamplingPlan, gaussian_sampling_attention, gaussian_sampling_attention_keyed,
     gaussian_sampling_attention_raw, gaussian_sampling_attention_workspace_len,
 };
 pub use grid_release::{GridGroup, grid_release, grid_release_raw};
+pub use memory::{DeviceBuffer, DeviceElement, DevicePtrGuard, Stream};
 pub use noise_fill::{
     GpuNoise, GpuSampler, NoiseElement, OutDtype, UniformBits, fill_noise, fill_noise_raw,
     fill_stream_words, fill_stream_words_raw,
 };
 pub use probe::{Availability, available, nvrtc_present, probe};
-
-/// The cudarc version this crate is built on, re-exported for buffers and streams.
-pub use cudarc;

@@ -28,7 +28,7 @@
 //! use dpattn_cuda::{Device, GpuNoise, OutDtype, UniformBits, fill_noise};
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
-//! let mut out = stream.alloc_zeros::<f32>(1 << 20).map_err(|e| dpattn_cuda::Error::Panicked(format!("{e:?}")))?;
+//! let mut out = stream.alloc_zeros::<f32>(1 << 20)?;
 //! let draw = KeyedStream::new(&NoiseKey::generate()?, 1);
 //! let noise = GpuNoise::Gaussian(Gaussian::new(2.0)?);
 //! fill_noise(&dev, &stream, &mut out, OutDtype::F32, noise, UniformBits::B53, &draw, 0)?;
@@ -37,13 +37,14 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use dpattn_core::sampling::{Exponential, Gaussian, KeyedStream, Laplace};
 
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::KernelSpec;
 use crate::launch::{FILL_THREADS, FillPlan};
+use crate::memory::{DeviceBuffer, DeviceElement, Stream};
 
 /// Which fixed-word sampler a kernel variant computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,7 +153,7 @@ impl OutDtype {
 
 /// Host element types a typed device buffer may hold for a given [`OutDtype`]: `f32`,
 /// `f64`, and `u16` for bf16/f16 bits.
-pub trait NoiseElement: DeviceRepr + sealed::Sealed {
+pub trait NoiseElement: DeviceElement + sealed::Sealed {
     /// Whether a buffer of `Self` can receive `dtype`.
     fn holds(dtype: OutDtype) -> bool;
 }
@@ -197,10 +198,7 @@ impl GpuKey {
     }
 }
 
-/// Fills `out` (a cudarc buffer or view on `dev`) with elements `first ..` of the draw.
-///
-/// `out` is trusted to describe its own memory (`len()` and the pointer): cudarc's slices and
-/// views do; a hand-written `DevicePtrMut` that lies about its length is the caller's bug.
+/// Fills `out` (a buffer on `dev`) with elements `first ..` of the draw.
 ///
 /// # Errors
 /// [`Error::Unsupported`] when `T` cannot hold `dtype`; [`Error::Core`] for an empty buffer,
@@ -209,8 +207,8 @@ impl GpuKey {
 #[allow(clippy::too_many_arguments)]
 pub fn fill_noise<T: NoiseElement>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    out: &mut impl DevicePtrMut<T>,
+    stream: &Stream,
+    out: &mut DeviceBuffer<T>,
     dtype: OutDtype,
     noise: GpuNoise,
     bits: UniformBits,
@@ -223,10 +221,10 @@ pub fn fill_noise<T: NoiseElement>(
         });
     }
     let len = out.len();
-    in_context("out: a buffer", out.stream(), dev)?;
+    in_context("out: a buffer", out.home_stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
-        // SAFETY: `ptr` addresses `len` elements of `T` (a live cudarc buffer), and `T`
+        // SAFETY: `ptr` addresses `len` elements of `T` (a live device buffer), and `T`
         // holds `dtype` (checked above), so the kernel writes exactly that buffer; `_sync`
         // records the write on `stream` when it drops after the launch.
         unsafe { fill_noise_raw(dev, stream, ptr, len, dtype, noise, bits, draw, first) }
@@ -247,7 +245,7 @@ pub fn fill_noise<T: NoiseElement>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn fill_noise_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     ptr: u64,
     len: usize,
     dtype: OutDtype,
@@ -257,13 +255,13 @@ pub unsafe fn fill_noise_raw(
     first: u64,
 ) -> Result<()> {
     check_device_buffer("out", ptr, len, dtype.size())?;
-    in_context("a stream", stream, dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
     check_largest_draw(noise, bits, dtype)?;
     let plan = FillPlan::new(len as u64, first, bits.elements_per_block(), dev.multiprocessors())?;
     let (sampler, p) = noise.sampler_and_param();
     launch_fill(
         dev,
-        stream,
+        stream.cuda(),
         &KernelSpec::noise_fill(sampler, bits, dtype),
         ptr,
         len as u64,
@@ -313,16 +311,16 @@ fn check_largest_draw(noise: GpuNoise, bits: UniformBits, dtype: OutDtype) -> Re
 /// [`Error::Core`] for an empty buffer or words past `2^68`; launch errors.
 pub fn fill_stream_words(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    out: &mut impl DevicePtrMut<u32>,
+    stream: &Stream,
+    out: &mut DeviceBuffer<u32>,
     draw: &KeyedStream,
     first_word: u128,
 ) -> Result<()> {
     let len = out.len();
-    in_context("out: a buffer", out.stream(), dev)?;
+    in_context("out: a buffer", out.home_stream(), dev)?;
     guarded(|| {
         let (ptr, _sync) = out.device_ptr_mut(stream);
-        // SAFETY: `ptr` addresses the `len` u32 of a live cudarc buffer on this device.
+        // SAFETY: `ptr` addresses the `len` u32 of a live device buffer on this device.
         unsafe { fill_stream_words_raw(dev, stream, ptr, len, draw, first_word) }
     })
 }
@@ -336,16 +334,16 @@ pub fn fill_stream_words(
 /// As [`fill_stream_words`], plus null/misaligned pointers.
 pub unsafe fn fill_stream_words_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     ptr: u64,
     len: usize,
     draw: &KeyedStream,
     first_word: u128,
 ) -> Result<()> {
     check_device_buffer("out", ptr, len, 4)?;
-    in_context("a stream", stream, dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
     let plan = FillPlan::words(len as u64, first_word, dev.multiprocessors())?;
-    launch_fill(dev, stream, &KernelSpec::stream_words(), ptr, len as u64, plan, draw, 0.0)
+    launch_fill(dev, stream.cuda(), &KernelSpec::stream_words(), ptr, len as u64, plan, draw, 0.0)
 }
 
 #[allow(clippy::too_many_arguments)]

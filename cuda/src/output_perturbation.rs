@@ -66,6 +66,7 @@ use crate::float_dtype::FloatDtype;
 use crate::grid_release::{GridGroup, grid_release_raw};
 use crate::kernels::{KernelModule, KernelSpec};
 use crate::launch::grid_for;
+use crate::memory::Stream;
 use crate::noise_fill::check_device_buffer;
 
 /// The computation-error model of the GPU's `f64` attention (`flash_attention_f32.cu` with
@@ -205,7 +206,7 @@ pub fn exact_workspace_len(k_shape: [usize; 4], q_shape: [usize; 4]) -> Result<u
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output_perturbation_attention_raw<const N: usize>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     dtype: AttnDtype,
     out: GpuTensor,
     q: GpuTensor,
@@ -250,7 +251,7 @@ pub unsafe fn output_perturbation_attention_raw<const N: usize>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn output_perturbation_attention_raw_keyed(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     dtype: AttnDtype,
     out: GpuTensor,
     q: GpuTensor,
@@ -296,7 +297,7 @@ pub unsafe fn output_perturbation_attention_raw_keyed(
     }
     let [batch, heads, s_q, d] = q.shape;
     let s_k = k.shape[2];
-    let qhost = read_queries(dev, stream, dtype, &q)?;
+    let qhost = read_queries(dev, stream.cuda(), dtype, &q)?;
     let qview = BatchedRef::new(&qhost, Layout4::new(q.shape, q.strides)?)?;
     let (calibrated, groups) = if exact {
         let f = GridFormat::F32;
@@ -317,8 +318,8 @@ pub unsafe fn output_perturbation_attention_raw_keyed(
     let half = workspace_len(dtype, k.shape)? as u64 / 2;
     let kc = GpuTensor::contiguous(workspace, k.shape)?;
     let vc = GpuTensor::contiguous(workspace + half, v.shape)?;
-    clamp(dev, stream, dtype, &k, kc.ptr, params.key_norm)?;
-    clamp(dev, stream, dtype, &v, vc.ptr, params.value_norm)?;
+    clamp(dev, stream.cuda(), dtype, &k, kc.ptr, params.key_norm)?;
+    clamp(dev, stream.cuda(), dtype, &v, vc.ptr, params.value_norm)?;
     if exact {
         let noiseless = GpuTensor::contiguous(workspace + 2 * half, q.shape)?;
         let status = workspace + need as u64 - 16;

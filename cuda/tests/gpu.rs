@@ -12,24 +12,24 @@ use dpattn_core::dp_forward::{ClipMode, ClipRegion, clip_hidden};
 use dpattn_core::sampling::{
     Exponential, FixedWordSampler, Gaussian, KeyedStream, Laplace, NoiseFloat, NoiseKey, Uniform,
 };
-use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use dpattn_cuda::{
-    ClipRowsParams, Device, Error, GpuNoise, OutDtype, UniformBits,
-    clip_rows_add_gaussian_unsafe_float, fill_noise, fill_noise_raw, fill_stream_words,
+    ClipRowsParams, Device, DeviceBuffer, DeviceElement, Error, GpuNoise, OutDtype, Stream,
+    UniformBits, clip_rows_add_gaussian_unsafe_float, fill_noise, fill_noise_raw,
+    fill_stream_words,
 };
 
-fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+fn gpu() -> (Arc<Device>, Stream) {
     let dev = Device::get(0)
         .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
     let stream = dev.new_stream().unwrap();
     (dev, stream)
 }
 
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(s: &Arc<CudaStream>, n: usize) -> CudaSlice<T> {
+fn zeros<T: DeviceElement>(s: &Stream, n: usize) -> DeviceBuffer<T> {
     s.alloc_zeros::<T>(n).unwrap()
 }
 
-fn host<T: DeviceRepr + Default + Clone>(s: &Arc<CudaStream>, d: &CudaSlice<T>) -> Vec<T> {
+fn host<T: DeviceElement>(s: &Stream, d: &DeviceBuffer<T>) -> Vec<T> {
     s.clone_dtoh(d).unwrap()
 }
 
@@ -224,9 +224,11 @@ fn gaussian_and_laplace_output_have_the_right_distribution() {
 #[test]
 #[ignore = "needs a CUDA GPU and libnvrtc; scripts/gpu-test.sh runs it"]
 fn external_memory_and_a_foreign_stream_are_used_not_owned() {
-    use dpattn_cuda::cudarc::driver::result;
+    // The engine's side calls the driver directly (through cudarc, this crate's own
+    // dependency; dpattn-cuda's API has no raw allocation).
+    use cudarc::driver::result;
     let (dev, _) = gpu();
-    dev.context().bind_to_thread().unwrap();
+    let _current = dev.make_current().unwrap();
     let n = 10_000usize;
     // A stream and a buffer made with the raw driver API, as a C++ engine would.
     let raw_stream = result::stream::create(result::stream::StreamKind::NonBlocking).unwrap();
@@ -234,7 +236,7 @@ fn external_memory_and_a_foreign_stream_are_used_not_owned() {
     let ptr = unsafe { result::malloc_sync(n * 4) }.unwrap();
     {
         // SAFETY: `raw_stream` is a live stream of this context, kept alive below.
-        let borrowed = unsafe { dev.borrow_stream(raw_stream) };
+        let borrowed = unsafe { dev.borrow_stream(raw_stream.cast()) };
         let draw = KeyedStream::new(&key(6), 9);
         let noise = S::L(1.0).gpu();
         // SAFETY: `ptr` holds n f32 on this device, used by nothing else until we sync.

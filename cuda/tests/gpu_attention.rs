@@ -12,11 +12,10 @@ use std::sync::Arc;
 use dpattn_core::attention::attention_scratch_len;
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn_core::{BatchedMut, BatchedRef, NoiseMode, Scale, ScoreFn};
-use dpattn_cuda::Device;
 use dpattn_cuda::attention::{AttnDtype, GpuTensor, noisy_attention_raw};
-use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use dpattn_cuda::{Device, DeviceBuffer, Stream};
 
-fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+fn gpu() -> (Arc<Device>, Stream) {
     let dev = Device::get(0)
         .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
     let stream = dev.new_stream().unwrap();
@@ -34,7 +33,8 @@ fn run_gpu(c: &Case, q: &[u8], k: &[u8], v: &[u8], key: &NoiseKey, bshd: bool) -
     let [b, h, sq, d] = c.shape;
     let size = c.dtype.size();
     let up = |x: &[u8]| s.clone_htod(x).unwrap();
-    let (qd, kd, vd): (CudaSlice<u8>, CudaSlice<u8>, CudaSlice<u8>) = (up(q), up(k), up(v));
+    let (qd, kd, vd): (DeviceBuffer<u8>, DeviceBuffer<u8>, DeviceBuffer<u8>) =
+        (up(q), up(k), up(v));
     // All-ones bytes are NaN in every dtype: an element the kernel does not write shows.
     let mut od = up(&vec![0xffu8; b * h * sq * d * size]);
     let tensor = |ptr: u64, seq: usize| support::tensor(c, ptr, seq, bshd);

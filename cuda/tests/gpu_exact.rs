@@ -14,12 +14,13 @@ use dpattn_core::dp_forward::{ClipMode, ClipRegion, clip_hidden};
 use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
 use dpattn_core::sampling::{KeyedStream, NoiseKey};
 use dpattn_core::{Error as CoreError, Layout4, MatMut, NoiseMode};
-use dpattn_cuda::cudarc::driver::{CudaSlice, CudaStream};
 use dpattn_cuda::grid_release::{GridGroup, grid_release};
 use dpattn_cuda::launch::set_grid_cap_for_tests;
-use dpattn_cuda::{ClipRowsParams, Device, Error, FloatDtype, clip_rows_release_exact};
+use dpattn_cuda::{
+    ClipRowsParams, Device, DeviceBuffer, Error, FloatDtype, Stream, clip_rows_release_exact,
+};
 
-fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+fn gpu() -> (Arc<Device>, Stream) {
     let dev = Device::get(0)
         .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
     let stream = dev.new_stream().unwrap();
@@ -83,7 +84,7 @@ fn offset(l: &Layout4, i: usize) -> usize {
 /// checks that nothing outside the tensor was written.
 fn check_release(
     dev: &Device,
-    s: &Arc<CudaStream>,
+    s: &Stream,
     layout: Layout4,
     len: usize,
     grids: &[GaussianGrid],
@@ -107,7 +108,7 @@ fn check_release(
         for (i, &v) in logical.iter().enumerate() {
             buf[offset(&layout, i)] = v as f32;
         }
-        let mut d: CudaSlice<f32> = s.clone_htod(&buf).unwrap();
+        let mut d: DeviceBuffer<f32> = s.clone_htod(&buf).unwrap();
         grid_release(dev, s, &mut d, layout, &groups, group_len as u64, &draw, first).unwrap();
         let out = s.clone_dtoh(&d).unwrap();
         let written = out.iter().filter(|v| !v.is_nan()).count();
@@ -118,7 +119,7 @@ fn check_release(
         for (i, &v) in logical.iter().enumerate() {
             buf[offset(&layout, i)] = v;
         }
-        let mut d: CudaSlice<f64> = s.clone_htod(&buf).unwrap();
+        let mut d: DeviceBuffer<f64> = s.clone_htod(&buf).unwrap();
         grid_release(dev, s, &mut d, layout, &groups, group_len as u64, &draw, first).unwrap();
         let out = s.clone_dtoh(&d).unwrap();
         let written = out.iter().filter(|v| !v.is_nan()).count();

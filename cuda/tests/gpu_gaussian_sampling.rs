@@ -21,14 +21,13 @@ use dpattn_core::gaussian_sampling_attention::{
 };
 use dpattn_core::sampling::NoiseKey;
 use dpattn_core::{Element, Layout4, ScoreFn};
-use dpattn_cuda::cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
-use dpattn_cuda::gaussian_sampling::{
+use dpattn_cuda::gaussian_sampling_attention::{
     STATUS_CLEAN, SamplingPlan, gaussian_sampling_attention_keyed, gaussian_sampling_attention_raw,
     gaussian_sampling_attention_workspace_len,
 };
-use dpattn_cuda::{Device, Error, FloatDtype, FloatElement};
+use dpattn_cuda::{Device, Error, FloatDtype, FloatElement, Stream};
 
-fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
+fn gpu() -> (Arc<Device>, Stream) {
     let dev = Device::get(0)
         .unwrap_or_else(|e| panic!("GPU test on a machine without a usable GPU: {e}"));
     let stream = dev.new_stream().unwrap();
@@ -38,7 +37,7 @@ fn gpu() -> (Arc<Device>, Arc<CudaStream>) {
 #[allow(clippy::too_many_arguments)]
 fn gpu_release<T: FloatElement>(
     dev: &Device,
-    s: &Arc<CudaStream>,
+    s: &Stream,
     x: &[T],
     layout: Layout4,
     params: &GaussianSamplingParams,
@@ -68,7 +67,7 @@ fn gpu_release<T: FloatElement>(
 
 fn check_case<T: FloatElement + Element + From<f32>>(
     dev: &Device,
-    s: &Arc<CudaStream>,
+    s: &Stream,
     shape: [usize; 4],
     k: u64,
     score: ScoreFn,
@@ -156,7 +155,7 @@ fn raw_entry_point_runs_on_caller_memory_and_a_borrowed_stream() {
 
     let owner = dev.new_stream().unwrap();
     // SAFETY: `owner` is a live stream of this device's primary context and outlives `borrowed`.
-    let borrowed = unsafe { dev.borrow_stream(owner.cu_stream()) };
+    let borrowed = unsafe { dev.borrow_stream(owner.as_raw()) };
     let len = batch * heads * n * n;
     let ws_len = gaussian_sampling_attention_workspace_len(shape, params.k).unwrap();
     let xd = owner.clone_htod(&x).unwrap();

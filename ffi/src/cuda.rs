@@ -12,23 +12,20 @@
 //!   `DPATTN_STATUS_CUDA_UNAVAILABLE` when there is no driver, no NVRTC, no device or not
 //!   the device asked for.
 //! * The library links no CUDA library: the driver and NVRTC are loaded at run time
-//!   (cudarc's dynamic loading), so the same `libdpattn_ffi` runs on machines with and
-//!   without a GPU.
+//!   (`dpattn-cuda`'s dynamic loading), so the same `libdpattn_ffi` runs on machines with
+//!   and without a GPU.
 //! * The calling thread's current CUDA context is left as it was: the device's primary
 //!   context (the one the CUDA runtime and PyTorch use) is made current for the call and the
-//!   previous one restored on return.
+//!   previous one restored on return ([`Device::make_current`]).
 
 use std::ffi::c_void;
-use std::sync::Arc;
 
 use dpattn_core::Error as CoreError;
 use dpattn_core::sampling::{Exponential, Gaussian, KeyedStream, Laplace};
-use dpattn_cuda::cudarc::driver::result::{DriverError, ctx};
-use dpattn_cuda::cudarc::driver::{CudaStream, sys};
 use dpattn_cuda::launch::{FillPlan, RowsPlan};
 use dpattn_cuda::{
     Availability, ClipRowsParams, Device, FloatDtype, GpuNoise, GpuSampler, GridGroup, OutDtype,
-    UniformBits,
+    Stream, UniformBits,
 };
 
 use dpattn_core::noisy_attention::NoiseSpec;
@@ -151,23 +148,6 @@ fn device_buffer(
     }
 }
 
-fn driver_error(during: &str) -> impl FnOnce(DriverError) -> FfiError {
-    let driver = dpattn_cuda::error::driver(during);
-    move |e| FfiError::Cuda(driver(e))
-}
-
-/// Puts the thread's previous current context back when dropped.
-struct RestoreContext(Option<sys::CUcontext>);
-
-impl Drop for RestoreContext {
-    fn drop(&mut self) {
-        let previous = self.0.unwrap_or(std::ptr::null_mut());
-        // SAFETY: `previous` was current on this thread when the call began (or NULL, which
-        // unbinds); dpattn never destroys a context, so it is as valid as it was then.
-        let _ = unsafe { ctx::set_current(previous) };
-    }
-}
-
 /// Opens device `ordinal`, makes its primary context current for the duration of `f`
 /// (restoring the thread's previous context afterwards) and runs `f` on the caller's stream.
 ///
@@ -177,17 +157,13 @@ impl Drop for RestoreContext {
 unsafe fn on_device(
     ordinal: usize,
     cu_stream: *mut c_void,
-    f: impl FnOnce(&Device, &Arc<CudaStream>) -> dpattn_cuda::Result<()>,
+    f: impl FnOnce(&Device, &Stream) -> dpattn_cuda::Result<()>,
 ) -> Result<(), FfiError> {
     let dev = Device::get(ordinal)?;
-    let previous = ctx::get_current().map_err(driver_error("read the current context"))?;
-    let _restore = RestoreContext(previous);
-    dev.context()
-        .bind_to_thread()
-        .map_err(driver_error("make the device's primary context current"))?;
+    let _current = dev.make_current()?;
     // SAFETY: forwarded caller contract (NULL is the legacy default stream); the wrapper
     // is not owned, so dropping it destroys nothing.
-    let stream = unsafe { dev.borrow_stream(cu_stream.cast::<sys::CUstream_st>()) };
+    let stream = unsafe { dev.borrow_stream(cu_stream) };
     f(&dev, &stream)?;
     Ok(())
 }
@@ -1022,9 +998,9 @@ mod tests {
     mod gpu {
         use super::*;
         use dpattn_core::sampling::{FixedWordSampler, NoiseKey, Uniform};
-        use dpattn_cuda::cudarc::driver::DevicePtrMut;
+        use std::sync::Arc;
 
-        fn dev() -> (Arc<Device>, Arc<CudaStream>) {
+        fn dev() -> (Arc<Device>, Stream) {
             let dev = Device::get(0).expect("device 0");
             let stream = dev.new_stream().expect("stream");
             (dev, stream)
@@ -1034,12 +1010,12 @@ mod tests {
             KeyedStream::new(&NoiseKey::for_replay(KEY.bytes), s)
         }
 
-        fn raw(s: &CudaStream) -> *mut c_void {
-            s.cu_stream().cast()
+        fn raw(s: &Stream) -> *mut c_void {
+            s.as_raw()
         }
 
         pub(super) fn fill_noise_equals_the_cpu() {
-            let (_dev, stream) = dev();
+            let (dev, stream) = dev();
             let n = 1037usize;
             let first = 13u64;
             let cases: [(u32, f64, GpuNoiseCpu); 4] = [
@@ -1104,8 +1080,8 @@ mod tests {
                     };
                     assert_eq!(st, dpattn_status::Ok, "{}", last_error_string());
                 }
-                // SAFETY: FFI call with no arguments; waits for the legacy default stream.
-                unsafe { sys::cuCtxSynchronize() }.result().expect("sync");
+                // Waits for the legacy default stream.
+                dev.synchronize().expect("sync");
                 let got = stream.clone_dtoh(&d64).expect("copy back");
                 let mut want = vec![0f64; n];
                 cpu.fill(&draw(6), first, &mut want);

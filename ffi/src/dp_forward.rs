@@ -909,7 +909,7 @@ pub unsafe extern "C" fn dpattn_dp_forward_mvg_iid_std(
 ) -> dpattn_status {
     ffi_status(|| {
         let out = Out::new(out_std, "out_std")?;
-        let s = dpf::mvg_iid_std(epsilon, delta, n, d, s2, gamma)?;
+        let s = dpattn_paper::dp_forward::mvg_iid_std(epsilon, delta, n, d, s2, gamma)?;
         // SAFETY: checked non-NULL; writable per the caller's contract.
         unsafe { out.write(s) };
         Ok(())

@@ -35,7 +35,7 @@ mod boundary;
 mod calibration;
 mod cuda;
 mod dp_forward;
-mod gaussian_sampling;
+mod gaussian_sampling_attention;
 mod handle;
 mod last_error;
 mod layout;
@@ -66,7 +66,7 @@ pub use attention::{
 #[cfg(feature = "panic-test")]
 pub use boundary::dpattn_test_panic;
 pub use dp_forward::*;
-pub use gaussian_sampling::*;
+pub use gaussian_sampling_attention::*;
 pub use handle::dpattn_live_handle_count;
 pub use last_error::{dpattn_last_error_message, dpattn_last_error_private_detail};
 pub use layout::dpattn_layout4_required_len;

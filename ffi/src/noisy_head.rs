@@ -13,9 +13,11 @@ use std::ffi::c_void;
 
 use dpattn_core::noisy_head::{
     self as nh, Accounting, Features, Form, GForm, NoisyHeadParams, Prompts, Radii, RidgeSolver,
-    presets, schedule,
+    schedule,
 };
 use dpattn_core::{Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
+// The presets and the simulation helpers are reproduction tools (crate `dpattn-paper`).
+use dpattn_paper::noisy_head::{self as paper, presets};
 
 use crate::args::{Buffers, Out, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, unknown};
@@ -1267,7 +1269,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_generate_prompts(
                 slice_mut(query_y, query_y_len, "query_y")?,
             )
         };
-        nh::generate_prompts(n, l, d, tau, &key, stream, first, a, b, c, e)?;
+        paper::generate_prompts(n, l, d, tau, &key, stream, first, a, b, c, e)?;
         Ok(())
     })
 }
@@ -1296,7 +1298,7 @@ pub unsafe extern "C" fn dpattn_noisy_head_random_start(
         }
         // SAFETY: forwarded caller contract; the only written buffer.
         let o = unsafe { slice_mut(out, out_len, "out") }?;
-        nh::random_start(o, c0, &key, stream)?;
+        paper::random_start(o, c0, &key, stream)?;
         Ok(())
     })
 }
@@ -1334,8 +1336,8 @@ pub unsafe extern "C" fn dpattn_noisy_head_risks(
         };
         // SAFETY: forwarded caller contract.
         let f = unsafe { features_arg(test, "test", &mut bufs) }?;
-        let er = nh::excess_risk(gh, gs, &f)?;
-        let mse = nh::test_mse(gh, &f)?;
+        let er = paper::excess_risk(gh, gs, &f)?;
+        let mse = paper::test_mse(gh, &f)?;
         // SAFETY: both checked non-NULL; writable per the caller's contract.
         unsafe {
             a.write(er);
@@ -1578,7 +1580,7 @@ mod tests {
                 t: vec![0.0; n],
             };
             let core = p.to_core().unwrap();
-            nh::generate_prompts(
+            paper::generate_prompts(
                 n,
                 l,
                 d,

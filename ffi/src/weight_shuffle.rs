@@ -22,13 +22,15 @@ use std::ffi::c_void;
 
 use dpattn_core::Error;
 use dpattn_core::sampling::KeyedStream;
-use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
-use dpattn_core::weight_shuffle::refute::{self, AuditCounts};
 use dpattn_core::weight_shuffle::{
     AttentionBlock, BatchClip, BatchClipScope, Block, LinearLayout, MlpBlock, PositionEncoding,
     Qkv, STREAMS, ShufflePlan, ShuffledDpSgdParams, ValueSharing, WeightLayout,
     shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
+
+// The paper's estimate and its refuters are reproduction tools (crate `dpattn-paper`).
+use dpattn_paper::weight_shuffle::paper_estimate::thm6_h;
+use dpattn_paper::weight_shuffle::refute::{self, AuditCounts};
 
 use crate::args::{Buffers, Out, flag, read, slice, slice_mut};
 use crate::boundary::{FfiError, ffi_status, ffi_value, unknown};

@@ -1,18 +1,20 @@
-// Runs the kernels of gaussian_sampling.cu on the host, one std::thread per CUDA thread with
-// a std::barrier for __syncthreads, so that tests/emulation/gaussian_sampling.rs can compare the whole
-// release (clip factors, chunked partial sums, B and P) with dpattn-core without a GPU.
+// Runs the kernels of gaussian_sampling.cu on the host, one fiber per CUDA thread with a
+// barrier for __syncthreads (block_launch.h), so that tests/emulation/gaussian_sampling.rs
+// can compare the whole release (clip factors, chunked partial sums, B and P) with
+// dpattn-core without a GPU.
 //
 // What this emulates faithfully: the kernels' arithmetic (the same source, FMA contraction
 // off as under --fmad=false), their indexing, their shared memory (one copy per launch,
 // reused block after block as a GPU reuses it), every barrier (a thread that skipped or
-// added one would deadlock or race here too), grid-stride loops (the factor kernel gets a
-// small grid on purpose) and the launch sequence of `Job::queue_factors`/`queue_release`.
-// What it does not: warp scheduling and the memory model of a real GPU; compute-sanitizer's
-// racecheck on a device (scripts/gpu-test.sh) covers those.
+// added one deadlocks here too, and the emulator reports it; a read without a barrier after
+// another thread's write sees it or not, depending on the fibers' shuffled order),
+// grid-stride loops (the factor kernel gets a small grid on purpose) and the launch sequence
+// of `Job::queue_factors`/`queue_release`. What it does not: warp scheduling and the memory
+// model of a real GPU; compute-sanitizer's racecheck on a device (scripts/gpu-test.sh)
+// covers those.
 //
-// C++20 (std::barrier). Both input types are compiled into this one file:
-// each inclusion of the kernel source sits in its own namespace and its extern "C" entry
-// points are renamed.
+// Both input types are compiled into this one file: each inclusion of the kernel source
+// sits in its own namespace and its extern "C" entry points are renamed.
 #include "prelude.cuh"
 #include "chacha20.cuh"
 #include "fast_math.cuh"

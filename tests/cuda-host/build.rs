@@ -42,7 +42,7 @@ fn main() {
         .warnings(true)
         .extra_warnings(true)
         .compile("dpattn_cuda_host_check");
-    // Whole kernels, one std::thread per CUDA thread (std::barrier needs C++20).
+    // Whole kernels, one fiber per CUDA thread (block_launch.h).
     cc::Build::new()
         .cpp(true)
         .std("c++20")

@@ -1,5 +1,5 @@
-// A CUDA block on the host for the fused attention kernels: one std::thread per CUDA
-// thread, a std::barrier per block (__syncthreads) and per warp (the warp-collective
+// A CUDA block on the host for the fused attention kernels: one fiber per CUDA thread
+// (block_launch.h), a barrier per block (__syncthreads) and per warp (the warp-collective
 // instructions), and host versions of the PTX building blocks of cuda/src/kernels/mma.cuh
 // with the semantics of the PTX ISA:
 //
@@ -24,7 +24,6 @@
 
 #include "block_launch.h"
 
-#include <barrier>
 #include <cmath>
 #include <cstring>
 
@@ -48,8 +47,8 @@ struct EmuWarp {
 EmuWarp emu_warps[EMU_WARPS];
 // Every lane of a warp takes part in every collective, so each barrier's phases complete
 // within a launch and the barriers serve launch after launch.
-std::barrier<> emu_warp_barriers[EMU_WARPS] = {std::barrier<>(32), std::barrier<>(32),
-                                               std::barrier<>(32), std::barrier<>(32)};
+EmuBarrier emu_warp_barriers[EMU_WARPS] = {EmuBarrier(32), EmuBarrier(32), EmuBarrier(32),
+                                          EmuBarrier(32)};
 
 EmuWarp& emu_warp() { return emu_warps[threadIdx.x / 32]; }
 int emu_lane() { return (int)(threadIdx.x % 32); }

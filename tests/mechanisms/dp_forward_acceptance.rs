@@ -31,12 +31,13 @@ use dpattn::calibration::gaussian_mechanism::{
 use dpattn::dp_forward::{
     CertifiedMatrixGaussian, ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors,
     NoisePosition, RandomizedResponse, SensitivityRule, SubLayer, check_factors, check_neighbours,
-    clip_hidden, dp_forward_keyed, dp_forward_scratch_len, full_ldp_budget, mvg_iid_std,
-    randomize_label_in, sensitivity, spectral_norm_upper_bound,
+    clip_hidden, dp_forward_keyed, dp_forward_scratch_len, full_ldp_budget, randomize_label_in,
+    sensitivity, spectral_norm_upper_bound,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, MatrixGaussian, NoiseKey};
 use dpattn::session::Draw;
 use dpattn::{Epsilon, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
+use dpattn_paper::dp_forward::mvg_iid_std;
 use nalgebra::DMatrix;
 use support::problem::Rng;
 use support::stats::{binomial_z, chi_square_gof, mean_z, moments, var_z, z_accepts};

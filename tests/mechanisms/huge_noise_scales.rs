@@ -18,7 +18,7 @@ use dpattn::dp_forward::{
     ClipMode, ClipRegion, DpForwardParams, Neighbours, NoiseFactors, NoisePosition,
     SensitivityRule, dp_forward_keyed,
 };
-use dpattn::noisy_head::{NoisyHeadParams, presets};
+use dpattn::noisy_head::NoisyHeadParams;
 use dpattn::sampling::{
     Exponential, FixedWordSampler, Gaussian, KeyedStream, Laplace, NoiseKey, TruncatedLaplace,
 };
@@ -28,6 +28,7 @@ use dpattn::weight_shuffle::{
     shuffled_dp_sgd_step_keyed, shuffled_dp_sgd_step_scratch_len,
 };
 use dpattn::{Delta, Epsilon, Error, MatMut, NoiseMode, PrivacyBudget};
+use dpattn_paper::noisy_head::presets;
 
 const F32_MAX: f64 = f32::MAX as f64;
 /// `√(2·53·ln 2)`, `√(2·24·ln 2)`, `53·ln 2`, `24·ln 2`.

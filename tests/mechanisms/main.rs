@@ -15,7 +15,6 @@ mod gaussian_sampling_calibration;
 mod gaussian_sampling_theory;
 mod huge_noise_scales;
 mod noisy_head_exact;
-mod noisy_head_simulations;
 mod noisy_head_units;
 mod output_perturbation;
 mod softmax_tree_budget;

@@ -13,13 +13,13 @@ use crate::support;
 use dpattn::accounting::ledger::{Amount, Ledger};
 use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::noisy_head::{
-    Accounting, Features, Form, NoisyHeadParams, Prompts, RidgeSolver, excess_risk,
-    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, private_features,
-    random_start, raw_features, ridge,
+    Accounting, Features, Form, NoisyHeadParams, Prompts, RidgeSolver, noisy_head_keyed,
+    noisy_head_scratch_len, private_features, raw_features, ridge,
 };
 use dpattn::sampling::{ExactSampler, FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::session::Draw;
 use dpattn::{Error, NoiseMode, PrivacyBudget};
+use dpattn_paper::noisy_head::{excess_risk, generate_prompts, presets, random_start};
 use support::stats::{mean_z, moments, var_z, z_accepts};
 
 type Res<T> = Result<T, Error>;

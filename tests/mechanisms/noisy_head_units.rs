@@ -32,14 +32,14 @@ use dpattn::noisy_head::schedule::{
 };
 use dpattn::noisy_head::{
     Accounting, Features, Form, GForm, NoisyHeadParams, Prompts, Radii, RidgeSolver,
-    export_attention, generate_prompts, gradient_step, gram_build, linear_attention_head,
+    export_attention, gradient_step, gram_build, linear_attention_head,
     linear_attention_head_scratch_len, noisy_head, noisy_head_keyed, noisy_head_scratch_len,
-    predict, presets, private_features, prompt_from_embedding, random_start, raw_features, ridge,
-    train_nonprivate,
+    predict, private_features, prompt_from_embedding, raw_features, ridge, train_nonprivate,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn::session::{Draw, Session};
 use dpattn::{Delta, Error, MatMut, MatRef, NoiseMode, PrivacyBudget};
+use dpattn_paper::noisy_head::{generate_prompts, presets, random_start};
 use nalgebra::{DMatrix, DVector, SymmetricEigen};
 use support::problem::Rng;
 use support::stats::{ALPHA, ks_test, mean_z, moments, normal_cdf, var_z, z_accepts};

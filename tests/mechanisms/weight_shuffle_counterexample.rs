@@ -17,8 +17,10 @@ use dpattn::accounting::rdp::{
 };
 use dpattn::calibration::gaussian_mechanism::analytic_gaussian_delta;
 use dpattn::weight_shuffle::ShuffledDpSgdParams;
-use dpattn::weight_shuffle::paper_estimate::{paper_step_sigma, thm6_h};
-use dpattn::weight_shuffle::refute::{MeanPair, max_stat_lower_bound, shuffled_gaussian_delta_d2};
+use dpattn_paper::weight_shuffle::paper_estimate::{paper_step_sigma, thm6_h};
+use dpattn_paper::weight_shuffle::refute::{
+    MeanPair, max_stat_lower_bound, shuffled_gaussian_delta_d2,
+};
 
 /// `docs/PAPERS.md` T2-F column d = 2, row (1, 1e-5): σ* = 1.16121 (the table) — T2-I (a) quotes
 /// the solution as 1.16125 for (ε0 = 1, δ0 = 1e-5) at r = 1.

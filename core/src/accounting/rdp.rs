@@ -116,7 +116,6 @@ mod curve;
 mod euler_tail;
 mod fractional;
 mod log_space;
-pub(crate) use log_space::ln_expm1;
 mod round_up;
 mod sampled_gaussian;
 

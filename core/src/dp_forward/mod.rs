@@ -50,7 +50,10 @@
 //!   ([`crate::calibration::amgm`]); the code's branch A returns noise hundreds of times
 //!   too small.
 //! * \[FIX\] P3-6: the `k` epochs are composed, not ignored.
-//! * \[FIX\] P3-7: the classical Gaussian mechanism refuses ε ≥ 1 ([`baselines`]).
+//! * \[FIX\] P3-7: the classical Gaussian mechanism refuses ε ≥ 1
+//!   ([`classical_gaussian_sigma`](crate::calibration::gaussian_mechanism::classical_gaussian_sigma);
+//!   the paper's baselines are in the reproduction crate `dpattn-paper`,
+//!   `dpattn_paper::dp_forward::baselines`).
 //! * P3-8: the paper's central-DP "translation" via shuffling (Poisson subsampling at
 //!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
 //!
@@ -80,7 +83,6 @@
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 
-pub mod baselines;
 #[cfg(feature = "alloc")]
 mod certify;
 mod clip;
@@ -91,7 +93,6 @@ mod params;
 mod release;
 mod sensitivity;
 
-pub use baselines::mvg_iid_std;
 #[cfg(feature = "alloc")]
 pub use certify::CertifiedMatrixGaussian;
 pub(crate) use clip::clip_checked;

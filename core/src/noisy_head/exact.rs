@@ -132,12 +132,40 @@ pub(crate) fn exact_grid(p: &NoisyHeadParams, s: f64) -> Result<GaussianGrid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PrivacyBudget;
     use crate::grid_release::NoiseMode;
-    use crate::noisy_head::presets;
+    use crate::noisy_head::schedule::t_low_dim_code;
+    use crate::noisy_head::{Accounting, GForm, Radii};
+
+    /// The paper's low-dimensional configuration at `N = 4000`, `ε = 1` (what
+    /// `dpattn_paper::noisy_head::presets::low_dim(4000, 1.0)` builds).
+    fn low_dim_4000() -> NoisyHeadParams {
+        let (n, l, d, lambda) = (4000, 63, 5, 5.0);
+        let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0).unwrap();
+        let den = lambda + radii.g * radii.g;
+        let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+        let mut p = NoisyHeadParams {
+            d,
+            l,
+            n,
+            lambda,
+            eta0,
+            iters: t_low_dim_code(n, eta0, lambda).unwrap(),
+            clip_c: radii.c,
+            proj_g: radii.g,
+            proj_r: radii.r,
+            sigma: 0.0,
+            budget: PrivacyBudget::new(1.0, 1e-5).unwrap(),
+            accounting: Accounting::Paper,
+            noise_mode: NoiseMode::Exact,
+        };
+        p.sigma = p.sigma_min();
+        p
+    }
 
     #[test]
     fn the_error_bound_is_negligible_at_the_presets_and_refuses_absurd_sizes() {
-        let p = presets::low_dim(4000, 1.0).unwrap();
+        let p = low_dim_4000();
         let e = computation_error(&p).unwrap();
         let delta = p.noise_sensitivity();
         assert!(e > 0.0 && e < 1e-9 * delta, "E = {e:e}, Δ = {delta:e}");

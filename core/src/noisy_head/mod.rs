@@ -44,11 +44,30 @@
 //! **Cost.** Per step `4ND²` flops in [`Form::Streaming`] or `2D⁴` in [`Form::Gram`] after
 //! a one-off `ND⁴`; memory `N(2D+1) + O(D²)` (`+ D⁴` for Gram), all caller scratch.
 //!
+//! The paper's experiment configurations, data generator, attack and risk measures are
+//! reproduction tools, in the crate `dpattn-paper` (`dpattn_paper::noisy_head`); an engine
+//! does not need them.
+//!
 //! ```
-//! use dpattn_core::noisy_head::{presets, schedule::mean_field_excess_risk};
-//! let p = presets::low_dim(4000, 1.0)?;
-//! // docs/PAPERS.md T4-C: the mean-field prediction of the excess risk at N = 4000, ε = 1
-//! // is 0.05016.
+//! use dpattn_core::noisy_head::schedule::{mean_field_excess_risk, t_low_dim_code};
+//! use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+//! use dpattn_core::{NoiseMode, PrivacyBudget};
+//! // The paper's low-dimensional experiment at N = 4000, ε = 1 (docs/PAPERS.md §4.6): D = 5,
+//! // L = ⌊√N⌋ = 63, λ = 5, δ = 1e-5, Theorem 4.1's radii, η0 = 0.95·(2/3)·λ/(λ + G²)², the
+//! // authors' rule for T, σ = σ_min (`dpattn_paper::noisy_head::presets::low_dim(4000, 1.0)`).
+//! let (n, l, d, lambda) = (4000, 63, 5, 5.0);
+//! let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+//! let den = lambda + radii.g * radii.g;
+//! let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+//! let mut p = NoisyHeadParams {
+//!     d, l, n, lambda, eta0, iters: t_low_dim_code(n, eta0, lambda)?,
+//!     clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+//!     budget: PrivacyBudget::new(1.0, 1e-5)?,
+//!     accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+//! };
+//! p.sigma = p.sigma_min(); // the smallest σ of Theorem 3.2
+//! p.validate()?;
+//! // docs/PAPERS.md T4-C: the mean-field prediction of the excess risk here is 0.05016.
 //! let risk = mean_field_excess_risk(&p, 0.1, 0.0)?;
 //! assert!((risk / 0.05016 - 1.0).abs() < 2e-3);
 //! # Ok::<(), dpattn_core::Error>(())
@@ -58,12 +77,10 @@ mod exact;
 mod features;
 mod linear_head;
 mod params;
-pub mod presets;
 mod release;
 #[cfg(feature = "alloc")]
 mod ridge;
 pub mod schedule;
-mod simulation;
 mod train;
 
 pub use features::{Features, Prompts, private_features, prompt_from_embedding, raw_features};
@@ -72,8 +89,4 @@ pub use params::{Accounting, Calibration, Diagnostics, GForm, NoisyHeadParams, R
 pub use release::{PRIVACY_UNIT, STREAMS, noisy_head, noisy_head_keyed, noisy_head_scratch_len};
 #[cfg(feature = "alloc")]
 pub use ridge::{RidgeSolver, ridge};
-pub use simulation::{
-    RANDOM_START_FIRST_ELEMENT, corrupt_prompt, excess_risk, generate_prompts, random_start,
-    test_mse,
-};
 pub use train::{Form, gradient_step, gram_build, predict, train_nonprivate};

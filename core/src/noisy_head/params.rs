@@ -38,14 +38,34 @@ pub enum Accounting {
     Zcdp,
 }
 
-/// All public inputs of Algorithm 1 (`docs/PAPERS.md` §4.4). Build one by hand or with
-/// [`presets`](super::presets), then call [`validate`](Self::validate).
+/// All public inputs of Algorithm 1 (`docs/PAPERS.md` §4.4). Build one by hand (the paper's
+/// configurations: `dpattn_paper::noisy_head::presets`), then call
+/// [`validate`](Self::validate).
 ///
 /// ```
-/// use dpattn_core::noisy_head::presets;
-/// // docs/PAPERS.md T4-A and T4-B (checks P4-U3, P4-U4): the low-dimensional preset at
-/// // N = 1000, ε = 1.
-/// let p = presets::low_dim(1000, 1.0)?;
+/// use dpattn_core::noisy_head::schedule::t_low_dim_code;
+/// use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+/// use dpattn_core::{Error, NoiseMode, PrivacyBudget};
+/// // The paper's low-dimensional experiment (docs/PAPERS.md §4.6): D = 5, L = ⌊√N⌋, λ = 5,
+/// // δ = 1e-5, Theorem 4.1's radii, η0 = 0.95·(2/3)·λ/(λ + G²)², the authors' rule for T
+/// // and σ = σ_min (`dpattn_paper::noisy_head::presets::low_dim` builds the same).
+/// fn low_dim(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams, Error> {
+///     let (d, lambda) = (5, 5.0);
+///     let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+///     let den = lambda + radii.g * radii.g;
+///     let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+///     let mut p = NoisyHeadParams {
+///         d, l, n, lambda, eta0, iters: t_low_dim_code(n, eta0, lambda)?,
+///         clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+///         budget: PrivacyBudget::new(epsilon, 1e-5)?,
+///         accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+///     };
+///     p.sigma = p.sigma_min(); // the smallest σ of Theorem 3.2
+///     Ok(p)
+/// }
+/// // docs/PAPERS.md T4-A and T4-B (checks P4-U3, P4-U4): the low-dimensional configuration
+/// // at N = 1000 (L = 31), ε = 1.
+/// let p = low_dim(1000, 31, 1.0)?;
 /// assert_eq!((p.d, p.l, p.iters), (5, 31, 44));
 /// assert!((p.noise_std()? / 1.6880798479843007 - 1.0).abs() < 1e-12);
 /// p.validate()?;
@@ -85,16 +105,33 @@ pub struct NoisyHeadParams {
 /// [`NoisyHeadParams::calibrate`].
 ///
 /// ```
-/// use dpattn_core::NoiseMode;
-/// use dpattn_core::noisy_head::presets;
-/// let p = presets::low_dim(4000, 1.0)?;
+/// use dpattn_core::noisy_head::schedule::t_low_dim_code;
+/// use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+/// use dpattn_core::{Error, NoiseMode, PrivacyBudget};
+/// # fn low_dim(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams, Error> {
+/// #     let (d, lambda) = (5, 5.0);
+/// #     let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+/// #     let den = lambda + radii.g * radii.g;
+/// #     let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+/// #     let mut p = NoisyHeadParams {
+/// #         d, l, n, lambda, eta0, iters: t_low_dim_code(n, eta0, lambda)?,
+/// #         clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+/// #         budget: PrivacyBudget::new(epsilon, 1e-5)?,
+/// #         accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+/// #     };
+/// #     p.sigma = p.sigma_min();
+/// #     Ok(p)
+/// # }
+/// // `low_dim(n, l, ε)`: the paper's low-dimensional configuration, built as in
+/// // the example of `NoisyHeadParams`.
+/// let p = low_dim(4000, 63, 1.0)?;
 /// let cal = p.calibrate()?;
 /// assert_eq!(cal.noise_std(), p.noise_std()?);
 /// // The exact release's grid: Λ = 2⁻²⁰ here, and its noise is within 0.4 % of s.
 /// let grid = cal.grid().unwrap();
 /// assert_eq!(grid.resolution(), 2f64.powi(-20));
 /// assert!(grid.sigma() >= cal.noise_std() && grid.sigma() < 1.004 * cal.noise_std());
-/// let float = dpattn_core::noisy_head::NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
+/// let float = NoisyHeadParams { noise_mode: NoiseMode::UnsafeFloat, ..p };
 /// assert!(float.calibrate()?.grid().is_none());
 /// # Ok::<(), dpattn_core::Error>(())
 /// ```
@@ -212,9 +249,26 @@ impl NoisyHeadParams {
     ///
     /// ```
     /// use dpattn_core::accounting::zcdp::{zcdp_rho_for, zcdp_to_epsilon};
-    /// use dpattn_core::noisy_head::{Accounting, NoisyHeadParams, presets};
-    /// use dpattn_core::{Delta, PrivacyBudget};
-    /// let p = NoisyHeadParams { accounting: Accounting::Zcdp, ..presets::low_dim(1000, 1.0)? };
+    /// use dpattn_core::noisy_head::schedule::t_low_dim_code;
+    /// use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+    /// use dpattn_core::{Delta, Error, NoiseMode, PrivacyBudget};
+    /// # fn low_dim(n: usize, l: usize, epsilon: f64) -> Result<NoisyHeadParams, Error> {
+    /// #     let (d, lambda) = (5, 5.0);
+    /// #     let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+    /// #     let den = lambda + radii.g * radii.g;
+    /// #     let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+    /// #     let mut p = NoisyHeadParams {
+    /// #         d, l, n, lambda, eta0, iters: t_low_dim_code(n, eta0, lambda)?,
+    /// #         clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+    /// #         budget: PrivacyBudget::new(epsilon, 1e-5)?,
+    /// #         accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+    /// #     };
+    /// #     p.sigma = p.sigma_min();
+    /// #     Ok(p)
+    /// # }
+    /// // `low_dim(n, l, ε)`: the paper's low-dimensional configuration, built as in
+    /// // the example of `NoisyHeadParams`.
+    /// let p = NoisyHeadParams { accounting: Accounting::Zcdp, ..low_dim(1000, 31, 1.0)? };
     /// let rho = p.zcdp_rho()?;
     /// assert!(zcdp_to_epsilon(rho, Delta::new(1e-5)?)? <= 1.0);
     /// let largest = zcdp_rho_for(PrivacyBudget::new(1.0, 1e-5)?)?.get();

@@ -59,23 +59,37 @@ pub fn noisy_head_scratch_len(params: &NoisyHeadParams, form: Form) -> Result<us
 /// private prompts). For audit, keep the session's epoch and the stream id
 /// (`session.next_stream()` before the call).
 ///
-/// `gamma0` must not depend on the private prompts (use zeros, or
-/// [`random_start`](super::random_start) with its own key).
+/// `gamma0` must not depend on the private prompts (use zeros, or a random start drawn
+/// with its own key, as `dpattn_paper::noisy_head::random_start` reproduces the paper's).
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;
-/// use dpattn_core::PrivacyBudget;
 /// use dpattn_core::accounting::ledger::Ledger;
 /// use dpattn_core::noisy_head::{
-///     Form, Prompts, generate_prompts, noisy_head, noisy_head_scratch_len, presets,
+///     Accounting, Form, NoisyHeadParams, Prompts, noisy_head, noisy_head_scratch_len,
 /// };
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 /// use dpattn_core::session::Session;
-/// let p = presets::low_dim(1000, 1.0)?; // N = 1000, L = 31, D = 5, T = 44
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
+/// // Public parameters, fixed before the data is seen (N = 1000 prompts of L = 31 tokens in
+/// // D = 5; the paper's configurations are in `dpattn_paper::noisy_head::presets`).
+/// let mut p = NoisyHeadParams {
+///     d: 5, l: 31, n: 1000, lambda: 5.0, eta0: 0.06, iters: 44,
+///     clip_c: 4.5, proj_g: 1.4, proj_r: 23.5, sigma: 0.0,
+///     budget: PrivacyBudget::new(1.0, 1e-5)?,
+///     accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+/// };
+/// p.sigma = p.sigma_min(); // the smallest σ of Theorem 3.2
 /// let (n, l, d) = (p.n, p.l, p.d);
-/// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-/// // Synthetic prompts (not private data: a fixed key is fine for them).
-/// generate_prompts(n, l, d, 0.0, &NoiseKey::generate()?, 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// // Synthetic prompts (not private data): Gaussian tokens, labels y = ⟨w, x⟩.
+/// let data = KeyedStream::new(&NoiseKey::generate()?, 0);
+/// let (mut x, mut q) = (vec![0.0; n * l * d], vec![0.0; n * d]);
+/// Gaussian::STANDARD.fill_keyed(&data, 0, &mut x)?;
+/// Gaussian::STANDARD.fill_keyed(&data, x.len() as u64, &mut q)?;
+/// let w = [0.5, -0.5, 0.25, 0.0, 0.5];
+/// let label = |token: &[f64]| -> f64 { token.iter().zip(&w).map(|(a, b)| a * b).sum() };
+/// let y: Vec<f64> = x.chunks(d).map(label).collect();
+/// let t: Vec<f64> = q.chunks(d).map(label).collect();
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
 /// // A session: a key from the operating system, fresh stream ids, a ledger for prompts.
 /// let ledger = Ledger::new_approx(PrivacyUnit::Prompt, PrivacyBudget::new(2.0, 1e-4)?);
@@ -113,14 +127,26 @@ pub fn noisy_head<const N: usize>(
 ///
 /// ```
 /// use dpattn_core::noisy_head::{
-///     Form, Prompts, generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets,
+///     Accounting, Form, NoisyHeadParams, Prompts, noisy_head_keyed, noisy_head_scratch_len,
 /// };
-/// use dpattn_core::sampling::NoiseKey;
+/// use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 /// use dpattn_core::session::Draw;
-/// let p = presets::low_dim(100, 1.0)?;
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
+/// let mut p = NoisyHeadParams {
+///     d: 5, l: 10, n: 100, lambda: 5.0, eta0: 0.06, iters: 20,
+///     clip_c: 4.0, proj_g: 1.3, proj_r: 15.0, sigma: 0.0,
+///     budget: PrivacyBudget::new(1.0, 1e-5)?,
+///     accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+/// };
+/// p.sigma = p.sigma_min();
 /// let (n, l, d) = (p.n, p.l, p.d);
-/// let (mut x, mut y, mut q, mut t) = (vec![0.0; n * l * d], vec![0.0; n * l], vec![0.0; n * d], vec![0.0; n]);
-/// generate_prompts(n, l, d, 0.0, &NoiseKey::generate()?, 0, 0, &mut x, &mut y, &mut q, &mut t)?;
+/// // Synthetic prompts: Gaussian tokens, labels y = x₀.
+/// let data = KeyedStream::new(&NoiseKey::generate()?, 0);
+/// let (mut x, mut q) = (vec![0.0; n * l * d], vec![0.0; n * d]);
+/// Gaussian::STANDARD.fill_keyed(&data, 0, &mut x)?;
+/// Gaussian::STANDARD.fill_keyed(&data, x.len() as u64, &mut q)?;
+/// let y: Vec<f64> = x.iter().step_by(d).copied().collect();
+/// let t: Vec<f64> = q.iter().step_by(d).copied().collect();
 /// let prompts = Prompts::new(n, l, d, &x, &y, &q, &t)?;
 /// let key = NoiseKey::generate()?; // kept in a key store to replay the release later
 /// let mut scratch = vec![0.0; noisy_head_scratch_len(&p, Form::Gram)?];

@@ -99,9 +99,23 @@ pub fn expected_z_norm_sq(l: usize, d: usize, tau2: f64) -> Result<f64> {
 /// approximation for planning and for tests, not a bound.
 ///
 /// ```
-/// use dpattn_core::noisy_head::{presets, schedule::mean_field_excess_risk};
-/// // docs/PAPERS.md T4-C: low-dim N = 1000, ε = 1 → 0.7339.
-/// let p = presets::low_dim(1000, 1.0)?;
+/// use dpattn_core::noisy_head::schedule::{mean_field_excess_risk, t_low_dim_code};
+/// use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
+/// // The paper's low-dimensional experiment at N = 1000, ε = 1 (docs/PAPERS.md §4.6; built as
+/// // in the example of `NoisyHeadParams`, or by `dpattn_paper::noisy_head::presets::low_dim`).
+/// let (n, l, d, lambda) = (1000, 31, 5, 5.0);
+/// let radii = Radii::theorem41(n, l, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+/// let den = lambda + radii.g * radii.g;
+/// let eta0 = 0.95 * (2.0 / 3.0) * lambda / (den * den);
+/// let mut p = NoisyHeadParams {
+///     d, l, n, lambda, eta0, iters: t_low_dim_code(n, eta0, lambda)?,
+///     clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+///     budget: PrivacyBudget::new(1.0, 1e-5)?,
+///     accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+/// };
+/// p.sigma = p.sigma_min();
+/// // docs/PAPERS.md T4-C: the mean-field excess risk is 0.7339.
 /// let e = mean_field_excess_risk(&p, 0.1, 0.0)?;
 /// assert!((e / 0.7339 - 1.0).abs() < 1e-3);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -135,10 +149,25 @@ pub fn mean_field_excess_risk(params: &NoisyHeadParams, c0: f64, tau2: f64) -> R
 /// with `ε/T ≥ 1` under [`Accounting::Paper`](super::Accounting::Paper) are skipped.
 ///
 /// ```
-/// use dpattn_core::noisy_head::{presets, schedule::mean_field_best_iters};
-/// // docs/PAPERS.md T4-D: the early-stopping preset, random start of std 0.1 → T = 141 on
-/// // the grid; the continuous minimiser is also at 141.
-/// let p = presets::early_stopping(1000, 1, 0.8)?;
+/// use dpattn_core::noisy_head::schedule::mean_field_best_iters;
+/// use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+/// use dpattn_core::{NoiseMode, PrivacyBudget};
+/// // The paper's early-stopping experiment (docs/PAPERS.md §4.6): N = 1000, D = L = ⌊√N⌋ = 31,
+/// // λ = N/D, η0 = 0.01·(2/3)·λ/(λ + G²)², ε = 0.8, δ = 1e-5, σ = σ_min; T is to be chosen
+/// // (`dpattn_paper::noisy_head::presets::early_stopping(1000, 1, 0.8)`).
+/// let (n, d) = (1000, 31);
+/// let lambda = n as f64 / d as f64;
+/// let radii = Radii::theorem41(n, d, d, lambda, 0.0, 1.0, GForm::Proof, 1.0)?;
+/// let den = lambda + radii.g * radii.g;
+/// let mut p = NoisyHeadParams {
+///     d, l: d, n, lambda, eta0: 0.01 * (2.0 / 3.0) * lambda / (den * den), iters: 1,
+///     clip_c: radii.c, proj_g: radii.g, proj_r: radii.r, sigma: 0.0,
+///     budget: PrivacyBudget::new(0.8, 1e-5)?,
+///     accounting: Accounting::Paper, noise_mode: NoiseMode::Exact,
+/// };
+/// p.sigma = p.sigma_min();
+/// // docs/PAPERS.md T4-D: with a random start of std 0.1, T = 141 on the grid; the continuous
+/// // minimiser is also at 141.
 /// let (t, _) = mean_field_best_iters(&p, 0.1, 481)?;
 /// assert!((138..=144).contains(&t));
 /// # Ok::<(), dpattn_core::Error>(())

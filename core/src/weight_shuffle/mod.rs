@@ -33,8 +33,9 @@
 //! * \[FIX\] P2-1 … P2-6: Theorem 6 is not a sufficient condition (it approximates a *lower*
 //!   bound on δ with Fenton–Wilkinson on dependent summands, uses an infeasible worst case,
 //!   the wrong `d`, and ignores that the permutation is revealed). At `d = 2` it certifies
-//!   `(1, 1e-5)` where the exact δ is 0.0799. It is available only as
-//!   [`paper_estimate`], whose types cannot become a guarantee; [`refute`] holds the lower
+//!   `(1, 1e-5)` where the exact δ is 0.0799. It is available only in the reproduction
+//!   crate `dpattn-paper` (`dpattn_paper::weight_shuffle::paper_estimate`), whose types
+//!   cannot become a guarantee; `dpattn_paper::weight_shuffle::refute` holds the lower
 //!   bounds that contradict it.
 //! * \[FIX\] P2-10: mixing `σ` (shuffled coordinates) and `σ₀` (the rest) is charged at
 //!   `min(σ, σ₀)`, not as two separate guarantees.
@@ -47,8 +48,6 @@
 //!
 //! ```
 //! use dpattn_core::weight_shuffle::{Block, LinearLayout, MlpBlock, ShufflePlan, WeightLayout};
-//! use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
-//! use dpattn_core::weight_shuffle::refute::shuffled_gaussian_delta_d2;
 //! // A 4-unit MLP inside a 40-element buffer: the last 8 elements never move.
 //! let blocks = [Block::Mlp(MlpBlock {
 //!     up: LinearLayout::new(0, 4, 4, WeightLayout::OutIn).with_bias(16),
@@ -57,17 +56,12 @@
 //! })];
 //! let plan = ShufflePlan::new(&blocks, 40)?;
 //! assert_eq!((plan.coverage().moved, plan.min_orbit()), (32, 1));
-//! // The paper's accountant accepts (1, 1e-5) at d = 2, σ = 1.16125; the truth is 0.0799.
-//! assert!(thm6_h(1.0, 1.16125, 2.0, 1.0)? < 1e-5);
-//! assert!(shuffled_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0)?.backward > 0.0798);
 //! # Ok::<(), dpattn_core::Error>(())
 //! ```
 
 mod axis_map;
 mod layout;
-pub mod paper_estimate;
 mod plan;
-pub mod refute;
 mod step;
 
 pub use layout::{

@@ -35,7 +35,8 @@
 //! [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp)`(q, σ_eff)` on an RDP
 //! [`Ledger`](crate::accounting::ledger::Ledger) — and **shuffling earns no privacy
 //! credit**: the permutation is recoverable from the previous weights (P2-6), so the
-//! paper's Theorem 6 accounting does not apply (see [`paper_estimate`](super::paper_estimate)).
+//! paper's Theorem 6 accounting does not apply (it is reproduced, as an estimate, in the
+//! `dpattn-paper` crate: `dpattn_paper::weight_shuffle::paper_estimate`).
 //!
 //! **A run of steps.** Each step is one charge. The RDP ledger's total is valid when the
 //! sequence of charges is fixed in advance — the usual DP-SGD run: `q`, `σ`, `σ₀` and the

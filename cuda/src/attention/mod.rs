@@ -38,9 +38,8 @@
 //! let stream = dev.new_stream()?;
 //! let (b, h, s, d) = (2, 8, 1000, 64);
 //! let n = b * h * s * d;
-//! let q = stream.alloc_zeros::<u16>(n).map_err(dpattn_cuda::error::driver("alloc"))?;
-//! let mut out = stream.alloc_zeros::<u16>(n).map_err(dpattn_cuda::error::driver("alloc"))?;
-//! use dpattn_cuda::cudarc::driver::{DevicePtr, DevicePtrMut};
+//! let q = stream.alloc_zeros::<u16>(n)?;
+//! let mut out = stream.alloc_zeros::<u16>(n)?;
 //! let (qp, _g1) = q.device_ptr(&stream);
 //! let (op, _g2) = out.device_ptr_mut(&stream);
 //! let t = |ptr| GpuTensor::contiguous(ptr, [b, h, s, d]);
@@ -63,6 +62,7 @@ use dpattn_core::{Error as CoreError, Layout4, ScoreFn};
 use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::kernels::{KernelModule, KernelSpec};
+use crate::memory::Stream;
 use crate::noise_fill::{check_device_buffer, in_context};
 
 mod image;
@@ -489,7 +489,7 @@ fn operand(t: &GpuTensor) -> Operand {
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn noisy_attention_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     dtype: AttnDtype,
     out: GpuTensor,
     q: GpuTensor,
@@ -500,7 +500,7 @@ pub unsafe fn noisy_attention_raw(
 ) -> Result<()> {
     let image = launch_image(dtype, &out, &q, &k, &v, params, noise)?;
     // SAFETY: forwarded caller contract; the image was planned from these tensors.
-    unsafe { launch(dev, stream, &image) }
+    unsafe { launch(dev, stream.cuda(), &image) }
 }
 
 /// The noiseless attention of `f32` inputs computed in `f64` and written to the `f64`
@@ -517,7 +517,7 @@ pub unsafe fn noisy_attention_raw(
 /// extent) or not 8-byte aligned.
 pub unsafe fn attention_f64_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     out: GpuTensor,
     q: GpuTensor,
     k: GpuTensor,
@@ -542,7 +542,7 @@ pub unsafe fn attention_f64_raw(
     }
     image.spec = KernelSpec::flash_attention_f64(q.shape[3]);
     // SAFETY: forwarded caller contract; the image was planned from these tensors.
-    unsafe { launch(dev, stream, &image) }
+    unsafe { launch(dev, stream.cuda(), &image) }
 }
 
 /// Queues one planned launch of a fused attention kernel.

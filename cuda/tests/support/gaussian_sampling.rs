@@ -24,7 +24,7 @@ use dpattn_core::gaussian_sampling_attention::{
 use dpattn_core::sampling::NoiseKey;
 use dpattn_core::session::Draw;
 use dpattn_core::{BatchedMut, BatchedRef, Element, Layout4, PrivacyBudget, ScoreFn};
-use dpattn_cuda::gaussian_sampling::{MIN_CHUNK_SAMPLES, SamplingPlan};
+use dpattn_cuda::gaussian_sampling_attention::{MIN_CHUNK_SAMPLES, SamplingPlan};
 
 /// Unit roundoff of `f64`.
 pub(crate) const U: f64 = f64::EPSILON / 2.0;

@@ -12,7 +12,7 @@ mod support;
 use dpattn_core::gaussian_sampling_attention::GaussianSamplingParams;
 use dpattn_core::sampling::{KeyedStream, NoiseKey};
 use dpattn_core::{Element, Layout4, ScoreFn};
-use dpattn_cuda::gaussian_sampling::SamplingPlan;
+use dpattn_cuda::gaussian_sampling_attention::SamplingPlan;
 use dpattn_cuda_host_check::dpck_gs_release;
 use support::{Release, compare, cpu_release, input, key, ledger, params};
 

@@ -4,7 +4,7 @@
 //! **Guarantee.** [`mvg_iid_std`] is the per-entry standard deviation of the i.i.d. MVG
 //! mechanism (Chanyaswad et al. 2018, paper Theorem 2), which that paper proves
 //! `(ε, δ)`-DP; it is computed, not used by the hook. The classical Gaussian mechanism is
-//! [`classical_gaussian_sigma`](crate::calibration::gaussian_mechanism::classical_gaussian_sigma),
+//! [`classical_gaussian_sigma`](dpattn_core::calibration::gaussian_mechanism::classical_gaussian_sigma),
 //! which refuses `ε ≥ 1` where its proof does not hold (P3-7); the paper's Table 4 used it up
 //! to ε = 8, and past ε ≈ 8.42 (δ = 1e-5) it gives *less* noise than the exact minimum.
 //!
@@ -12,8 +12,7 @@
 //! standard deviation is 2.1e7 where aMGM's is 0.6), which is why it stays at chance
 //! accuracy in the paper's Table 4.
 
-use crate::error::{Error, Result};
-use crate::privacy_params::{Delta, Epsilon, Sensitivity};
+use dpattn_core::{Delta, Epsilon, Error, Result, Sensitivity};
 
 /// The i.i.d. MVG standard deviation for an `n × d` query with L2 sensitivity `s2` and
 /// `γ = sup ‖f‖_F` (`docs/PAPERS.md` §3.4, MVG):
@@ -21,7 +20,7 @@ use crate::privacy_params::{Delta, Epsilon, Sensitivity};
 /// `β = 2(nd)^{1/4}H_rS₂ζ(δ)`, `ζ = 2√(−nd·ln δ) − 2 ln δ + nd`, `r = min(n, d)`.
 ///
 /// ```
-/// use dpattn_core::dp_forward::mvg_iid_std;
+/// use dpattn_paper::dp_forward::mvg_iid_std;
 /// // docs/PAPERS.md T3-H: n = 128, d = 768, γ = 1, δ = 1e-5, ε = 8: 2.13903e7 (S = 1).
 /// let s = mvg_iid_std(8.0, 1e-5, 128, 768, 1.0, 1.0)?;
 /// assert!((s / 2.13903e7 - 1.0).abs() < 1e-5);

@@ -19,20 +19,21 @@
 //!   Gaussian mechanism at σ ≈ 0.27.
 //!
 //! The results have types [`PaperEstimate`] and [`PaperSigmaEstimate`]. They have no
-//! conversion into a [`PrivacyBudget`](crate::PrivacyBudget), an
-//! [`Epsilon`](crate::Epsilon) or a ledger [`Charge`](crate::accounting::ledger::Charge).
+//! conversion into a [`PrivacyBudget`](dpattn_core::PrivacyBudget), an
+//! [`Epsilon`](dpattn_core::Epsilon) or a ledger [`Charge`](dpattn_core::accounting::ledger::Charge).
 //! The library charges shuffled DP-SGD as plain DP-SGD with the subsampled-Gaussian RDP
-//! accountant [`SampledGaussianRdp`](crate::accounting::rdp::SampledGaussianRdp). Shuffling
+//! accountant [`SampledGaussianRdp`](dpattn_core::accounting::rdp::SampledGaussianRdp). Shuffling
 //! is post-processing, so it gets no privacy credit (P2-11, P2-6).
 //!
 //! Paper typos fixed here: \[FIX\] Eq. 16's density exponent is `d/2`, not `|P_s|/2`;
 //! \[FIX\] Eq. 65's inequality is `ζ₂ ≥ ζ₁ − ‖g‖²/σ²` (Eq. 75), not "≤". σ is always a
 //! noise multiplier (absolute std = σ·c), and `r = c'/c` is explicit (P2-7).
 
-use crate::accounting::rdp::ln_expm1;
-use crate::calibration::gaussian_mechanism::analytic_gaussian_delta;
-use crate::calibration::normal::{log_normal_cdf, normal_cdf};
-use crate::error::{Error, Result, nonneg_finite, open_unit, positive_finite, rate};
+use crate::check::{nonneg_finite, open_unit, positive_finite, rate};
+use crate::math::ln_expm1;
+use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_delta;
+use dpattn_core::calibration::normal::{log_normal_cdf, normal_cdf};
+use dpattn_core::{Error, Result};
 use libm::{exp, expm1, log, log1p, sqrt};
 
 /// Largest ε searched by [`paper_epsilon_estimate`] (`docs/PAPERS.md` §2.5, "Numerics"); above
@@ -71,7 +72,7 @@ fn softplus(x: f64) -> f64 {
 /// The lognormal `e^Y`, `Y ~ N(mu, sigma2)`, that Lemma 1 matches to a sum of lognormals.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::fenton_wilkinson;
+/// use dpattn_paper::weight_shuffle::paper_estimate::fenton_wilkinson;
 /// let fw = fenton_wilkinson(&[0.0], 1.0)?; // one summand: the identity
 /// assert!(fw.mu.abs() < 1e-15 && (fw.sigma2 - 1.0).abs() < 1e-15);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -99,7 +100,7 @@ fn fw_from_logs(l1: f64, log_ratio: f64, s2: f64) -> FentonWilkinson {
 /// not matched.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::fenton_wilkinson;
+/// use dpattn_paper::weight_shuffle::paper_estimate::fenton_wilkinson;
 /// let fw = fenton_wilkinson(&[0.0, 1.0, 2.0], 0.5)?; // docs/PAPERS.md T2-A
 /// assert!((fw.mu / 2.5145655158 - 1.0).abs() < 1e-10);
 /// assert!((fw.sigma2 / 0.2860808972 - 1.0).abs() < 1e-10);
@@ -134,7 +135,7 @@ pub fn fenton_wilkinson(mu: &[f64], s2: f64) -> Result<FentonWilkinson> {
 /// The four quantities of Theorem 6 (Eqs. 26, 83) in scale-free form.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::thm6_terms;
+/// use dpattn_paper::weight_shuffle::paper_estimate::thm6_terms;
 /// let t = thm6_terms(1.0, 2.0, 1.0)?; // docs/PAPERS.md T2-B, row σ = 1, d = 2
 /// assert!((t.zeta1 + 0.126928011).abs() < 1e-9 && (t.sigma_z2 - 0.988644017).abs() < 1e-9);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -159,7 +160,7 @@ pub struct Thm6Terms {
 /// passed.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::thm6_terms;
+/// use dpattn_paper::weight_shuffle::paper_estimate::thm6_terms;
 /// let t = thm6_terms(0.5, 1000.0, 1.0)?; // docs/PAPERS.md T2-B
 /// assert!((t.zeta2 + 4.287022491).abs() < 1e-9 && (t.sigma_z1 - 0.420327665).abs() < 1e-9);
 /// assert_eq!(thm6_terms(2.0, 1.0, 1.0)?.zeta2, -0.25);
@@ -203,7 +204,7 @@ fn terms(sigma: f64, d: f64, r: f64) -> Thm6Terms {
 /// is what is returned.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::thm6_h;
+/// use dpattn_paper::weight_shuffle::paper_estimate::thm6_h;
 /// assert!((thm6_h(1.0, 1.0, 1.0, 1.0)? - 0.1269367375).abs() < 1e-10); // docs/PAPERS.md T2-B
 /// assert!((thm6_h(0.0, 0.5, 1000.0, 1.0)? + 0.0831841).abs() < 5e-8); // negative
 /// # Ok::<(), dpattn_core::Error>(())
@@ -235,7 +236,7 @@ fn h_raw(eps: f64, sigma: f64, d: f64, r: f64) -> Result<f64> {
 /// rate-`q` subsample is `(ln(1 + q(e^ε − 1)), qδ)`-DP, computed as `log1p(q·expm1(ε))`.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::paper_amplify;
+/// use dpattn_paper::weight_shuffle::paper_estimate::paper_amplify;
 /// let (e, d) = paper_amplify(1.0, 1e-5, 0.01)?; // docs/PAPERS.md T2-C
 /// assert!((e - 0.0170368632).abs() < 1e-10 && (d / 1e-7 - 1.0).abs() < 1e-12);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -259,7 +260,7 @@ pub fn paper_amplify(epsilon: f64, delta: f64, q: f64) -> Result<(f64, f64)> {
 /// `δ₁/q` may exceed 1; the caller decides whether that is usable.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{
+/// use dpattn_paper::weight_shuffle::paper_estimate::{
 ///     paper_advanced_composition_inverse, paper_deamplify,
 /// };
 /// let e1 = paper_advanced_composition_inverse(1.0, 500, 2.5e-6)?;
@@ -286,7 +287,7 @@ pub fn paper_deamplify(eps1: f64, delta1: f64, q: f64) -> Result<(f64, f64)> {
 /// This is the paper's form, not Dwork–Rothblum–Vadhan's.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::paper_advanced_composition;
+/// use dpattn_paper::weight_shuffle::paper_estimate::paper_advanced_composition;
 /// let e = paper_advanced_composition(0.01, 1000, 1e-6)?; // docs/PAPERS.md T2-C
 /// assert!((e - 1.7122581).abs() < 5e-8);
 /// assert_eq!(paper_advanced_composition(0.5, 10, 1e-5)?, 5.0); // basic branch
@@ -308,7 +309,7 @@ pub fn paper_advanced_composition(eps1: f64, steps: u64, delta_slack: f64) -> Re
 /// as `2ε/(b + √(b² + 2Tε))` to avoid cancellation.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::paper_advanced_composition_inverse;
+/// use dpattn_paper::weight_shuffle::paper_estimate::paper_advanced_composition_inverse;
 /// let e1 = paper_advanced_composition_inverse(1.0, 500, 2.5e-6)?; // docs/PAPERS.md T2-D step 2
 /// assert!((e1 - 0.0086404403).abs() < 1e-10);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -328,7 +329,7 @@ pub fn paper_advanced_composition_inverse(eps: f64, steps: u64, delta_slack: f64
 /// P2-9).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::Amplification;
+/// use dpattn_paper::weight_shuffle::paper_estimate::Amplification;
 /// assert_eq!(Amplification::default(), Amplification::Paper);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -344,7 +345,7 @@ pub enum Amplification {
 /// The inputs of the paper's accountant (`docs/PAPERS.md` §2.5).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{Amplification, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{Amplification, PaperQuery};
 /// let mut q = PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?; // ViT/CIFAR-100, docs/PAPERS.md T2-D
 /// q.amplification = Amplification::NoAmplification;
 /// assert_eq!((q.batch_clip_ratio, q.delta_split), (1.0, 0.5));
@@ -373,7 +374,7 @@ impl PaperQuery {
     /// A query with `r = 1`, `ρ = 0.5` and [`Amplification::Paper`].
     ///
     /// ```
-    /// use dpattn_core::weight_shuffle::paper_estimate::PaperQuery;
+    /// use dpattn_paper::weight_shuffle::paper_estimate::PaperQuery;
     /// assert!(PaperQuery::new(0.01, 1000, 1e6, 1e-5).is_ok());
     /// assert!(PaperQuery::new(0.0, 1000, 1e6, 1e-5).is_err());
     /// ```
@@ -429,7 +430,7 @@ impl PaperQuery {
 /// guarantee.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::PaperFlags;
+/// use dpattn_paper::weight_shuffle::paper_estimate::PaperFlags;
 /// assert!(!PaperFlags::default().degenerate_zero);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -449,7 +450,7 @@ pub struct PaperFlags {
 /// (see the module docs); there is no conversion into a budget or a ledger charge.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.3, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// assert!(est.epsilon == 0.0 && est.flags.degenerate_zero); // docs/PAPERS.md T2-E: the cliff
 /// # Ok::<(), dpattn_core::Error>(())
@@ -459,7 +460,7 @@ pub struct PaperFlags {
 ///
 /// ```compile_fail,E0308
 /// use dpattn_core::accounting::ledger::Charge;
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.3, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// let _charge: Charge = Charge::Approx(est);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -467,7 +468,7 @@ pub struct PaperFlags {
 ///
 /// ```compile_fail,E0277
 /// use dpattn_core::PrivacyBudget;
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.3, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// let _budget: PrivacyBudget = est.into();
 /// # Ok::<(), dpattn_core::Error>(())
@@ -494,7 +495,7 @@ pub struct PaperEstimate {
 /// the side where `h ≤ δ₀`.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_epsilon_estimate, PaperQuery};
 /// let est = paper_epsilon_estimate(0.273, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// assert!((est.epsilon - 1.15681).abs() < 1e-5); // docs/PAPERS.md T2-E
 /// # Ok::<(), dpattn_core::Error>(())
@@ -539,7 +540,7 @@ pub fn paper_epsilon_estimate(sigma: f64, query: &PaperQuery) -> Result<PaperEst
 /// is no conversion into a budget or a ledger charge.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_sigma_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_sigma_estimate, PaperQuery};
 /// let est = paper_sigma_estimate(1.0, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// assert!(est.sigma < est.sigma0 && !est.flags.fell_back);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -566,7 +567,7 @@ pub struct PaperSigmaEstimate {
 /// (σ₀). `fell_back` is set when σ ≥ σ₀; `sigma` still holds the shuffled solution.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::{paper_sigma_estimate, PaperQuery};
+/// use dpattn_paper::weight_shuffle::paper_estimate::{paper_sigma_estimate, PaperQuery};
 /// let est = paper_sigma_estimate(1.0, &PaperQuery::new(0.02, 500, 8.58e7, 5e-6)?)?;
 /// assert!((est.sigma / 0.2731574252 - 1.0).abs() < 1e-8); // docs/PAPERS.md T2-D
 /// assert!((est.sigma0 / 11.7516934 - 1.0).abs() < 1e-7);
@@ -604,7 +605,7 @@ pub fn paper_sigma_estimate(epsilon: f64, query: &PaperQuery) -> Result<PaperSig
 /// positive again after it turns negative (`docs/PAPERS.md` §2.5).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::paper_estimate::paper_step_sigma;
+/// use dpattn_paper::weight_shuffle::paper_estimate::paper_step_sigma;
 /// let s = paper_step_sigma(1.0, 1e-5, 100.0, 1.0)?; // docs/PAPERS.md T2-F
 /// assert!((s - 0.51335).abs() < 1e-5);
 /// # Ok::<(), dpattn_core::Error>(())

@@ -1,4 +1,4 @@
-//! Small Monte-Carlo simulations of NoisyHead (`dpattn::noisy_head`): the simulations
+//! Small Monte-Carlo simulations of NoisyHead (`dpattn_core::noisy_head`): the simulations
 //! P4-S1 … P4-S4 and the acceptance check P4-A7 of `docs/PAPERS.md` §4.11, following the
 //! protocol of its independent NumPy reference runs (P4-R1 … P4-R6: `exp_lowdim`,
 //! `exp_ushape`, `exp_robust`).
@@ -32,15 +32,17 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use dpattn::Error;
-use dpattn::noisy_head::schedule::mean_field_excess_risk;
-use dpattn::noisy_head::{
-    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, corrupt_prompt, excess_risk,
-    generate_prompts, noisy_head_keyed, noisy_head_scratch_len, presets, random_start,
-    raw_features, ridge, train_nonprivate,
+use dpattn_core::Error;
+use dpattn_core::noisy_head::schedule::mean_field_excess_risk;
+use dpattn_core::noisy_head::{
+    Features, Form, NoisyHeadParams, Prompts, RidgeSolver, noisy_head_keyed,
+    noisy_head_scratch_len, raw_features, ridge, train_nonprivate,
 };
-use dpattn::sampling::{KeyedStream, NoiseKey};
-use dpattn::session;
+use dpattn_core::sampling::{KeyedStream, NoiseKey};
+use dpattn_core::session;
+use dpattn_paper::noisy_head::{
+    corrupt_prompt, excess_risk, generate_prompts, presets, random_start,
+};
 
 type Res<T> = Result<T, Error>;
 

@@ -21,9 +21,10 @@
 //!
 //! All σ here are **absolute** noise standard deviations (noise multiplier × clipping norm).
 
-use crate::calibration::normal::{log_normal_cdf, normal_cdf, normal_sf};
-use crate::error::{Error, Result, nonneg_finite, positive_finite, rate};
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
+use crate::check::{nonneg_finite, positive_finite, rate};
+use dpattn_core::calibration::normal::{log_normal_cdf, normal_cdf, normal_sf};
+use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream};
+use dpattn_core::{Error, Result};
 
 fn check_delta(delta: f64) -> Result<f64> {
     if (0.0..1.0).contains(&delta) {
@@ -69,7 +70,7 @@ fn eq45(alpha: f64, beta: f64, delta: f64) -> f64 {
 /// With estimated rates use [`audit_epsilon_lower_bound`].
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::audit_epsilon;
+/// use dpattn_paper::weight_shuffle::refute::audit_epsilon;
 /// // docs/PAPERS.md T2-C: (α, β, δ) = (0.1, 0.3, 1e-5) gives 1.9458959.
 /// assert!((audit_epsilon(0.1, 0.3, 1e-5)? - 1.9458959).abs() < 1e-7);
 /// assert_eq!(audit_epsilon(0.5, 0.5, 0.0)?, 0.0);
@@ -161,7 +162,7 @@ fn beta_reg(a: f64, b: f64, x: f64) -> (f64, f64) {
 /// difference costs about `1e-16 · ln Γ(n)` (≈1e-9 at `n = 10⁶`).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::clopper_pearson_upper;
+/// use dpattn_paper::weight_shuffle::refute::clopper_pearson_upper;
 /// // No successes in 10 trials: the bound is 1 − 0.05^(1/10) at 95 %.
 /// let p = clopper_pearson_upper(0, 10, 0.95)?;
 /// assert!((p - (1.0 - 0.05f64.powf(0.1))).abs() < 1e-13);
@@ -213,7 +214,7 @@ pub fn clopper_pearson_upper(successes: u64, trials: u64, confidence: f64) -> Re
 /// independent (one fresh training run or step per trial).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::AuditCounts;
+/// use dpattn_paper::weight_shuffle::refute::AuditCounts;
 /// let c = AuditCounts { false_positives: 10, negatives: 100, false_negatives: 30, positives: 100 };
 /// assert_eq!(c.false_positives as f64 / c.negatives as f64, 0.1);
 /// ```
@@ -232,7 +233,7 @@ pub struct AuditCounts {
 /// Result of [`audit_epsilon_lower_bound`].
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::{audit_epsilon_lower_bound, AuditCounts};
+/// use dpattn_paper::weight_shuffle::refute::{audit_epsilon_lower_bound, AuditCounts};
 /// let c = AuditCounts { false_positives: 10, negatives: 100, false_negatives: 30, positives: 100 };
 /// let b = audit_epsilon_lower_bound(&c, 1e-5, 0.95)?;
 /// assert!(b.epsilon_lower < b.epsilon_point && b.alpha_upper > 0.1 && b.beta_upper > 0.3);
@@ -265,7 +266,7 @@ pub struct AuditBound {
 /// A lower bound only refutes: it can never validate an upper-bound accountant.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::{audit_epsilon_lower_bound, AuditCounts};
+/// use dpattn_paper::weight_shuffle::refute::{audit_epsilon_lower_bound, AuditCounts};
 /// let c = AuditCounts { false_positives: 0, negatives: 1000, false_negatives: 500, positives: 1000 };
 /// let b = audit_epsilon_lower_bound(&c, 0.0, 0.95)?;
 /// assert_eq!(b.epsilon_point, f64::INFINITY);
@@ -309,7 +310,7 @@ pub fn audit_epsilon_lower_bound(
 /// equal "rest" coordinates each (the shuffled mechanism only sees them up to permutation).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::MeanPair;
+/// use dpattn_paper::weight_shuffle::refute::MeanPair;
 /// let p = MeanPair { special_a: 0.0, rest_a: 0.0, special_b: 1.0, rest_b: 0.0 };
 /// assert_eq!(p, MeanPair::feasible_point_mass(1.0)?);
 /// # Ok::<(), dpattn_core::Error>(())
@@ -333,7 +334,7 @@ impl MeanPair {
     /// clipping of `f′`, `docs/PAPERS.md` P2-4.)
     ///
     /// ```
-    /// use dpattn_core::weight_shuffle::refute::MeanPair;
+    /// use dpattn_paper::weight_shuffle::refute::MeanPair;
     /// let p = MeanPair::paper_worst_case(1.0, 1.0, 2.0)?;
     /// let h = core::f64::consts::FRAC_1_SQRT_2;
     /// assert!((p.special_a - h).abs() < 1e-15 && (p.rest_b + 2.0 * h).abs() < 1e-15);
@@ -363,7 +364,7 @@ impl MeanPair {
     /// equal-entry vector the paper excludes, P2-3).
     ///
     /// ```
-    /// use dpattn_core::weight_shuffle::refute::MeanPair;
+    /// use dpattn_paper::weight_shuffle::refute::MeanPair;
     /// assert_eq!(MeanPair::feasible_point_mass(2.0)?.special_b, 2.0);
     /// # Ok::<(), dpattn_core::Error>(())
     /// ```
@@ -392,7 +393,7 @@ impl MeanPair {
 /// `≥ 1` (integers are the meaningful case).
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::{max_stat_lower_bound, MeanPair};
+/// use dpattn_paper::weight_shuffle::refute::{max_stat_lower_bound, MeanPair};
 /// // docs/PAPERS.md T2-I (c), d = 85.8e6 at Thm 6's σ* = 0.27316: true δ(0.36) ≥ 0.830.
 /// let pair = MeanPair::paper_worst_case(1.0, 1.0, 85.8e6)?;
 /// let lb = max_stat_lower_bound(0.36, 0.27316, 85.8e6, &pair)?;
@@ -476,7 +477,7 @@ fn golden_max(f: &impl Fn(f64) -> f64, mut a: f64, mut b: f64) -> f64 {
 /// Exact `δ(ε)` in both directions; see [`shuffled_gaussian_delta_d2`].
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::shuffled_gaussian_delta_d2;
+/// use dpattn_paper::weight_shuffle::refute::shuffled_gaussian_delta_d2;
 /// let e = shuffled_gaussian_delta_d2(1.0, 1.5, 1.0, 1.0)?;
 /// assert_eq!(e.forward, 0.0);
 /// assert!(e.backward > 0.029);
@@ -511,7 +512,7 @@ fn ln_cosh(z: f64) -> f64 {
 /// normal CDFs, so there is no quadrature error.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::shuffled_gaussian_delta_d2;
+/// use dpattn_paper::weight_shuffle::refute::shuffled_gaussian_delta_d2;
 /// // docs/PAPERS.md T2-I (a): Thm 6 certifies (1, 1e-5) at σ = 1.16125, yet δ(p′‖p) = 0.07985.
 /// let e = shuffled_gaussian_delta_d2(1.0, 1.16125, 1.0, 1.0)?;
 /// assert!((e.backward - 0.07985).abs() < 5e-6);
@@ -573,7 +574,7 @@ pub fn shuffled_gaussian_delta_d2(
 /// [`monte_carlo_delta`].
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::MonteCarloDelta;
+/// use dpattn_paper::weight_shuffle::refute::MonteCarloDelta;
 /// let m = MonteCarloDelta { forward: 0.0, backward: 0.08, forward_stderr: 0.0, backward_stderr: 0.002 };
 /// assert!(m.backward > m.forward);
 /// ```
@@ -592,7 +593,7 @@ pub struct MonteCarloDelta {
 /// Scratch elements [`monte_carlo_delta`] needs for dimension `d`: `d`.
 ///
 /// ```
-/// use dpattn_core::weight_shuffle::refute::monte_carlo_delta_scratch_len;
+/// use dpattn_paper::weight_shuffle::refute::monte_carlo_delta_scratch_len;
 /// assert_eq!(monte_carlo_delta_scratch_len(10), 10);
 /// ```
 pub fn monte_carlo_delta_scratch_len(d: usize) -> usize {
@@ -619,7 +620,7 @@ pub fn monte_carlo_delta_scratch_len(d: usize) -> usize {
 ///
 /// ```
 /// use dpattn_core::sampling::{KeyedStream, NoiseKey};
-/// use dpattn_core::weight_shuffle::refute::{monte_carlo_delta, shuffled_gaussian_delta_d2};
+/// use dpattn_paper::weight_shuffle::refute::{monte_carlo_delta, shuffled_gaussian_delta_d2};
 /// let stream = KeyedStream::new(&NoiseKey::generate()?, 0);
 /// let mut scratch = [0.0; 2];
 /// let mc = monte_carlo_delta(1.0, 1.16125, 1.0, 1.0, 2, 2000, &stream, &mut scratch)?;
@@ -715,8 +716,8 @@ pub fn monte_carlo_delta(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibration::gaussian_mechanism::analytic_gaussian_delta;
-    use crate::sampling::NoiseKey;
+    use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_delta;
+    use dpattn_core::sampling::NoiseKey;
 
     fn oor<T>(r: Result<T>) -> bool {
         matches!(r, Err(Error::OutOfRange { .. }))

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 /// only bound the workspace).
 ///
 /// ```
-/// use dpattn_cuda::gaussian_sampling::SamplingPlan;
+/// use dpattn_cuda::gaussian_sampling_attention::SamplingPlan;
 /// let plan = SamplingPlan::new([2, 3, 5, 40], 100_000)?;
 /// assert_eq!((plan.chunks, plan.chunk_len), (128, 782)); // 128 · 782 ≥ 100 000
 /// assert_eq!(SamplingPlan::new([1, 1, 5, 40], 300)?.chunks, 1);
@@ -98,7 +98,7 @@ impl SamplingPlan {
 /// shape `[batch, heads, n, d]` and `k` samples ([`SamplingPlan::workspace_len`]).
 ///
 /// ```
-/// use dpattn_cuda::gaussian_sampling::gaussian_sampling_attention_workspace_len;
+/// use dpattn_cuda::gaussian_sampling_attention::gaussian_sampling_attention_workspace_len;
 /// // factors 2·3·40, then 6 problems × 128 chunks × 15 triangle entries
 /// assert_eq!(gaussian_sampling_attention_workspace_len([2, 3, 5, 40], 100_000)?, 240 + 6 * 128 * 15);
 /// # Ok::<(), dpattn_cuda::Error>(())

@@ -7,11 +7,9 @@
 //! Step sizes are `η0 = k·(2/3)·λ/(λ + G²)²` with `k` = 0.95 (low-dim), 0.1 (high-dim),
 //! 0.01 (early stopping), 1 (robustness).
 
-use super::params::{Accounting, GForm, NoisyHeadParams, Radii};
-use super::schedule::t_low_dim_code;
-use crate::PrivacyBudget;
-use crate::error::{Error, Result};
-use crate::grid_release::NoiseMode;
+use dpattn_core::noisy_head::schedule::t_low_dim_code;
+use dpattn_core::noisy_head::{Accounting, GForm, NoisyHeadParams, Radii};
+use dpattn_core::{Error, NoiseMode, PrivacyBudget, Result};
 
 fn isqrt(n: usize) -> usize {
     let mut r = libm::sqrt(n as f64) as usize;
@@ -65,7 +63,7 @@ fn assemble(
 /// `k = 0.95`, `T = ⌊2.5 ln N / ln(1/(1 − η0λ))⌋`.
 ///
 /// ```
-/// use dpattn_core::noisy_head::presets;
+/// use dpattn_paper::noisy_head::presets;
 /// let p = presets::low_dim(4000, 1.0)?;
 /// assert_eq!((p.l, p.iters), (63, 39));
 /// assert!((p.sigma / 107.87125561363094 - 1.0).abs() < 1e-12);
@@ -101,7 +99,7 @@ pub fn high_dim(n: usize, epsilon: f64, delta: f64) -> Result<NoisyHeadParams> {
 /// `k = 0.01`, `δ = 1e-5`, `T = iters`.
 ///
 /// ```
-/// use dpattn_core::noisy_head::presets;
+/// use dpattn_paper::noisy_head::presets;
 /// // docs/PAPERS.md T4-A (check P4-U4): the quick early-stopping configuration N = 400.
 /// let p = presets::early_stopping(400, 51, 0.8)?;
 /// assert_eq!((p.d, p.l), (20, 20));

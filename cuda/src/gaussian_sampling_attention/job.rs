@@ -238,8 +238,8 @@ impl<'a> Job<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gaussian_sampling::tests::{layout, params};
-    use crate::gaussian_sampling::validate;
+    use crate::gaussian_sampling_attention::tests::{layout, params};
+    use crate::gaussian_sampling_attention::validate;
 
     fn buffers(plan: &SamplingPlan, x: &Layout4) -> Buffers {
         let out = plan.output_len() as usize;

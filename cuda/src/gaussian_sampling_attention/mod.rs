@@ -60,14 +60,13 @@
 //!     Domain, GaussianSamplingParams, OutOfDomain, Sampler};
 //! use dpattn_core::session::Session;
 //! use dpattn_cuda::Device;
-//! use dpattn_cuda::gaussian_sampling::gaussian_sampling_attention;
+//! use dpattn_cuda::gaussian_sampling_attention::gaussian_sampling_attention;
 //! let dev = Device::get(0)?;
 //! let stream = dev.new_stream()?;
-//! let err = |e| dpattn_cuda::Error::Panicked(format!("{e:?}"));
 //! let (batch, heads, n, d) = (2, 4, 16, 64);
-//! let x = stream.clone_htod(&vec![0.01f32; batch * heads * n * d]).map_err(err)?;
-//! let mut b = stream.alloc_zeros::<f64>(batch * heads * n * n).map_err(err)?;
-//! let mut p = stream.alloc_zeros::<f64>(batch * heads * n * n).map_err(err)?;
+//! let x = stream.clone_htod(&vec![0.01f32; batch * heads * n * d])?;
+//! let mut b = stream.alloc_zeros::<f64>(batch * heads * n * n)?;
+//! let mut p = stream.alloc_zeros::<f64>(batch * heads * n * n)?;
 //! let mut params = GaussianSamplingParams::new(
 //!     PrivacyBudget::new(0.5, 1e-6)?, Domain::new(0.1, 0.05, 1e-6)?, 100_000);
 //! params.sampler = Sampler::FactorFree;
@@ -80,9 +79,7 @@
 //! # Ok::<(), dpattn_cuda::Error>(())
 //! ```
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::DevicePtrMut;
 use dpattn_core::NoiseMode;
 use dpattn_core::accounting::cost::{Accountant, Cost};
 use dpattn_core::gaussian_sampling_attention::{
@@ -95,6 +92,7 @@ use crate::device::Device;
 use crate::error::{Error, Result, driver, guarded};
 use crate::float_dtype::{FloatDtype, FloatElement};
 use crate::kernels::{KernelModule, KernelSpec};
+use crate::memory::{DeviceBuffer, Stream};
 use crate::noise_fill::in_context;
 
 /// Largest `n` (tokens per problem) the kernels take: one CUDA block keeps the `n(n+1)/2`
@@ -208,10 +206,10 @@ fn charge(ledger: Option<&mut dyn Accountant>, total: PrivacyBudget) -> Result<(
 #[allow(clippy::too_many_arguments)]
 pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    out_b: &mut impl DevicePtrMut<f64>,
-    out_p: &mut impl DevicePtrMut<f64>,
-    x: &impl DevicePtr<T>,
+    stream: &Stream,
+    out_b: &mut DeviceBuffer<f64>,
+    out_p: &mut DeviceBuffer<f64>,
+    x: &DeviceBuffer<T>,
     x_layout: Layout4,
     params: &GaussianSamplingParams,
     session: &mut Session<N>,
@@ -240,28 +238,29 @@ pub fn gaussian_sampling_attention<T: FloatElement, const N: usize>(
 #[allow(clippy::too_many_arguments)]
 pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
     dev: &Device,
-    stream: &Arc<CudaStream>,
-    out_b: &mut impl DevicePtrMut<f64>,
-    out_p: &mut impl DevicePtrMut<f64>,
-    x: &impl DevicePtr<T>,
+    stream: &Stream,
+    out_b: &mut DeviceBuffer<f64>,
+    out_p: &mut DeviceBuffer<f64>,
+    x: &DeviceBuffer<T>,
     x_layout: Layout4,
     params: &GaussianSamplingParams,
     draw: Draw<'_>,
     ledger: Option<&mut dyn Accountant>,
 ) -> Result<()> {
     let (plan, total) = validate(params, &x_layout)?;
-    in_context("x: a buffer", x.stream(), dev)?;
-    in_context("out_b: a buffer", out_b.stream(), dev)?;
-    in_context("out_p: a buffer", out_p.stream(), dev)?;
-    in_context("a stream", stream, dev)?;
+    in_context("x: a buffer", x.home_stream(), dev)?;
+    in_context("out_b: a buffer", out_b.home_stream(), dev)?;
+    in_context("out_p: a buffer", out_p.home_stream(), dev)?;
+    in_context("a stream", stream.cuda(), dev)?;
     let ws_len = plan.workspace_len()?;
     let (x_len, b_len, p_len) = (x.len(), out_b.len(), out_p.len());
+    let cs = stream.cuda();
     guarded(|| {
-        let mut ws = stream.alloc_zeros::<f64>(ws_len).map_err(driver("allocate workspace"))?;
+        let mut ws = cs.alloc_zeros::<f64>(ws_len).map_err(driver("allocate workspace"))?;
         let (xp, _gx) = x.device_ptr(stream);
         let (bp, _gb) = out_b.device_ptr_mut(stream);
         let (pp, _gp) = out_p.device_ptr_mut(stream);
-        let (wp, _gw) = ws.device_ptr_mut(stream);
+        let (wp, _gw) = ws.device_ptr_mut(cs);
         let bufs = Buffers {
             x: (xp, x_len),
             dtype: T::DTYPE,
@@ -270,9 +269,9 @@ pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
             workspace: (wp, ws_len),
             status: None,
         };
-        let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
+        let job = Job::new(dev, cs, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
         charge(ledger, total)?;
-        // SAFETY: every pointer comes from a live cudarc buffer of this device (checked by
+        // SAFETY: every pointer comes from a live device buffer of this device (checked by
         // `in_context`), alive and guarded until the queued work is recorded; the release
         // is queued after the clip factors on the same stream.
         unsafe {
@@ -308,7 +307,7 @@ pub fn gaussian_sampling_attention_keyed<T: FloatElement>(
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn gaussian_sampling_attention_raw(
     dev: &Device,
-    stream: &Arc<CudaStream>,
+    stream: &Stream,
     out_b: u64,
     out_b_len: usize,
     out_p: u64,
@@ -333,7 +332,7 @@ pub unsafe fn gaussian_sampling_attention_raw(
         status: Some(status),
     };
     let (plan, total) = validate(params, &x_layout)?;
-    let job = Job::new(dev, stream, &x_layout, plan, bufs, params, draw.key, draw.stream)?;
+    let job = Job::new(dev, stream.cuda(), &x_layout, plan, bufs, params, draw.key, draw.stream)?;
     charge(ledger, total)?;
     // SAFETY: the caller guarantees the pointers (contract above); `Job::new` checked them
     // non-null, aligned, long enough and disjoint.

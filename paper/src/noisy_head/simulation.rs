@@ -6,10 +6,11 @@
 //! reproducible: prompt `k` of a draw is a function of `(key, stream, k)` only
 //! (`docs/RANDOMNESS.md` §5.3), so any range of prompts can be generated on its own.
 
-use super::features::{Features, check_len, check_sizes};
-use super::train::predict;
-use crate::error::{Error, Result, mul_size, nonneg_finite};
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use crate::check::{check_len, check_sizes, mul_size, nonneg_finite};
+use crate::math::scaled_norm;
+use dpattn_core::noisy_head::{Features, predict};
+use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
+use dpattn_core::{Error, Result};
 
 /// Standard normals consumed by one prompt: `(L+1)·D` token coordinates, `D` task-vector
 /// entries, `L+1` label noises.
@@ -23,7 +24,7 @@ fn stride(l: usize, d: usize) -> Result<u64> {
 }
 
 fn normalise_or_e1(x: &mut [f64]) {
-    let n = super::features::scaled_norm(x);
+    let n = scaled_norm(x);
     if n > 0.0 && n.is_finite() {
         x.iter_mut().for_each(|v| *v /= n);
     } else {
@@ -33,16 +34,16 @@ fn normalise_or_e1(x: &mut [f64]) {
 }
 
 /// Writes prompts `first, …, first + n − 1` of the model of `docs/PAPERS.md` §4.3 into the flat
-/// layout of [`Prompts`](super::Prompts): tokens `x ~ U(S^{D−1})` (a normalised Gaussian vector),
-/// a fresh task `w_k ~ N(0, I_D)` per prompt, labels `y = w_kᵀx + τ·ϵ`, `ϵ ~ N(0, 1)`
-/// (`tau` is the noise std `τ`; the paper uses 0). Allocation-free.
+/// layout of [`Prompts`](dpattn_core::noisy_head::Prompts): tokens `x ~ U(S^{D−1})` (a normalised
+/// Gaussian vector), a fresh task `w_k ~ N(0, I_D)` per prompt, labels `y = w_kᵀx + τ·ϵ`,
+/// `ϵ ~ N(0, 1)` (`tau` is the noise std `τ`; the paper uses 0). Allocation-free.
 ///
 /// Prompt `k` uses elements `k·S … (k+1)·S − 1` of the keyed standard-normal stream,
 /// `S = (L+1)·D + D + L + 1`: token `i`'s coordinates first (the query is token `L`), then
 /// `w_k`, then the `L + 1` label noises.
 ///
 /// ```
-/// use dpattn_core::noisy_head::generate_prompts;
+/// use dpattn_paper::noisy_head::generate_prompts;
 /// use dpattn_core::sampling::NoiseKey;
 /// let key = NoiseKey::generate()?;
 /// let (mut x, mut y, mut q, mut t) = ([0.0; 2 * 4 * 3], [0.0; 8], [0.0; 6], [0.0; 2]);
@@ -177,21 +178,21 @@ fn check_gamma(arg: &'static str, gamma: &[f64], d: usize) -> Result<()> {
 }
 
 /// The excess risk of eq. (B.1): `n_test⁻¹ Σ_k ⟨Γ̂ − Γ*, Z_k⟩²` over test features (raw,
-/// from [`raw_features`](super::raw_features)).
+/// from [`raw_features`](dpattn_core::noisy_head::raw_features)).
 ///
 /// # Errors
 /// [`Error::ShapeMismatch`] when a `Γ` is not `D²` long.
 pub fn excess_risk(gamma_hat: &[f64], gamma_star: &[f64], test: &Features<'_>) -> Result<f64> {
-    check_gamma("gamma_hat", gamma_hat, test.d)?;
-    check_gamma("gamma_star", gamma_star, test.d)?;
-    let sum: f64 = (0..test.n)
+    check_gamma("gamma_hat", gamma_hat, test.d())?;
+    check_gamma("gamma_star", gamma_star, test.d())?;
+    let sum: f64 = (0..test.n())
         .map(|k| {
             let (u, v, _) = test.get(k);
             let e = predict(gamma_hat, u, v) - predict(gamma_star, u, v);
             e * e
         })
         .sum();
-    Ok(sum / test.n as f64)
+    Ok(sum / test.n() as f64)
 }
 
 /// The test mean squared error `n_test⁻¹ Σ_k (⟨Γ, Z_k⟩ − y_k)²` against the true targets
@@ -200,13 +201,13 @@ pub fn excess_risk(gamma_hat: &[f64], gamma_star: &[f64], test: &Features<'_>) -
 /// # Errors
 /// [`Error::ShapeMismatch`] when `gamma` is not `D²` long.
 pub fn test_mse(gamma: &[f64], test: &Features<'_>) -> Result<f64> {
-    check_gamma("gamma", gamma, test.d)?;
-    let sum: f64 = (0..test.n)
+    check_gamma("gamma", gamma, test.d())?;
+    let sum: f64 = (0..test.n())
         .map(|k| {
             let (u, v, t) = test.get(k);
             let e = predict(gamma, u, v) - t;
             e * e
         })
         .sum();
-    Ok(sum / test.n as f64)
+    Ok(sum / test.n() as f64)
 }
