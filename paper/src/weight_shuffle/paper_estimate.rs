@@ -658,7 +658,7 @@ mod tests {
     use super::*;
 
     fn near(got: f64, want: f64, tol: f64, what: &str) {
-        assert!((got - want).abs() <= tol, "{what}: got {got:.12e}, spec {want:e} (tol {tol:e})");
+        assert!((got - want).abs() <= tol, "{what}: got {got:.12e}, table {want:e} (tol {tol:e})");
     }
     fn near_rel(got: f64, want: f64, tol: f64, what: &str) {
         near(got, want, tol * want.abs(), what);
@@ -668,7 +668,7 @@ mod tests {
     }
 
     #[test]
-    fn fenton_wilkinson_spec_6_1() {
+    fn fenton_wilkinson_table_t2_a() {
         let fw = fenton_wilkinson(&[0.0, 1.0, 2.0], 0.5).unwrap();
         near_rel(fw.mu, 2.5145655158, 1e-10, "mu_Y");
         near_rel(fw.sigma2, 0.2860808972, 1e-10, "sigma_Y^2");
@@ -687,7 +687,7 @@ mod tests {
     }
 
     #[test]
-    fn thm6_terms_and_h_spec_6_2() {
+    fn thm6_terms_and_h_table_t2_b() {
         // σ, d, r, ζ1, ζ2, σ_Z1, σ_Z2, h(0), h(0.5), h(1)
         #[rustfmt::skip]
         let rows: [[f64; 10]; 6] = [
@@ -719,14 +719,14 @@ mod tests {
         near(thm6_h(1.0, 3.73063, 1.0, 1.0).unwrap(), 1.00001e-5, 5e-11, "δ(1, 3.73063)");
         for (e, s, r) in [(0.0, 0.3, 1.0), (1.0, 1.0, 7.0), (3.0, 0.7, 0.1), (0.2, 40.0, 1.0)] {
             let a = analytic_gaussian_delta(e, s, 1.0).unwrap();
-            near(thm6_h(e, s, 1.0, r).unwrap(), a, 1e-15, "§9 item 3");
+            near(thm6_h(e, s, 1.0, r).unwrap(), a, 1e-15, "P2-AC3");
             // The general formula tends to the same limit as d → 1 (docs/PAPERS.md §2.5).
             near(thm6_h(e, s, 1.0 + 1e-12, r).unwrap(), a, 1e-12, "d → 1 limit");
         }
     }
 
     #[test]
-    fn composition_and_amplification_spec_6_3() {
+    fn composition_and_amplification_table_t2_c() {
         let (e, d) = paper_amplify(1.0, 1e-5, 0.01).unwrap();
         near(e, 0.0170368632, 5e-11, "amplify ε");
         near_rel(d, 1e-7, 1e-12, "amplify δ");
@@ -744,7 +744,7 @@ mod tests {
     }
 
     #[test]
-    fn inverse_vit_spec_6_4() {
+    fn inverse_vit_table_t2_d() {
         let est = paper_sigma_estimate(1.0, &vit()).unwrap();
         near(est.eps1, 0.0086404403, 5e-11, "ε1");
         near(est.eps0, 0.3603937045, 5e-11, "ε0");
@@ -755,7 +755,7 @@ mod tests {
     }
 
     #[test]
-    fn forward_vit_spec_6_5() {
+    fn forward_vit_table_t2_e() {
         // σ, ε0, ε1, total ε (paper), unshuffled total ε (d = 1); printed to 6 digits.
         #[rustfmt::skip]
         let rows: [[f64; 5]; 6] = [
@@ -785,7 +785,7 @@ mod tests {
     }
 
     #[test]
-    fn forward_other_points_spec_6_5() {
+    fn forward_other_points_table_t2_e() {
         // q = 0.01, T = 1000, δ = 1e-5: σ, d, ε0, ε1, total ε.
         let rows: [[f64; 5]; 7] = [
             [1.0, 1.0, 5.0302, 0.924115, 571.381],
@@ -813,7 +813,7 @@ mod tests {
     }
 
     #[test]
-    fn per_step_table_spec_6_6() {
+    fn per_step_table_t2_f() {
         let ds = [1.0, 2.0, 10.0, 100.0, 1e4, 1e6, 8.58e7, 1e8, 1.1e8, 1.24e8, 1.25e8, 8.38e8, 1e9];
         #[rustfmt::skip]
         let rows: [(f64, f64, [f64; 13]); 6] = [
@@ -834,7 +834,7 @@ mod tests {
     }
 
     #[test]
-    fn heatmap_spec_6_6() {
+    fn heatmap_table_t2_f() {
         // Total ε → σ, q = 0.02, T = 500, δ = 5e-6; printed to 4 decimals.
         let ds = [1.0, 10.0, 100.0, 1e4, 1e6, 1e8, 1e9];
         let rows: [(f64, [f64; 7]); 2] = [
@@ -850,7 +850,7 @@ mod tests {
     }
 
     #[test]
-    fn fig3_analogue_spec_6_7() {
+    fn fig3_analogue_table_t2_g() {
         // ViT row: ε, shuffled σ (4 digits), AC0 σ (4 significant digits, tolerance 5e-3/5e-4).
         let rows = [
             (0.1, 0.2742, 87.10, 5e-3),
@@ -890,7 +890,7 @@ mod tests {
     }
 
     #[test]
-    fn no_amplification_spec_q9() {
+    fn no_amplification_p2_9() {
         let q = PaperQuery { amplification: Amplification::NoAmplification, ..vit() };
         let est = paper_sigma_estimate(1.0, &q).unwrap();
         near(est.sigma, 0.27437, 5e-6, "shuffled σ");

@@ -728,7 +728,7 @@ mod tests {
     }
 
     #[test]
-    fn audit_epsilon_matches_spec_6_3() {
+    fn audit_epsilon_matches_table_t2_c() {
         // docs/PAPERS.md T2-C, printed to 7 decimals.
         close(audit_epsilon(0.1, 0.3, 1e-5).unwrap(), 1.9458959, 5e-8);
         close(audit_epsilon(0.3, 0.3, 1e-5).unwrap(), 0.8472836, 5e-8);
@@ -831,7 +831,7 @@ mod tests {
     }
 
     #[test]
-    fn max_stat_matches_spec_6_9_c() {
+    fn max_stat_matches_table_t2_i_c() {
         // (d, σ*, LB paper pair, LB feasible pair) from docs/PAPERS.md T2-I (c), ε = 0.36,
         // c = c′ = 1.
         let rows = [
@@ -888,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn exact_d2_matches_spec_6_9_a() {
+    fn exact_d2_matches_table_t2_i_a() {
         // (σ, ε, δ(p′‖p), δ(p‖p′), plain Gaussian δ) from docs/PAPERS.md T2-I (a); tolerance = half
         // a unit in the last printed digit.
         let rows = [
@@ -962,7 +962,7 @@ mod tests {
     }
 
     #[test]
-    fn monte_carlo_matches_spec_6_9_b_d10() {
+    fn monte_carlo_matches_table_t2_i_b_d10() {
         // docs/PAPERS.md T2-I (b): d = 10, σ = 1, true δ(0.5) = 0.158, δ(1) = 0.0816 (itself Monte
         // Carlo with 20 000 samples; the larger direction is δ(p′‖p)).
         let mut scratch = [0.0; 10];
