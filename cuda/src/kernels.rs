@@ -64,7 +64,7 @@ pub enum KernelModule {
     FlashAttentionF32,
     /// `clamp_rows.cu`: `dp_clamp_rows`.
     ClampRows,
-    /// `gaussian_sampling.cu`: the kernels of [`crate::gaussian_sampling_attention`].
+    /// `gaussian_sampling.cu`: the kernels of [`mod@crate::gaussian_sampling_attention`].
     GaussianSampling,
 }
 

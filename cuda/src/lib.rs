@@ -15,11 +15,10 @@
 //! * Kernels: [`noise_fill`] (keyed ChaCha20 noise equal to the CPU's), [`mod@grid_release`]
 //!   (exact releases on a power-of-two grid with discrete Gaussian noise, equal to the
 //!   CPU's), [`clip_rows`] (clip rows to norm `C`, then the exact release or the unsafe
-//!   float noise), [`attention`] (fused flash-style noisy
-//!   attention, tensor cores for bf16/f16), [`output_perturbation`] (output-perturbation DP
-//!   cross-attention through the fused kernel) and [`gaussian_sampling_attention`] (paper 000's
-//!   DPAttention with the factor-free sampler and clip-and-ridge, equal to the CPU's
-//!   release).
+//!   float noise), [`attention`] (fused flash-style noisy attention, tensor cores for
+//!   bf16/f16), [`output_perturbation`] (output-perturbation DP cross-attention through the
+//!   fused kernel) and [`mod@gaussian_sampling_attention`] (paper 000's DPAttention with the
+//!   factor-free sampler and clip-and-ridge, equal to the CPU's release).
 //!
 //! Every entry point has a raw-pointer form (`*_raw`) that runs on device memory and a
 //! stream owned by the caller (a C++ engine, PyTorch) and frees or destroys nothing.
