@@ -316,8 +316,8 @@ fn gaussian_sampling_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> 
     Ok(summary(&columns))
 }
 
-/// Paper 001 on `n` private tokens with `d = 2` (`K ∈ [0, 1]^d`, `V ∈ [−0.2, 1]^d`, `R_w = 1`, `ε = 1`,
-/// `δ = δ′ = 1e-6`): the moment sketch (extension `docs/PAPERS.md` P1-X1) and the faithful
+/// Paper 001 on `n` private tokens with `d = 2` (`K ∈ [0, 1]^d`, `V ∈ [−0.2, 1]^d`, `R_w = 1`,
+/// `ε = 1`, `δ = δ′ = 1e-6`): the moment sketch (extension `docs/PAPERS.md` P1-X1) and the faithful
 /// non-adaptive trees (`l = 1`, per-vector split), 16 public queries each; error `‖Õ − O‖_F/‖O‖_F`
 /// against exact `softmax(qKᵀ/d)V`. The trees' theorem-level estimate is printed too.
 fn softmax_tree_rows(

@@ -210,10 +210,12 @@ fn problems(doc: &str, functions: &[String], files: &[String]) -> Vec<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
     for pair in words.windows(2) {
         let noun = pair[1].trim_matches(|c: char| !c.is_ascii_alphabetic());
-        if let Ok(n) = pair[0].trim_start_matches('(').parse::<usize>() {
-            if (noun == "functions" || noun == "entry") && n > 20 && n != functions.len() {
-                out.push(format!("says {n} {noun}, include/dpattn.h has {}", functions.len()));
-            }
+        if let Ok(n) = pair[0].trim_start_matches('(').parse::<usize>()
+            && (noun == "functions" || noun == "entry")
+            && n > 20
+            && n != functions.len()
+        {
+            out.push(format!("says {n} {noun}, include/dpattn.h has {}", functions.len()));
         }
     }
     out.iter().map(|p| format!("{doc}: {p}")).collect()

@@ -372,21 +372,42 @@ impl fmt::Display for Revealed<'_> {
 /// `Result` with [`Error`] as the error type.
 pub type Result<T> = core::result::Result<T, Error>;
 
-/// `a * b` for sizes, or [`Error::SizeOverflow`] naming `what`.
+/// `a * b` for sizes, or [`Error::SizeOverflow`] naming `what`. The argument checks below
+/// are public so that crates built on the core (the C ABI, the paper tools) refuse bad
+/// arguments with the same errors and messages.
+///
+/// ```
+/// use dpattn_core::{Error, error::mul_size};
+/// assert_eq!(mul_size(3, 4, "rows·cols"), Ok(12));
+/// let overflow = Error::SizeOverflow { what: "rows·cols" };
+/// assert_eq!(mul_size(usize::MAX, 2, "rows·cols"), Err(overflow));
+/// ```
 #[inline]
-pub(crate) fn mul_size(a: usize, b: usize, what: &'static str) -> Result<usize> {
+pub fn mul_size(a: usize, b: usize, what: &'static str) -> Result<usize> {
     a.checked_mul(b).ok_or(Error::SizeOverflow { what })
 }
 
 /// `a + b` for sizes, or [`Error::SizeOverflow`] naming `what`.
+///
+/// ```
+/// use dpattn_core::error::add_size;
+/// assert_eq!(add_size(3, 4, "len"), Ok(7));
+/// assert!(add_size(usize::MAX, 1, "len").is_err());
+/// ```
 #[inline]
-pub(crate) fn add_size(a: usize, b: usize, what: &'static str) -> Result<usize> {
+pub fn add_size(a: usize, b: usize, what: &'static str) -> Result<usize> {
     a.checked_add(b).ok_or(Error::SizeOverflow { what })
 }
 
 /// `x ∈ (0, ∞)`, or [`Error::OutOfRange`] naming `name`.
+///
+/// ```
+/// use dpattn_core::error::positive_finite;
+/// assert_eq!(positive_finite("sigma", 0.5), Ok(0.5));
+/// assert!(positive_finite("sigma", 0.0).is_err() && positive_finite("sigma", f64::NAN).is_err());
+/// ```
 #[inline]
-pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<f64> {
+pub fn positive_finite(name: &'static str, x: f64) -> Result<f64> {
     if x.is_finite() && x > 0.0 {
         Ok(x)
     } else {
@@ -395,8 +416,14 @@ pub(crate) fn positive_finite(name: &'static str, x: f64) -> Result<f64> {
 }
 
 /// `x ∈ (0, 1)`, or [`Error::OutOfRange`] naming `name`.
+///
+/// ```
+/// use dpattn_core::error::open_unit;
+/// assert_eq!(open_unit("delta", 1e-5), Ok(1e-5));
+/// assert!(open_unit("delta", 1.0).is_err() && open_unit("delta", 0.0).is_err());
+/// ```
 #[inline]
-pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<f64> {
+pub fn open_unit(name: &'static str, x: f64) -> Result<f64> {
     if x > 0.0 && x < 1.0 {
         Ok(x)
     } else {
@@ -406,8 +433,14 @@ pub(crate) fn open_unit(name: &'static str, x: f64) -> Result<f64> {
 
 /// `x ∈ (0, 1]` (a sampling rate, a probability that may be 1), or [`Error::OutOfRange`]
 /// naming `name`.
+///
+/// ```
+/// use dpattn_core::error::rate;
+/// assert_eq!(rate("q", 1.0), Ok(1.0));
+/// assert!(rate("q", 0.0).is_err() && rate("q", 1.5).is_err());
+/// ```
 #[inline]
-pub(crate) fn rate(name: &'static str, x: f64) -> Result<f64> {
+pub fn rate(name: &'static str, x: f64) -> Result<f64> {
     if x > 0.0 && x <= 1.0 {
         Ok(x)
     } else {
@@ -416,8 +449,14 @@ pub(crate) fn rate(name: &'static str, x: f64) -> Result<f64> {
 }
 
 /// `x ∈ [0, ∞)`, or [`Error::OutOfRange`] naming `name`.
+///
+/// ```
+/// use dpattn_core::error::nonneg_finite;
+/// assert_eq!(nonneg_finite("tau", 0.0), Ok(0.0));
+/// assert!(nonneg_finite("tau", -1.0).is_err() && nonneg_finite("tau", f64::INFINITY).is_err());
+/// ```
 #[inline]
-pub(crate) fn nonneg_finite(name: &'static str, x: f64) -> Result<f64> {
+pub fn nonneg_finite(name: &'static str, x: f64) -> Result<f64> {
     if x.is_finite() && x >= 0.0 {
         Ok(x)
     } else {

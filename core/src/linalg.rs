@@ -1,7 +1,7 @@
 //! Small dense `f64` kernels, allocation-free on row-major `n × n` slices, shared by the
-//! Gaussian-sampling mechanism and the matrix Gaussian sampler: the Gram matrix `XXᵀ` (with optional column clipping and a
-//! ridge), Cholesky in place, the lower-triangular product `L·T`, the symmetric product
-//! `Y·Yᵀ`, and the eigenvalues of a symmetric matrix (cyclic Jacobi).
+//! Gaussian-sampling mechanism and the matrix Gaussian sampler: the Gram matrix `XXᵀ` (with
+//! optional column clipping and a ridge), Cholesky in place, the lower-triangular product `L·T`,
+//! the symmetric product `Y·Yᵀ`, and the eigenvalues of a symmetric matrix (cyclic Jacobi).
 //!
 //! **Guarantee.** Each routine is the textbook algorithm in `f64` with no data-dependent
 //! early exit except Cholesky's failing pivot and Jacobi's convergence test; no privacy by

@@ -21,14 +21,14 @@
 //! **Privacy unit:** [`PRIVACY_UNIT`], one token (row `j` of `K` with row `j` of `V`;
 //! replace-one, `n` public).
 //!
-//! **The construction is the release.** [`SoftmaxTreeCrossAttention::new`] draws one ([`STREAMS`]) fresh
-//! stream id from a [`Session`] (every node of every copy of every structure is an element
-//! of that stream, `docs/RANDOMNESS.md` §5.2) and charges the session's ledger
+//! **The construction is the release.** [`SoftmaxTreeCrossAttention::new`] draws one ([`STREAMS`])
+//! fresh stream id from a [`Session`] (every node of every copy of every structure is an element of
+//! that stream, `docs/RANDOMNESS.md` §5.2) and charges the session's ledger
 //! [`achieved_privacy`](SoftmaxTreeCrossAttention::achieved_privacy) as an `(ε, δ)`
-//! ([`Cost::Approx`]: approximate-DP ledgers only) after the structures are built and before
-//! they are returned; queries are post-processing. [`SoftmaxTreeCrossAttention::new_keyed`] takes an
-//! explicit [`Draw`] and an optional ledger, for replay, audit, and hosts that manage their
-//! own stream ids.
+//! ([`Cost::Approx`]: approximate-DP ledgers only) after the structures are built and before they
+//! are returned; queries are post-processing. [`SoftmaxTreeCrossAttention::new_keyed`] takes an
+//! explicit [`Draw`] and an optional ledger, for replay, audit, and hosts that manage their own
+//! stream ids.
 //!
 //! **Accuracy** (corrected, P1-11): `|Õ − Attn| ≤ (2ε_s/(1−ε_s))·(D⁻¹A|V|) + additive`, where
 //! the additive part ([`estimate_error`]) is large unless `n` is huge (P1-AC12 and T1-K: useful

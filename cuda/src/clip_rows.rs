@@ -219,10 +219,10 @@ pub fn clip_rows_add_gaussian_unsafe_float<T: FloatElement>(
     })
 }
 
-/// [`clip_rows_add_gaussian_unsafe_float`] on caller-owned device memory, asynchronous on `stream`: the
-/// counters `[sanitised rows, rescaled rows]` are written to the two `u32` at `status`
-/// (zeroed first, on the stream); read them after the stream completes (both are private
-/// data). Nothing is allocated, freed or synchronised.
+/// [`clip_rows_add_gaussian_unsafe_float`] on caller-owned device memory, asynchronous on `stream`:
+/// the counters `[sanitised rows, rescaled rows]` are written to the two `u32` at `status` (zeroed
+/// first, on the stream); read them after the stream completes (both are private data). Nothing is
+/// allocated, freed or synchronised.
 ///
 /// # Safety
 /// `x` must address `len` elements of `dtype` and `status` two `u32`, in this device's

@@ -194,11 +194,11 @@ impl GridReleasePlan {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Core`](crate::Error::Core): `ShapeMismatch` for an empty tensor or a group count other than
-    /// `⌈elements / group_len⌉` (`group_len ≥ 1`); `OutOfRange` for overlapping strides (the
-    /// release writes in place) or an element index at or beyond `2^40` (the window
-    /// layout's end); `BufferTooShort` when the strided extent exceeds `len`;
-    /// `SizeOverflow` when `first + elements` overflows.
+    /// [`Error::Core`](crate::Error::Core): `ShapeMismatch` for an empty tensor or a group count
+    /// other than `⌈elements / group_len⌉` (`group_len ≥ 1`); `OutOfRange` for overlapping strides
+    /// (the release writes in place) or an element index at or beyond `2^40` (the window layout's
+    /// end); `BufferTooShort` when the strided extent exceeds `len`; `SizeOverflow` when
+    /// `first + elements` overflows.
     pub fn new(
         layout: Layout4,
         len: usize,

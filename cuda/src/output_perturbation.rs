@@ -73,8 +73,9 @@ use crate::noise_fill::check_device_buffer;
 /// `DP_F64`), for [`output_perturbation_calibrate_exact`]: `u = 2^-51` (four times the `f64`
 /// unit roundoff), exp error `2^-52`, key blocks of 32.
 ///
-/// **Why it bounds the kernel** (each term of [`dpattn_core::output_perturbation::attention_error_bound`],
-/// `docs/PRIVACY.md` §2.5, against the kernel's operations, all IEEE `f64` with `u₀ = 2^-53`):
+/// **Why it bounds the kernel** (each term of
+/// [`dpattn_core::output_perturbation::attention_error_bound`], `docs/PRIVACY.md` §2.5, against the
+/// kernel's operations, all IEEE `f64` with `u₀ = 2^-53`):
 /// * *Logits*: the inputs are `f32` (exact in `f64`); a thread accumulates `d/4` products by
 ///   `fma`, two shuffled additions join four partial sums, one product applies the (`f64`)
 ///   scale: every term passes at most `d/4 + 3 ≤ d + 1` roundings, so the logit is within
@@ -177,15 +178,14 @@ pub fn exact_workspace_len(k_shape: [usize; 4], q_shape: [usize; 4]) -> Result<u
         .ok_or(dpattn_core::Error::SizeOverflow { what: "workspace bytes" }.into())
 }
 
-/// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise on the GPU with
-/// fresh randomness from `session`, charging its ledger (kept for one token): the CPU's
+/// Releases `out = attention(Q, clamp(K), clamp(V))` plus Gaussian noise on the GPU with fresh
+/// randomness from `session`, charging its ledger (kept for one token): the CPU's
 /// [`output_perturbation_attention`](dpattn_core::output_perturbation::output_perturbation_attention)
-/// with the same calibration, noise elements (the release's one stream id) and ledger
-/// charge, in `params.noise_mode` (module docs: the exact release rounds the `f64` attention to the
-/// grid of its batch element and adds exact integer noise; the unsafe float path adds
-/// `N(0, σ_b²)` in the kernel). `sigma` (`batch · heads` entries) receives each `(b, h)`'s
-/// noise scale (`σ_b`, or in exact mode the discrete Gaussian's `s·Λ`, 0 where no noise is
-/// needed).
+/// with the same calibration, noise elements (the release's one stream id) and ledger charge, in
+/// `params.noise_mode` (module docs: the exact release rounds the `f64` attention to the grid of
+/// its batch element and adds exact integer noise; the unsafe float path adds `N(0, σ_b²)` in the
+/// kernel). `sigma` (`batch · heads` entries) receives each `(b, h)`'s noise scale (`σ_b`, or in
+/// exact mode the discrete Gaussian's `s·Λ`, 0 where no noise is needed).
 ///
 /// Order: every argument is checked, the public queries are read back (the stream is
 /// synchronised) and calibrated, the ledger is charged, then the clamp, the attention (and

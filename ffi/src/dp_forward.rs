@@ -642,13 +642,13 @@ pub unsafe extern "C" fn dpattn_dp_forward_clip_hidden(
 /// * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
 ///   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
 ///
-/// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
-/// with `x`, `*out_report` and the ledger unchanged. The session and its ledger are locked
-/// for the whole call (concurrent calls from other threads wait). `*out_report` receives
-/// the clip report (private data). A row of `x` holding NaN or ±∞ is released as the zero
-/// row plus noise, never refused (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
-/// `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id,
-/// a NULL ledger): the output is reproduced bit for bit and nothing is charged.
+/// A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `x`,
+/// `*out_report` and the ledger unchanged. The session and its ledger are locked for the whole call
+/// (concurrent calls from other threads wait). `*out_report` receives the clip report (private
+/// data). A row of `x` holding NaN or ±∞ is released as the zero row plus noise, never refused
+/// (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
+/// `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id, a NULL
+/// ledger): the output is reproduced bit for bit and nothing is charged.
 ///
 /// Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
 /// when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;

@@ -230,8 +230,8 @@ pub unsafe extern "C" fn dpattn_moment_sketch_new(
 /// audits only; never release it). Errors as `dpattn_moment_sketch_new` plus
 /// `_NON_FINITE`. Allocates. Thread-safe.
 ///
-/// The handle is marked exact: queries that report a privacy guarantee or a noise level
-/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+/// (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
 /// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
 ///
 /// # Safety

@@ -1177,13 +1177,12 @@ pub unsafe extern "C" fn dpattn_noisy_head_expected_z_norm_sq(
 }
 
 /// The mean-field predictor of the expected excess risk at `params.iters` (`docs/PAPERS.md` §4.7;
-/// an approximation for planning, not a bound), and, when `max_iters > 0`, the
-/// data-independent best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`,
-/// `*out_best_risk`; both 0 when `max_iters = 0`). `c0` is the per-entry std of a random
-/// start; the best-`T` search uses `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
-/// `DPATTN_STATUS_OUT_OF_RANGE` (`c0 < 0`, `τ² < 0`, `|1 − 2λη0| ≥ 1`),
-/// `DPATTN_STATUS_INFEASIBLE` (no feasible `T ≤ max_iters`), `DPATTN_STATUS_NULL_ARGUMENT`.
-/// Thread-safe; no shared state.
+/// an approximation for planning, not a bound), and, when `max_iters > 0`, the data-independent
+/// best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`, `*out_best_risk`; both 0
+/// when `max_iters = 0`). `c0` is the per-entry std of a random start; the best-`T` search uses
+/// `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
+/// `DPATTN_STATUS_OUT_OF_RANGE` (`c0 < 0`, `τ² < 0`, `|1 − 2λη0| ≥ 1`), `DPATTN_STATUS_INFEASIBLE`
+/// (no feasible `T ≤ max_iters`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
 ///
 /// # Safety
 /// `params` NULL or readable; out-pointers NULL or writable.

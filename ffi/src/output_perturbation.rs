@@ -294,14 +294,13 @@ pub unsafe extern "C" fn dpattn_output_perturbation_sensitivity(
 /// ```
 ///
 /// Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
-/// `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
-/// `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
-/// for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or
-/// `sigma`; `DPATTN_STATUS_INFEASIBLE` for a charge over budget;
-/// `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
-/// `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
-/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
-/// unspecified). Thread-safe; no shared state.
+/// `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`, `ε <= 0`,
+/// `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH` for
+/// `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or `sigma`;
+/// `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_UNIT_MISMATCH` for a ledger
+/// of another unit; `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
+/// `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may
+/// then hold computed values (its contents are unspecified). Thread-safe; no shared state.
 ///
 /// # Safety
 /// As `dpattn_attention`; `sigma` NULL or writable for `sigma_len` doubles; `session` NULL

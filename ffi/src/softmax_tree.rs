@@ -631,8 +631,8 @@ pub unsafe extern "C" fn dpattn_dp_tree_new(
 /// (tests and audits only; never release it). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `_OUT_OF_RANGE` (empty), `_NON_FINITE`. Allocates. Thread-safe.
 ///
-/// The handle is marked exact: queries that report a privacy guarantee or a noise level
-/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+/// (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
 /// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
 ///
 /// # Safety
@@ -878,8 +878,8 @@ pub unsafe extern "C" fn dpattn_dp_tree_distance_new(
 /// `dpattn_dp_tree_distance_new` plus `_NON_FINITE` and a bad `n_leaves`. Allocates.
 /// Thread-safe.
 ///
-/// The handle is marked exact: queries that report a privacy guarantee or a noise level
-/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+/// (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
 /// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
 ///
 /// # Safety
@@ -1523,8 +1523,8 @@ pub unsafe extern "C" fn dpattn_softmax_tree_new(
 /// (tests, audits, bias measurement only). Errors as `dpattn_softmax_tree_new` plus
 /// `_NON_FINITE`. Allocates. Thread-safe.
 ///
-/// The handle is marked exact: queries that report a privacy guarantee or a noise level
-/// on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+/// The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+/// (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
 /// return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
 ///
 /// # Safety

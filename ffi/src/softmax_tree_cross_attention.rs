@@ -246,33 +246,31 @@ unsafe fn matrix<'a>(
 /// Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; `docs/PAPERS.md` §1.9) for
 /// private `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with
 /// fresh randomness from `session` (one stream id; every node of every copy is an element of that
-/// stream), and returns the handle in `*out`. Any number of public queries are then
-/// answered by post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the
-/// structures; `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and
-/// builds over `memory_limit_bytes` are refused).
+/// stream), and returns the handle in `*out`. Any number of public queries are then answered by
+/// post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the structures;
+/// `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and builds
+/// over `memory_limit_bytes` are refused).
 ///
-/// **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
-/// `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
-/// `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
-/// `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
-/// coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
-/// `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy` reports what is
-/// actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are
-/// clamped (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
-/// for the floats returned. Accuracy is poor unless `n` is huge (`docs/PAPERS.md` T1-K; see
-/// `dpattn_softmax_tree_cross_attention_estimate_error`).
+/// **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`; `n`
+/// public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With `DPATTN_SPLIT_PER_VECTOR` the
+/// whole release — every answer to every query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY`
+/// (Algorithm 1 as printed) each output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs
+/// up to `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy`
+/// reports what is actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`,
+/// `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0). Every node is released on its grid with exact
+/// noise, so the guarantee holds for the floats returned. Accuracy is poor unless `n` is huge
+/// (`docs/PAPERS.md` T1-K; see `dpattn_softmax_tree_cross_attention_estimate_error`).
 ///
-/// **Accounting.** The session's ledger (kept for one token) is charged the whole-release
-/// `(ε, δ)` that `dpattn_softmax_tree_cross_attention_achieved_privacy` reports (basic composition over
-/// the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
-/// ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
-/// after the structures are built and before the handle is
-/// returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
-/// budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
-/// structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
-/// session and its ledger are locked for the whole call (concurrent calls on them wait). To
-/// replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
-/// a NULL ledger nothing is charged).
+/// **Accounting.** The session's ledger (kept for one token) is charged the whole-release `(ε, δ)`
+/// that `dpattn_softmax_tree_cross_attention_achieved_privacy` reports (basic composition over the
+/// `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP ledgers
+/// accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`) after the
+/// structures are built and before the handle is returned. A refused charge returns the ledger's
+/// status (`DPATTN_STATUS_INFEASIBLE` over budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of
+/// another unit), drops the structures, and leaves `*out` and the ledger unchanged (the stream id
+/// is consumed). The session and its ledger are locked for the whole call (concurrent calls on them
+/// wait). To replay a release for an audit, pass a session from `dpattn_session_new_for_replay`
+/// (with a NULL ledger nothing is charged).
 ///
 /// ```c
 /// dpattn_softmax_tree_cross_attention_params p;
@@ -340,8 +338,8 @@ pub extern "C" fn dpattn_softmax_tree_cross_attention_free(
     })
 }
 
-/// Writes the scratch (`double` elements) of `dpattn_softmax_tree_cross_attention_query`: `r + d + l`
-/// (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
+/// Writes the scratch (`double` elements) of `dpattn_softmax_tree_cross_attention_query`:
+/// `r + d + l` (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
 /// `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
 ///
 /// # Safety

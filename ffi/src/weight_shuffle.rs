@@ -923,20 +923,19 @@ pub const DPATTN_SHUFFLE_MAX_STATE: usize = 8;
 /// not reentrant: such a call deadlocks (or aborts) the calling thread. Other threads using
 /// them wait until the step ends.
 ///
-/// Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
-/// or `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown
-/// dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
-/// `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
-/// `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
-/// (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH` (a ledger of
-/// another unit); `DPATTN_STATUS_INFEASIBLE` (over budget); `DPATTN_STATUS_SIZE_OVERFLOW`
-/// (the session's stream ids used up); the callback's own status when it fails (see
-/// `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
-/// (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
-/// every error the weights and the state are untouched, and so is `perms` except after a
-/// refused ledger charge (see above; `scratch` is zeroed once
-/// the buffers passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the plan is locked for the
-/// call; `grad` runs on the calling thread).
+/// Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0` or
+/// `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown dtype/enum/flag);
+/// `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or `perms_len ≠ permutation_len`);
+/// `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights);
+/// `DPATTN_STATUS_UNSUPPORTED` (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH`
+/// (a ledger of another unit); `DPATTN_STATUS_INFEASIBLE` (over budget);
+/// `DPATTN_STATUS_SIZE_OVERFLOW` (the session's stream ids used up); the callback's own status when
+/// it fails (see `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`,
+/// `DPATTN_STATUS_NULL_ARGUMENT` (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`,
+/// `DPATTN_STATUS_ALIASING`. On every error the weights and the state are untouched, and so is
+/// `perms` except after a refused ledger charge (see above; `scratch` is zeroed once the buffers
+/// passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the
+/// plan is locked for the call; `grad` runs on the calling thread).
 ///
 /// # Safety
 /// `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements

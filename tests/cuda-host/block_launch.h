@@ -98,6 +98,20 @@ void emu_fiber_entry() {
     // Returning resumes uc_link, the scheduler.
 }
 
+// Fiber `t`, ready to start at emu_fiber_entry and to resume `link` when it ends. (Its own
+// function: getcontext returns like setjmp, which must not share a frame with a loop.)
+[[gnu::noinline]] void emu_make_fiber(EmuFiber& f, unsigned t, ucontext_t* link) {
+    f.stack.reset(new unsigned char[EMU_STACK_BYTES]);
+    f.tid = {t, 0, 0};
+    f.bid = {0, 0, 0};
+    f.done = false;
+    if (getcontext(&f.ctx) != 0) std::abort();
+    f.ctx.uc_stack.ss_sp = f.stack.get();
+    f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
+    f.ctx.uc_link = link;
+    makecontext(&f.ctx, emu_fiber_entry, 0);
+}
+
 // Runs `kernel` on a (gx, gy) grid of THREADS-thread blocks.
 template <unsigned THREADS, class F>
 void emu_launch(unsigned gx, unsigned gy, F kernel) {
@@ -120,18 +134,7 @@ void emu_launch(unsigned gx, unsigned gy, F kernel) {
     s.body = [](void* f) { (*static_cast<decltype(run_blocks)*>(f))(); };
     s.body_arg = &run_blocks;
     s.fibers.resize(THREADS);
-    for (unsigned t = 0; t < THREADS; ++t) {
-        EmuFiber& f = s.fibers[t];
-        f.stack.reset(new unsigned char[EMU_STACK_BYTES]);
-        f.tid = {t, 0, 0};
-        f.bid = {0, 0, 0};
-        f.done = false;
-        if (getcontext(&f.ctx) != 0) std::abort();
-        f.ctx.uc_stack.ss_sp = f.stack.get();
-        f.ctx.uc_stack.ss_size = EMU_STACK_BYTES;
-        f.ctx.uc_link = &s.main;
-        makecontext(&f.ctx, emu_fiber_entry, 0);
-    }
+    for (unsigned t = 0; t < THREADS; ++t) emu_make_fiber(s.fibers[t], t, &s.main);
     std::vector<unsigned> order(THREADS);
     for (unsigned t = 0; t < THREADS; ++t) order[t] = t;
     for (unsigned live = THREADS; live > 0;) {

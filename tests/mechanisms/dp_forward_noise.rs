@@ -498,14 +498,14 @@ fn a_n_bt(a: MatRef<'_, f64>, nm: &[f64], b: MatRef<'_, f64>, n: usize, d: usize
     (0..n * d).map(|k| z[(k / d, k % d)]).collect()
 }
 
-/// `NoiseFactors::Matrix` with non-diagonal SPD `Σ` and `Ψ` (3 × 3 each), `Σ` scaled so
-/// that `σ_min(A)·σ_min(B) = √(λ_min(Σ)λ_min(Ψ)) = √1.2·floor` passes Theorem 6: 100 000
-/// independent releases (ten calls at different `first`, 10 000 sequences each) of a zero
-/// input follow `MN(0, Σ, Ψ)` by [`kron_battery`] (45 covariance pairs, 6 + 6 entries of
-/// `E[ZZᵀ]` and `E[ZᵀZ]`, a KS test; each at α = 1e-6). Power: the same battery must reject
-/// `1.1·Σ` (a 10% variance error: each variance entry then has
-/// `|z| ≈ 0.1/(1.1√2)·√N ≈ 20`) and the transposed law `MN(0, Ψ, Σ)`. Sequence `b`'s noise is `A·N_b·Bᵀ` with
-/// `N_b` at `first + b·9`, recomputed here from the keyed stream.
+/// `NoiseFactors::Matrix` with non-diagonal SPD `Σ` and `Ψ` (3 × 3 each), `Σ` scaled so that
+/// `σ_min(A)·σ_min(B) = √(λ_min(Σ)λ_min(Ψ)) = √1.2·floor` passes Theorem 6: 100 000 independent
+/// releases (ten calls at different `first`, 10 000 sequences each) of a zero input follow
+/// `MN(0, Σ, Ψ)` by [`kron_battery`] (45 covariance pairs, 6 + 6 entries of `E[ZZᵀ]` and `E[ZᵀZ]`,
+/// a KS test; each at α = 1e-6). Power: the same battery must reject `1.1·Σ` (a 10% variance error:
+/// each variance entry then has `|z| ≈ 0.1/(1.1√2)·√N ≈ 20`) and the transposed law `MN(0, Ψ, Σ)`.
+/// Sequence `b`'s noise is `A·N_b·Bᵀ` with `N_b` at `first + b·9`, recomputed here from the keyed
+/// stream.
 #[test]
 fn matrix_normal_noise_has_the_kronecker_covariance() {
     let (n, d) = (3usize, 3usize);
@@ -1327,14 +1327,14 @@ fn clip_is_idempotent() {
 /// 2⁻¹⁴⁸), on the same inputs (norms 1e-300 to beyond `f64::MAX`, `C` in `[1e-100, 1e100]`), and on
 /// a block of norm 1.1e230 at `C = 1e-100`, whose image has norm `C·(1 − 1e-336)`.
 ///
-/// Regression (fixed): the library formed `coef = C/(‖x‖ + 1e-6)` as an `f64` and multiplied by `m·coef`.
-/// When `‖x‖/C` exceeds ~4.5e307, `coef` is subnormal and loses precision (1.4e-12
-/// relative at `C = 3.7e-7`, `‖x‖ = 3.7e305`; worse further down); beyond ~2e323 it is 0 and
-/// the whole block is released as zeros (`C = 1e-100`, `‖x‖ = 1.1e230` → `[0, 0, 0]`
-/// instead of a vector of norm 1e-100). Both `C` and the entries are in the documented
-/// ranges. The bound `‖out‖ ≤ C` still holds (privacy is not affected; utility is). A fix:
-/// form the factor on the scaled block, `C/(root + 1e-6/m)` with `‖x‖ = m·root`, instead of
-/// `m·(C/(m·root + 1e-6))` — the fix applied.
+/// Regression (fixed): the library formed `coef = C/(‖x‖ + 1e-6)` as an `f64` and multiplied by
+/// `m·coef`. When `‖x‖/C` exceeds ~4.5e307, `coef` is subnormal and loses precision (1.4e-12
+/// relative at `C = 3.7e-7`, `‖x‖ = 3.7e305`; worse further down); beyond ~2e323 it is 0 and the
+/// whole block is released as zeros (`C = 1e-100`, `‖x‖ = 1.1e230` → `[0, 0, 0]` instead of a
+/// vector of norm 1e-100). Both `C` and the entries are in the documented ranges. The bound
+/// `‖out‖ ≤ C` still holds (privacy is not affected; utility is). A fix: form the factor on the
+/// scaled block, `C/(root + 1e-6/m)` with `‖x‖ = m·root`, instead of `m·(C/(m·root + 1e-6))` — the
+/// fix applied.
 #[test]
 fn released_code_mode_matches_its_formula() {
     // The explicit case first.

@@ -1,7 +1,7 @@
-//! Budgets, copy counts, error estimates, memory and input validation of the faithful
-//! softmax-tree mechanism of paper 001 (`dpattn::softmax_tree`, `dpattn::softmax_tree_cross_attention`),
-//! and the moment sketch of extension P1-X1 (`dpattn::moment_sketch`), against
-//! `docs/PAPERS.md` §1 (sections §1.x, tables T1-x and the IDs below are those of that file):
+//! Budgets, copy counts, error estimates, memory and input validation of the faithful softmax-tree
+//! mechanism of paper 001 (`dpattn::softmax_tree`, `dpattn::softmax_tree_cross_attention`), and the
+//! moment sketch of extension P1-X1 (`dpattn::moment_sketch`), against `docs/PAPERS.md` §1
+//! (sections §1.x, tables T1-x and the IDs below are those of that file):
 //!
 //! * P1-AC6: the Config A budget hierarchy of T1-J (`l = 1` and `l = 49`), down to node budgets,
 //!   TLap bounds and standard deviations, and the accountant's totals (P1-15), both from

@@ -876,8 +876,8 @@ fn ac13_same_key_and_stream_give_bit_identical_releases() {
 // ---------------------------------------------------------------------------------------
 // Ledger
 
-/// `SoftmaxTreeCrossAttention::new` charges the ledger exactly `achieved_privacy()` once; the release
-/// is within the declared `(ε, δ + δ′)` (PerVector split) and costs at least `D_0`'s `ε/3`
+/// `SoftmaxTreeCrossAttention::new` charges the ledger exactly `achieved_privacy()` once; the
+/// release is within the declared `(ε, δ + δ′)` (PerVector split) and costs at least `D_0`'s `ε/3`
 /// share; a ledger that cannot cover it refuses, returns nothing, and is unchanged.
 #[test]
 fn cross_attention_charges_the_ledger_exactly_its_achieved_privacy() {

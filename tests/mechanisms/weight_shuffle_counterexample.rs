@@ -102,9 +102,9 @@ fn the_papers_sigma_costs_epsilon_in_the_hundreds() {
 
 #[test]
 fn bounded_support_refuses_the_papers_operating_point() {
-    // ViT setting: q = 0.02, T = 500, δ = 5e-6, d = 85.8M; the unsafe float step needs the
-    // support estimate ≤ δ/100 (the exact step has no bounded support). Dominant term at these σ: one Box–Muller pair,
-    // T·q·2·e^{−(8.57 − 1/σ)²/2}.
+    // ViT setting: q = 0.02, T = 500, δ = 5e-6, d = 85.8M; the unsafe float step needs the support
+    // estimate ≤ δ/100 (the exact step has no bounded support). Dominant term at these σ: one
+    // Box–Muller pair, T·q·2·e^{−(8.57 − 1/σ)²/2}.
     let support =
         |sigma| ShuffledDpSgdParams::new(0.02, 1.0, sigma, 0.1, 500).support_delta(85_800_000);
     let pair = |sigma: f64| 10.0 * 2.0 * (-0.5 * (8.5716743486529_f64 - 1.0 / sigma).powi(2)).exp();

@@ -13,9 +13,9 @@
 //! `S₂ = 2C` for any two inputs, although the released code calibrates with `C`
 //! (`docs/PAPERS.md` P3-1).
 //!
-//! With i.i.d. noise (`U = a·I`, `V = b·I`) the per-entry standard deviation is
-//! `σ = S₂/B` ([`amgm_sigma`]), and aMGM *is* the analytic Gaussian mechanism of Balle &
-//! Wang (2018): `amgm_sigma(ε, δ, S)` equals
+//! With i.i.d. noise (`U = a·I`, `V = b·I`) the per-entry standard deviation is `σ = S₂/B`
+//! ([`amgm_sigma`]), and aMGM *is* the analytic Gaussian mechanism of Balle & Wang (2018):
+//! `amgm_sigma(ε, δ, S)` equals
 //! [`analytic_gaussian_sigma`](crate::calibration::gaussian_mechanism::analytic_gaussian_sigma)`(ε, δ, S)`
 //! up to a few ulps (two independent solvers for the same number; the tests check it).
 //!

@@ -60,18 +60,17 @@
 //! privacy-loss weight; `Φ` itself always comes from [`crate::calibration::normal`].
 //!
 //! **Accuracy** (measured against 60-digit mpmath on 3,780 profile points, ε ∈ [0, 10⁴]
-//! (log-spread) × μ ∈ [1e-6, 10³] with δ ≥ 1e-300, and on 315 σ and 225 ε inversions over
-//! ε ∈ [0, 10⁴], μ ∈ [1e-6, 10³], δ ∈ [1e-300, 0.9] (issue 28; `tests/accounting/gaussian_calibration.rs`
-//! keeps reference tables): the evaluated profile is within `7.34·(1 + a²)·2⁻⁵³` relative of
-//! the exact one, `a = μ/2 − ε/μ` (the rounding of the argument `ε/μ` alone is worth
-//! `a²·2⁻⁵³`), which is at most 1.2e-13 over the grid and 4.3e-14 where δ ≥ 1e-60;
-//! [`analytic_gaussian_delta`] adds twice that bound, so it is never below the exact δ. The
-//! returned σ and ε are never below the exact values and, over that grid, at most 2.4e-15
-//! relative above them; where δ is flat in the solved variable (δ near 1 for σ, ε near 0
-//! for ε) the excess is instead about the bound's margin divided by the slope,
-//! `26(1 + a²)·2⁻⁵³·δ/|∂δ/∂ln σ|` with `∂δ/∂ln σ = −μφ(a)` (5e-15 relative at ε = 0,
-//! δ = 0.9), resp. `/|∂δ/∂ε|` with `∂δ/∂ε = −e^ε·Φ(−μ/2 − ε/μ)` (1.2e-14 relative at
-//! μ = 0.3, δ = 0.1, where ε = 0.046). `tests/accounting/gaussian_calibration.rs` checks these bounds.
+//! (log-spread) × μ ∈ [1e-6, 10³] with δ ≥ 1e-300, and on 315 σ and 225 ε inversions over ε ∈ [0,
+//! 10⁴], μ ∈ [1e-6, 10³], δ ∈ [1e-300, 0.9] (issue 28; `tests/accounting/gaussian_calibration.rs`
+//! keeps reference tables): the evaluated profile is within `7.34·(1 + a²)·2⁻⁵³` relative of the
+//! exact one, `a = μ/2 − ε/μ` (the rounding of the argument `ε/μ` alone is worth `a²·2⁻⁵³`), which
+//! is at most 1.2e-13 over the grid and 4.3e-14 where δ ≥ 1e-60; [`analytic_gaussian_delta`] adds
+//! twice that bound, so it is never below the exact δ. The returned σ and ε are never below the
+//! exact values and, over that grid, at most 2.4e-15 relative above them; where δ is flat in the
+//! solved variable (δ near 1 for σ, ε near 0 for ε) the excess is instead about the bound's margin
+//! divided by the slope, `26(1 + a²)·2⁻⁵³·δ/|∂δ/∂ln σ|` with `∂δ/∂ln σ = −μφ(a)` (5e-15 relative at
+//! ε = 0, δ = 0.9), resp. `/|∂δ/∂ε|` with `∂δ/∂ε = −e^ε·Φ(−μ/2 − ε/μ)` (1.2e-14 relative at μ =
+//! 0.3, δ = 0.1, where ε = 0.046). `tests/accounting/gaussian_calibration.rs` checks these bounds.
 //!
 //! [`normal_cdf`]: crate::calibration::normal::normal_cdf
 

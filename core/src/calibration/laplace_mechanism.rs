@@ -26,7 +26,8 @@ use crate::error::{Result, positive_finite};
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `Δ` or `ε` is not in `(0, ∞)` or `Δ/ε` overflows.
+/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `Δ` or `ε` is not in `(0, ∞)` or `Δ/ε`
+/// overflows.
 pub fn laplace_scale(sensitivity: f64, epsilon: f64) -> Result<f64> {
     positive_finite("sensitivity", sensitivity)?;
     positive_finite("epsilon", epsilon)?;
@@ -46,7 +47,8 @@ pub fn laplace_scale(sensitivity: f64, epsilon: f64) -> Result<f64> {
 /// ```
 ///
 /// # Errors
-/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `b` or `Δ` is not in `(0, ∞)` or the quotient overflows.
+/// [`Error::OutOfRange`](crate::Error::OutOfRange) if `b` or `Δ` is not in `(0, ∞)` or the quotient
+/// overflows.
 pub fn laplace_epsilon(scale: f64, sensitivity: f64) -> Result<f64> {
     positive_finite("scale", scale)?;
     positive_finite("sensitivity", sensitivity)?;

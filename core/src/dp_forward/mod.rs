@@ -58,14 +58,15 @@
 //!   `q = 1/N`) is a heuristic, not a proven bound; it is not offered here.
 //!
 //! **Floating point.** By default ([`NoiseMode::Exact`](crate::NoiseMode::Exact)) the clipped
-//! matrix is released on a public power-of-two grid with exact discrete Gaussian noise
-//! (the `exact` module, [`DpForwardParams::exact_grid`]): the floats returned are DP,
-//! low-order bits included, at the same charge, with noise typically 0.4% larger (the
-//! exact figures: [`DpForwardParams::exact_grid`]; `docs/PRIVACY.md` §6.5). [`NoiseMode::UnsafeFloat`](crate::NoiseMode::UnsafeFloat)
-//! keeps the paper's float path — noise drawn in `f64` from a ChaCha20 keyed stream and
-//! added in `f64` — whose low-order bits are not covered by the proof (P3-18); there the
-//! sampler's bounded support (`|z| ≤ 8.57`) is also visible when `S₂/σ` is large, so such
-//! calibrations are refused ([`GAUSSIAN_SUPPORT`]; about ε > 20 at δ = 1e-5).
+//! matrix is released on a public power-of-two grid with exact discrete Gaussian noise (the `exact`
+//! module, [`DpForwardParams::exact_grid`]): the floats returned are DP, low-order bits included,
+//! at the same charge, with noise typically 0.4% larger (the exact figures:
+//! [`DpForwardParams::exact_grid`]; `docs/PRIVACY.md` §6.5).
+//! [`NoiseMode::UnsafeFloat`](crate::NoiseMode::UnsafeFloat) keeps the paper's float path — noise
+//! drawn in `f64` from a ChaCha20 keyed stream and added in `f64` — whose low-order bits are not
+//! covered by the proof (P3-18); there the sampler's bounded support (`|z| ≤ 8.57`) is also visible
+//! when `S₂/σ` is large, so such calibrations are refused ([`GAUSSIAN_SUPPORT`]; about ε > 20 at δ
+//! = 1e-5).
 //!
 //! ```
 //! use dpattn_core::dp_forward::{ClipMode, ClipRegion, DpForwardParams, Neighbours,

@@ -110,16 +110,15 @@ impl DpForwardReport {
 /// ```
 ///
 /// # Errors
-/// Those of [`DpForwardParams::validate`] and [`check_factors`];
-/// in exact mode those of [`DpForwardParams::exact_grid`] (a clip norm no grid of the
-/// format holds), [`Error::OutOfRange`] for diagonal noise beyond the exact sampler's
-/// range or an element index reaching `2^40`;
-/// [`Error::ShapeMismatch`] when `x` has not `dim` columns or its row count is not a
-/// positive multiple of `tokens`; [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when `first + rows·dim` overflows;
-/// [`Error::Unsupported`] for an approximate-DP ledger with `releases > 1`; the ledger's
-/// error when the charge does not fit. On every error `x` and the ledger are untouched
-/// (but for an exhausted randomness window, probability below `2^−1000`, after which `x`
-/// is all NaN).
+/// Those of [`DpForwardParams::validate`] and [`check_factors`]; in exact mode those of
+/// [`DpForwardParams::exact_grid`] (a clip norm no grid of the format holds), [`Error::OutOfRange`]
+/// for diagonal noise beyond the exact sampler's range or an element index reaching `2^40`;
+/// [`Error::ShapeMismatch`] when `x` has not `dim` columns or its row count is not a positive
+/// multiple of `tokens`; [`Error::ScratchTooSmall`]; [`Error::SizeOverflow`] when
+/// `first + rows·dim` overflows; [`Error::Unsupported`] for an approximate-DP ledger with
+/// `releases > 1`; the ledger's error when the charge does not fit. On every error `x` and the
+/// ledger are untouched (but for an exhausted randomness window, probability below `2^−1000`, after
+/// which `x` is all NaN).
 pub fn dp_forward<T: NoiseFloat, const N: usize>(
     x: MatMut<'_, T>,
     params: &DpForwardParams,

@@ -368,14 +368,14 @@ pub fn check_release_parameters(
 ///
 /// Order of work: shapes and public parameters (the privacy condition `s < Δ(k)`, with
 /// [`Error::Infeasible`] naming it); finiteness (reject mode only: clip-and-ridge zeroes a
-/// non-finite column instead) and scratch; the private domain check of every problem; then
-/// the ledger is charged (once, the composed `(ε, δ)` of all charged
-/// problems); then the releases are drawn. Any error leaves `out_b`, `out_p` and the ledger
-/// untouched (every condition that could fail while drawing is checked before the charge:
-/// stream capacity, and the public bound `d·α² + η ≤ 2^900` that keeps `B` finite). The
-/// part of `scratch` the call uses is zeroed before it returns, so the private `XXᵀ` and its
-/// factor do not outlive the call. Randomness: one keyed stream `(key, stream)` for the whole call; problem
-/// `b·heads + h` reads the elements the [`Sampler`] documents.
+/// non-finite column instead) and scratch; the private domain check of every problem; then the
+/// ledger is charged (once, the composed `(ε, δ)` of all charged problems); then the releases are
+/// drawn. Any error leaves `out_b`, `out_p` and the ledger untouched (every condition that could
+/// fail while drawing is checked before the charge: stream capacity, and the public bound
+/// `d·α² + η ≤ 2^900` that keeps `B` finite). The part of `scratch` the call uses is zeroed before
+/// it returns, so the private `XXᵀ` and its factor do not outlive the call. Randomness: one keyed
+/// stream `(key, stream)` for the whole call; problem `b·heads + h` reads the elements the
+/// [`Sampler`] documents.
 ///
 /// ```
 /// use dpattn_core::accounting::privacy_unit::PrivacyUnit;

@@ -30,17 +30,17 @@
 //! output law would depend on the data in a way no theorem covers. [`measure_domain`] and
 //! [`PrivateReport`] exist to audit data, not to calibrate.
 //!
-//! **Non-finite private entries** (clip-and-ridge). Write `S` for "a column holding a NaN
-//! or an infinity becomes the zero column", `C` for the column clip to norm `α` and `M` for
-//! the ridged sampler; the release is `M(C(S(X)))`. `S` is the identity on finite inputs,
-//! so every pair of finite neighbours gets exactly the guarantee above. An input with a
-//! non-finite entry is treated as its finite image `S(X)`: two such inputs with the same
-//! non-finite columns that differ in one finite column by `≤ β` are ordinary neighbours
-//! after `S`, and a column turning non-finite moves the clipped input by at most `α`
-//! (from `C(x)` to `0`), covered when `β ≥ α` and otherwise by group privacy over
-//! `⌈α/β⌉` steps along that segment (`docs/PRIVACY.md` §3.1). Nothing is refused for it
-//! ([`PrivateReport::clipped_columns`] counts the column, `alpha_hat` is `+∞`);
-//! [`OutOfDomain::Reject`] still refuses non-finite input with [`Error::NonFinite`](crate::Error::NonFinite).
+//! **Non-finite private entries** (clip-and-ridge). Write `S` for "a column holding a NaN or an
+//! infinity becomes the zero column", `C` for the column clip to norm `α` and `M` for the ridged
+//! sampler; the release is `M(C(S(X)))`. `S` is the identity on finite inputs, so every pair of
+//! finite neighbours gets exactly the guarantee above. An input with a non-finite entry is treated
+//! as its finite image `S(X)`: two such inputs with the same non-finite columns that differ in one
+//! finite column by `≤ β` are ordinary neighbours after `S`, and a column turning non-finite moves
+//! the clipped input by at most `α` (from `C(x)` to `0`), covered when `β ≥ α` and otherwise by
+//! group privacy over `⌈α/β⌉` steps along that segment (`docs/PRIVACY.md` §3.1). Nothing is refused
+//! for it ([`PrivateReport::clipped_columns`] counts the column, `alpha_hat` is `+∞`);
+//! [`OutOfDomain::Reject`] still refuses non-finite input with
+//! [`Error::NonFinite`](crate::Error::NonFinite).
 //!
 //! **Accuracy.** With probability `1 − γ`, `‖P_A − P_B‖ ≤ 4(1 + ε + 2r)r` (the paper's
 //! bound; [`error_bound_paper`]), but the constant uniform output already meets it

@@ -23,11 +23,11 @@
 //! (`−1023 ≤ k ≤ 960`) from the caller, as long as `σ/r` stays in the discrete Gaussian's
 //! range.
 //!
-//! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are
-//! reported before `data` is touched (the position and value of a bad data entry only
-//! through [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window exhausted, or
-//! an integer overflow of probability below 2^−60), every element of `data` is set to NaN
-//! so that no un-noised value can be released by mistake.
+//! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are reported
+//! before `data` is touched (the position and value of a bad data entry only through
+//! [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window
+//! exhausted, or an integer overflow of probability below 2^−60), every element of `data` is set to
+//! NaN so that no un-noised value can be released by mistake.
 //!
 //! Background: `docs/PAPERS.md` A.2.1, A.2.3 (Google's "Secure Noise Generation"), A.2.5,
 //! A.2.7.

@@ -17,15 +17,15 @@
 //! `2^k · size`. Both are computed with every operation rounded up.
 //!
 //! **Resolution.** [`GridLaplace::new`] uses Google's rule, the smallest power of two
-//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation `d·r/Δ₁`
-//! below `d·2^−39/ε`; inputs then need `|x| ≲ 2^13·Δ₁/ε`. [`GridLaplace::with_resolution`]
+//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation
+//! `d·r/Δ₁` below `d·2^−39/ε`; inputs then need `|x| ≲ 2^13·Δ₁/ε`. [`GridLaplace::with_resolution`]
 //! takes `k` (`−1023 ≤ k ≤ 960`) from the caller, up to an integer scale of `2^56`.
 //!
-//! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are
-//! reported before `data` is touched (the position and value of a bad data entry only
-//! through [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window exhausted, or
-//! an integer overflow of probability below 2^−60), every element of `data` is set to NaN
-//! so that no un-noised value can be released by mistake.
+//! **Errors.** Bad inputs (NaN, infinities, `|x| ≥ 2^53·r`, more than `d` coordinates) are reported
+//! before `data` is touched (the position and value of a bad data entry only through
+//! [`Error::private_detail`](crate::Error::private_detail)); if the sampler fails mid-way (window
+//! exhausted, or an integer overflow of probability below 2^−60), every element of `data` is set to
+//! NaN so that no un-noised value can be released by mistake.
 //!
 //! Background: `docs/PAPERS.md` A.2.1, A.2.3 (Google's "Secure Noise Generation"), A.2.5,
 //! A.2.7.

@@ -29,11 +29,11 @@
 //! bound converted exactly or rounded up).
 //!
 //! **Resolution.** [`GridLaplace::new`] uses Google's rule, the smallest power of two
-//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation `d·r/Δ₁`
-//! below `d·2^−39/ε`. [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
-//! (`σ/r ∈ (2^29, 2^30]`), inside the range where [`DiscreteGaussian`] represents `σ/r`
-//! to a relative `2^−30` (rounded up); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`. Both
-//! have a `with_resolution` form taking `k` (`−1023 ≤ k ≤ 960`).
+//! `r ≥ (Δ₁/ε)/2^40`, so the integer scale `Δ₁/(εr)` is in `(2^39, 2^40]` and the inflation
+//! `d·r/Δ₁` below `d·2^−39/ε`. [`GridGaussian::new`] takes the smallest `r` with `σ/r ≤ 2^30`
+//! (`σ/r ∈ (2^29, 2^30]`), inside the range where [`DiscreteGaussian`] represents `σ/r` to a
+//! relative `2^−30` (rounded up); the inflation is `√d·r/Δ₂ < √d·2^−29·σ/Δ₂`. Both have a
+//! `with_resolution` form taking `k` (`−1023 ≤ k ≤ 960`).
 //!
 //! **What is exact and what is floating point.** Exact: the integer noise `Z` (given fair
 //! bits), `round(x/r)` (half away from zero; scaling by `2^−k` is exact, and when it

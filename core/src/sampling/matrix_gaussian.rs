@@ -178,13 +178,14 @@ impl MatrixGaussian {
     /// for a positive semi-definite covariance); scalar identities take the i.i.d. path.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`] (`arg` `"row_cov"` / `"col_cov"`, axis `"cols"`) for a
-    /// non-square covariance; [`Error::NonFinite`] for a NaN or infinity;
-    /// [`Error::OutOfRange`] named `"… asymmetry …"` when the relative asymmetry exceeds
+    /// [`Error::ShapeMismatch`] (`arg` `"row_cov"` / `"col_cov"`, axis `"cols"`) for a non-square
+    /// covariance; [`Error::NonFinite`] for a NaN or infinity; [`Error::OutOfRange`] named
+    /// `"… asymmetry …"` when the relative asymmetry exceeds
     /// [`SYMMETRY_TOL`](crate::sampling::SYMMETRY_TOL), or
     /// `"… smallest eigenvalue / max|eigenvalue|"` when that ratio is below
-    /// `−`[`PSD_TOL`](crate::sampling::PSD_TOL) (not positive semi-definite); [`Error::SizeOverflow`] if
-    /// `2 · n · m` overflows; [`Error::AllocationFailed`] if the factors cannot be stored.
+    /// `−`[`PSD_TOL`](crate::sampling::PSD_TOL) (not positive semi-definite);
+    /// [`Error::SizeOverflow`] if `2 · n · m` overflows; [`Error::AllocationFailed`] if the factors
+    /// cannot be stored.
     ///
     /// ```
     /// use dpattn_core::sampling::MatrixGaussian;

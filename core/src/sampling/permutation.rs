@@ -397,9 +397,10 @@ pub fn permute_cols<I: PermIndex, T: Copy>(
 /// `inv` restores the original order.
 ///
 /// # Errors
-/// [`Error::ShapeMismatch`] unless `inv.len() == perm.len()`; [`Error::OutOfRange`] if `n`
-/// exceeds [`PermIndex::MAX_LEN`], for an index `>= n` (`inv` not written) or when a value in `[0, n)` is missing, i.e. `perm` repeats
-/// one (`value` names the missing value; `inv` then holds unspecified indices).
+/// [`Error::ShapeMismatch`] unless `inv.len() == perm.len()`; [`Error::OutOfRange`] if `n` exceeds
+/// [`PermIndex::MAX_LEN`], for an index `>= n` (`inv` not written) or when a value in `[0, n)` is
+/// missing, i.e. `perm` repeats one (`value` names the missing value; `inv` then holds unspecified
+/// indices).
 ///
 /// ```
 /// use dpattn_core::sampling::invert_permutation;

@@ -12,17 +12,17 @@
 //! | [`DpTreeSoftmax`] | Alg. 3, Thm G.7 | `(ε, δ + δ′)`; spends about `2ε/3` (P1-15) |
 //! | [`DpTreeSoftmaxAdaptive`] | Alg. 7, Thm G.10 | `(ε, δ + δ′)`; accuracy uniform over queries |
 //!
-//! DPCrossAttention (Algorithm 1) is [`crate::softmax_tree_cross_attention`]; the practical alternative,
-//! the moment sketch (extension P1-X1, ~1e5× more accurate at the same privacy), is
+//! DPCrossAttention (Algorithm 1) is [`crate::softmax_tree_cross_attention`]; the practical
+//! alternative, the moment sketch (extension P1-X1, ~1e5× more accurate at the same privacy), is
 //! [`crate::moment_sketch`].
 //!
-//! **When the faithful mode is practical.** The structures hold `r = C(d+s, s)` features,
-//! each with `3(2N − 2)` noisy nodes, per copy: memory, not time, binds
+//! **When the faithful mode is practical.** The structures hold `r = C(d+s, s)` features, each with
+//! `3(2N − 2)` noisy nodes, per copy: memory, not time, binds
 //! ([`estimate_cross_attention_bytes`](crate::softmax_tree_cross_attention::estimate_cross_attention_bytes)
-//! is available before building, and the softmax, adaptive and cross-attention constructors
-//! refuse configurations over their memory limit with [`Error::MemoryLimit`]).
-//! Realistically `d ≤ 8`, `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9`
-//! (`docs/PAPERS.md` T1-K, reproduced by [`crate::softmax_tree_cross_attention::estimate_error`]).
+//! is available before building, and the softmax, adaptive and cross-attention constructors refuse
+//! configurations over their memory limit with [`Error::MemoryLimit`]). Realistically `d ≤ 8`,
+//! `s ≤ 5`, `R ≈ 1`; and the noise makes answers useful only for `n ≳ 1e9` (`docs/PAPERS.md` T1-K,
+//! reproduced by [`crate::softmax_tree_cross_attention::estimate_error`]).
 //!
 //! **Privacy unit and neighbour relation.** Every structure of this module protects
 //! [`PRIVACY_UNIT`], one token: neighbouring inputs differ in one element of the private input
@@ -41,13 +41,13 @@
 //! manage their own stream ids** — a `(key, stream)` pair must never serve two releases.
 //!
 //! Every structure is built from one keyed ChaCha20 stream, `draw.keyed(0)`: node noise is
-//! addressed by the node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are
-//! reproducible and auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
-//! multiple of a public grid with exact truncated discrete Laplace noise, so the guarantees
-//! above hold for the released floats ([`NodeNoise`] has the proof);
-//! [`NoiseMode::UnsafeFloat`](crate::NoiseMode) is the paper's float TLap. The private data and exact sums are never stored; each type's
-//! `non_private_exact` constructor builds the noise-free structure for tests and audits and
-//! is **not** differentially private.
+//! addressed by the node's logical index (`docs/RANDOMNESS.md` §5.2), so builds are reproducible
+//! and auditable. By default ([`NoiseMode::Exact`](crate::NoiseMode)) every node is an exact
+//! multiple of a public grid with exact truncated discrete Laplace noise, so the guarantees above
+//! hold for the released floats ([`NodeNoise`] has the proof);
+//! [`NoiseMode::UnsafeFloat`](crate::NoiseMode) is the paper's float TLap. The private data and
+//! exact sums are never stored; each type's `non_private_exact` constructor builds the noise-free
+//! structure for tests and audits and is **not** differentially private.
 
 mod adaptive;
 mod budget;
@@ -86,7 +86,8 @@ use crate::grid_release::NoiseMode;
 use crate::privacy_params::PrivacyBudget;
 
 /// The privacy unit of every structure of this module (and of
-/// [`crate::softmax_tree_cross_attention`]): one token — one value, point or row of the private input.
+/// [`crate::softmax_tree_cross_attention`]): one token — one value, point or row of the private
+/// input.
 pub const PRIVACY_UNIT: PrivacyUnit = PrivacyUnit::TOKEN;
 
 /// Stream ids one build of any structure of this module uses (`draw.stream` only: every node

@@ -239,17 +239,16 @@ impl ShuffledDpSgdParams {
         Ok(())
     }
 
-    /// An estimate of the δ the sampler's bounded support adds over the planned run, for a
-    /// model of `dims` coordinates: `T·q·τ`. Box–Muller draws coordinates in pairs on the
-    /// disk `‖z‖ ≤ R = 8.57`; a pair whose mean moves by `s` (in units of the std) lands
-    /// outside the moved disk only if `‖z‖ > R − s`, probability
-    /// `g(s) = e^{−(R−s)²/2} − e^{−R²/2}` for the ideal Gaussian. `τ` is the worst case over
-    /// the difference `μ = 1/σ_eff` spread evenly over `k` pairs, `sup_k k·g(μ/√k)`, bounded
-    /// by twice its maximum over `k = 1, 2, 4, …` (doubling `k` at most doubles `k·g`).
-    /// Uneven spreads are not covered by a proof: this is a safeguard against a
-    /// floating-point effect of [`NoiseMode::UnsafeFloat`] (the exact release has no
-    /// bounded support and is not checked), like the rest of `docs/PRIVACY.md` §2.5, not part of the
-    /// guarantee.
+    /// An estimate of the δ the sampler's bounded support adds over the planned run, for a model of
+    /// `dims` coordinates: `T·q·τ`. Box–Muller draws coordinates in pairs on the disk
+    /// `‖z‖ ≤ R = 8.57`; a pair whose mean moves by `s` (in units of the std) lands outside the
+    /// moved disk only if `‖z‖ > R − s`, probability `g(s) = e^{−(R−s)²/2} − e^{−R²/2}` for the
+    /// ideal Gaussian. `τ` is the worst case over the difference `μ = 1/σ_eff` spread evenly over
+    /// `k` pairs, `sup_k k·g(μ/√k)`, bounded by twice its maximum over `k = 1, 2, 4, …` (doubling
+    /// `k` at most doubles `k·g`). Uneven spreads are not covered by a proof: this is a safeguard
+    /// against a floating-point effect of [`NoiseMode::UnsafeFloat`] (the exact release has no
+    /// bounded support and is not checked), like the rest of `docs/PRIVACY.md` §2.5, not part of
+    /// the guarantee.
     ///
     /// ```
     /// use dpattn_core::weight_shuffle::ShuffledDpSgdParams;

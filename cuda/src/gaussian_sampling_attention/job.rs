@@ -211,10 +211,11 @@ impl<'a> Job<'a> {
                 b.arg(&x).arg(&self.heads).arg(&plan.n).arg(&plan.d).arg(&sb).arg(&sh).arg(&sr);
                 b.arg(&ws).arg(&p0).arg(&plan.k).arg(&plan.chunk_len).arg(&root_ridge);
                 b.arg(&self.key).arg(&self.stream_id).arg(&partial);
-                // SAFETY: the arguments match `dp_gs_partial(const T*, u64 heads, u64 n, u64
-                // d, u64 sb, u64 sh, u64 sr, const double* factors, u64 p0, u64 k, u64
-                // chunk_len, double root_ridge, DpKey, u64 stream, double* partial)`; blocks (chunk < chunks, g) read X of problems p0 + g <
-                // problems and write partial[0 .. g·chunks·ntri) ⊆ the workspace (checked).
+                // SAFETY: the arguments match `dp_gs_partial(const T*, u64 heads, u64 n, u64 d, u64
+                // sb, u64 sh, u64 sr, const double* factors, u64 p0, u64 k, u64 chunk_len, double
+                // root_ridge, DpKey, u64 stream, double*
+                // partial)`; blocks (chunk < chunks, g) read X of problems p0 + g < problems and
+                // write partial[0 .. g·chunks·ntri) ⊆ the workspace (checked).
                 unsafe { b.launch(cfg) }.map_err(driver("launch dp_gs_partial"))?;
                 let cfg = LaunchConfig {
                     grid_dim: (g as u32, 1, 1),
@@ -224,9 +225,10 @@ impl<'a> Job<'a> {
                 let mut b = self.stream.launch_builder(&self.kernels.finish);
                 b.arg(&partial).arg(&p0).arg(&plan.n).arg(&plan.chunks).arg(&kf).arg(&cosh);
                 b.arg(&out_b).arg(&out_p);
-                // SAFETY: the arguments match `dp_gs_finish(const double* partial, u64 p0,
-                // u64 n, u64 chunks, double k, int cosh, double* out_b, double* out_p)`; it writes the n² entries of problems p0 .. p0 + g of
-                // out_b and out_p, each `problems · n²` long (checked).
+                // SAFETY: the arguments match `dp_gs_finish(const double* partial, u64 p0, u64 n,
+                // u64 chunks, double k, int cosh, double* out_b, double*
+                // out_p)`; it writes the n² entries of problems p0 .. p0 + g of out_b and out_p,
+                // each `problems · n²` long (checked).
                 unsafe { b.launch(cfg) }.map_err(driver("launch dp_gs_finish"))?;
                 p0 += g;
             }

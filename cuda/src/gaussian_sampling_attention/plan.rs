@@ -94,7 +94,8 @@ impl SamplingPlan {
     }
 }
 
-/// Workspace (`f64` elements) that [`gaussian_sampling_attention_raw`](super::gaussian_sampling_attention_raw) needs for `X` of
+/// Workspace (`f64` elements) that
+/// [`gaussian_sampling_attention_raw`](super::gaussian_sampling_attention_raw) needs for `X` of
 /// shape `[batch, heads, n, d]` and `k` samples ([`SamplingPlan::workspace_len`]).
 ///
 /// ```

@@ -1,12 +1,12 @@
 //! The paper's baseline noise levels, for comparison only (`docs/PAPERS.md` §3.4, T3-H,
 //! P3-7, P3-12).
 //!
-//! **Guarantee.** [`mvg_iid_std`] is the per-entry standard deviation of the i.i.d. MVG
-//! mechanism (Chanyaswad et al. 2018, paper Theorem 2), which that paper proves
-//! `(ε, δ)`-DP; it is computed, not used by the hook. The classical Gaussian mechanism is
+//! **Guarantee.** [`mvg_iid_std`] is the per-entry standard deviation of the i.i.d. MVG mechanism
+//! (Chanyaswad et al. 2018, paper Theorem 2), which that paper proves `(ε, δ)`-DP; it is computed,
+//! not used by the hook. The classical Gaussian mechanism is
 //! [`classical_gaussian_sigma`](dpattn_core::calibration::gaussian_mechanism::classical_gaussian_sigma),
-//! which refuses `ε ≥ 1` where its proof does not hold (P3-7); the paper's Table 4 used it up
-//! to ε = 8, and past ε ≈ 8.42 (δ = 1e-5) it gives *less* noise than the exact minimum.
+//! which refuses `ε ≥ 1` where its proof does not hold (P3-7); the paper's Table 4 used it up to ε
+//! = 8, and past ε ≈ 8.42 (δ = 1e-5) it gives *less* noise than the exact minimum.
 //!
 //! MVG's variance grows like `(nd)^{3/2}·H_r` (P3-12: at `n = 128`, `d = 768`, `ε = 8` its
 //! standard deviation is 2.1e7 where aMGM's is 0.6), which is why it stays at chance

@@ -6,8 +6,9 @@
 //! reproducible: prompt `k` of a draw is a function of `(key, stream, k)` only
 //! (`docs/RANDOMNESS.md` §5.3), so any range of prompts can be generated on its own.
 
-use crate::check::{check_len, check_sizes, mul_size, nonneg_finite};
+use crate::check::{check_len, check_sizes};
 use crate::math::scaled_norm;
+use dpattn_core::error::{mul_size, nonneg_finite};
 use dpattn_core::noisy_head::{Features, predict};
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
 use dpattn_core::{Error, Result};

@@ -18,21 +18,21 @@
 //! * P2-6: the permutation can be recovered from consecutive weights, which leaves a plain
 //!   Gaussian mechanism at σ ≈ 0.27.
 //!
-//! The results have types [`PaperEstimate`] and [`PaperSigmaEstimate`]. They have no
-//! conversion into a [`PrivacyBudget`](dpattn_core::PrivacyBudget), an
-//! [`Epsilon`](dpattn_core::Epsilon) or a ledger [`Charge`](dpattn_core::accounting::ledger::Charge).
-//! The library charges shuffled DP-SGD as plain DP-SGD with the subsampled-Gaussian RDP
-//! accountant [`SampledGaussianRdp`](dpattn_core::accounting::rdp::SampledGaussianRdp). Shuffling
-//! is post-processing, so it gets no privacy credit (P2-11, P2-6).
+//! The results have types [`PaperEstimate`] and [`PaperSigmaEstimate`]. They have no conversion
+//! into a [`PrivacyBudget`](dpattn_core::PrivacyBudget), an [`Epsilon`](dpattn_core::Epsilon) or a
+//! ledger [`Charge`](dpattn_core::accounting::ledger::Charge). The library charges shuffled DP-SGD
+//! as plain DP-SGD with the subsampled-Gaussian RDP accountant
+//! [`SampledGaussianRdp`](dpattn_core::accounting::rdp::SampledGaussianRdp). Shuffling is
+//! post-processing, so it gets no privacy credit (P2-11, P2-6).
 //!
 //! Paper typos fixed here: \[FIX\] Eq. 16's density exponent is `d/2`, not `|P_s|/2`;
 //! \[FIX\] Eq. 65's inequality is `ζ₂ ≥ ζ₁ − ‖g‖²/σ²` (Eq. 75), not "≤". σ is always a
 //! noise multiplier (absolute std = σ·c), and `r = c'/c` is explicit (P2-7).
 
-use crate::check::{nonneg_finite, open_unit, positive_finite, rate};
 use crate::math::ln_expm1;
 use dpattn_core::calibration::gaussian_mechanism::analytic_gaussian_delta;
 use dpattn_core::calibration::normal::{log_normal_cdf, normal_cdf};
+use dpattn_core::error::{nonneg_finite, open_unit, positive_finite, rate};
 use dpattn_core::{Error, Result};
 use libm::{exp, expm1, log, log1p, sqrt};
 

@@ -21,8 +21,8 @@
 //!
 //! All σ here are **absolute** noise standard deviations (noise multiplier × clipping norm).
 
-use crate::check::{nonneg_finite, positive_finite, rate};
 use dpattn_core::calibration::normal::{log_normal_cdf, normal_cdf, normal_sf};
+use dpattn_core::error::{nonneg_finite, positive_finite, rate};
 use dpattn_core::sampling::{FixedWordSampler, Gaussian, KeyedStream};
 use dpattn_core::{Error, Result};
 
