@@ -3442,13 +3442,13 @@ dpattn_status dpattn_dp_forward_clip_hidden(void *x,
  * * a zCDP or RDP ledger (`dpattn_ledger_new_zcdp` / `_new_rdp`): a zCDP charge of the
  *   `ρ` of `dpattn_dp_forward_release_rho` (one release), for any `releases`.
  *
- * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget)
- * with `x`, `*out_report` and the ledger unchanged. The session and its ledger are locked
- * for the whole call (concurrent calls from other threads wait). `*out_report` receives
- * the clip report (private data). A row of `x` holding NaN or ±∞ is released as the zero
- * row plus noise, never refused (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
- * `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id,
- * a NULL ledger): the output is reproduced bit for bit and nothing is charged.
+ * A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over budget) with `x`,
+ * `*out_report` and the ledger unchanged. The session and its ledger are locked for the whole call
+ * (concurrent calls from other threads wait). `*out_report` receives the clip report (private
+ * data). A row of `x` holding NaN or ±∞ is released as the zero row plus noise, never refused
+ * (counted in `private_sanitized_rows`). To replay a release for an audit, run it on a
+ * `dpattn_session_new_for_replay` session (the master key, the logged epoch and stream id, a NULL
+ * ledger): the output is reproduced bit for bit and nothing is charged.
  *
  * Returns the errors of `dpattn_dp_forward_check_factors`; `DPATTN_STATUS_SHAPE_MISMATCH`
  * when `cols ≠ dim` or `rows` is not a positive multiple of `tokens`;
@@ -4449,8 +4449,8 @@ dpattn_status dpattn_moment_sketch_new(const double *keys,
  * audits only; never release it). Errors as `dpattn_moment_sketch_new` plus
  * `_NON_FINITE`. Allocates. Thread-safe.
  *
- * The handle is marked exact: queries that report a privacy guarantee or a noise level
- * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+ * (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
  * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
@@ -5506,13 +5506,12 @@ dpattn_status dpattn_noisy_head_expected_z_norm_sq(size_t l,
 
 /**
  * The mean-field predictor of the expected excess risk at `params.iters` (`docs/PAPERS.md` §4.7;
- * an approximation for planning, not a bound), and, when `max_iters > 0`, the
- * data-independent best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`,
- * `*out_best_risk`; both 0 when `max_iters = 0`). `c0` is the per-entry std of a random
- * start; the best-`T` search uses `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
- * `DPATTN_STATUS_OUT_OF_RANGE` (`c0 < 0`, `τ² < 0`, `|1 − 2λη0| ≥ 1`),
- * `DPATTN_STATUS_INFEASIBLE` (no feasible `T ≤ max_iters`), `DPATTN_STATUS_NULL_ARGUMENT`.
- * Thread-safe; no shared state.
+ * an approximation for planning, not a bound), and, when `max_iters > 0`, the data-independent
+ * best `T ∈ [1, max_iters]` with its predicted risk (`*out_best_iters`, `*out_best_risk`; both 0
+ * when `max_iters = 0`). `c0` is the per-entry std of a random start; the best-`T` search uses
+ * `τ² = 0`, as the core does. Returns the errors of `dpattn_noisy_head_calibration`,
+ * `DPATTN_STATUS_OUT_OF_RANGE` (`c0 < 0`, `τ² < 0`, `|1 − 2λη0| ≥ 1`), `DPATTN_STATUS_INFEASIBLE`
+ * (no feasible `T ≤ max_iters`), `DPATTN_STATUS_NULL_ARGUMENT`. Thread-safe; no shared state.
  *
  * # Safety
  * `params` NULL or readable; out-pointers NULL or writable.
@@ -5728,14 +5727,13 @@ dpattn_status dpattn_output_perturbation_sensitivity(double *sensitivity,
  * ```
  *
  * Status codes: those of `dpattn_attention` (for `q`, shapes, scratch, aliasing) and of
- * `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`,
- * `ε <= 0`, `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH`
- * for `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or
- * `sigma`; `DPATTN_STATUS_INFEASIBLE` for a charge over budget;
- * `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit;
- * `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
- * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may then hold computed values (its contents are
- * unspecified). Thread-safe; no shared state.
+ * `dpattn_output_perturbation_sensitivity`; `DPATTN_STATUS_OUT_OF_RANGE` for `δ = 0`, `ε <= 0`,
+ * `δ >= 1`, or non-overlap-free `K`/`V` layouts; `DPATTN_STATUS_SHAPE_MISMATCH` for
+ * `sigma_len < batch * heads`; `DPATTN_STATUS_NULL_ARGUMENT` for a NULL `session` or `sigma`;
+ * `DPATTN_STATUS_INFEASIBLE` for a charge over budget; `DPATTN_STATUS_UNIT_MISMATCH` for a ledger
+ * of another unit; `DPATTN_STATUS_SIZE_OVERFLOW` when the session's stream ids are used up;
+ * `DPATTN_STATUS_INVALID_HANDLE` for a freed `session`. On failure `out` is untouched; `sigma` may
+ * then hold computed values (its contents are unspecified). Thread-safe; no shared state.
  *
  * # Safety
  * As `dpattn_attention`; `sigma` NULL or writable for `sigma_len` doubles; `session` NULL
@@ -6138,8 +6136,8 @@ dpattn_status dpattn_dp_tree_new(const double *values,
  * (tests and audits only; never release it). Errors: `DPATTN_STATUS_NULL_ARGUMENT`,
  * `_OUT_OF_RANGE` (empty), `_NON_FINITE`. Allocates. Thread-safe.
  *
- * The handle is marked exact: queries that report a privacy guarantee or a noise level
- * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+ * (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
  * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
@@ -6240,8 +6238,8 @@ dpattn_status dpattn_dp_tree_distance_new(const double *x,
  * `dpattn_dp_tree_distance_new` plus `_NON_FINITE` and a bad `n_leaves`. Allocates.
  * Thread-safe.
  *
- * The handle is marked exact: queries that report a privacy guarantee or a noise level
- * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+ * (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
  * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
@@ -6523,8 +6521,8 @@ dpattn_status dpattn_softmax_tree_new(const double *keys,
  * (tests, audits, bias measurement only). Errors as `dpattn_softmax_tree_new` plus
  * `_NON_FINITE`. Allocates. Thread-safe.
  *
- * The handle is marked exact: queries that report a privacy guarantee or a noise level
- * on it (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
+ * The handle is marked exact: queries that report a privacy guarantee or a noise level on it
+ * (`_achieved_privacy`, `_get_budget`, a nominal `_noise_variance` or `_projection_noise_std`)
  * return `DPATTN_STATUS_UNSUPPORTED`, so it cannot be passed off as a DP release.
  *
  * # Safety
@@ -6758,33 +6756,31 @@ dpattn_status dpattn_softmax_tree_cross_attention_params_default(dpattn_softmax_
  * Releases DPCrossAttention (paper 001 Algorithm 1, Theorem 4.1; `docs/PAPERS.md` §1.9) for
  * private `keys` and `values` (both `n × d`, row-major doubles, lengths `n * d`), noised with
  * fresh randomness from `session` (one stream id; every node of every copy is an element of that
- * stream), and returns the handle in `*out`. Any number of public queries are then
- * answered by post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the
- * structures; `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and
- * builds over `memory_limit_bytes` are refused).
+ * stream), and returns the handle in `*out`. Any number of public queries are then answered by
+ * post-processing (`dpattn_softmax_tree_cross_attention_query`). **Allocates** (the structures;
+ * `dpattn_softmax_tree_cross_attention_estimate_bytes` gives the size before building, and builds
+ * over `memory_limit_bytes` are refused).
  *
- * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`;
- * `n` public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With
- * `DPATTN_SPLIT_PER_VECTOR` the whole release — every answer to every query — is
- * `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY` (Algorithm 1 as printed) each output
- * coordinate is `(ε, δ + δ′)`-DP and the whole vector costs up to
- * `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy` reports what is
- * actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`, `V ∈ [−R_w, R_w]^{n×d}` are
- * clamped (NaN → 0). Every node is released on its grid with exact noise, so the guarantee holds
- * for the floats returned. Accuracy is poor unless `n` is huge (`docs/PAPERS.md` T1-K; see
- * `dpattn_softmax_tree_cross_attention_estimate_error`).
+ * **Guarantee.** Neighbouring inputs differ in one token (row `j` of `K` and row `j` of `V`; `n`
+ * public; privacy unit `DPATTN_UNIT_TOKENS` with 1 token). With `DPATTN_SPLIT_PER_VECTOR` the
+ * whole release — every answer to every query — is `(ε, δ + δ′)`-DP; with `DPATTN_SPLIT_PER_ENTRY`
+ * (Algorithm 1 as printed) each output coordinate is `(ε, δ + δ′)`-DP and the whole vector costs
+ * up to `((d+1)ε/2, (d+1)(δ+δ′)/2)`; `dpattn_softmax_tree_cross_attention_achieved_privacy`
+ * reports what is actually spent (`docs/PAPERS.md` P1-15). Private `K ∈ [0, R]^{n×d}`,
+ * `V ∈ [−R_w, R_w]^{n×d}` are clamped (NaN → 0). Every node is released on its grid with exact
+ * noise, so the guarantee holds for the floats returned. Accuracy is poor unless `n` is huge
+ * (`docs/PAPERS.md` T1-K; see `dpattn_softmax_tree_cross_attention_estimate_error`).
  *
- * **Accounting.** The session's ledger (kept for one token) is charged the whole-release
- * `(ε, δ)` that `dpattn_softmax_tree_cross_attention_achieved_privacy` reports (basic composition over
- * the `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP
- * ledgers accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`)
- * after the structures are built and before the handle is
- * returned. A refused charge returns the ledger's status (`DPATTN_STATUS_INFEASIBLE` over
- * budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of another unit), drops the
- * structures, and leaves `*out` and the ledger unchanged (the stream id is consumed). The
- * session and its ledger are locked for the whole call (concurrent calls on them wait). To
- * replay a release for an audit, pass a session from `dpattn_session_new_for_replay` (with
- * a NULL ledger nothing is charged).
+ * **Accounting.** The session's ledger (kept for one token) is charged the whole-release `(ε, δ)`
+ * that `dpattn_softmax_tree_cross_attention_achieved_privacy` reports (basic composition over the
+ * `(d + 1) · l` copies; an approximate-DP charge with `δ > 0`, so only approximate-DP ledgers
+ * accept it: zCDP and RDP ledgers refuse it with `DPATTN_STATUS_OUT_OF_RANGE`) after the
+ * structures are built and before the handle is returned. A refused charge returns the ledger's
+ * status (`DPATTN_STATUS_INFEASIBLE` over budget, `DPATTN_STATUS_UNIT_MISMATCH` for a ledger of
+ * another unit), drops the structures, and leaves `*out` and the ledger unchanged (the stream id
+ * is consumed). The session and its ledger are locked for the whole call (concurrent calls on them
+ * wait). To replay a release for an audit, pass a session from `dpattn_session_new_for_replay`
+ * (with a NULL ledger nothing is charged).
  *
  * ```c
  * dpattn_softmax_tree_cross_attention_params p;
@@ -6828,8 +6824,8 @@ dpattn_status dpattn_softmax_tree_cross_attention_new(const double *keys,
 void dpattn_softmax_tree_cross_attention_free(dpattn_softmax_tree_cross_attention *att);
 
 /**
- * Writes the scratch (`double` elements) of `dpattn_softmax_tree_cross_attention_query`: `r + d + l`
- * (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
+ * Writes the scratch (`double` elements) of `dpattn_softmax_tree_cross_attention_query`:
+ * `r + d + l` (features, dimension, copies). Status: `DPATTN_STATUS_NULL_ARGUMENT`,
  * `DPATTN_STATUS_INVALID_HANDLE`. Thread-safe (handle rule).
  *
  * # Safety
@@ -7206,20 +7202,19 @@ dpattn_status dpattn_shuffled_dp_sgd_charge(const dpattn_shuffled_dp_sgd_params 
  * not reentrant: such a call deadlocks (or aborts) the calling thread. Other threads using
  * them wait until the step ends.
  *
- * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0`
- * or `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown
- * dtype/enum/flag); `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or
- * `perms_len ≠ permutation_len`); `DPATTN_STATUS_SCRATCH_TOO_SMALL`;
- * `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights); `DPATTN_STATUS_UNSUPPORTED`
- * (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH` (a ledger of
- * another unit); `DPATTN_STATUS_INFEASIBLE` (over budget); `DPATTN_STATUS_SIZE_OVERFLOW`
- * (the session's stream ids used up); the callback's own status when it fails (see
- * `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`, `DPATTN_STATUS_NULL_ARGUMENT`
- * (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`, `DPATTN_STATUS_ALIASING`. On
- * every error the weights and the state are untouched, and so is `perms` except after a
- * refused ledger charge (see above; `scratch` is zeroed once
- * the buffers passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the plan is locked for the
- * call; `grad` runs on the calling thread).
+ * Returns `DPATTN_STATUS_OUT_OF_RANGE` (parameters outside their domains, `capacity = 0` or
+ * `≥ 2⁴⁰`, more than `DPATTN_SHUFFLE_MAX_STATE` state buffers, an unknown dtype/enum/flag);
+ * `DPATTN_STATUS_SHAPE_MISMATCH` (a buffer not `param_len`, or `perms_len ≠ permutation_len`);
+ * `DPATTN_STATUS_SCRATCH_TOO_SMALL`; `DPATTN_STATUS_NON_FINITE` (NaN/∞ in the weights);
+ * `DPATTN_STATUS_UNSUPPORTED` (a ledger that is not an RDP ledger); `DPATTN_STATUS_UNIT_MISMATCH`
+ * (a ledger of another unit); `DPATTN_STATUS_INFEASIBLE` (over budget);
+ * `DPATTN_STATUS_SIZE_OVERFLOW` (the session's stream ids used up); the callback's own status when
+ * it fails (see `dpattn_shuffle_grad_fn`); `DPATTN_STATUS_INVALID_HANDLE`,
+ * `DPATTN_STATUS_NULL_ARGUMENT` (also for a NULL `grad`), `DPATTN_STATUS_MISALIGNED`,
+ * `DPATTN_STATUS_ALIASING`. On every error the weights and the state are untouched, and so is
+ * `perms` except after a refused ledger charge (see above; `scratch` is zeroed once the buffers
+ * passed their checks: it may have held partial or noisy sums). Allocation-free. Thread-safe (the
+ * plan is locked for the call; `grad` runs on the calling thread).
  *
  * # Safety
  * `weights` and each `state[i]` NULL or valid for reads and writes of `param_len` elements
