@@ -5,12 +5,14 @@
 # and fails loudly when something cannot be installed. Runs: format check, clippy with
 # warnings as errors, every test target of the workspace (including the C/C++ ABI
 # programs), doc tests, rustdoc with warnings as errors, host tests of the core without
-# default features, and no_std builds of dpattn-core for a bare-metal target. Installs
-# NVRTC (the PyPI wheel nvidia-cuda-nvrtc-cu12) into target/py-venv and fails if any CUDA
-# kernel fails to compile through it; the GPU tests themselves need a GPU
-# (scripts/gpu-test.sh) and are listed as ignored here. Starts a throwaway PostgreSQL
-# server for the durable-budget store tests (scripts/test-postgres.sh; installs Debian's
-# postgresql package when it is missing) and stops it on exit.
+# default features, and no_std builds of dpattn-core for a bare-metal target. Runs the core
+# on an emulated Cortex-M4F (scripts/embedded.sh; installs Debian's qemu-system-arm when it
+# is missing) and compares its results with this machine's. Installs NVRTC (the PyPI wheel
+# nvidia-cuda-nvrtc-cu12) into target/py-venv and fails if any CUDA kernel fails to compile
+# through it; the GPU tests themselves need a GPU (scripts/gpu-test.sh) and are listed as
+# ignored here. Starts a throwaway PostgreSQL server for the durable-budget store tests
+# (scripts/test-postgres.sh; installs Debian's postgresql package when it is missing) and
+# stops it on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -61,6 +63,12 @@ step "cargo clippy (all targets, all features, warnings are errors)"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo clippy -p dpattn-core --lib --no-default-features -- -D warnings
 
+step "no_std run: dpattn-core on an emulated Cortex-M4F (QEMU mps2-an386; installs qemu-system-arm if missing)"
+# Builds and boots the firmware of tests/embedded; the root crate's test embedded_check
+# compares what it printed with the same computations on this machine.
+scripts/embedded.sh "$target_dir/embedded"
+export DPATTN_EMBEDDED_OUT="$target_dir/embedded/parity.out" DPATTN_REQUIRE_EMBEDDED=1
+
 step "PostgreSQL for the durable-budget store tests (a throwaway server on 127.0.0.1, stopped on exit)"
 # Installs Debian's postgresql package when initdb/pg_ctl are missing, initdb's into a
 # temporary folder and exports DPATTN_TEST_POSTGRES and DPATTN_REQUIRE_POSTGRES=1 (the
@@ -85,8 +93,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --all-features --no-deps --quie
 step "dpattn-core tests without default features (no alloc) on the host"
 cargo test -p dpattn-core --no-default-features --lib --tests
 
-step "no_std: dpattn-core for $NO_STD_TARGET, without default features and with alloc"
-cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features
+step "no_std: dpattn-core for $NO_STD_TARGET with alloc"
+# Without default features (no alloc) it is built, and run, by scripts/embedded.sh above.
 cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features --features alloc
 
 step "C ABI from outside cargo: valgrind host, install, Makefile/CMake/pkg-config, Python"

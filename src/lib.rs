@@ -30,3 +30,6 @@ pub struct ReadmeDoctests;
 
 #[cfg(test)]
 mod docs_check;
+
+#[cfg(test)]
+mod embedded_check;
