@@ -47,14 +47,20 @@ fn fill(out: &mut [f32], seed: u32) {
     }
 }
 
-/// Runs every case, writing one line per result to `w`. An error of the library is
-/// written as a line `E <name> error: <message>` (so that a platform that errs where the
-/// other does not shows as a mismatch) and the run goes on.
-pub fn run(w: &mut dyn Write) -> fmt::Result {
+/// The fixed inputs `q`, `k`, `v` (`SHAPE_Q`, `SHAPE_K`, `SHAPE_K`).
+pub(crate) fn inputs() -> ([f32; NQ], [f32; NK], [f32; NK]) {
     let (mut q, mut k, mut v) = ([0f32; NQ], [0f32; NK], [0f32; NK]);
     fill(&mut q, 1);
     fill(&mut k, 2);
     fill(&mut v, 3);
+    (q, k, v)
+}
+
+/// Runs every case, writing one line per result to `w`. An error of the library is
+/// written as a line `E <name> error: <message>` (so that a platform that errs where the
+/// other does not shows as a mismatch) and the run goes on.
+pub fn run(w: &mut dyn Write) -> fmt::Result {
+    let (q, k, v) = inputs();
     report(w, "reference_attention", reference(&q, &k, &v))?;
     report(w, "portable_attention", portable(&q, &k, &v))?;
     report(w, "output_perturbation", release(&q, &k, &v))?;
@@ -65,7 +71,7 @@ pub fn run(w: &mut dyn Write) -> fmt::Result {
 }
 
 /// A case's lines, or one error line.
-type Lines = Result<([(char, f64); 64], usize)>;
+pub(crate) type Lines = Result<([(char, f64); 64], usize)>;
 
 fn report(w: &mut dyn Write, name: &str, lines: Lines) -> fmt::Result {
     let (values, n) = match lines {
@@ -148,7 +154,7 @@ fn portable(q: &[f32], k: &[f32], v: &[f32]) -> Lines {
 /// Output-perturbation DP cross-attention in its default exact mode (public grid, exact
 /// discrete Gaussian noise), under a fixed replay key, charged to an `(ε, δ)` ledger: the
 /// released `f32` values, each head's `σ` and the ledger's remaining budget.
-fn release(q: &[f32], k: &[f32], v: &[f32]) -> Lines {
+pub(crate) fn release(q: &[f32], k: &[f32], v: &[f32]) -> Lines {
     let mut out = [0f32; NQ];
     let mut scratch = [0f32; 20480]; // output_perturbation_scratch_len(8, 8) = 20353
     let len = output_perturbation_scratch_len(8, 8)?;
