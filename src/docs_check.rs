@@ -1,7 +1,7 @@
 //! `docs/ARCHITECTURE.md` stays true to the code: every module path, source file and C
 //! prefix it names exists, and every count of C functions in the docs equals the header's.
 //!
-//! What is checked, in `ARCHITECTURE.md`, `C_API.md` and the README:
+//! What is checked, in the README and every document of `docs/` that names code:
 //! * a code span `dpattn_core::a::{b, c}` (also `dpattn_cuda`, `dpattn_ffi`, `dpattn_store`,
 //!   `dpattn_paper`) names modules: each must be a file `a/b.rs` or `a/b/mod.rs` (or, for the
 //!   last segment only, an item declared in its parent module's file);
@@ -116,8 +116,9 @@ fn check_module_path(path: &str) -> Option<String> {
     }
     // The last segment may be an item of its parent module.
     let (last, parent) = segs[1..].split_last()?;
-    let file = module_file(&src, parent)?;
-    let text = std::fs::read_to_string(file).ok()?;
+    let Some(text) = module_file(&src, parent).and_then(|f| std::fs::read_to_string(f).ok()) else {
+        return Some(format!("`{path}`: no module `{}`", segs[..segs.len() - 1].join("::")));
+    };
     let declared = ["fn ", "struct ", "enum ", "trait ", "const ", "type ", "static ", "mod "]
         .iter()
         .any(|kw| text.contains(&format!("{kw}{last}")));
@@ -245,6 +246,7 @@ fn the_checks_catch_drift() {
     // The checks themselves, on names that do not exist.
     assert!(check_module_path("dpattn_core::no_such_module").is_some());
     assert!(check_module_path("dpattn_core::sampling::no_such_item").is_some());
+    assert!(check_module_path("dpattn_core::no_such_module::keyed_stream").is_some());
     assert!(check_module_path("dpattn_core::sampling::keyed_stream").is_none());
     assert!(check_module_path("dpattn_core::grid_release::NoiseMode").is_none());
     let files = repo_files();

@@ -1010,10 +1010,6 @@ mod tests {
             KeyedStream::new(&NoiseKey::for_replay(KEY.bytes), s)
         }
 
-        fn raw(s: &Stream) -> *mut c_void {
-            s.as_raw()
-        }
-
         pub(super) fn fill_noise_equals_the_cpu() {
             let (dev, stream) = dev();
             let n = 1037usize;
@@ -1034,7 +1030,7 @@ mod tests {
                     let st = unsafe {
                         dpattn_cuda_fill_noise(
                             0,
-                            raw(&stream),
+                            stream.as_raw(),
                             p as usize as *mut c_void,
                             n,
                             DPATTN_DTYPE_F32,
@@ -1130,7 +1126,7 @@ mod tests {
                 let st = unsafe {
                     dpattn_cuda_fill_stream_words(
                         0,
-                        raw(&stream),
+                        stream.as_raw(),
                         p as usize as *mut u32,
                         n,
                         &KEY,
@@ -1188,7 +1184,7 @@ mod tests {
                     let st = unsafe {
                         dpattn_cuda_clip_rows_add_gaussian(
                             0,
-                            raw(&stream),
+                            stream.as_raw(),
                             xp as usize as *mut c_void,
                             len,
                             DPATTN_DTYPE_F32,

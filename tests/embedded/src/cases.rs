@@ -97,11 +97,10 @@ impl Out {
     fn new() -> Self {
         Out { values: [('E', 0.0); 64], n: 0 }
     }
+    /// Panics past 64 values (a case that grows must grow the array, not lose values).
     fn push(&mut self, kind: char, x: f64) {
-        if self.n < self.values.len() {
-            self.values[self.n] = (kind, x);
-            self.n += 1;
-        }
+        self.values[self.n] = (kind, x);
+        self.n += 1;
     }
     fn done(self) -> Lines {
         Ok((self.values, self.n))
