@@ -59,7 +59,7 @@ fn output_perturbation(c: &mut Criterion) {
     let mut scratch = vec![0f32; output_perturbation_scratch_len(d, d).unwrap()];
     let mut sigma = [0.0; 4];
     let key = NoiseKey::for_replay([1; 32]);
-    for mode in [NoiseMode::Exact, NoiseMode::UnsafeFloat] {
+    for mode in [NoiseMode::Exact, NoiseMode::ConstantTime, NoiseMode::UnsafeFloat] {
         let params = OutputPerturbationParams {
             key_norm: 2.0,
             value_norm: 1.0,

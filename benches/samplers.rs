@@ -12,10 +12,10 @@ use criterion::{
     BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main, measurement::WallTime,
 };
 use dpattn::sampling::{
-    BernoulliExp, ChaChaBackend, DiscreteGaussian, DiscreteLaplace, ExactSampler, Exponential,
-    FixedWordSampler, Gaussian, GridGaussian, GridLaplace, KeyedStream, Laplace, MatrixGaussian,
-    NoiseKey, PoissonSubsampling, TruncatedLaplace, Uniform, chacha20_blocks_with,
-    sample_permutation,
+    BernoulliExp, ChaChaBackend, ConstantTimeGaussian, DiscreteGaussian, DiscreteLaplace,
+    ExactSampler, Exponential, FixedWordSampler, Gaussian, GridGaussian, GridLaplace, KeyedStream,
+    Laplace, MatrixGaussian, NoiseKey, PoissonSubsampling, TruncatedLaplace, Uniform,
+    chacha20_blocks_with, sample_permutation,
 };
 use dpattn::{MatMut, MatRef};
 use rand_chacha::ChaCha20Rng;
@@ -310,6 +310,14 @@ fn safe_noise(c: &mut Criterion) {
             })
         });
     }
+    // The constant-time sampler (enclave mode) at the grid's scale, on the same windows.
+    let ct = ConstantTimeGaussian::new(&DiscreteGaussian::new((1 << 31) + 1, 2).unwrap()).unwrap();
+    g.bench_function("constant-time discrete gaussian sigma=2^30+1/2", |b| {
+        b.iter(|| {
+            ct.fill_keyed(&ks, first, black_box(&mut z)).unwrap();
+            first = (first + N as u64) % (1 << 39);
+        })
+    });
     let mut out = vec![0f64; N];
     let mut r = rng();
     let gs = Gaussian::new(3.0).unwrap();

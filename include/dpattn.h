@@ -341,6 +341,13 @@
 #define DPATTN_NOISE_MODE_UNSAFE_FLOAT 1
 
 /**
+ * For enclaves: the exact mode's grid with noise drawn in constant time, within total
+ * variation 2^-100 of the exact noise per value; `(ε, δ)` only (docs/PRIVACY.md §12).
+ * Output perturbation supports it; other mechanisms return `DPATTN_STATUS_UNSUPPORTED`.
+ */
+#define DPATTN_NOISE_MODE_CONSTANT_TIME 2
+
+/**
  * `accounting`: Algorithm 1 as printed: `T` classical Gaussian steps at `(ε/T, δ/T)`,
  * basic composition (Theorem 3.2); requires `ε/T < 1`. Every paper number uses this.
  */

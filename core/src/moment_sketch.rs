@@ -74,7 +74,8 @@ use crate::calibration::gaussian_mechanism::analytic_gaussian_sigma;
 use crate::directed_rounding::{add_down, add_up, count_up, div_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result, mul_size};
 use crate::grid_release::{
-    GaussianGrid, GaussianGridSpec, GridFormat, LaplaceGrid, LaplaceGridSpec, NoiseMode,
+    CONSTANT_TIME_UNSUPPORTED, GaussianGrid, GaussianGridSpec, GridFormat, LaplaceGrid,
+    LaplaceGridSpec, NoiseMode,
 };
 use crate::matrix_view::MatRef;
 use crate::privacy_params::{Epsilon, PrivacyBudget};
@@ -456,6 +457,7 @@ impl MomentSketch {
         let mut s = match params.noise_mode {
             NoiseMode::Exact => Self::exact_release(keys, values, params, &stream)?,
             NoiseMode::UnsafeFloat => Self::float_release(keys, values, params, &stream)?,
+            NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
         };
         if let Some(ledger) = ledger {
             let charged =

@@ -50,7 +50,7 @@ use crate::element::Element;
 use crate::error::{Error, Result, positive_finite};
 use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::KeyedStream;
+use crate::sampling::{KeyedStream, constant_time_delta};
 use crate::scratch::check_scratch;
 use crate::session::{Draw, Session};
 
@@ -552,10 +552,13 @@ pub fn output_perturbation_attention_keyed<T: Element, O: Element>(
     }
     let model = AttentionErrorModel::CPU_F64;
     let format = GridFormat::of::<O>();
-    let (calibrated, consts) = calibrate_exact(q, params, s_k, d_v, &model, format, sigma)?;
+    let exact = exact_params(q, params, d_v)?;
+    let (calibrated, consts) = calibrate_exact(q, &exact, s_k, d_v, &model, format, sigma)?;
+    let calibrated = calibrated.in_mode(params);
     check_scratch(scratch.len(), output_perturbation_scratch_len(q.layout().dim(), d_v)?)?;
-    let grid_of = |b| grid_of_batch(q, params, s_k, d_v, &model, format, consts, b);
-    let out_grid = Some(GridDraw { stream: &noise_stream, grid_of: &grid_of });
+    let grid_of = |b| grid_of_batch(q, &exact, s_k, d_v, &model, format, consts, b);
+    let constant_time = params.noise_mode == NoiseMode::ConstantTime;
+    let out_grid = Some(GridDraw { stream: &noise_stream, grid_of: &grid_of, constant_time });
     let extras = Extras { logit_noise: None, out_noise: None, out_grid, clamp };
     let f64_scratch = dispatch::f64_scratch(scratch);
     let plan = prepare_f64(&ops, &attn, extras, f64_scratch.len())?;
@@ -607,14 +610,60 @@ impl Calibrated {
 
     /// Charges the release to `ledger` as [`output_perturbation_attention`] does: `(ε, δ)` on
     /// an approximate-DP ledger, `ρ` on zCDP and RDP ledgers (nothing when `ρ = 0`: the
-    /// release is then a constant), in the release's noise mode.
+    /// release is then a constant), in the release's noise mode. A
+    /// [`NoiseMode::ConstantTime`] release has no zCDP form: it charges `(ε, δ)` only, which
+    /// zCDP and RDP ledgers refuse.
     ///
     /// # Errors
     /// The ledger's error when the charge does not fit (the ledger is then unchanged).
     pub fn charge(&self, ledger: &mut dyn Accountant) -> Result<()> {
-        let cost = Cost::Gaussian { approx: Some(self.budget), rho: self.rho };
+        let cost = match self.noise_mode {
+            NoiseMode::ConstantTime => Cost::Approx(self.budget),
+            _ => Cost::Gaussian { approx: Some(self.budget), rho: self.rho },
+        };
         ledger.charge(PRIVACY_UNIT, &cost, self.noise_mode)
     }
+
+    /// The calibration of the exact release, relabelled for `params`' mode: a constant-time
+    /// release is charged the caller's whole `(ε, δ)` (its exact part was calibrated at
+    /// [`exact_params`]' smaller `δ`).
+    fn in_mode(self, params: &OutputPerturbationParams<'_>) -> Self {
+        match params.noise_mode {
+            NoiseMode::ConstantTime => {
+                Self { budget: params.budget, noise_mode: NoiseMode::ConstantTime, ..self }
+            }
+            _ => self,
+        }
+    }
+}
+
+/// The parameters whose exact release the call makes: `params` itself, or for
+/// [`NoiseMode::ConstantTime`] the exact mode at `δ − δ_ct`, where
+/// `δ_ct = (1 + e^ε)·N·2^−100` ([`constant_time_delta`]) covers the constant-time sampler's
+/// distance from the exact noise over the `N = batch·heads·s_q·d_v` released values.
+fn exact_params<'a, T: Element>(
+    q: BatchedRef<'_, T>,
+    params: &OutputPerturbationParams<'a>,
+    d_v: usize,
+) -> Result<OutputPerturbationParams<'a>> {
+    if params.noise_mode != NoiseMode::ConstantTime {
+        return Ok(*params);
+    }
+    let [batch, heads, s_q, _] = q.layout().shape();
+    let n = (batch as u128 * heads as u128 * s_q as u128 * d_v as u128).min(u128::from(u64::MAX));
+    let (eps, delta) = (params.budget.epsilon().get(), params.budget.delta().get());
+    let share = constant_time_delta(n as u64, eps);
+    let rest = delta - share; // rounded to nearest: below δ − δ_ct by at most half an ulp
+    let rest = rest - rest * f64::EPSILON;
+    if !(rest > 0.0 && share.is_finite()) {
+        return Err(Error::OutOfRange {
+            name: "delta",
+            value: delta,
+            allowed: "above (1 + e^epsilon)*N*2^-100, the constant-time sampler's share (N output values)",
+        });
+    }
+    let budget = PrivacyBudget::new(eps, rest)?;
+    Ok(OutputPerturbationParams { budget, noise_mode: NoiseMode::Exact, ..*params })
 }
 
 /// `δ > 0` of a Gaussian release, and `σ_b` slices of `batch · heads` entries.
@@ -744,7 +793,8 @@ pub fn output_perturbation_calibrate_exact<T: Element>(
     format: GridFormat,
     sigma: &mut [f64],
 ) -> Result<Calibrated> {
-    calibrate_exact(q, params, s_k, d_v, model, format, sigma).map(|(c, _)| c)
+    let exact = exact_params(q, params, d_v)?;
+    calibrate_exact(q, &exact, s_k, d_v, model, format, sigma).map(|(c, _)| c.in_mode(params))
 }
 
 /// [`output_perturbation_calibrate_exact`], also returning `(scale, multiplier)`.
@@ -811,5 +861,6 @@ pub fn output_perturbation_grid<T: Element>(
     if params.budget.delta().get() <= 0.0 {
         check_gaussian(params, 0, 0)?;
     }
-    grid_of_batch(q, params, s_k, d_v, model, format, (scale, multiplier(params)?), b)
+    let exact = exact_params(q, params, d_v)?;
+    grid_of_batch(q, &exact, s_k, d_v, model, format, (scale, multiplier(&exact)?), b)
 }

@@ -273,6 +273,12 @@ pub unsafe fn output_perturbation_attention_raw_keyed(
         score: params.score,
         ..AttentionParams::default()
     };
+    if params.noise_mode == NoiseMode::ConstantTime {
+        return Err(Error::Unsupported {
+            what: "NoiseMode::ConstantTime on the GPU (the constant-time sampler is CPU-only)"
+                .into(),
+        });
+    }
     let exact = params.noise_mode == NoiseMode::Exact;
     if exact && dtype != AttnDtype::F32 {
         return Err(Error::Unsupported {

@@ -1330,9 +1330,13 @@ mod tests {
         q.batch_elements_disjoint = 2;
         assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::OutOfRange);
         q = p;
-        q.noise_mode = 2;
+        q.noise_mode = 3;
         assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::OutOfRange);
         assert!(last_error_string().contains("noise_mode"));
+        q = p;
+        q.noise_mode = crate::noise_mode::DPATTN_NOISE_MODE_CONSTANT_TIME; // no such path
+        assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::Unsupported);
+        assert!(last_error_string().contains("ConstantTime"));
         q = p;
         q.noise_mode = crate::noise_mode::DPATTN_NOISE_MODE_EXACT; // no exact form: refused
         assert_eq!(call(&q, &mut sc, &bt, &mut rep2), dpattn_status::Unsupported);

@@ -113,5 +113,7 @@ pub use calibration::*;
 pub use cuda::*;
 pub use ledger::*;
 pub use noise::*;
-pub use noise_mode::{DPATTN_NOISE_MODE_EXACT, DPATTN_NOISE_MODE_UNSAFE_FLOAT};
+pub use noise_mode::{
+    DPATTN_NOISE_MODE_CONSTANT_TIME, DPATTN_NOISE_MODE_EXACT, DPATTN_NOISE_MODE_UNSAFE_FLOAT,
+};
 pub use weight_shuffle::*;

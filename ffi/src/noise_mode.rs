@@ -11,12 +11,21 @@ pub const DPATTN_NOISE_MODE_EXACT: u32 = 0;
 /// **Not DP as shipped**: textbook floating-point noise whose low-order bits leak the
 /// noise-free value (docs/PRIVACY.md §8.4).
 pub const DPATTN_NOISE_MODE_UNSAFE_FLOAT: u32 = 1;
+/// For enclaves: the exact mode's grid with noise drawn in constant time, within total
+/// variation 2^-100 of the exact noise per value; `(ε, δ)` only (docs/PRIVACY.md §12).
+/// Output perturbation supports it; other mechanisms return `DPATTN_STATUS_UNSUPPORTED`.
+pub const DPATTN_NOISE_MODE_CONSTANT_TIME: u32 = 2;
 
 /// The core mode of a C value.
 pub(crate) fn decode(v: u32, field: &'static str) -> Result<NoiseMode, FfiError> {
     match v {
         DPATTN_NOISE_MODE_EXACT => Ok(NoiseMode::Exact),
         DPATTN_NOISE_MODE_UNSAFE_FLOAT => Ok(NoiseMode::UnsafeFloat),
-        _ => Err(unknown(field, v, "DPATTN_NOISE_MODE_EXACT (0), _UNSAFE_FLOAT (1)")),
+        DPATTN_NOISE_MODE_CONSTANT_TIME => Ok(NoiseMode::ConstantTime),
+        _ => Err(unknown(
+            field,
+            v,
+            "DPATTN_NOISE_MODE_EXACT (0), _UNSAFE_FLOAT (1), _CONSTANT_TIME (2)",
+        )),
     }
 }

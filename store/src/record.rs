@@ -58,18 +58,16 @@ pub(crate) fn parse_unit(text: &str) -> Result<PrivacyUnit> {
     }
 }
 
-/// `exact` or `unsafe-float`.
+/// `exact`, `unsafe-float` or `constant-time` ([`NoiseMode::name`]).
 pub(crate) fn mode_text(mode: NoiseMode) -> &'static str {
-    match mode {
-        NoiseMode::Exact => "exact",
-        NoiseMode::UnsafeFloat => "unsafe-float",
-    }
+    mode.name()
 }
 
 pub(crate) fn parse_mode(text: &str) -> Result<NoiseMode> {
     match text {
         "exact" => Ok(NoiseMode::Exact),
         "unsafe-float" => Ok(NoiseMode::UnsafeFloat),
+        "constant-time" => Ok(NoiseMode::ConstantTime),
         t => Err(StoreError::Corrupt { what: format!("unknown noise mode {t:?}") }),
     }
 }

@@ -39,6 +39,7 @@ fn audit(mode: NoiseMode) -> [(LowBits, LowBits); 2] {
     let grid = match mode {
         NoiseMode::Exact => Some(params.exact_grid(&plan, 2).unwrap().resolution() / 2.0),
         NoiseMode::UnsafeFloat => None,
+        NoiseMode::ConstantTime => unreachable!("shuffled DP-SGD has no constant-time path"),
     };
     let key = NoiseKey::for_replay([62; 32]);
     let mut perms = vec![0u32; plan.permutation_len()];

@@ -181,6 +181,7 @@ fn exact_moment_sketch_is_as_accurate_as_the_float_one_at_the_quickstart_sizes()
                     Gaussian::new(sigma).unwrap().fill_keyed(&st, 0, &mut m).unwrap();
                     m.iter_mut().zip(clean).for_each(|(z, c)| *z += c);
                 }
+                NoiseMode::ConstantTime => unreachable!("not a mode of this test"),
             }
             answer(&m, &mut out);
             if id == 0 {

@@ -587,6 +587,7 @@ fn exact_mode_charges_what_the_float_path_charges_and_reports_its_grid() {
             let want = match mode {
                 NoiseMode::Exact => Some(p.exact_grid(GridFormat::F32).unwrap().resolution()),
                 NoiseMode::UnsafeFloat => None,
+                NoiseMode::ConstantTime => unreachable!("not a mode of this test"),
             };
             assert_eq!(rep.resolution, want);
         }

@@ -35,7 +35,7 @@ fn draw<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i64> {
 }
 
 /// `n` samples from the keyed stream `(key [seed; 32], stream 1)` via `fill_keyed`.
-fn draw_keyed<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i64> {
+pub(crate) fn draw_keyed<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i64> {
     let ks = KeyedStream::new(&NoiseKey::for_replay([seed; 32]), 1);
     let mut out = vec![0i64; n];
     s.fill_keyed(&ks, 0, &mut out).unwrap();
@@ -44,7 +44,7 @@ fn draw_keyed<S: ExactSampler<Output = i64>>(s: &S, seed: u8, n: usize) -> Vec<i
 
 /// A pmf on `−m ..= m` whose end cells hold the whole tails, with its variance and
 /// fourth moment (the mean is 0).
-struct Pmf {
+pub(crate) struct Pmf {
     m: i64,
     probs: Vec<f64>,
     var: f64,
@@ -79,13 +79,13 @@ impl Pmf {
     }
 
     /// Discrete Gaussian with parameter `sigma`.
-    fn gaussian(sigma: f64) -> Pmf {
+    pub(crate) fn gaussian(sigma: f64) -> Pmf {
         let m = (12.0 * sigma).ceil() as i64 + 12;
         Pmf::from_weights(|x| (-x * x / (2.0 * sigma * sigma)).exp(), m, 2 * m)
     }
 
     /// χ² goodness of fit of `xs` (values beyond ±m counted in the end cells).
-    fn chi_square(&self, xs: &[i64]) -> Outcome {
+    pub(crate) fn chi_square(&self, xs: &[i64]) -> Outcome {
         let mut counts = vec![0u64; self.probs.len()];
         for &x in xs {
             counts[(x.clamp(-self.m, self.m) + self.m) as usize] += 1;
@@ -94,7 +94,7 @@ impl Pmf {
     }
 
     /// χ², mean and variance tests, with a message naming `what` on failure.
-    fn check(&self, xs: &[i64], what: &str) {
+    pub(crate) fn check(&self, xs: &[i64], what: &str) {
         let chi = self.chi_square(xs);
         assert!(
             chi.accepts(),
@@ -255,7 +255,7 @@ fn discrete_gaussian_cell_algorithm_matches_its_exact_pmf() {
 /// the end bins). For `σ ≥ 2^10` the discrete Gaussian's bin masses equal the normal's
 /// (with the integer edges at half-integers) to far below the test's resolution (Poisson
 /// summation: the relative difference is below `e^{−2π²σ²}`).
-fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
+pub(crate) fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
     let edges: Vec<f64> = (-32..=32).map(|k| f64::from(k) * sigma / 4.0).collect();
     let cdf = |x: f64| normal_cdf(x / sigma);
     let mut probs = vec![cdf(edges[0])];

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod constant_time;
 mod continuous;
 mod exact;
 mod gamma;

@@ -9,6 +9,7 @@ use crate::attention_options::Kernel;
 use crate::batched::{BatchedMut, BatchedRef};
 use crate::element::Element;
 use crate::error::Result;
+use crate::sampling::ConstantTimeGaussian;
 
 /// Operands of a call: `out` holds `out.batch · out.heads` heads that are the flattened
 /// heads `first, first + 1, …` of `q`, `k`, `v` (flattened index `b · heads + h`; `first`
@@ -30,12 +31,18 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
         mut f: impl FnMut(HeadJob<'_, '_, T, O>) -> Result<()>,
     ) -> Result<()> {
         let [ob, oh, _, _] = self.out.layout().shape();
-        let (mut grid, mut grid_b) = (None, usize::MAX);
+        let (mut grid, mut constant_time, mut grid_b) = (None, None, usize::MAX);
         for idx in 0..ob * oh {
             let flat = self.first.unwrap_or(0) + idx;
             let (b, h) = (flat / plan.heads, flat % plan.heads);
             if b != grid_b {
                 grid = plan.out_grid.map(|g| (g.grid_of)(b)).transpose()?.flatten();
+                constant_time = match (&grid, plan.out_grid) {
+                    (Some(g), Some(draw)) if draw.constant_time => {
+                        Some(ConstantTimeGaussian::new(g.integer_noise())?)
+                    }
+                    _ => None,
+                };
                 grid_b = b;
             }
             f(HeadJob {
@@ -46,6 +53,7 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
                 b,
                 h,
                 grid,
+                constant_time,
             })?;
         }
         Ok(())

@@ -17,7 +17,7 @@ use crate::element::Element;
 use crate::error::{Result, add_size, mul_size};
 use crate::grid_release::GaussianGrid;
 use crate::matrix_view::{MatMut, MatRef};
-use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
+use crate::sampling::{ConstantTimeGaussian, FixedWordSampler, Gaussian, KeyedStream};
 use crate::scratch::take_scratch;
 
 /// Query rows per block (a multiple of [`MR`]).
@@ -80,6 +80,8 @@ pub(crate) struct GridDraw<'a> {
     /// The grid of batch element `b`; `None` when the element sees no key (its output is the
     /// constant zero, released as is).
     pub(crate) grid_of: &'a dyn Fn(usize) -> Result<Option<GaussianGrid>>,
+    /// Draw the integer noise with [`ConstantTimeGaussian`] (`NoiseMode::ConstantTime`).
+    pub(crate) constant_time: bool,
 }
 
 impl core::fmt::Debug for GridDraw<'_> {
@@ -122,6 +124,8 @@ pub(crate) struct HeadJob<'o, 'i, T, O> {
     pub(crate) h: usize,
     /// Batch element `b`'s grid when the plan has an output grid.
     pub(crate) grid: Option<GaussianGrid>,
+    /// Its constant-time sampler when the draw asks for one.
+    pub(crate) constant_time: Option<ConstantTimeGaussian>,
 }
 
 /// The factor that clamps `row` into the L2 ball of radius `bound`, in `f64` and applied
@@ -224,7 +228,7 @@ pub(crate) fn head<'a, S: Simd, T: Element, O: Element>(
                 add_noise(a, stream, g, first, dv)?;
             }
             if let (Some(draw), Some(grid)) = (&plan.out_grid, &job.grid) {
-                release_row(a, draw.stream, grid, first)?;
+                release_row(a, draw.stream, grid, job.constant_time.as_ref(), first)?;
             }
             for (o, &x) in job.out.row_mut(i0 + i).iter_mut().zip(a.iter()) {
                 *o = O::from_f64(x.to_f64());
@@ -331,11 +335,13 @@ fn add_noise<E: Real>(
 }
 
 /// Releases `row` on `grid` as elements `first, first + 1, …` of `stream` (the row is rounded
-/// to `f64` exactly when the compute precision is `f64`, the exact mode's).
+/// to `f64` exactly when the compute precision is `f64`, the exact mode's), with the integer
+/// noise drawn by `constant_time` when given.
 fn release_row<E: Real>(
     row: &mut [E],
     stream: &KeyedStream,
     grid: &GaussianGrid,
+    constant_time: Option<&ConstantTimeGaussian>,
     first: u64,
 ) -> Result<()> {
     let mut buf = [0f64; BC];
@@ -344,7 +350,11 @@ fn release_row<E: Real>(
         for (b, x) in buf.iter_mut().zip(chunk.iter()) {
             *b = x.to_f64();
         }
-        grid.release_keyed(stream, first + (c * BC) as u64, buf)?;
+        let at = first + (c * BC) as u64;
+        match constant_time {
+            Some(ct) => grid.release_keyed_constant_time(ct, stream, at, buf)?,
+            None => grid.release_keyed(stream, at, buf)?,
+        }
         for (x, &b) in chunk.iter_mut().zip(buf.iter()) {
             *x = E::from_f64(b);
         }

@@ -9,7 +9,7 @@ use crate::dp_forward::noise::{
 };
 use crate::dp_forward::params::DpForwardParams;
 use crate::error::{Error, Result, mul_size};
-use crate::grid_release::NoiseMode;
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, NoiseMode};
 use crate::matrix_view::MatMut;
 use crate::sampling::NoiseFloat;
 use crate::scratch::check_scratch;
@@ -170,6 +170,7 @@ pub fn dp_forward_keyed<T: NoiseFloat>(
             check_float_range::<T>(params, factors, floor)?;
             None
         }
+        NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
     };
     if let Some(ledger) = ledger {
         let approx = match params.releases {

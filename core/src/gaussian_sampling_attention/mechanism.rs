@@ -324,6 +324,9 @@ pub fn check_release_parameters(
     params: &GaussianSamplingParams,
     shape: [usize; 4],
 ) -> Result<PrivacyBudget> {
+    if params.noise_mode == NoiseMode::ConstantTime {
+        return Err(crate::grid_release::CONSTANT_TIME_UNSUPPORTED);
+    }
     if params.noise_mode == NoiseMode::Exact {
         return Err(Error::Unsupported {
             what: "paper 000's Gaussian sampling in NoiseMode::Exact: it has no floating-point-safe form \

@@ -13,8 +13,7 @@ use crate::directed_rounding::{add_up, count_up, mul_up, sqrt_up};
 use crate::error::{Error, Result, nonneg_finite, positive_finite};
 use crate::grid_release::floor_log2;
 use crate::grid_release::grid::{Grid, GridFormat};
-use crate::sampling::bit_source::fill_windows;
-use crate::sampling::{DiscreteGaussian, ExactSampler, KeyedStream};
+use crate::sampling::{ConstantTimeGaussian, DiscreteGaussian, ExactSampler, KeyedStream};
 
 /// The public description of a Gaussian release.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -194,6 +193,44 @@ impl GaussianGrid {
     ) -> Result<()> {
         release_keyed_with(&self.grid, &self.noise, stream, first, values)
     }
+
+    /// [`release_keyed`](Self::release_keyed) with the integer noise drawn by `sampler`,
+    /// the constant-time sampler of [`integer_noise`](Self::integer_noise) (for enclaves:
+    /// the draw's time does not depend on the noise; the law is within total variation
+    /// `2^−100` of the exact one per value, `docs/PRIVACY.md` §12).
+    ///
+    /// ```
+    /// use dpattn_core::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat};
+    /// use dpattn_core::sampling::{ConstantTimeGaussian, KeyedStream, NoiseKey};
+    /// let spec = GaussianGridSpec { l2_sensitivity: 1.0, dimension: 8, computation_error: 0.0,
+    ///     value_bound: 4.0, format: GridFormat::F32 };
+    /// let g = GaussianGrid::calibrate(&spec, 3.0)?;
+    /// let ct = ConstantTimeGaussian::new(g.integer_noise())?;
+    /// let mut x = [0.5f64; 8];
+    /// g.release_keyed_constant_time(&ct, &KeyedStream::new(&NoiseKey::generate()?, 0), 0, &mut x)?;
+    /// assert!(x.iter().all(|&y| (y / g.resolution()).fract() == 0.0));
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::OutOfRange`] if `sampler` is for another `σ`; otherwise as
+    /// [`release_keyed`](Self::release_keyed).
+    pub fn release_keyed_constant_time(
+        &self,
+        sampler: &ConstantTimeGaussian,
+        stream: &KeyedStream,
+        first: u64,
+        values: &mut [f64],
+    ) -> Result<()> {
+        if sampler.sigma_ratio() != self.noise.sigma_ratio() {
+            return Err(Error::OutOfRange {
+                name: "constant-time sampler",
+                value: sampler.sigma_ratio().0 as f64,
+                allowed: "the sampler of this grid's integer noise",
+            });
+        }
+        release_keyed_with(&self.grid, sampler, stream, first, values)
+    }
 }
 
 /// Elements released per chunk of windows.
@@ -218,7 +255,7 @@ pub(crate) fn release_keyed_with<S: ExactSampler<Output = i64>>(
     let mut run = || -> Result<()> {
         for (c, chunk) in values.chunks_mut(CHUNK).enumerate() {
             let z = &mut z[..chunk.len()];
-            fill_windows(stream, first + (c * CHUNK) as u64, z, |b| noise.sample_bits(b))?;
+            noise.fill_keyed(stream, first + (c * CHUNK) as u64, z)?;
             for (x, &z) in chunk.iter_mut().zip(z.iter()) {
                 *x = grid.release(*x, z);
             }

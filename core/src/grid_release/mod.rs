@@ -90,6 +90,16 @@ pub enum NoiseMode {
     /// mechanism. For reproducing papers and for benchmarks; a ledger records every charge
     /// made in this mode ([`Ledger::unsafe_float_charges`](crate::accounting::ledger::Ledger::unsafe_float_charges)).
     UnsafeFloat,
+    /// For enclaves: [`Exact`](Self::Exact)'s grid, with the integer noise drawn by
+    /// [`ConstantTimeGaussian`](crate::sampling::ConstantTimeGaussian), whose running time
+    /// and memory accesses do not depend on the noise or the key. Its law is within total
+    /// variation `2^−100` of the exact one per value, so the release is `(ε, δ)`-DP with
+    /// the `δ` of [`constant_time_delta`](crate::sampling::constant_time_delta) reserved
+    /// out of the budget; it has no zCDP form and charges approximate-DP ledgers only.
+    /// Output perturbation supports it; other mechanisms return [`Error::Unsupported`].
+    ///
+    /// [`Error::Unsupported`]: crate::Error::Unsupported
+    ConstantTime,
 }
 
 impl NoiseMode {
@@ -103,9 +113,15 @@ impl NoiseMode {
         match self {
             NoiseMode::Exact => "exact",
             NoiseMode::UnsafeFloat => "unsafe-float",
+            NoiseMode::ConstantTime => "constant-time",
         }
     }
 }
+
+/// The error of a mechanism that has no [`NoiseMode::ConstantTime`] path.
+pub(crate) const CONSTANT_TIME_UNSUPPORTED: crate::Error = crate::Error::Unsupported {
+    what: "NoiseMode::ConstantTime for this mechanism (only output perturbation has a constant-time path)",
+};
 
 /// `⌊log₂ x⌋` for a positive finite `x` (exact).
 pub(crate) fn floor_log2(x: f64) -> i32 {

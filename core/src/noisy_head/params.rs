@@ -14,7 +14,7 @@ use crate::calibration::gaussian_mechanism::classical_gaussian_sigma;
 use crate::directed_rounding::{add_up, mul_up};
 use crate::error::check_radius;
 use crate::error::{Error, Result, mul_size, nonneg_finite, positive_finite};
-use crate::grid_release::{GaussianGrid, NoiseMode};
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, GaussianGrid, NoiseMode};
 use crate::sampling::{check_largest, max_box_muller};
 
 /// How the per-entry noise standard deviation `s` is calibrated.
@@ -338,6 +338,7 @@ impl NoisyHeadParams {
                 )?;
                 None
             }
+            NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
         };
         Ok(Calibration { noise_std, budget: self.budget, rho, grid, mode: self.noise_mode })
     }

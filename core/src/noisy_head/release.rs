@@ -16,7 +16,7 @@ use super::train::{Form, Stepper, project_ball};
 use crate::accounting::cost::Accountant;
 use crate::accounting::privacy_unit::PrivacyUnit;
 use crate::error::{Error, Result, add_size, mul_size};
-use crate::grid_release::NoiseMode;
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, NoiseMode};
 use crate::sampling::{FixedWordSampler, Gaussian, KeyedStream};
 use crate::scratch::check_scratch;
 use crate::session::{Draw, Session};
@@ -219,6 +219,7 @@ fn run(
     match cal.noise_mode() {
         NoiseMode::Exact => balanced_private_features(prompts, c, g, u, v, t)?,
         NoiseMode::UnsafeFloat => private_features(prompts, c, g, u, v, t)?,
+        NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
     }
     let f = super::Features::new(n, d, u, v, t)?;
     let (stepper, grad, next) = Stepper::new(f, params.lambda, params.eta0, form, rest)?;

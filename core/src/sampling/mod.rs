@@ -11,6 +11,8 @@
 //!   accept/reject decision: [`Bernoulli`], [`BernoulliDyadic`], [`BernoulliExp`],
 //!   [`DiscreteLaplace`], [`DiscreteGaussian`], [`PoissonSubsampling`]; grid-snapped float
 //!   noise built on them ([`GridLaplace`], [`GridGaussian`]).
+//! * [`ConstantTimeGaussian`]: the discrete Gaussian within total variation `2^−100`, drawn
+//!   in constant time for enclaves ([`constant_time_delta`] is what it adds to a release's δ).
 //! * [`Gamma`] and [`ChiSquare`] (Marsaglia–Tsang, constant cost for any shape), drawn from
 //!   a keyed element's window or any `CryptoRng`.
 //! * [`MatrixGaussian`] noise `MN(0, Σ, Ψ)` and uniform permutations
@@ -20,12 +22,14 @@
 
 pub(crate) mod bit_source;
 mod chacha_simd;
+mod constant_time_gaussian;
 mod covariance_factor;
 mod discrete_gaussian;
 mod discrete_laplace;
 mod exact_bernoulli;
 mod exact_sampler;
 mod fast_math;
+mod fixed_point;
 mod fixed_word;
 pub(crate) mod gamma;
 mod gaussian;
@@ -47,6 +51,7 @@ mod uniform;
 
 pub use bit_source::{BitSource, CONTINUATION_BLOCKS, ElementBits, MAX_WINDOW_ELEMENTS, RngBits};
 pub use chacha_simd::{ChaChaBackend, chacha20_blocks, chacha20_blocks_with};
+pub use constant_time_gaussian::{ConstantTimeGaussian, constant_time_delta};
 pub use fixed_word::{FixedWordSampler, MAX_GROUP_WORDS};
 pub use gamma::{ChiSquare, Gamma};
 pub use gaussian::Gaussian;

@@ -11,7 +11,7 @@ use crate::accounting::composition::{
 };
 use crate::directed_rounding::{div_down, ln_inv_up, mul_down, mul_up, sqrt_up};
 use crate::error::{Error, Result};
-use crate::grid_release::NoiseMode;
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, NoiseMode};
 use crate::privacy_params::{Delta, Epsilon, PrivacyBudget};
 use crate::sampling::TruncatedLaplace;
 
@@ -226,6 +226,7 @@ impl SoftmaxBudget {
                 Ok(NodeNoise::unsafe_float(self.feature_tlap(q, gamma, weight_bound)?))
             }
             NoiseMode::Exact => self.exact_node(term_bound(weight_bound, gamma, q), true),
+            NoiseMode::ConstantTime => Err(CONSTANT_TIME_UNSUPPORTED),
         }
     }
 
@@ -240,6 +241,7 @@ impl SoftmaxBudget {
         match self.noise_mode {
             NoiseMode::UnsafeFloat => Ok(NodeNoise::unsafe_float(self.ones_tlap(weight_bound)?)),
             NoiseMode::Exact => self.exact_node(weight_bound, false),
+            NoiseMode::ConstantTime => Err(CONSTANT_TIME_UNSUPPORTED),
         }
     }
 

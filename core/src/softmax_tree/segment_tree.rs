@@ -24,7 +24,7 @@
 
 use crate::accounting::cost::Accountant;
 use crate::error::{Error, Result};
-use crate::grid_release::NoiseMode;
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, NoiseMode};
 use crate::privacy_params::PrivacyBudget;
 use crate::sampling::TruncatedLaplace;
 use crate::session::{Draw, Session};
@@ -141,6 +141,7 @@ impl DpTree {
                 NodeNoise::unsafe_float(TruncatedLaplace::new(2.0 * bound, eps, delta)?)
             }
             NoiseMode::Exact => NodeNoise::exact(bound, depth, Layout::OnePerLeaf, eps, delta)?,
+            NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
         };
         check_capacity(mode, 0, TreeArena::len_for(1, 1, n_leaves)?)?;
         let mut tree = Self::build(values, bound, Some(&noise))?;

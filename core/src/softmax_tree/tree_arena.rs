@@ -20,7 +20,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result, mul_size};
-use crate::grid_release::{NoiseMode, TruncatedLaplaceGrid};
+use crate::grid_release::{CONSTANT_TIME_UNSUPPORTED, NoiseMode, TruncatedLaplaceGrid};
 use crate::sampling::bit_source::fill_windows;
 use crate::sampling::{ExactSampler, FixedWordSampler, KeyedStream, TruncatedLaplace};
 use crate::scratch::try_filled;
@@ -320,6 +320,7 @@ pub(crate) fn check_capacity(mode: NoiseMode, first: u128, count: usize) -> Resu
             "first + node count <= 2^40 (exact mode: the samplers' per-element windows)",
         ),
         NoiseMode::UnsafeFloat => (1u128 << 67, "first + node count <= 2^67 (one keyed stream)"),
+        NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
     };
     match end {
         Some(e) if e <= limit => Ok(()),
@@ -356,6 +357,7 @@ pub(crate) fn moment_noise(
             eps_node,
             delta_node,
         ),
+        NoiseMode::ConstantTime => Err(CONSTANT_TIME_UNSUPPORTED),
     };
     let mut out = [node(0)?; MAX_MOMENTS];
     for (q, s) in out.iter_mut().enumerate().take(moments).skip(1) {

@@ -98,7 +98,9 @@ use crate::dp_forward::GAUSSIAN_SUPPORT;
 use crate::dp_forward::{ClipMode, ClipRegion, clip_checked};
 use crate::element::Element;
 use crate::error::{Error, Result, check_radius, positive_finite, rate};
-use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
+use crate::grid_release::{
+    CONSTANT_TIME_UNSUPPORTED, GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode,
+};
 use crate::matrix_view::MatMut;
 use crate::sampling::{
     DiscreteGaussian, ExactSampler, FixedWordSampler, Gaussian, KeyedStream, PoissonSubsampling,
@@ -682,6 +684,7 @@ where
             )?;
             None
         }
+        NoiseMode::ConstantTime => return Err(CONSTANT_TIME_UNSUPPORTED),
     };
     if let Some(l) = ledger.as_deref() {
         check_ledger(l, params, d)?;
