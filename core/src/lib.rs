@@ -56,6 +56,8 @@ pub mod error;
 pub mod gaussian_sampling_attention;
 pub mod gram_attention;
 pub mod grid_release;
+#[cfg(feature = "alloc")]
+pub mod kv_sketch;
 mod linalg;
 pub mod matrix_view;
 #[cfg(feature = "alloc")]

@@ -128,6 +128,9 @@ pub struct MomentSketchParams {
     pub clamp_outputs: bool,
     /// Exact (the default) or the unsafe float path.
     pub noise_mode: NoiseMode,
+    /// The most memory the release may allocate, in bytes (default 1 GiB): a larger
+    /// estimate is refused with [`Error::MemoryLimit`] before anything is allocated.
+    pub memory_limit_bytes: u64,
 }
 
 impl MomentSketchParams {
@@ -144,6 +147,7 @@ impl MomentSketchParams {
             query_policy: QueryPolicy::Reject,
             clamp_outputs: true,
             noise_mode: NoiseMode::Exact,
+            memory_limit_bytes: 1 << 30,
         }
     }
 
@@ -181,7 +185,46 @@ impl MomentSketchParams {
         // The tree checks want δ ∈ (0, 1); the sketch's δ was checked above, and only R, R_w,
         // ε_s and τ matter for the map.
         p.budget = PrivacyBudget::new(self.budget.epsilon().get(), 0.5)?;
-        p.feature_map(dim)
+        let map = p.feature_map(dim)?;
+        self.check_memory(&map)?;
+        Ok(map)
+    }
+
+    /// The bytes a release with `map` allocates: the sketch and its block sum
+    /// (`2·r·(d + 1)`), the feature vector or the Laplace bounds (`r` each), a key and a value
+    /// row, in `f64`.
+    ///
+    /// ```
+    /// use dpattn_core::PrivacyBudget;
+    /// use dpattn_core::moment_sketch::MomentSketchParams;
+    /// let p = MomentSketchParams::new(1.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
+    /// let map = p.feature_map(4)?;
+    /// let r = map.features() as u128;
+    /// assert_eq!(p.memory_bytes(&map), 8 * (2 * r * 5 + 2 * r + 9));
+    /// // With keys in [0, 4]^16 (τ·d·R² = 16, degree 26), r = 1.7e11: refused before
+    /// // allocating anything; at d = 64 even the feature count overflows.
+    /// let wide = MomentSketchParams::new(4.0, 1.0, PrivacyBudget::new(1.0, 1e-6)?);
+    /// assert!(matches!(wide.feature_map(16), Err(dpattn_core::Error::MemoryLimit { .. })));
+    /// assert!(wide.feature_map(64).is_err());
+    /// # Ok::<(), dpattn_core::Error>(())
+    /// ```
+    pub fn memory_bytes(&self, map: &TaylorFeatureMap) -> u128 {
+        let (r, d) = (map.features() as u128, map.dim() as u128);
+        8 * (2 * r * (d + 1) + 2 * r + 2 * d + 1)
+    }
+
+    fn check_memory(&self, map: &TaylorFeatureMap) -> Result<()> {
+        let needed = self.memory_bytes(map);
+        if needed > u128::from(self.memory_limit_bytes) {
+            return Err(Error::MemoryLimit {
+                what: "the moment sketch: r = C(d+s, s) Taylor features times d + 1 columns, the degree s \
+                       growing with tau*d*R^2 and 1/eps_s (docs/PRIVACY.md §4.6 has the feasible range); \
+                       lower d or R, raise eps_s or memory_limit_bytes, or use the KV sketch",
+                needed_bytes: u64::try_from(needed).unwrap_or(u64::MAX),
+                limit_bytes: self.memory_limit_bytes,
+            });
+        }
+        Ok(())
     }
 
     /// The continuous calibration: the sensitivity (ℓ2 for Gaussian, ℓ1 for Laplace, with

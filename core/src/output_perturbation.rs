@@ -48,9 +48,11 @@ use crate::calibration::gaussian_mechanism::analytic_gaussian_sigma;
 use crate::directed_rounding::{add_down, add_up, div_down, div_up, mul_down, mul_up, sqrt_up};
 use crate::element::Element;
 use crate::error::{Error, Result, positive_finite};
-use crate::grid_release::{GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode};
+use crate::grid_release::{
+    GaussianGrid, GaussianGridSpec, GridFormat, NoiseMode, constant_time_exact_delta,
+};
 use crate::privacy_params::PrivacyBudget;
-use crate::sampling::{KeyedStream, constant_time_delta};
+use crate::sampling::KeyedStream;
 use crate::scratch::check_scratch;
 use crate::session::{Draw, Session};
 
@@ -652,16 +654,7 @@ fn exact_params<'a, T: Element>(
     let [batch, heads, s_q, _] = q.layout().shape();
     let n = (batch as u128 * heads as u128 * s_q as u128 * d_v as u128).min(u128::from(u64::MAX));
     let (eps, delta) = (params.budget.epsilon().get(), params.budget.delta().get());
-    let share = constant_time_delta(n as u64, eps);
-    let rest = delta - share; // rounded to nearest: below δ − δ_ct by at most half an ulp
-    let rest = rest - rest * f64::EPSILON;
-    if !(rest > 0.0 && share.is_finite()) {
-        return Err(Error::OutOfRange {
-            name: "delta",
-            value: delta,
-            allowed: "above (1 + e^epsilon)*N*2^-100, the constant-time sampler's share (N output values)",
-        });
-    }
+    let rest = constant_time_exact_delta(eps, delta, n as u64)?;
     let budget = PrivacyBudget::new(eps, rest)?;
     Ok(OutputPerturbationParams { budget, noise_mode: NoiseMode::Exact, ..*params })
 }

@@ -1,5 +1,5 @@
 //! Integration tests of the DP mechanisms, one module per mechanism and topic: output
-//! perturbation, Gaussian-sampling attention, the softmax trees, DP-Forward, NoisyHead and
+//! perturbation, the KV sketch, Gaussian-sampling attention, the softmax trees, DP-Forward, NoisyHead and
 //! weight shuffling, plus regression tests that have no better home.
 //! One test binary per area keeps the test command's build short; each module is one topic.
 
@@ -14,6 +14,7 @@ mod gaussian_sampling_attention;
 mod gaussian_sampling_calibration;
 mod gaussian_sampling_theory;
 mod huge_noise_scales;
+mod kv_sketch;
 mod noisy_head_exact;
 mod noisy_head_units;
 mod output_perturbation;

@@ -44,6 +44,8 @@ use crate::element::Element;
 use crate::error::{Error, PrivateDetail, Result};
 use crate::scratch::check_scratch;
 use dispatch::Operands;
+#[cfg(feature = "alloc")]
+pub(crate) use tiled::clamp_factor;
 use tiled::{GridDraw, NoiseDraw, Plan, RowClamp};
 
 /// Options of an attention call. `Default` is no mask, scale `1/√d`, softmax, the fastest

@@ -134,7 +134,7 @@ pub(crate) struct HeadJob<'o, 'i, T, O> {
 /// rounding of every element to `f32` (relative `2^-24` each); rows already inside that
 /// radius are unchanged. A row holding NaN or ±∞ gets factor 0 (it becomes the zero row).
 /// The norm is computed after dividing by the largest magnitude, so it cannot overflow.
-fn clamp_factor<T: Element>(row: &[T], bound: f64) -> f64 {
+pub(crate) fn clamp_factor<T: Element>(row: &[T], bound: f64) -> f64 {
     if !row.iter().all(|x| x.is_finite()) {
         return 0.0;
     }

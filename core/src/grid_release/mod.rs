@@ -123,6 +123,30 @@ pub(crate) const CONSTANT_TIME_UNSUPPORTED: crate::Error = crate::Error::Unsuppo
     what: "NoiseMode::ConstantTime for this mechanism (only output perturbation has a constant-time path)",
 };
 
+/// The `δ` left for the exact part of a [`NoiseMode::ConstantTime`] release of `samples`
+/// values at `(ε, δ)`: `δ − δ_ct` (rounded down), `δ_ct` from
+/// [`constant_time_delta`](crate::sampling::constant_time_delta) (`docs/PRIVACY.md` §12).
+///
+/// # Errors
+/// [`crate::Error::OutOfRange`] when nothing is left.
+pub(crate) fn constant_time_exact_delta(
+    epsilon: f64,
+    delta: f64,
+    samples: u64,
+) -> crate::Result<f64> {
+    let share = crate::sampling::constant_time_delta(samples, epsilon);
+    let rest = delta - share; // to nearest: at most half an ulp above δ − δ_ct
+    let rest = rest - rest * f64::EPSILON;
+    if rest.is_nan() || rest <= 0.0 || !share.is_finite() {
+        return Err(crate::Error::OutOfRange {
+            name: "delta",
+            value: delta,
+            allowed: "above (1 + e^epsilon)*N*2^-100, the constant-time sampler's share (N released values)",
+        });
+    }
+    Ok(rest)
+}
+
 /// `⌊log₂ x⌋` for a positive finite `x` (exact).
 pub(crate) fn floor_log2(x: f64) -> i32 {
     let (m, e) = libm::frexp(x); // x = m · 2^e, m ∈ [1/2, 1)
