@@ -255,7 +255,7 @@ fn discrete_gaussian_cell_algorithm_matches_its_exact_pmf() {
 /// the end bins). For `σ ≥ 2^10` the discrete Gaussian's bin masses equal the normal's
 /// (with the integer edges at half-integers) to far below the test's resolution (Poisson
 /// summation: the relative difference is below `e^{−2π²σ²}`).
-pub(crate) fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
+fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
     let edges: Vec<f64> = (-32..=32).map(|k| f64::from(k) * sigma / 4.0).collect();
     let cdf = |x: f64| normal_cdf(x / sigma);
     let mut probs = vec![cdf(edges[0])];
@@ -268,6 +268,19 @@ pub(crate) fn large_sigma_chi_square(xs: &[i64], sigma: f64) -> Outcome {
     chi_square_gof(&counts, &probs)
 }
 
+/// The binned χ² of [`large_sigma_chi_square`] and mean and variance z-tests of `xs`
+/// against `N(0, (s/q)²)`.
+pub(crate) fn check_large_sigma(xs: &[i64], s: u64, q: u64) {
+    let exact = s as f64 / q as f64;
+    let chi = large_sigma_chi_square(xs, exact);
+    assert!(chi.accepts(), "σ = {s}/{q}: χ² = {} (df {})", chi.statistic, chi.df);
+    let f: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
+    let mo = moments(&f);
+    let var = exact * exact;
+    assert!(z_accepts(mean_z(&mo, 0.0, var)), "σ = {s}/{q}: mean {}", mo.mean);
+    assert!(z_accepts(var_z(&mo, var, 3.0 * var * var)), "σ = {s}/{q}: var {}", mo.var);
+}
+
 #[test]
 fn discrete_gaussian_at_grid_scales_is_normal_with_the_right_variance() {
     // The scales of the grid releases: GridGaussian's σ/r ∈ (2^29, 2^30], the mechanisms'
@@ -278,14 +291,7 @@ fn discrete_gaussian_at_grid_scales_is_normal_with_the_right_variance() {
         let (s, q) = g.sigma_ratio();
         let exact = s as f64 / q as f64;
         assert!(exact >= sigma && exact < sigma * (1.0 + 1e-9));
-        let xs = draw_keyed(&g, 160 + i as u8, n);
-        let chi = large_sigma_chi_square(&xs, exact);
-        assert!(chi.accepts(), "σ = {s}/{q}: χ² = {} (df {})", chi.statistic, chi.df);
-        let f: Vec<f64> = xs.iter().map(|&x| x as f64).collect();
-        let mo = moments(&f);
-        let var = exact * exact;
-        assert!(z_accepts(mean_z(&mo, 0.0, var)), "σ = {s}/{q}: mean {}", mo.mean);
-        assert!(z_accepts(var_z(&mo, var, 3.0 * var * var)), "σ = {s}/{q}: var {}", mo.var);
+        check_large_sigma(&draw_keyed(&g, 160 + i as u8, n), s, q);
     }
     // Power: σ off by 2 % is rejected by the same binned test (λ ≈ n·2·0.02² = 320 on
     // df ≈ 60: about 7 standard deviations above the critical value).

@@ -248,6 +248,14 @@ impl BitSource for ElementBits<'_> {
     }
 }
 
+/// Elements `first .. first + len` (`len ≥ 1`) all have windows.
+pub(crate) fn check_elements(first: u64, len: usize) -> Result<()> {
+    let end = first
+        .checked_add(len as u64)
+        .ok_or(Error::SizeOverflow { what: "first element + length" })?;
+    check_element(end - 1)
+}
+
 pub(crate) fn check_element(element: u64) -> Result<()> {
     if element >= MAX_WINDOW_ELEMENTS {
         return Err(Error::OutOfRange {
@@ -274,10 +282,7 @@ pub(crate) fn fill_windows<T>(
     if out.is_empty() {
         return Ok(());
     }
-    let end = first
-        .checked_add(out.len() as u64)
-        .ok_or(Error::SizeOverflow { what: "first element + length" })?;
-    check_element(end - 1)?;
+    check_elements(first, out.len())?;
     let mut primary = [[0u32; BLOCK_WORDS]; FILL_BATCH];
     let mut element = first;
     for chunk in out.chunks_mut(FILL_BATCH) {

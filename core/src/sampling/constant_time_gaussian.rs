@@ -70,7 +70,7 @@ use core::hint::black_box;
 
 use crate::error::{Error, Result};
 use crate::sampling::DiscreteGaussian;
-use crate::sampling::bit_source::{BitSource, check_element};
+use crate::sampling::bit_source::{BitSource, check_elements};
 use crate::sampling::exact_sampler::ExactSampler;
 use crate::sampling::fixed_point::{div_pow2, div_wide, exp_neg, mul_shr};
 use crate::sampling::keyed_stream::{BLOCK_WORDS, KeyedStream};
@@ -326,10 +326,7 @@ impl ExactSampler for ConstantTimeGaussian {
         if out.is_empty() {
             return Ok(());
         }
-        let end = first
-            .checked_add(out.len() as u64)
-            .ok_or(Error::SizeOverflow { what: "first element + length" })?;
-        check_element(end - 1)?;
+        check_elements(first, out.len())?;
         let blocks = self.words_per_sample().div_ceil(BLOCK_WORDS);
         let mut buf = [[[0u32; BLOCK_WORDS]; FILL_CHUNK]; MAX_BLOCKS];
         let mut words = [0u32; MAX_BLOCKS * BLOCK_WORDS];
