@@ -78,6 +78,9 @@ pub const STREAMS: u64 = 1;
 /// The default feature clip `κ` (module docs).
 pub const DEFAULT_CLIP: f64 = 3.0;
 
+/// Positions whose features are computed together (module `sum`).
+const TILE: usize = 32;
+
 /// Largest number of features.
 const MAX_FEATURES: usize = 1 << 16;
 
@@ -446,36 +449,62 @@ impl KvSketch {
         let len = mul_size(m, cols, "sketch size")?;
         let mut sketch = try_filled(len, 0.0, "sketch")?;
         let mut part = try_filled(len, 0.0, "sketch block")?;
-        let mut phi = try_filled(m, 0.0, "feature vector")?;
-        let (mut x, mut xt) = (try_filled(d, 0.0, "key row")?, try_filled(d, 0.0, "key row")?);
-        let mut v = try_filled(cols, 0.0, "value row")?;
+        // A tile of up to TILE positions: c·k transposed (d × TILE), ‖c·k‖²/2, the value
+        // rows with γ appended (TILE × (d_v + 1)), one feature's exponents.
+        let mut xt = try_filled(mul_size(d, TILE, "key tile")?, 0.0, "key tile")?;
+        let mut vt = try_filled(mul_size(TILE, cols, "value tile")?, 0.0, "value tile")?;
+        let (mut half, mut acc) = ([0.0f64; TILE], [0.0f64; TILE]);
         let block = n.isqrt().max(1);
-        for j in 0..n {
-            let fk = clamp_factor(keys.row(j), params.key_norm);
-            for (a, &b) in x.iter_mut().zip(keys.row(j)) {
-                *a = if fk == 0.0 { 0.0 } else { b * fk };
+        let mut j = 0;
+        while j < n {
+            // Tiles never straddle the end of a summation block.
+            let t_len = TILE.min(block - j % block).min(n - j);
+            for t in 0..t_len {
+                let fk = clamp_factor(keys.row(j + t), params.key_norm);
+                let mut sq = 0.0;
+                for (l, &b) in keys.row(j + t).iter().enumerate() {
+                    let x = if fk == 0.0 { 0.0 } else { b * fk };
+                    let y = map.c * x;
+                    xt[l * TILE + t] = y;
+                    sq += y * y;
+                }
+                half[t] = sq / 2.0;
+                let fv = clamp_factor(values.row(j + t), params.value_norm);
+                let row = &mut vt[t * cols..(t + 1) * cols];
+                for (a, &b) in row.iter_mut().zip(values.row(j + t)) {
+                    *a = if fv == 0.0 { 0.0 } else { b * fv };
+                }
+                row[d_v] = gamma;
             }
-            let fv = clamp_factor(values.row(j), params.value_norm);
-            for (a, &b) in v.iter_mut().zip(values.row(j)) {
-                *a = if fv == 0.0 { 0.0 } else { b * fv };
-            }
-            v[d_v] = gamma;
-            map.eval_into(&x, &mut xt, &mut phi, true);
-            for (p, row) in phi.iter().zip(part.chunks_exact_mut(cols)) {
-                for (acc, &vc) in row.iter_mut().zip(&v) {
-                    *acc += p * vc;
+            for (w, out) in map.omega.chunks_exact(d).zip(part.chunks_exact_mut(cols)) {
+                // φ_i of every position of the tile: each dot product summed over l in
+                // order (as `FeatureMap::eval_into`), the tile's positions side by side.
+                let acc = &mut acc[..t_len];
+                acc.fill(0.0);
+                for (l, &wl) in w.iter().enumerate() {
+                    for (a, &x) in acc.iter_mut().zip(&xt[l * TILE..l * TILE + t_len]) {
+                        *a += wl * x;
+                    }
+                }
+                for (t, &a) in acc.iter().enumerate() {
+                    let phi = (libm::exp(a - half[t]) * map.inv_sqrt_m).min(map.clip);
+                    for (o, &v) in out.iter_mut().zip(&vt[t * cols..(t + 1) * cols]) {
+                        *o += phi * v;
+                    }
                 }
             }
-            if (j + 1) % block == 0 || j + 1 == n {
+            j += t_len;
+            if j % block == 0 || j == n {
                 for (s, p) in sketch.iter_mut().zip(part.iter_mut()) {
                     *s += *p;
                     *p = 0.0;
                 }
             }
         }
-        for buf in [&mut x, &mut xt, &mut v, &mut phi] {
-            buf.fill(0.0);
-        }
+        xt.fill(0.0);
+        vt.fill(0.0);
+        half.fill(0.0);
+        acc.fill(0.0);
         Ok(Self { params: *params, map, n, d_v, gamma, sketch, grid: None })
     }
 
@@ -568,12 +597,53 @@ impl KvSketch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn map(clip: f64, m: usize, d: usize) -> (KvSketchParams, FeatureMap) {
         let budget = PrivacyBudget::new(1.0, 1e-6).unwrap();
         let p =
             KvSketchParams { feature_clip: clip, ..KvSketchParams::new(2.0, 1.0, 0.25, m, budget) };
         (p, FeatureMap::new(&p, d).unwrap())
+    }
+
+    #[test]
+    fn tiled_sum_equals_the_position_by_position_sum_bit_for_bit() {
+        // The reference: each position's clamped rows, `eval_into` and the rank-one update
+        // in position order, flushed every ⌊√n⌋ positions (the module docs' sum).
+        for (n, clip) in [(1usize, 3.0), (37, 3.0), (100, f64::INFINITY), (1000, 0.5)] {
+            let (d, dv, m) = (5, 3, 7);
+            let (p, f) = map(clip, m, d);
+            let keys: Vec<f64> = (0..n * d).map(|i| libm::sin(i as f64) * 1.5).collect();
+            let vals: Vec<f64> = (0..n * dv).map(|i| libm::cos(i as f64 * 0.7)).collect();
+            let (km, vm) = (
+                MatRef::from_row_major(&keys, n, d).unwrap(),
+                MatRef::from_row_major(&vals, n, dv).unwrap(),
+            );
+            let got = KvSketch::sum(km, vm, &p, f.clone()).unwrap().sketch;
+            let (cols, gamma, block) = (dv + 1, p.gamma(dv), n.isqrt().max(1));
+            let (mut want, mut part) = (vec![0.0; m * cols], vec![0.0; m * cols]);
+            let (mut xt, mut phi) = (vec![0.0; d], vec![0.0; m]);
+            for j in 0..n {
+                let fk = clamp_factor(km.row(j), p.key_norm);
+                let x: Vec<f64> =
+                    km.row(j).iter().map(|&b| if fk == 0.0 { 0.0 } else { b * fk }).collect();
+                let fv = clamp_factor(vm.row(j), p.value_norm);
+                let mut v: Vec<f64> =
+                    vm.row(j).iter().map(|&b| if fv == 0.0 { 0.0 } else { b * fv }).collect();
+                v.push(gamma);
+                f.eval_into(&x, &mut xt, &mut phi, true);
+                for (ph, row) in phi.iter().zip(part.chunks_exact_mut(cols)) {
+                    row.iter_mut().zip(&v).for_each(|(a, &vc)| *a += ph * vc);
+                }
+                if (j + 1) % block == 0 || j + 1 == n {
+                    want.iter_mut().zip(part.iter_mut()).for_each(|(w, p)| {
+                        *w += *p;
+                        *p = 0.0;
+                    });
+                }
+            }
+            assert_eq!(got, want, "n = {n}");
+        }
     }
 
     #[test]
