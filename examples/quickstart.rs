@@ -165,7 +165,12 @@ fn main() -> Result<(), dpattn::Error> {
         });
     }
 
-    let mut ledgers = Vec::new();
+    // 2b. The random-feature KV sketch on the same heads (our extension, docs/PRIVACY.md
+    //     §13): one release per head, then every query of that head answered from it. Its
+    //     own ledger (the same unit: in a deployment one token ledger would hold both).
+    let kv_ledger = kv_sketch_rows(&mut rows, &keys, &values, &public_q, &exact)?;
+
+    let mut ledgers = vec![kv_ledger];
     // 3. Gaussian-sampling DP attention (paper 000) at both ends of the feasible k range
     //    (privacy unit: one feature column; its own session).
     ledgers.push(gaussian_sampling_rows(&mut rows)?);
@@ -199,7 +204,9 @@ fn main() -> Result<(), dpattn::Error> {
             r.mechanism, r.epsilon, r.delta, r.error, r.millis
         );
     }
-    println!("ledgers, one per privacy unit (their totals do not add up across units):");
+    println!(
+        "ledgers, one per privacy unit (their totals do not add up across units), and the KV sketch's:"
+    );
     for line in &ledgers {
         println!("  {line}");
     }
@@ -612,6 +619,63 @@ fn weight_shuffle_rows(rows: &mut Vec<Row>) -> Result<String, dpattn::Error> {
         millis,
     });
     Ok(summary(&records))
+}
+
+/// The KV sketch (256 features) of each head's 1024 private tokens at a few ε, answering the
+/// head's 16 public queries; one release per head, so one ε of the table costs 4ε.
+fn kv_sketch_rows(
+    rows: &mut Vec<Row>,
+    keys: &[f32],
+    values: &[f32],
+    public_q: &[f32],
+    exact: &[f32],
+) -> Result<String, dpattn::Error> {
+    use dpattn::kv_sketch::{KvSketch, KvSketchParams};
+    use dpattn::{MatMut, MatRef};
+    let f64s = |x: &[f32]| x.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
+    let total = PrivacyBudget::new(60.0, 1e-4)?;
+    let mut session = Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, total))?;
+    let scale = 1.0 / (DIM as f64).sqrt();
+    for epsilon in [1.0, 4.0, 8.0] {
+        let params = KvSketchParams::new(
+            KEY_NORM,
+            VALUE_NORM,
+            scale,
+            256,
+            PrivacyBudget::new(epsilon, 1e-6)?,
+        );
+        let mut answers = vec![0f32; HEADS * QUERIES * DIM];
+        let t = Instant::now();
+        for h in 0..HEADS {
+            let (k, v) = (
+                f64s(&keys[h * TOKENS * DIM..(h + 1) * TOKENS * DIM]),
+                f64s(&values[h * TOKENS * DIM..(h + 1) * TOKENS * DIM]),
+            );
+            let sketch = KvSketch::new(
+                MatRef::from_row_major(&k, TOKENS, DIM)?,
+                MatRef::from_row_major(&v, TOKENS, DIM)?,
+                &params,
+                &mut session,
+            )?;
+            let q = f64s(&public_q[h * QUERIES * DIM..(h + 1) * QUERIES * DIM]);
+            let mut out = vec![0.0; QUERIES * DIM];
+            sketch.answer(
+                MatRef::from_row_major(&q, QUERIES, DIM)?,
+                MatMut::from_row_major(&mut out, QUERIES, DIM)?,
+            )?;
+            for (a, &o) in answers[h * QUERIES * DIM..].iter_mut().zip(&out) {
+                *a = o as f32;
+            }
+        }
+        rows.push(Row {
+            mechanism: "KV sketch DP cross-attn [EXT] (m=256, one release/head)".into(),
+            epsilon: format!("4x{epsilon}"),
+            delta: "4x1e-6".into(),
+            error: rel_error(&answers, &exact.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()),
+            millis: t.elapsed().as_secs_f64() * 1e3,
+        });
+    }
+    Ok(format!("{} (the KV sketch's own)", summary(&session)))
 }
 
 struct Row {
