@@ -41,7 +41,7 @@ use criterion::{
     BenchmarkGroup, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
     measurement::WallTime,
 };
-use dpattn::attention::{AttentionParams, attention, attention_scratch_len};
+use dpattn::attention::{AttentionParams, attention, attention_scratch_len, attention_threaded};
 use dpattn::{BatchedMut, BatchedRef, Element, Kernel};
 use gemm::Parallelism;
 use half::bf16;
@@ -251,6 +251,29 @@ fn ours<T: Element>(
     .unwrap();
 }
 
+/// [`ours`] on two threads.
+fn threaded(
+    kernel: Kernel,
+    [q, k, v]: [&[f32]; 3],
+    out: &mut [f32],
+    scratch: &mut [f32],
+    s: usize,
+    d: usize,
+) {
+    let shape = [1, 1, s, d];
+    let params = AttentionParams { kernel, ..Default::default() };
+    attention_threaded(
+        BatchedMut::contiguous(out, shape).unwrap(),
+        BatchedRef::contiguous(q, shape).unwrap(),
+        BatchedRef::contiguous(k, shape).unwrap(),
+        BatchedRef::contiguous(v, shape).unwrap(),
+        &params,
+        2,
+        scratch,
+    )
+    .unwrap();
+}
+
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
 }
@@ -320,6 +343,15 @@ fn attention_vs_sgemm(c: &mut Criterion) {
             g.bench_function(format!("dpattn {name} bf16"), |b| {
                 b.iter(|| {
                     ours(kernel, [&xb[0], &xb[1], &xb[2]], black_box(&mut out), &mut scratch, s, d)
+                })
+            });
+        }
+        // The same kernel on 2 threads (query rows split per thread; bit for bit the above).
+        if let Some(&(name, kernel)) = kernels.first() {
+            let mut scratch2 = vec![0.0f32; 2 * attention_scratch_len(d, d).unwrap()];
+            g.bench_function(format!("dpattn {name} f32 2 threads"), |b| {
+                b.iter(|| {
+                    threaded(kernel, [&x.q, &x.k, &x.v], black_box(&mut out), &mut scratch2, s, d)
                 })
             });
         }

@@ -9,3 +9,4 @@ mod gram;
 mod kernels;
 mod noisy;
 mod reference;
+mod threaded;

@@ -54,6 +54,7 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
                 h,
                 grid,
                 constant_time,
+                row0: 0,
             })?;
         }
         Ok(())
@@ -79,6 +80,63 @@ pub(crate) fn run_f32<T: Element, O: Element>(
     }
     let _ = kernel; // only the portable kernel exists on this target
     ops.for_each_head(plan, |job| tiled::head(Portable::<f32>::new(), job, plan, scratch))
+}
+
+/// [`run_f32`] on up to `threads` threads: each head's query rows are split into blocks of
+/// whole `BR`-row tiles, one per thread, each thread with its own `per_thread` elements of
+/// `scratch`. Every row is computed by the same code on the same tiles as in [`run_f32`],
+/// so the output is the same bits.
+#[cfg(feature = "std")]
+pub(crate) fn run_f32_threaded<T: Element, O: Element>(
+    kernel: Kernel,
+    mut ops: Operands<'_, '_, T, O>,
+    plan: &Plan<'_>,
+    scratch: &mut [f32],
+    threads: usize,
+    per_thread: usize,
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    let token = match kernel {
+        Kernel::Avx2Fma => {
+            Some(super::simd_avx2::Avx2Fma::detect().ok_or(crate::Error::Unsupported {
+                what: "the AVX2+FMA kernel on this CPU/target",
+            })?)
+        }
+        _ => None,
+    };
+    let _ = kernel;
+    let run = |job: HeadJob<'_, '_, T, O>, scratch: &mut [f32]| -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = token {
+            // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
+            // `head_avx2` is compiled with.
+            return unsafe { head_avx2(token, job, plan, scratch) };
+        }
+        tiled::head(Portable::<f32>::new(), job, plan, scratch)
+    };
+    ops.for_each_head(plan, |job| {
+        let rows = job.out.rows();
+        let block = tiled::BR * rows.div_ceil(tiled::BR * threads).max(1);
+        if threads == 1 || rows <= block {
+            return run(job, &mut scratch[..per_thread]);
+        }
+        let HeadJob { out, q, k, v, b, h, grid, constant_time, .. } = job;
+        std::thread::scope(|sc| {
+            let (mut rest, mut free, mut row0) = (out, &mut scratch[..], 0);
+            let mut workers = alloc::vec::Vec::with_capacity(threads);
+            while rest.rows() > 0 {
+                let take = block.min(rest.rows());
+                let (mine, tail) = rest.split_at_row(take)?;
+                let (own, others) = core::mem::take(&mut free).split_at_mut(per_thread);
+                let sub = HeadJob { out: mine, q, k, v, b, h, grid, constant_time, row0 };
+                workers.push(sc.spawn(move || run(sub, own)));
+                (rest, free, row0) = (tail, others, row0 + take);
+            }
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        })
+    })
 }
 
 /// The `f64` kernel (portable code; compiled with AVX2 and FMA enabled where the CPU has

@@ -129,6 +129,56 @@ pub fn attention<T: Element, O: Element>(
     execute_f32(Operands { out, first: None, q, k, v }, params, Extras::NONE, scratch)
 }
 
+/// [`attention`] on `threads` threads (`std` only): each head's query rows are split into
+/// one block per thread (whole 96-row tiles), so a single long head is parallel too. The
+/// output is **bit for bit** that of [`attention`] for any `threads` (each row is computed
+/// by the same code on the same tiles). `scratch` holds `threads ·`
+/// [`attention_scratch_len`]`(d, d_v)` elements, one part per thread. Threads are started
+/// per head with `std::thread::scope`, which costs tens of microseconds: use it for heads of
+/// a few hundred query rows or more.
+///
+/// ```
+/// use dpattn_core::attention::{AttentionParams, attention, attention_scratch_len, attention_threaded};
+/// use dpattn_core::{BatchedMut, BatchedRef};
+/// let (s, d) = (300, 16);
+/// let x: Vec<f32> = (0..s * d).map(|i| ((i * 37) % 17) as f32 / 17.0).collect();
+/// let qkv = BatchedRef::contiguous(&x, [1, 1, s, d])?;
+/// let len = attention_scratch_len(d, d)?;
+/// let (mut one, mut two) = (vec![0f32; s * d], vec![0f32; s * d]);
+/// let p = AttentionParams::default();
+/// attention(BatchedMut::contiguous(&mut one, [1, 1, s, d])?, qkv, qkv, qkv, &p, &mut vec![0f32; len])?;
+/// attention_threaded(BatchedMut::contiguous(&mut two, [1, 1, s, d])?, qkv, qkv, qkv, &p, 2,
+///     &mut vec![0f32; 2 * len])?;
+/// assert_eq!(one, two);
+/// # Ok::<(), dpattn_core::Error>(())
+/// ```
+///
+/// # Errors
+/// Those of [`attention`]; [`Error::OutOfRange`] for `threads == 0`;
+/// [`Error::ScratchTooSmall`] when `scratch` is shorter than `threads` parts.
+#[cfg(feature = "std")]
+pub fn attention_threaded<T: Element, O: Element>(
+    out: BatchedMut<'_, O>,
+    q: BatchedRef<'_, T>,
+    k: BatchedRef<'_, T>,
+    v: BatchedRef<'_, T>,
+    params: &AttentionParams<'_>,
+    threads: usize,
+    scratch: &mut [f32],
+) -> Result<()> {
+    if threads == 0 {
+        return Err(Error::OutOfRange { name: "threads", value: 0.0, allowed: ">= 1" });
+    }
+    let per_thread = attention_scratch_len(q.layout().dim(), v.layout().dim())?;
+    let needed = crate::error::mul_size(per_thread, threads, "threads * scratch")?;
+    if scratch.len() < needed {
+        return Err(Error::ScratchTooSmall { needed, got: scratch.len() });
+    }
+    let ops = Operands { out, first: None, q, k, v };
+    let (kernel, plan) = prepare_f32(&ops, params, Extras::NONE, per_thread)?;
+    dispatch::run_f32_threaded(kernel, ops, &plan, scratch, threads, per_thread)
+}
+
 /// [`attention`] for the flattened heads `first_head .. first_head + n` only (flattened
 /// index `b · heads + h`), written to `out` of shape `[1, n, s_q, d_v]`. This is how callers
 /// parallelise: split the heads into ranges, give each thread its own output chunk and

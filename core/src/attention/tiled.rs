@@ -79,7 +79,7 @@ pub(crate) struct GridDraw<'a> {
     pub(crate) stream: &'a KeyedStream,
     /// The grid of batch element `b`; `None` when the element sees no key (its output is the
     /// constant zero, released as is).
-    pub(crate) grid_of: &'a dyn Fn(usize) -> Result<Option<GaussianGrid>>,
+    pub(crate) grid_of: &'a (dyn Fn(usize) -> Result<Option<GaussianGrid>> + Sync),
     /// Draw the integer noise with [`ConstantTimeGaussian`] (`NoiseMode::ConstantTime`).
     pub(crate) constant_time: bool,
 }
@@ -126,6 +126,10 @@ pub(crate) struct HeadJob<'o, 'i, T, O> {
     pub(crate) grid: Option<GaussianGrid>,
     /// Its constant-time sampler when the draw asks for one.
     pub(crate) constant_time: Option<ConstantTimeGaussian>,
+    /// The head's query row that `out`'s row 0 holds (a multiple of `BR`: the threaded
+    /// driver gives each thread a block of rows; the arithmetic of a row does not depend on
+    /// which block it is in).
+    pub(crate) row0: usize,
 }
 
 /// The factor that clamps `row` into the L2 ball of radius `bound`, in `f64` and applied
@@ -173,8 +177,9 @@ pub(crate) fn head<'a, S: Simd, T: Element, O: Element>(
     let (logit_noise, out_noise) = (draw(plan.logit_noise)?, draw(plan.out_noise)?);
     let head_index = (job.b * plan.heads + job.h) as u64;
 
-    for i0 in (0..plan.s_q).step_by(BR) {
-        let rq = BR.min(plan.s_q - i0);
+    let end = job.row0 + job.out.rows();
+    for i0 in (job.row0..end).step_by(BR) {
+        let rq = BR.min(end - i0);
         let micro_rows = rq.div_ceil(MR);
         pack_queries(qp, job.q, i0, rq, micro_rows * MR, d, scale);
         m[..rq].fill(S::E::NEG_INFINITY);
@@ -230,7 +235,7 @@ pub(crate) fn head<'a, S: Simd, T: Element, O: Element>(
             if let (Some(draw), Some(grid)) = (&plan.out_grid, &job.grid) {
                 release_row(a, draw.stream, grid, job.constant_time.as_ref(), first)?;
             }
-            for (o, &x) in job.out.row_mut(i0 + i).iter_mut().zip(a.iter()) {
+            for (o, &x) in job.out.row_mut(i0 + i - job.row0).iter_mut().zip(a.iter()) {
                 *o = O::from_f64(x.to_f64());
             }
         }
