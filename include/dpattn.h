@@ -343,7 +343,8 @@
 /**
  * For enclaves: the exact mode's grid with noise drawn in constant time, within total
  * variation 2^-100 of the exact noise per value; `(ε, δ)` only (docs/PRIVACY.md §12).
- * Output perturbation supports it; other mechanisms return `DPATTN_STATUS_UNSUPPORTED`.
+ * The Rust API's output perturbation and KV sketch support it; no C entry point draws it
+ * yet (those with a `noise_mode` field return `DPATTN_STATUS_UNSUPPORTED` for it).
  */
 #define DPATTN_NOISE_MODE_CONSTANT_TIME 2
 

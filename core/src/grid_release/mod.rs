@@ -96,7 +96,8 @@ pub enum NoiseMode {
     /// variation `2^−100` of the exact one per value, so the release is `(ε, δ)`-DP with
     /// the `δ` of [`constant_time_delta`](crate::sampling::constant_time_delta) reserved
     /// out of the budget; it has no zCDP form and charges approximate-DP ledgers only.
-    /// Output perturbation supports it; other mechanisms return [`Error::Unsupported`].
+    /// Output perturbation and the KV sketch support it (CPU); other mechanisms return
+    /// [`Error::Unsupported`].
     ///
     /// [`Error::Unsupported`]: crate::Error::Unsupported
     ConstantTime,
@@ -120,7 +121,7 @@ impl NoiseMode {
 
 /// The error of a mechanism that has no [`NoiseMode::ConstantTime`] path.
 pub(crate) const CONSTANT_TIME_UNSUPPORTED: crate::Error = crate::Error::Unsupported {
-    what: "NoiseMode::ConstantTime for this mechanism (only output perturbation has a constant-time path)",
+    what: "NoiseMode::ConstantTime for this mechanism (only output perturbation and the KV sketch have a constant-time path)",
 };
 
 /// The `δ` left for the exact part of a [`NoiseMode::ConstantTime`] release of `samples`
