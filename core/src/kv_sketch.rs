@@ -534,7 +534,9 @@ impl KvSketch {
     /// rules of the module docs. Post-processing: no privacy cost.
     ///
     /// # Errors
-    /// [`Error::ShapeMismatch`]; [`Error::NonFinite`] for a non-finite query (public data).
+    /// [`Error::ShapeMismatch`]; [`Error::NonFinite`] for a non-finite query and
+    /// [`Error::OutOfRange`] for a query so long that its features overflow or all vanish
+    /// (public data).
     /// `out` is written only on success.
     pub fn answer(&self, queries: MatRef<'_, f64>, mut out: MatMut<'_, f64>) -> Result<()> {
         let (d, m, cols) = (self.map.d, self.map.m, self.d_v + 1);
@@ -561,34 +563,42 @@ impl KvSketch {
         }
         let mut phi = try_filled(m, 0.0, "feature vector")?;
         let mut xt = try_filled(d, 0.0, "query row")?;
-        let mut num = try_filled(self.d_v, 0.0, "answer")?;
+        let mut answers =
+            try_filled(mul_size(queries.rows(), self.d_v, "answers")?, 0.0, "answers")?;
         let n = self.n as f64;
-        for r in 0..queries.rows() {
+        for (r, o) in answers.chunks_exact_mut(self.d_v).enumerate() {
             self.map.eval_into(queries.row(r), &mut xt, &mut phi, false);
-            num.fill(0.0);
             let (mut den, mut lo, mut hi) = (0.0, 0.0, 0.0);
             for (i, &p) in phi.iter().enumerate() {
                 let row = &self.sketch[i * cols..(i + 1) * cols];
-                for (a, &s) in num.iter_mut().zip(row) {
+                for (a, &s) in o.iter_mut().zip(row) {
                     *a += p * s;
                 }
                 den += p * row[self.d_v];
                 lo += p * self.map.lower[i];
                 hi += p * self.map.upper[i];
             }
-            let den = (den / self.gamma).clamp(n * lo, n * hi);
-            let o = out.row_mut(r);
-            if den.is_nan() || den <= 0.0 {
-                o.fill(0.0);
+            let (lo, hi) = (n * lo, n * hi);
+            let finite = lo.is_finite() && hi.is_finite() && den.is_finite();
+            if !(finite && hi > 0.0 && o.iter().all(|x| x.is_finite())) {
+                let norm = libm::sqrt(queries.row(r).iter().map(|x| x * x).sum::<f64>());
+                return Err(Error::OutOfRange {
+                    name: "query norm (its random features overflow or all vanish in f64)",
+                    value: norm,
+                    allowed: "a norm for which exp(omega.q~ - |q~|^2/2) is finite and not all 0",
+                });
+            }
+            let den = (den / self.gamma).clamp(lo, hi);
+            if den <= 0.0 {
+                o.fill(0.0); // the lower end underflowed to 0 (module docs)
                 continue;
             }
-            for (a, &x) in o.iter_mut().zip(&num) {
-                *a = x / den;
-            }
+            o.iter_mut().for_each(|a| *a /= den);
             let f = clamp_factor(o, self.params.value_norm);
-            for a in o.iter_mut() {
-                *a *= f;
-            }
+            o.iter_mut().for_each(|a| *a *= f);
+        }
+        for (r, a) in answers.chunks_exact(self.d_v).enumerate() {
+            out.row_mut(r).copy_from_slice(a);
         }
         Ok(())
     }

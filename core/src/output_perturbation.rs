@@ -600,7 +600,8 @@ pub struct Calibrated {
 }
 
 impl Calibrated {
-    /// `ρ` of the release (rounded up).
+    /// `ρ` of the release (rounded up). For a [`NoiseMode::ConstantTime`] release, the `ρ`
+    /// of its exact part: the release itself has no zCDP guarantee and is not charged it.
     pub fn rho(&self) -> f64 {
         self.rho
     }

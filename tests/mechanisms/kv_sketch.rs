@@ -291,6 +291,15 @@ fn bad_parameters_are_errors_and_charge_nothing() {
         ),
         Err(Error::NonFinite { index: 1, .. })
     ));
+    // A finite query so long that its features overflow: a clear error, `out` untouched.
+    let q = [1e300, 0.0, 0.0, 0.0];
+    let mut out = [7.0; 2];
+    let e = s.answer(
+        MatRef::from_row_major(&q, 1, 4).unwrap(),
+        MatMut::from_row_major(&mut out, 1, 2).unwrap(),
+    );
+    assert!(matches!(e, Err(Error::OutOfRange { .. })), "{e:?}");
+    assert_eq!(out, [7.0; 2]);
     assert!(s.cost().is_none() && s.grid().is_none());
 }
 
