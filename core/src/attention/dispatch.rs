@@ -124,17 +124,32 @@ pub(crate) fn run_f32_threaded<T: Element, O: Element>(
         std::thread::scope(|sc| {
             let (mut rest, mut free, mut row0) = (out, &mut scratch[..], 0);
             let mut workers = alloc::vec::Vec::with_capacity(threads);
+            // Every block but the last on a new thread; the last on this one.
+            let mut result = Ok(());
             while rest.rows() > 0 {
                 let take = block.min(rest.rows());
                 let (mine, tail) = rest.split_at_row(take)?;
                 let (own, others) = core::mem::take(&mut free).split_at_mut(per_thread);
                 let sub = HeadJob { out: mine, q, k, v, b, h, grid, constant_time, row0 };
-                workers.push(sc.spawn(move || run(sub, own)));
                 (rest, free, row0) = (tail, others, row0 + take);
+                if rest.rows() == 0 {
+                    result = run(sub, own);
+                } else {
+                    match std::thread::Builder::new().spawn_scoped(sc, move || run(sub, own)) {
+                        Ok(w) => workers.push(w),
+                        Err(_) => {
+                            result = Err(crate::Error::Unsupported {
+                                what: "starting a thread (the operating system refused one)",
+                            });
+                            break;
+                        }
+                    }
+                }
             }
-            workers
-                .into_iter()
-                .try_for_each(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            let joined = workers.into_iter().try_for_each(|w| {
+                w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+            result.and(joined)
         })
     })
 }

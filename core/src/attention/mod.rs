@@ -155,7 +155,9 @@ pub fn attention<T: Element, O: Element>(
 ///
 /// # Errors
 /// Those of [`attention`]; [`Error::OutOfRange`] for `threads == 0`;
-/// [`Error::ScratchTooSmall`] when `scratch` is shorter than `threads` parts.
+/// [`Error::ScratchTooSmall`] when `scratch` is shorter than `threads` parts (both before
+/// anything is written); [`Error::Unsupported`] when the operating system refuses a thread
+/// (the blocks already started are then written, the rest of `out` is not).
 #[cfg(feature = "std")]
 pub fn attention_threaded<T: Element, O: Element>(
     out: BatchedMut<'_, O>,
