@@ -229,9 +229,11 @@ impl Naive {
     }
 }
 
-/// Our attention, one batch and one head.
+/// Our attention, one batch and one head: [`attention`], or [`attention_threaded`] on
+/// `threads > 1` threads (`scratch` then holds one part per thread).
 fn ours<T: Element>(
     kernel: Kernel,
+    threads: usize,
     [q, k, v]: [&[T]; 3],
     out: &mut [f32],
     scratch: &mut [f32],
@@ -240,37 +242,12 @@ fn ours<T: Element>(
 ) {
     let shape = [1, 1, s, d];
     let params = AttentionParams { kernel, ..Default::default() };
-    attention(
-        BatchedMut::contiguous(out, shape).unwrap(),
-        BatchedRef::contiguous(q, shape).unwrap(),
-        BatchedRef::contiguous(k, shape).unwrap(),
-        BatchedRef::contiguous(v, shape).unwrap(),
-        &params,
-        scratch,
-    )
-    .unwrap();
-}
-
-/// [`ours`] on two threads.
-fn threaded(
-    kernel: Kernel,
-    [q, k, v]: [&[f32]; 3],
-    out: &mut [f32],
-    scratch: &mut [f32],
-    s: usize,
-    d: usize,
-) {
-    let shape = [1, 1, s, d];
-    let params = AttentionParams { kernel, ..Default::default() };
-    attention_threaded(
-        BatchedMut::contiguous(out, shape).unwrap(),
-        BatchedRef::contiguous(q, shape).unwrap(),
-        BatchedRef::contiguous(k, shape).unwrap(),
-        BatchedRef::contiguous(v, shape).unwrap(),
-        &params,
-        2,
-        scratch,
-    )
+    let out = BatchedMut::contiguous(out, shape).unwrap();
+    let [q, k, v] = [q, k, v].map(|x| BatchedRef::contiguous(x, shape).unwrap());
+    match threads {
+        1 => attention(out, q, k, v, &params, scratch),
+        t => attention_threaded(out, q, k, v, &params, t, scratch),
+    }
     .unwrap();
 }
 
@@ -317,10 +294,10 @@ fn attention_vs_sgemm(c: &mut Criterion) {
         naive.run(&x.q, &x.k, &x.v, &mut expected, s, d);
         naive.run(&xb[0], &xb[1], &xb[2], &mut expected_bf16, s, d);
         for &(name, kernel) in &kernels {
-            ours(kernel, [&x.q, &x.k, &x.v], &mut out, &mut scratch, s, d);
+            ours(kernel, 1, [&x.q, &x.k, &x.v], &mut out, &mut scratch, s, d);
             let err = max_abs_diff(&out, &expected);
             assert!(err < 1e-4, "dpattn {name} f32 differs from naive by {err}");
-            ours(kernel, [&xb[0], &xb[1], &xb[2]], &mut out, &mut scratch, s, d);
+            ours(kernel, 1, [&xb[0], &xb[1], &xb[2]], &mut out, &mut scratch, s, d);
             let err = max_abs_diff(&out, &expected_bf16);
             assert!(err < 1e-4, "dpattn {name} bf16 differs from naive by {err}");
         }
@@ -338,11 +315,21 @@ fn attention_vs_sgemm(c: &mut Criterion) {
         });
         for &(name, kernel) in &kernels {
             g.bench_function(format!("dpattn {name} f32"), |b| {
-                b.iter(|| ours(kernel, [&x.q, &x.k, &x.v], black_box(&mut out), &mut scratch, s, d))
+                b.iter(|| {
+                    ours(kernel, 1, [&x.q, &x.k, &x.v], black_box(&mut out), &mut scratch, s, d)
+                })
             });
             g.bench_function(format!("dpattn {name} bf16"), |b| {
                 b.iter(|| {
-                    ours(kernel, [&xb[0], &xb[1], &xb[2]], black_box(&mut out), &mut scratch, s, d)
+                    ours(
+                        kernel,
+                        1,
+                        [&xb[0], &xb[1], &xb[2]],
+                        black_box(&mut out),
+                        &mut scratch,
+                        s,
+                        d,
+                    )
                 })
             });
         }
@@ -351,7 +338,7 @@ fn attention_vs_sgemm(c: &mut Criterion) {
             let mut scratch2 = vec![0.0f32; 2 * attention_scratch_len(d, d).unwrap()];
             g.bench_function(format!("dpattn {name} f32 2 threads"), |b| {
                 b.iter(|| {
-                    threaded(kernel, [&x.q, &x.k, &x.v], black_box(&mut out), &mut scratch2, s, d)
+                    ours(kernel, 2, [&x.q, &x.k, &x.v], black_box(&mut out), &mut scratch2, s, d)
                 })
             });
         }

@@ -61,6 +61,46 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
     }
 }
 
+/// The `f32` head kernel a resolved `kernel` names: AVX2+FMA (the CPU checked once, here)
+/// or the portable one.
+#[derive(Clone, Copy)]
+struct F32Kernel {
+    #[cfg(target_arch = "x86_64")]
+    avx2: Option<super::simd_avx2::Avx2Fma>,
+}
+
+impl F32Kernel {
+    fn new(kernel: Kernel) -> Result<Self> {
+        #[cfg(target_arch = "x86_64")]
+        if kernel == Kernel::Avx2Fma {
+            let token = super::simd_avx2::Avx2Fma::detect().ok_or(crate::Error::Unsupported {
+                what: "the AVX2+FMA kernel on this CPU/target",
+            })?;
+            return Ok(Self { avx2: Some(token) });
+        }
+        let _ = kernel; // only the portable kernel exists on this target
+        Ok(Self {
+            #[cfg(target_arch = "x86_64")]
+            avx2: None,
+        })
+    }
+
+    fn head<T: Element, O: Element>(
+        self,
+        job: HeadJob<'_, '_, T, O>,
+        plan: &Plan<'_>,
+        scratch: &mut [f32],
+    ) -> Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(token) = self.avx2 {
+            // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
+            // `head_avx2` is compiled with.
+            return unsafe { head_avx2(token, job, plan, scratch) };
+        }
+        tiled::head(Portable::<f32>::new(), job, plan, scratch)
+    }
+}
+
 /// The `f32` kernels. `kernel` must be resolved (not `Auto`) and available.
 pub(crate) fn run_f32<T: Element, O: Element>(
     kernel: Kernel,
@@ -68,18 +108,8 @@ pub(crate) fn run_f32<T: Element, O: Element>(
     plan: &Plan<'_>,
     scratch: &mut [f32],
 ) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    if kernel == Kernel::Avx2Fma {
-        let token = super::simd_avx2::Avx2Fma::detect()
-            .ok_or(crate::Error::Unsupported { what: "the AVX2+FMA kernel on this CPU/target" })?;
-        return ops.for_each_head(plan, |job| {
-            // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
-            // `head_avx2` is compiled with.
-            unsafe { head_avx2(token, job, plan, scratch) }
-        });
-    }
-    let _ = kernel; // only the portable kernel exists on this target
-    ops.for_each_head(plan, |job| tiled::head(Portable::<f32>::new(), job, plan, scratch))
+    let kernel = F32Kernel::new(kernel)?;
+    ops.for_each_head(plan, |job| kernel.head(job, plan, scratch))
 }
 
 /// [`run_f32`] on up to `threads` threads: each head's query rows are split into blocks of
@@ -95,25 +125,8 @@ pub(crate) fn run_f32_threaded<T: Element, O: Element>(
     threads: usize,
     per_thread: usize,
 ) -> Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    let token = match kernel {
-        Kernel::Avx2Fma => {
-            Some(super::simd_avx2::Avx2Fma::detect().ok_or(crate::Error::Unsupported {
-                what: "the AVX2+FMA kernel on this CPU/target",
-            })?)
-        }
-        _ => None,
-    };
-    let _ = kernel;
-    let run = |job: HeadJob<'_, '_, T, O>, scratch: &mut [f32]| -> Result<()> {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(token) = token {
-            // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
-            // `head_avx2` is compiled with.
-            return unsafe { head_avx2(token, job, plan, scratch) };
-        }
-        tiled::head(Portable::<f32>::new(), job, plan, scratch)
-    };
+    let kernel = F32Kernel::new(kernel)?;
+    let run = |job: HeadJob<'_, '_, T, O>, scratch: &mut [f32]| kernel.head(job, plan, scratch);
     ops.for_each_head(plan, |job| {
         let rows = job.out.rows();
         let block = tiled::BR * rows.div_ceil(tiled::BR * threads).max(1);
