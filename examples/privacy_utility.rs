@@ -21,12 +21,14 @@
 
 use std::fmt::Write as _;
 
+use dpattn::accounting::ledger::Ledger;
+use dpattn::accounting::privacy_unit::PrivacyUnit;
 use dpattn::kv_sketch::{DEFAULT_CLIP, KvSketch, KvSketchParams};
 use dpattn::output_perturbation::{
-    OutputPerturbationParams, output_perturbation_attention_keyed, output_perturbation_scratch_len,
+    OutputPerturbationParams, output_perturbation_attention, output_perturbation_scratch_len,
 };
 use dpattn::sampling::{FixedWordSampler, Gaussian, KeyedStream, NoiseKey};
-use dpattn::session::Draw;
+use dpattn::session::Session;
 use dpattn::{
     BatchedMut, BatchedRef, Kernel, MatMut, MatRef, NoiseMode, PrivacyBudget, Scale, ScoreFn,
 };
@@ -42,11 +44,21 @@ fn arg(name: &str, default: f64) -> f64 {
     at.and_then(|i| args.get(i + 1)).map_or(default, |v| v.parse().expect("a number"))
 }
 
+/// Synthetic *data* (not noise): `len` standard normals from a fixed public stream, so every
+/// run measures the same document. Every release below draws its noise from a session's
+/// OS key, so the noisy columns move by a few per cent between runs.
 fn gaussians(seed: u8, len: usize) -> Vec<f64> {
     let mut out = vec![0.0; len];
-    let s = KeyedStream::new(&NoiseKey::for_replay([seed; 32]), 0);
-    Gaussian::STANDARD.fill_keyed::<f64>(&s, 0, &mut out).unwrap();
+    let data = KeyedStream::new(&NoiseKey::for_replay([seed; 32]), 0);
+    Gaussian::STANDARD.fill_keyed::<f64>(&data, 0, &mut out).unwrap();
     out
+}
+
+/// A fresh session (OS key, stream ids) whose token ledger holds exactly one release at
+/// `(ε, DELTA)`: each measured release is charged, and could not be charged twice.
+fn session(eps: f64) -> Session {
+    let budget = PrivacyBudget::new(eps, DELTA).unwrap();
+    Session::new(Ledger::new_approx(PrivacyUnit::TOKEN, budget)).unwrap()
 }
 
 fn normalise(x: &mut [f64], norm: f64) {
@@ -149,9 +161,8 @@ impl Document {
         let k = MatRef::from_row_major(&self.keys, n, d).unwrap();
         let v = MatRef::from_row_major(&self.vals, n, d).unwrap();
         let p = self.sketch_params(m, eps.unwrap_or(1.0), clip);
-        let key = NoiseKey::for_replay([8; 32]);
         let s = match eps {
-            Some(_) => KvSketch::new_keyed(k, v, &p, Draw { key: &key, stream: 0 }, None),
+            Some(eps) => KvSketch::new(k, v, &p, &mut session(eps)),
             None => KvSketch::non_private(k, v, &p),
         };
         self.sketch_error(&s.unwrap())
@@ -174,15 +185,13 @@ impl Document {
         };
         let mut out = vec![0f32; q_rows * d];
         let mut scratch = vec![0f32; output_perturbation_scratch_len(d, d).unwrap()];
-        let key = NoiseKey::for_replay([9; 32]);
-        output_perturbation_attention_keyed(
+        output_perturbation_attention(
             BatchedMut::contiguous(&mut out, [1, 1, q_rows, d]).unwrap(),
             BatchedRef::contiguous(&q, [1, 1, q_rows, d]).unwrap(),
             BatchedRef::contiguous(&k, [1, 1, n, d]).unwrap(),
             BatchedRef::contiguous(&v, [1, 1, n, d]).unwrap(),
             &params,
-            Draw { key: &key, stream: 0 },
-            None,
+            &mut session(eps),
             &mut [0.0],
             &mut scratch,
         )
