@@ -179,12 +179,19 @@ impl KvSketchParams {
         self.grid_for(&map, d_v, n)
     }
 
-    fn grid_for(&self, map: &FeatureMap, d_v: usize, n: usize) -> Result<GaussianGrid> {
+    /// The sketch's size `m·(d_v + 1)`, checked: `n, d_v ≥ 1` and every entry has an
+    /// exact-sampler window.
+    fn entries(&self, d_v: usize, n: usize) -> Result<u64> {
         if d_v == 0 || n == 0 {
             return Err(Error::OutOfRange { name: "n and d_v", value: 0.0, allowed: ">= 1" });
         }
         let entries = mul_size(self.features, d_v + 1, "sketch size")? as u64;
         crate::sampling::bit_source::check_element(entries - 1)?;
+        Ok(entries)
+    }
+
+    fn grid_for(&self, map: &FeatureMap, d_v: usize, n: usize) -> Result<GaussianGrid> {
+        let entries = self.entries(d_v, n)?;
         let (rv, gamma) = (self.value_norm, self.gamma(d_v));
         // ‖ĝ‖ ≤ (1 + u)·‖Û‖·√(R_v² + γ²), Δ = 2·that.
         let row = sqrt_up(add_up(mul_up(rv, rv), mul_up(gamma, gamma)));
@@ -424,7 +431,7 @@ impl KvSketch {
         params: &KvSketchParams,
     ) -> Result<Self> {
         let map = FeatureMap::new(params, keys.cols())?;
-        params.grid_for(&map, values.cols(), keys.rows())?; // the same checks
+        params.entries(values.cols(), keys.rows())?;
         Self::sum(keys, values, params, map)
     }
 
