@@ -12,7 +12,8 @@
 # through it; the GPU tests themselves need a GPU (scripts/gpu-test.sh) and are listed as
 # ignored here. Starts a throwaway PostgreSQL server for the durable-budget store tests
 # (scripts/test-postgres.sh; installs Debian's postgresql package when it is missing) and
-# stops it on exit.
+# stops it on exit. Builds the Python package (python/, maturin + PyO3) into the same venv
+# and runs its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -99,5 +100,18 @@ cargo build -p dpattn-core --target "$NO_STD_TARGET" --no-default-features --fea
 
 step "C ABI from outside cargo: valgrind host, install, Makefile/CMake/pkg-config, Python"
 scripts/c-host.sh
+
+step "Python package: format, clippy, pip install ./python (maturin + PyO3) into $venv, pytest"
+# The extension has its own Cargo workspace (python/Cargo.toml) and target directory; pip
+# fetches maturin from PyPI into an isolated build environment. The tests compare keyed
+# draws with the C ABI's shared library from the cargo test step above.
+cargo fmt --manifest-path python/Cargo.toml --check
+CARGO_TARGET_DIR="$target_dir/python" cargo clippy --manifest-path python/Cargo.toml --all-targets -- -D warnings
+"$venv/bin/pip" install --quiet "numpy>=1.21" "pytest>=7" \
+    || die "pip could not install numpy and pytest into $venv"
+CARGO_TARGET_DIR="$target_dir/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python \
+    || die "pip install ./python failed (it needs PyPI for maturin, and cargo)"
+DPATTN_FFI_LIB="$target_dir/debug/libdpattn_ffi.so" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    python/tests --doctest-modules --pyargs dpattn
 
 step "all checks passed"
