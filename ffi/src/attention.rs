@@ -275,7 +275,10 @@ pub unsafe extern "C" fn dpattn_attention_scratch_len(
 ///
 /// Shapes (`[batch, heads, seq, dim]`, any strides with a contiguous last axis, e.g. a
 /// `[batch, seq, heads, dim]` buffer viewed through strides): `q` `[B, H, s_q, d]`, `k`
-/// `[B, H, s_k, d]`, `v` `[B, H, s_k, d_v]`, `out` `[B, H, s_q, d_v]`. `q`, `k`, `v` share one
+/// `[B, H_kv, s_k, d]`, `v` `[B, H_kv, s_k, d_v]`, `out` `[B, H, s_q, d_v]`, where `H_kv`
+/// divides `H` (grouped-query attention: query head `h` reads key/value head
+/// `h / (H / H_kv)`; `H_kv = 1` is multi-query attention; the GPU entry points need
+/// `H_kv = H`). `q`, `k`, `v` share one
 /// dtype (`DPATTN_DTYPE_F32`, `_F64` (rounded to `float` once), `_F16`, `_BF16`); `out` may
 /// have any dtype. A query row that sees no key (masks) is zero. Accuracy: within a few
 /// `float` ulps times the row's `Σ|p·v|` of the float64 reference (tested at 1e-5

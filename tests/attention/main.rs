@@ -6,6 +6,7 @@
 mod support;
 
 mod gram;
+mod grouped_query;
 mod kernels;
 mod noisy;
 mod reference;

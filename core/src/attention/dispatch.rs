@@ -48,8 +48,8 @@ impl<T: Element, O: Element> Operands<'_, '_, T, O> {
             f(HeadJob {
                 out: self.out.head_mut(idx / oh, idx % oh),
                 q: self.q.head(b, h),
-                k: self.k.head(b, h),
-                v: self.v.head(b, h),
+                k: self.k.head(b, h / plan.group),
+                v: self.v.head(b, h / plan.group),
                 b,
                 h,
                 grid,

@@ -87,9 +87,12 @@ pub fn attention_scratch_len(d: usize, d_v: usize) -> Result<usize> {
 /// Exact attention `out = softmax(scale · Q·Kᵀ + mask) · V` (or the `cosh` variant) for a
 /// whole batch, in `f32`.
 ///
-/// Shapes: `q` `[batch, heads, s_q, d]`, `k` `[batch, heads, s_k, d]`, `v`
-/// `[batch, heads, s_k, d_v]`, `out` `[batch, heads, s_q, d_v]`, any strides. A query row
-/// that sees no key is zero.
+/// Shapes: `q` `[batch, heads, s_q, d]`, `k` `[batch, kv_heads, s_k, d]`, `v`
+/// `[batch, kv_heads, s_k, d_v]`, `out` `[batch, heads, s_q, d_v]`, any strides. A query row
+/// that sees no key is zero. `kv_heads` divides `heads` (grouped-query attention; `1` is
+/// multi-query attention): query head `h` reads key/value head `h / (heads / kv_heads)`,
+/// so consecutive query heads share one (PyTorch's `repeat_interleave` of K and V), and the
+/// result is bit for bit that of the call on K and V expanded that way.
 ///
 /// ```
 /// use dpattn_core::attention::{AttentionParams, attention, attention_scratch_len};
@@ -326,9 +329,20 @@ fn validate<'a, T: Element, O: Element>(
             return Err(Error::OutOfRange { name, value: 0.0, allowed: ">= 1" });
         }
     }
+    // Grouped-query attention: `kv_heads` key/value heads, each shared by `heads / kv_heads`
+    // consecutive query heads (multi-query attention: one).
+    let kv_heads = ops.k.layout().heads();
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(Error::ShapeMismatch {
+            arg: "k",
+            axis: "heads (must divide the query heads)",
+            expected: heads,
+            got: kv_heads,
+        });
+    }
     for (arg, l) in [("k", ops.k.layout()), ("v", ops.v.layout())] {
         l.expect_axis(arg, 0, batch)?;
-        l.expect_axis(arg, 1, heads)?;
+        l.expect_axis(arg, 1, kv_heads)?;
     }
     ops.k.layout().expect_axis("k", 3, d)?;
     ops.v.layout().expect_axis("v", 2, s_k)?;
@@ -417,6 +431,7 @@ fn validate<'a, T: Element, O: Element>(
         d,
         dv,
         heads,
+        group: heads / kv_heads,
         scale,
         score: params.score,
         mask: params.mask,

@@ -105,6 +105,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) d: usize,
     pub(crate) dv: usize,
     pub(crate) heads: usize,
+    /// Query heads per key/value head (1 unless grouped-query attention).
+    pub(crate) group: usize,
     pub(crate) scale: f64,
     pub(crate) score: ScoreFn,
     pub(crate) mask: Mask<'a>,
