@@ -2,7 +2,9 @@
 
 Conventions of every function:
 
-* Arrays are NumPy arrays. Attention inputs have shape ``(s, d)``, ``(heads, s, d)`` or
+* Arrays are NumPy arrays, or CPU tensors that export ``__dlpack__`` (PyTorch CPU tensors,
+  read through ``numpy.from_dlpack`` without a copy; CUDA tensors and bfloat16 are not read
+  by this build). Results are NumPy arrays. Attention inputs have shape ``(s, d)``, ``(heads, s, d)`` or
   ``(batch, heads, s, d)``; all three of q, k, v have the same number of dimensions and the
   same floating dtype (``float32``, ``float64`` or ``float16``). Any strides are accepted
   (non-contiguous arrays are copied once). A wrong dtype raises ``TypeError``; a wrong

@@ -26,15 +26,29 @@ pub(crate) enum Floats<'py> {
     F16(PyReadonlyArrayDyn<'py, f16>),
 }
 
-/// `obj` as a NumPy array, or a `TypeError` naming `name`.
-fn untyped<'a, 'py>(
-    name: &str,
-    obj: &'a Bound<'py, PyAny>,
-) -> PyResult<&'a Bound<'py, PyUntypedArray>> {
-    obj.cast::<PyUntypedArray>().map_err(|_| {
-        let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
-        PyTypeError::new_err(format!("{name} must be a numpy.ndarray, got {ty}"))
-    })
+/// `obj` as a NumPy array: an ndarray itself, or any CPU object with `__dlpack__` (a PyTorch
+/// CPU tensor, say) viewed through `numpy.from_dlpack` without a copy. Else a `TypeError`
+/// naming `name`.
+fn ndarray<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyUntypedArray>> {
+    if let Ok(a) = obj.cast::<PyUntypedArray>() {
+        return Ok(a.clone());
+    }
+    if obj.hasattr("__dlpack__")? {
+        let np = obj.py().import("numpy")?;
+        let a = np.call_method1("from_dlpack", (obj,)).map_err(|e| {
+            PyTypeError::new_err(format!(
+                "{name}: this build reads CPU arrays only, through DLPack for non-NumPy \
+                 tensors, and numpy.from_dlpack refused it ({e}); move it to the CPU as \
+                 float32/float64/float16 (bfloat16 has no NumPy dtype) without autograd \
+                 (tensor.detach().cpu())"
+            ))
+        })?;
+        return Ok(a.cast_into::<PyUntypedArray>()?);
+    }
+    let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+    Err(PyTypeError::new_err(format!(
+        "{name} must be a numpy.ndarray (or a CPU tensor with __dlpack__), got {ty}"
+    )))
 }
 
 fn dtype_name(a: &Bound<'_, PyUntypedArray>) -> String {
@@ -43,19 +57,19 @@ fn dtype_name(a: &Bound<'_, PyUntypedArray>) -> String {
 
 /// `obj` as a `float32`/`float64`/`float16` array.
 pub(crate) fn floats<'py>(name: &str, obj: &Bound<'py, PyAny>) -> PyResult<Floats<'py>> {
-    let a = untyped(name, obj)?;
+    let a = ndarray(name, obj)?;
     let py = obj.py();
     let dt = a.dtype();
     if dt.is_equiv_to(&f32::get_dtype(py)) {
-        Ok(Floats::F32(obj.extract()?))
+        Ok(Floats::F32(a.extract()?))
     } else if dt.is_equiv_to(&f64::get_dtype(py)) {
-        Ok(Floats::F64(obj.extract()?))
+        Ok(Floats::F64(a.extract()?))
     } else if dt.is_equiv_to(&f16::get_dtype(py)) {
-        Ok(Floats::F16(obj.extract()?))
+        Ok(Floats::F16(a.extract()?))
     } else {
         Err(PyTypeError::new_err(format!(
             "{name} has dtype {}; expected float32, float64 or float16",
-            dtype_name(a)
+            dtype_name(&a)
         )))
     }
 }
@@ -66,14 +80,14 @@ pub(crate) fn typed<'py, T: NpElement>(
     what: &str,
     obj: &Bound<'py, PyAny>,
 ) -> PyResult<PyReadonlyArrayDyn<'py, T>> {
-    let a = untyped(name, obj)?;
+    let a = ndarray(name, obj)?;
     if !a.dtype().is_equiv_to(&T::get_dtype(obj.py())) {
         return Err(PyTypeError::new_err(format!(
             "{name} has dtype {}; expected {what}",
-            dtype_name(a)
+            dtype_name(&a)
         )));
     }
-    obj.extract()
+    a.extract()
 }
 
 /// The elements in C order: borrowed when the array is C-contiguous, else one copy.
@@ -123,4 +137,24 @@ pub(crate) fn to_numpy<'py, T: NpElement>(
     let a = Array::from_shape_vec(IxDyn(shape), data)
         .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     Ok(a.into_pyarray(py).into_any())
+}
+
+thread_local! {
+    /// Kernel scratch reused across calls on this thread (its content does not matter to
+    /// the kernels); zeroing a fresh buffer per call cost more than a small attention.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on at least `len` elements of this thread's scratch.
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => {
+            if s.len() < len {
+                s.resize(len, 0.0);
+            }
+            f(&mut s[..len])
+        }
+        // Re-entered on this thread (not done by this crate): a buffer of its own.
+        Err(_) => f(&mut vec![0f32; len]),
+    })
 }

@@ -8,7 +8,7 @@ use dpattn_core::{BatchedMut, BatchedRef, Element, Kernel, Mask, Scale, ScoreFn}
 use numpy::{Element as NpElement, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-use crate::arrays::{Floats, c_order, floats, shape4, to_numpy, typed};
+use crate::arrays::{Floats, c_order, floats, shape4, to_numpy, typed, with_scratch};
 use crate::errors::{OrRaise, invalid};
 
 /// Runs `$body` with `$q`, `$k`, `$v` bound to arrays of one element type, or raises a
@@ -114,9 +114,9 @@ fn run<T: Element + NpElement + Clone + Send + Sync>(
     py.detach(|| -> dpattn_core::Result<()> {
         let [q, k, v] = qkv.views()?;
         let per = attention_scratch_len(d, d_v)?;
-        let mut scratch = vec![0f32; dpattn_core::error::mul_size(per, threads.max(1), "scratch")?];
+        let len = dpattn_core::error::mul_size(per, threads.max(1), "scratch")?;
         let out_view = BatchedMut::contiguous(&mut out, qkv.out_shape4())?;
-        attention_threaded(out_view, q, k, v, params, threads, &mut scratch)
+        with_scratch(len, |s| attention_threaded(out_view, q, k, v, params, threads, s))
     })
     .or_raise()?;
     Ok(to_numpy(py, out, &qkv.out_shape)?.unbind())

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::accounting::{NoiseKey, Session};
-use crate::arrays::{Floats, floats, to_numpy};
+use crate::arrays::{Floats, floats, to_numpy, with_scratch};
 use crate::attention::{Qkv, key_padding, same_dtype, scale_of};
 use crate::errors::{OrRaise, invalid};
 
@@ -87,11 +87,11 @@ fn release<T: Element + NpElement + Clone + Send + Sync>(
     let mut sigma = vec![0f64; b * h];
     py.detach(|| -> dpattn_core::Result<()> {
         let [q, k, v] = qkv.views()?;
-        let mut scratch = vec![0f32; output_perturbation_scratch_len(d, d_v)?];
+        let len = output_perturbation_scratch_len(d, d_v)?;
         let o = BatchedMut::contiguous(&mut out, qkv.out_shape4())?;
-        match source {
+        with_scratch(len, |scratch| match source {
             Source::Session(s) => {
-                output_perturbation_attention(o, q, k, v, &params, s, &mut sigma, &mut scratch)
+                output_perturbation_attention(o, q, k, v, &params, s, &mut sigma, scratch)
             }
             Source::Keyed(key, stream) => output_perturbation_attention_keyed(
                 o,
@@ -102,9 +102,9 @@ fn release<T: Element + NpElement + Clone + Send + Sync>(
                 Draw { key, stream },
                 None,
                 &mut sigma,
-                &mut scratch,
+                scratch,
             ),
-        }
+        })
         .map(drop)
     })
     .or_raise()?;
