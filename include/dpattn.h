@@ -848,6 +848,15 @@ typedef struct {
    * Bytes at `key_padding`: must be `batch * s_k` when `key_padding` is not NULL.
    */
   size_t key_padding_len;
+  /**
+   * Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only; `t`
+   * > 1 splits each head's query rows into `t` blocks of whole 96-row tiles on `t`
+   * threads (started per head; worth it from a few hundred query rows), bit for bit the
+   * single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
+   * floats. Other calls taking these options accept only 0 or 1
+   * (`DPATTN_STATUS_OUT_OF_RANGE` otherwise).
+   */
+  uint32_t threads;
 } dpattn_attention_options;
 
 /**
@@ -2569,7 +2578,7 @@ dpattn_status dpattn_rdp_calibrate_sampled_gaussian(double sample_rate,
 
 /**
  * Fills `*out` with the default options: no mask, scale `1/√d` (`scale` field 1.0, unused),
- * softmax, the fastest kernel, no key padding. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a
+ * softmax, the fastest kernel, no key padding, one thread. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a
  * NULL `out`, else `DPATTN_STATUS_OK`. Thread-safe; no shared state.
  *
  * # Safety

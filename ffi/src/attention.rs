@@ -55,6 +55,13 @@ pub struct dpattn_attention_options {
     pub key_padding: *const u8,
     /// Bytes at `key_padding`: must be `batch * s_k` when `key_padding` is not NULL.
     pub key_padding_len: usize,
+    /// Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only; `t`
+    /// > 1 splits each head's query rows into `t` blocks of whole 96-row tiles on `t`
+    /// threads (started per head; worth it from a few hundred query rows), bit for bit the
+    /// single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
+    /// floats. Other calls taking these options accept only 0 or 1
+    /// (`DPATTN_STATUS_OUT_OF_RANGE` otherwise).
+    pub threads: u32,
 }
 
 impl Default for dpattn_attention_options {
@@ -67,6 +74,7 @@ impl Default for dpattn_attention_options {
             kernel: DPATTN_KERNEL_AUTO,
             key_padding: core::ptr::null(),
             key_padding_len: 0,
+            threads: 1,
         }
     }
 }
@@ -146,6 +154,27 @@ pub(crate) unsafe fn decode_options<'a>(
     ptr: *const dpattn_attention_options,
     bufs: &mut Buffers,
 ) -> Result<AttentionParams<'a>, FfiError> {
+    // SAFETY: forwarded caller contract.
+    let (params, threads) = unsafe { decode_options_threaded(ptr, bufs) }?;
+    if threads > 1 {
+        return Err(FfiError::UnknownValue {
+            arg: "options.threads",
+            value: threads as u32,
+            allowed: "0 or 1 (only dpattn_attention starts threads)",
+        });
+    }
+    Ok(params)
+}
+
+/// [`decode_options`] that also returns the thread count (at least 1), for
+/// `dpattn_attention`.
+///
+/// # Safety
+/// As [`decode_options`].
+unsafe fn decode_options_threaded<'a>(
+    ptr: *const dpattn_attention_options,
+    bufs: &mut Buffers,
+) -> Result<(AttentionParams<'a>, usize), FfiError> {
     let o = if ptr.is_null() {
         dpattn_attention_options::default()
     } else {
@@ -158,7 +187,8 @@ pub(crate) unsafe fn decode_options<'a>(
     let kernel = kernel_of(o.kernel, "options.kernel")?;
     // SAFETY: forwarded caller contract.
     let key_padding = unsafe { key_padding(o.key_padding, o.key_padding_len, bufs) }?;
-    Ok(AttentionParams { mask: Mask { causal, key_padding }, scale, score, kernel })
+    let params = AttentionParams { mask: Mask { causal, key_padding }, scale, score, kernel };
+    Ok((params, o.threads.max(1) as usize))
 }
 
 /// The checked Rust views of one attention call.
@@ -230,7 +260,7 @@ impl Tensors {
 }
 
 /// Fills `*out` with the default options: no mask, scale `1/√d` (`scale` field 1.0, unused),
-/// softmax, the fastest kernel, no key padding. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a
+/// softmax, the fastest kernel, no key padding, one thread. Returns `DPATTN_STATUS_NULL_ARGUMENT` for a
 /// NULL `out`, else `DPATTN_STATUS_OK`. Thread-safe; no shared state.
 ///
 /// # Safety
@@ -375,11 +405,18 @@ unsafe fn run_f32(
     let t = unsafe { read_tensors(out, q, k, v) }?;
     let mut bufs = Buffers::default();
     // SAFETY: forwarded caller contract.
-    let params = unsafe { decode_options(options, &mut bufs) }?;
+    let (params, threads) = match first {
+        None => unsafe { decode_options_threaded(options, &mut bufs) }?,
+        // SAFETY: forwarded caller contract.
+        Some(_) => (unsafe { decode_options(options, &mut bufs) }?, 1),
+    };
     with_dtype!(t.q.dtype, "q.dtype", |T| with_dtype!(t.out.dtype, "out.dtype", |O| {
         // SAFETY: forwarded caller contract.
         let w = unsafe { t.views::<T, O, f32>(scratch, scratch_len, &mut bufs) }?;
         match first {
+            None if threads > 1 => {
+                core_attn::attention_threaded(w.out, w.q, w.k, w.v, &params, threads, w.scratch)?
+            }
             None => core_attn::attention(w.out, w.q, w.k, w.v, &params, w.scratch)?,
             Some(f) => core_attn::attention_heads(w.out, w.q, w.k, w.v, &params, f, w.scratch)?,
         }
