@@ -111,6 +111,7 @@ CARGO_TARGET_DIR="$target_dir/python" cargo clippy --manifest-path python/Cargo.
     || die "pip could not install numpy and pytest into $venv"
 CARGO_TARGET_DIR="$target_dir/python" "$venv/bin/pip" install --quiet --force-reinstall --no-deps ./python \
     || die "pip install ./python failed (it needs PyPI for maturin, and cargo)"
+cargo build --quiet -p dpattn-ffi # the shared library the keyed-draw tests compare with
 DPATTN_FFI_LIB="$target_dir/debug/libdpattn_ffi.so" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     python/tests --doctest-modules --pyargs dpattn
 

@@ -12,7 +12,8 @@ Conventions of every function:
 * Errors of the library raise ``DpattnError`` (or its subclass ``InvalidArgument``, which is
   also a ``ValueError``) carrying ``status`` (a short name such as ``"shape_mismatch"``) and
   ``code`` (the C ABI's ``dpattn_status`` value). On any error nothing is charged to a
-  ledger and no stream id of a session is used.
+  ledger; a session may skip the stream id it had reserved for the failed release
+  (``next_stream`` still advances: an id once handed out is never handed out again).
 * Long computations release the GIL.
 """
 
@@ -246,4 +247,5 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: int) -> f
     """The σ of the discrete Gaussian mechanism for an integer L2 sensitivity (CKS20)."""
 
 def laplace_scale(sensitivity: float, epsilon: float) -> float:
-    """``sensitivity / epsilon``, checked."""
+    """The Laplace mechanism's scale ``sensitivity / epsilon``, rounded up (the float
+    returned is never below the exact quotient, so the noise is never too small)."""

@@ -90,7 +90,7 @@ pub(crate) fn discrete_gaussian_sigma(epsilon: f64, delta: f64, sensitivity: u64
     .or_raise()
 }
 
-/// `sensitivity / epsilon`, checked.
+/// The Laplace scale `sensitivity / epsilon`, rounded up.
 #[pyfunction]
 pub(crate) fn laplace_scale(sensitivity: f64, epsilon: f64) -> PyResult<f64> {
     dpattn_core::calibration::laplace_mechanism::laplace_scale(sensitivity, epsilon).or_raise()
