@@ -124,7 +124,9 @@ def attention(
     ``scale`` defaults to ``1/sqrt(d)``; ``key_padding`` is a boolean ``(batch, s_k)`` array
     (``True`` = the key exists; ``(s_k,)`` for inputs without a batch dimension); a query row
     that sees no key is zero. The result has q's dtype and shape with ``d`` replaced by
-    ``d_v``. ``threads > 1`` splits query rows over threads (bit for bit the same result)."""
+    ``d_v``. k and v may have fewer heads than q when that number divides q's
+    (grouped-query attention: query head ``h`` reads key/value head ``h // (heads //
+    kv_heads)``, i.e. ``np.repeat`` of k and v along the head axis). ``threads > 1`` splits query rows over threads (bit for bit the same result)."""
 
 def output_perturbation(
     session: Session,
@@ -226,6 +228,49 @@ class KvSketch:
         """The released ``features × (d_v + 1)`` matrix."""
     @property
     def private(self) -> bool: ...
+
+def dp_forward(
+    session: Session,
+    x: npt.NDArray[np.floating],
+    *,
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    region: Literal["frobenius", "rows"] = "frobenius",
+    mode: Literal["clip", "normalize"] = "clip",
+    neighbours: str = "sequence",
+    position: str = "embedding",
+    releases: int = 1,
+    noise_mode: NoiseModeName = "exact",
+) -> tuple[npt.NDArray[np.floating], float, Optional[float]]:
+    """DP-Forward (paper 003): each sequence's hidden matrix, ``x`` of shape ``(tokens, dim)``
+    or ``(batch, tokens, dim)`` (float32/float64), is clipped to ``clip_norm`` (the whole
+    matrix, or each row with ``region="rows"``) and released with i.i.d. Gaussian noise
+    calibrated for sensitivity ``2·clip_norm`` (the analytic Gaussian; ``releases`` releases
+    of one input composed exactly). Privacy unit: one sequence (``neighbours="sequence"``,
+    ledger unit ``"sequence"``) or ``c`` tokens (``"tokens:<c>"``, only at
+    ``position="embedding"``). ``position`` is ``"embedding"``, ``"pooled"`` (a ``1 × d``
+    feature per sequence) or ``"encoder:<layer>:<mha|add_norm1|ffn|add_norm2>"``. A row
+    holding NaN/inf is released as the zero row. Returns ``(released, noise_floor,
+    resolution)``: the noise standard deviation is at least ``noise_floor``, and in exact
+    mode every output is a multiple of ``resolution`` (``None`` for ``"unsafe_float"``)."""
+
+def dp_forward_keyed(
+    key: NoiseKey,
+    stream: int,
+    x: npt.NDArray[np.floating],
+    *,
+    epsilon: float,
+    delta: float,
+    clip_norm: float,
+    region: Literal["frobenius", "rows"] = "frobenius",
+    mode: Literal["clip", "normalize"] = "clip",
+    neighbours: str = "sequence",
+    position: str = "embedding",
+    releases: int = 1,
+    noise_mode: NoiseModeName = "exact",
+) -> tuple[npt.NDArray[np.floating], float, Optional[float]]:
+    """``dp_forward`` with an explicit key and stream and no ledger (replay, audit)."""
 
 def discrete_gaussian(key: NoiseKey, stream: int, n: int, sigma: float) -> npt.NDArray[np.int64]:
     """``n`` exact samples of the discrete Gaussian ``N_Z(0, sigma²)``; element ``i`` is the

@@ -1,12 +1,13 @@
 //! `dpattn._dpattn`: the Python extension of dpattn (re-exported by the `dpattn` package).
 //! NumPy arrays in and out, errors as `DpattnError`, the GIL released during computations.
 //! One small file per concept: [`errors`], [`arrays`], [`accounting`] (keys, ledgers,
-//! sessions), [`attention`], [`output_perturbation`], [`kv_sketch`], [`samplers`] (and
-//! calibration).
+//! sessions), [`attention`], [`output_perturbation`], [`kv_sketch`], [`dp_forward`],
+//! [`samplers`] (and calibration).
 
 mod accounting;
 mod arrays;
 mod attention;
+mod dp_forward;
 mod errors;
 mod kv_sketch;
 mod output_perturbation;
@@ -40,6 +41,8 @@ fn _dpattn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attention::attention, m)?)?;
     m.add_function(wrap_pyfunction!(output_perturbation::output_perturbation, m)?)?;
     m.add_function(wrap_pyfunction!(output_perturbation::output_perturbation_keyed, m)?)?;
+    m.add_function(wrap_pyfunction!(dp_forward::dp_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(dp_forward::dp_forward_keyed_py, m)?)?;
     m.add_function(wrap_pyfunction!(samplers::discrete_gaussian, m)?)?;
     m.add_function(wrap_pyfunction!(samplers::discrete_laplace, m)?)?;
     m.add_function(wrap_pyfunction!(samplers::gaussian_unsafe_float, m)?)?;
