@@ -358,11 +358,74 @@ fn attention_vs_sgemm(c: &mut Criterion) {
     }
 }
 
+/// Decoding: one query row against a KV cache of `s_k` rows, `d = d_v = D`, `f32`, the
+/// small-query path. Throughput is the bytes of K and V (`2·s_k·D·4`). The peer in the same
+/// group reads the same bytes: a sum over K and V with eight independent accumulators
+/// (vectorised), the rate a single pass over the cache can reach on this core.
+fn decode(c: &mut Criterion) {
+    let sizes: &[(usize, usize)] = if test_mode() {
+        &[(16, 64), (100, 64)]
+    } else {
+        &[(16, 64), (16, 128), (4096, 64), (4096, 128), (32768, 128)]
+    };
+    for &(sk, d) in sizes {
+        let kv = Inputs::new(sk, d);
+        let q = kv.q[..d].to_vec();
+        let bytes = (2 * sk * d * 4) as u64;
+        let mut g = c.benchmark_group(format!("decode 1x{sk}x{d}"));
+        g.throughput(Throughput::Bytes(bytes));
+        let mut out = vec![0f32; d];
+        let mut scratch = vec![0f32; attention_scratch_len(d, d).unwrap()];
+        let params = AttentionParams::default();
+        let mut call = |out: &mut [f32]| {
+            attention(
+                BatchedMut::contiguous(out, [1, 1, 1, d]).unwrap(),
+                BatchedRef::contiguous(&q, [1, 1, 1, d]).unwrap(),
+                BatchedRef::contiguous(&kv.k, [1, 1, sk, d]).unwrap(),
+                BatchedRef::contiguous(&kv.v, [1, 1, sk, d]).unwrap(),
+                &params,
+                &mut scratch,
+            )
+            .unwrap()
+        };
+        // Checked against the float64 reference before timing.
+        call(&mut out);
+        let want = dpattn::reference_attention::reference_attention_vec(
+            &q,
+            &kv.k,
+            &kv.v,
+            [1, 1, 1, d],
+            sk,
+            d,
+            dpattn::Mask::NONE,
+            dpattn::Scale::InvSqrtDim,
+        )
+        .unwrap();
+        let err = out.iter().zip(&want).fold(0.0f64, |m, (&a, &b)| m.max((f64::from(a) - b).abs()));
+        assert!(err < 1e-5, "decode {sk}x{d}: error {err}");
+        g.bench_function("read K and V (sum, 8 accumulators) - peer", |b| {
+            b.iter(|| {
+                let mut acc = [0f32; 8];
+                for x in [&kv.k, &kv.v] {
+                    for c in black_box(x).chunks_exact(8) {
+                        for j in 0..8 {
+                            acc[j] += c[j];
+                        }
+                    }
+                }
+                black_box(acc)
+            })
+        });
+        g.bench_function("dpattn decode f32", |b| b.iter(|| call(black_box(&mut out))));
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = attention_vs_sgemm
+    targets = attention_vs_sgemm, decode
 }
 criterion_main!(benches);

@@ -849,10 +849,10 @@ typedef struct {
    */
   size_t key_padding_len;
   /**
-   * Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only; `t`
-   * > 1 splits each head's query rows into `t` blocks of whole 96-row tiles on `t`
-   * threads (started per head; worth it from a few hundred query rows), bit for bit the
-   * single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
+   * Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only;
+   * `t` above 1 splits each head's query rows into `t` blocks of whole 96-row tiles on
+   * `t` threads (started per head; worth it from a few hundred query rows), bit for bit
+   * the single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
    * floats. Other calls taking these options accept only 0 or 1
    * (`DPATTN_STATUS_OUT_OF_RANGE` otherwise).
    */

@@ -38,6 +38,12 @@ pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     /// An `f64` converted to this type: exact for `f64`, rounded to nearest (ties to even)
     /// otherwise; values beyond the type's range become ±infinity.
     fn from_f64(x: f64) -> Self;
+    /// `s` itself when `Self` is `f32` (kernels with an `f32` fast path use it), else `None`.
+    #[inline(always)]
+    fn as_f32_slice(s: &[Self]) -> Option<&[f32]> {
+        let _ = s;
+        None
+    }
 }
 
 impl Element for f32 {
@@ -62,6 +68,10 @@ impl Element for f32 {
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x as f32
+    }
+    #[inline(always)]
+    fn as_f32_slice(s: &[Self]) -> Option<&[f32]> {
+        Some(s)
     }
 }
 

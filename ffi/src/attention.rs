@@ -55,10 +55,10 @@ pub struct dpattn_attention_options {
     pub key_padding: *const u8,
     /// Bytes at `key_padding`: must be `batch * s_k` when `key_padding` is not NULL.
     pub key_padding_len: usize,
-    /// Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only; `t`
-    /// > 1 splits each head's query rows into `t` blocks of whole 96-row tiles on `t`
-    /// threads (started per head; worth it from a few hundred query rows), bit for bit the
-    /// single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
+    /// Threads of a `dpattn_attention` call: 0 or 1 (default) = the calling thread only;
+    /// `t` above 1 splits each head's query rows into `t` blocks of whole 96-row tiles on
+    /// `t` threads (started per head; worth it from a few hundred query rows), bit for bit
+    /// the single-threaded result, with `scratch` holding `t * dpattn_attention_scratch_len`
     /// floats. Other calls taking these options accept only 0 or 1
     /// (`DPATTN_STATUS_OUT_OF_RANGE` otherwise).
     pub threads: u32,
@@ -404,8 +404,8 @@ unsafe fn run_f32(
     // SAFETY: forwarded caller contract.
     let t = unsafe { read_tensors(out, q, k, v) }?;
     let mut bufs = Buffers::default();
-    // SAFETY: forwarded caller contract.
     let (params, threads) = match first {
+        // SAFETY: forwarded caller contract.
         None => unsafe { decode_options_threaded(options, &mut bufs) }?,
         // SAFETY: forwarded caller contract.
         Some(_) => (unsafe { decode_options(options, &mut bufs) }?, 1),

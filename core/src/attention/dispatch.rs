@@ -216,3 +216,64 @@ fn head_avx2<T: Element, O: Element>(
 ) -> Result<()> {
     tiled::head(token, job, plan, scratch)
 }
+
+/// `(max_r Σ_c x_rc², max |x|)` over the rows of an `f32` matrix on the fastest vectors this
+/// CPU has (AVX2+FMA when `avx2` holds the token, else the portable backend), or `None` when
+/// some row's `f32` sum is not finite (a NaN or infinity in it, or squares beyond `f32`):
+/// the caller then takes the exact `f64` pass.
+pub(crate) fn matrix_stats_f32(
+    #[cfg(target_arch = "x86_64")] avx2: Option<super::simd_avx2::Avx2Fma>,
+    x: crate::matrix_view::MatRef<'_, f32>,
+) -> Option<(f64, f64)> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(token) = avx2 {
+        // SAFETY: `token` exists, so this CPU supports AVX2 and FMA, the features
+        // `matrix_stats_avx2` is compiled with.
+        return unsafe { matrix_stats_avx2(token, x) };
+    }
+    matrix_stats_simd(Portable::<f32>::new(), x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn matrix_stats_avx2(
+    token: super::simd_avx2::Avx2Fma,
+    x: crate::matrix_view::MatRef<'_, f32>,
+) -> Option<(f64, f64)> {
+    matrix_stats_simd(token, x)
+}
+
+/// [`matrix_stats_f32`] on backend `s`: per row, two vectors of sums of squares and of
+/// `max(x, −x)`, the tail in `f64`. A NaN or infinity makes its row's sum NaN or infinite,
+/// so it is never missed (the maxima alone could drop a NaN).
+#[inline(always)]
+fn matrix_stats_simd<S: super::simd::Simd<E = f32>>(
+    s: S,
+    x: crate::matrix_view::MatRef<'_, f32>,
+) -> Option<(f64, f64)> {
+    use super::simd::LANES;
+    let zero = s.splat(0.0);
+    let (mut norm_sq, mut ab) = (0.0f64, [zero; 2]);
+    let mut tail_ab = 0.0f32;
+    for r in 0..x.rows() {
+        let row = x.row(r);
+        let mut sq = [zero; 2];
+        let mut chunks = row.chunks_exact(2 * LANES);
+        for c in &mut chunks {
+            let (a, b) = (s.load(&c[..LANES]), s.load(&c[LANES..]));
+            sq = [s.mul_add(a, a, sq[0]), s.mul_add(b, b, sq[1])];
+            ab = [s.max(ab[0], s.max(a, s.sub(zero, a))), s.max(ab[1], s.max(b, s.sub(zero, b)))];
+        }
+        let mut tail_sq = 0.0f64;
+        for &v in chunks.remainder() {
+            tail_sq += f64::from(v) * f64::from(v);
+            tail_ab = tail_ab.max(v.abs());
+        }
+        let sum = f64::from(s.reduce_sum(s.add(sq[0], sq[1]))) + tail_sq;
+        if !sum.is_finite() {
+            return None;
+        }
+        norm_sq = norm_sq.max(sum);
+    }
+    Some((norm_sq, f64::from(s.reduce_max(s.max(ab[0], ab[1])).max(tail_ab))))
+}

@@ -28,6 +28,7 @@
 //! [`attention_heads`] (one scratch per thread); results are identical to one
 //! [`attention`] call.
 
+mod decode;
 pub(crate) mod dispatch;
 mod matrix;
 pub(crate) mod microkernel;
@@ -456,8 +457,23 @@ impl RowStats {
     fn of<T: Element>(x: &BatchedRef<'_, T>, arg: &'static str) -> Result<Self> {
         let [b, h, s, _] = x.layout().shape();
         let (mut norm_sq, mut abs_max, mut finite) = (0.0f64, 0.0f64, true);
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = simd_avx2::Avx2Fma::detect();
         for (bi, hi) in (0..b).flat_map(|bi| (0..h).map(move |hi| (bi, hi))) {
             let head = x.head(bi, hi);
+            let fast = T::as_f32_slice(head.as_slice()).and_then(|data| {
+                let m = crate::matrix_view::MatRef::new(data, s, head.cols(), head.row_stride());
+                dispatch::matrix_stats_f32(
+                    #[cfg(target_arch = "x86_64")]
+                    avx2,
+                    m.ok()?,
+                )
+            });
+            if let Some((sq, abs)) = fast {
+                norm_sq = norm_sq.max(sq);
+                abs_max = abs_max.max(abs);
+                continue;
+            }
             for r in 0..s {
                 let (row_sq, row_abs, row_finite) = Self::row(head.row(r));
                 norm_sq = norm_sq.max(row_sq);

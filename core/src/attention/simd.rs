@@ -35,6 +35,12 @@ pub(crate) trait Real:
     fn exp(self) -> Self;
     fn max(self, other: Self) -> Self;
     fn div(self, other: Self) -> Self;
+    /// `row` itself when its elements are already this type (no conversion needed).
+    #[inline(always)]
+    fn view<T: Element>(row: &[T]) -> Option<&[Self]> {
+        let _ = row;
+        None
+    }
 }
 
 impl Real for f32 {
@@ -64,6 +70,10 @@ impl Real for f32 {
     #[inline(always)]
     fn div(self, other: Self) -> Self {
         self / other
+    }
+    #[inline(always)]
+    fn view<T: Element>(row: &[T]) -> Option<&[Self]> {
+        T::as_f32_slice(row)
     }
 }
 

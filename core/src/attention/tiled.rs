@@ -163,6 +163,9 @@ pub(crate) fn head<'a, S: Simd, T: Element, O: Element>(
     plan: &Plan<'a>,
     scratch: &mut [S::E],
 ) -> Result<()> {
+    if super::decode::applies(plan) {
+        return super::decode::head(s, job, plan, scratch);
+    }
     let (d, dv, dvp) = (plan.d, plan.dv, padded(plan.dv)?);
     let (qp, rest) = take_scratch(scratch, BR * d)?;
     let (ktp, rest) = take_scratch(rest, d * BC)?;
@@ -372,7 +375,7 @@ fn release_row<E: Real>(
 /// Sets `row[j] = fill` for every column `j < cols` that row `gi` may not see (including
 /// the padding columns `j ≥ bc`); returns whether any column is visible.
 #[allow(clippy::too_many_arguments)]
-fn mask_row<E: Real>(
+pub(crate) fn mask_row<E: Real>(
     row: &mut [E],
     cols: usize,
     gi: usize,
