@@ -662,4 +662,47 @@ mod tests {
         let (sq, abs, finite) = RowStats::row(&[f64::MAX, 1.0]);
         assert!(sq.is_infinite() && abs == f64::MAX && finite);
     }
+
+    #[test]
+    fn f32_matrix_stats_match_the_exact_pass_or_decline() {
+        use crate::matrix_view::MatRef;
+        #[cfg(target_arch = "x86_64")]
+        let tokens = [None, super::simd_avx2::Avx2Fma::detect()];
+        #[cfg(not(target_arch = "x86_64"))]
+        let tokens = [()];
+        for t in tokens {
+            let stats = |x: MatRef<'_, f32>| {
+                super::dispatch::matrix_stats_f32(
+                    #[cfg(target_arch = "x86_64")]
+                    t,
+                    x,
+                )
+            };
+            for cols in [1usize, 7, 8, 15, 16, 17, 33, 64] {
+                let rows = 3;
+                let data: std::vec::Vec<f32> =
+                    (0..rows * cols).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.37).collect();
+                let m = MatRef::from_row_major(&data, rows, cols).unwrap();
+                let (sq, abs) = stats(m).expect("finite rows");
+                let want = (0..rows)
+                    .map(|r| RowStats::row(m.row(r)))
+                    .fold((0.0f64, 0.0f64), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+                assert!((sq - want.0).abs() <= 1e-6 * want.0, "{cols}: {sq} vs {}", want.0);
+                assert_eq!(abs, want.1, "{cols}");
+                // Any NaN or infinity, in the vector part or the tail of any row: declined.
+                for at in 0..rows * cols {
+                    for bad in [f32::NAN, f32::INFINITY] {
+                        let mut d = data.clone();
+                        d[at] = bad;
+                        let m = MatRef::from_row_major(&d, rows, cols).unwrap();
+                        assert!(stats(m).is_none(), "{cols}: {bad} at {at}");
+                    }
+                }
+                // Squares beyond f32 (a finite row of norm 1e20): declined, the exact pass
+                // decides.
+                let big = [1e20f32; 16];
+                assert!(stats(MatRef::from_row_major(&big, 1, 16).unwrap()).is_none());
+            }
+        }
+    }
 }
