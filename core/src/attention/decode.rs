@@ -125,12 +125,25 @@ pub(crate) fn head<S: Simd, T: Element, O: Element>(
                     s.store(x, s.mul(s.load(x), va));
                 }
             }
-            for (j, &p) in logits[..bc].iter().enumerate() {
-                if p > S::E::ZERO {
-                    let row = load_row(v, job.v.row(j0 + j));
-                    let vp = s.splat(p);
-                    for (a, x) in acc.chunks_exact_mut(LANES).zip(row.chunks_exact(LANES)) {
-                        s.store(a, s.mul_add(vp, s.load(x), s.load(a)));
+            if dv == dvp && S::E::view(job.v.row(0)).is_some() {
+                // Rows usable in place: each accumulator vector stays in a register over
+                // the block's keys (one load and one multiply-add per key and vector).
+                for (c, a) in acc.chunks_exact_mut(LANES).enumerate() {
+                    let mut va = s.load(a);
+                    for (j, &p) in logits[..bc].iter().enumerate() {
+                        let row = load_row(v, job.v.row(j0 + j));
+                        va = s.mul_add(s.splat(p), s.load(&row[c * LANES..]), va);
+                    }
+                    s.store(a, va);
+                }
+            } else {
+                for (j, &p) in logits[..bc].iter().enumerate() {
+                    if p > S::E::ZERO {
+                        let row = load_row(v, job.v.row(j0 + j));
+                        let vp = s.splat(p);
+                        for (a, x) in acc.chunks_exact_mut(LANES).zip(row.chunks_exact(LANES)) {
+                            s.store(a, s.mul_add(vp, s.load(x), s.load(a)));
+                        }
                     }
                 }
             }
