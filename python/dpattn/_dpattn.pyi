@@ -229,6 +229,58 @@ class KvSketch:
     @property
     def private(self) -> bool: ...
 
+class MomentSketch:
+    """Paper 001's moment sketch: one DP release of private keys in ``[0, R]^d`` and values
+    in ``[-R_w, R_w]^d`` (float64 ``(n, d)`` arrays; privacy unit: one token) as a noisy
+    Taylor-feature sketch of the kernel ``exp(temperature * q.k)`` (temperature ``1/d`` by
+    default), accurate to relative ``eps_s``; any number of public queries afterwards at no
+    further cost. Infeasible sizes are refused before allocating (``memory_limit_bytes``;
+    status ``"memory_limit"``); docs/PRIVACY.md §4."""
+
+    @staticmethod
+    def release(
+        session: Session,
+        keys: npt.NDArray[np.float64],
+        values: npt.NDArray[np.float64],
+        *,
+        radius: float,
+        weight_bound: float,
+        epsilon: float,
+        delta: float,
+        eps_s: float = 0.01,
+        temperature: Optional[float] = None,
+        noise: Literal["gaussian", "laplace"] = "gaussian",
+        query_policy: Literal["reject", "clamp"] = "reject",
+        clamp_outputs: bool = True,
+        noise_mode: NoiseModeName = "exact",
+        memory_limit_bytes: int = 1 << 30,
+    ) -> MomentSketch: ...
+    @staticmethod
+    def release_keyed(
+        key: NoiseKey,
+        stream: int,
+        keys: npt.NDArray[np.float64],
+        values: npt.NDArray[np.float64],
+        *,
+        radius: float,
+        weight_bound: float,
+        epsilon: float,
+        delta: float,
+        eps_s: float = 0.01,
+        temperature: Optional[float] = None,
+        noise: Literal["gaussian", "laplace"] = "gaussian",
+        query_policy: Literal["reject", "clamp"] = "reject",
+        clamp_outputs: bool = True,
+        noise_mode: NoiseModeName = "exact",
+        memory_limit_bytes: int = 1 << 30,
+    ) -> MomentSketch:
+        """``release`` with an explicit key and stream and no ledger (replay, audit)."""
+    def answer(self, queries: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Estimates for public queries ``(s_q, d)`` in ``[0, R]^d`` (``query_policy="clamp"``
+        clamps others into it) → ``(s_q, d)``."""
+    @property
+    def sketch(self) -> npt.NDArray[np.float64]: ...
+
 def dp_forward(
     session: Session,
     x: npt.NDArray[np.floating],

@@ -36,7 +36,7 @@ fn params(
 }
 
 /// Runs `f` on the keys and values as float64 matrices, with the GIL released.
-fn with_matrices<R: Send>(
+pub(crate) fn with_matrices<R: Send>(
     py: Python<'_>,
     keys: &Bound<'_, PyAny>,
     values: &Bound<'_, PyAny>,
