@@ -343,8 +343,9 @@
 /**
  * For enclaves: the exact mode's grid with noise drawn in constant time, within total
  * variation 2^-100 of the exact noise per value; `(ε, δ)` only (docs/PRIVACY.md §12).
- * The Rust API's output perturbation and KV sketch support it; no C entry point draws it
- * yet (those with a `noise_mode` field return `DPATTN_STATUS_UNSUPPORTED` for it).
+ * The Rust API's output perturbation and KV sketch support it, and so does
+ * `dpattn_output_perturbation_attention`; the other C entry points with a `noise_mode`
+ * field return `DPATTN_STATUS_UNSUPPORTED` for it.
  */
 #define DPATTN_NOISE_MODE_CONSTANT_TIME 2
 
@@ -1601,6 +1602,15 @@ typedef struct {
    * Bytes at `key_padding` (`batch * s_k` when not NULL).
    */
   size_t key_padding_len;
+  /**
+   * `DPATTN_NOISE_MODE_EXACT` (default: exact integer noise on the public grid) or
+   * `DPATTN_NOISE_MODE_CONSTANT_TIME` (for enclaves: the same grid, noise drawn in
+   * constant time within total variation 2^-100 of the exact noise, which the release
+   * reserves from `δ`; approximate-DP ledgers only: a zCDP or RDP ledger refuses its
+   * `(ε, δ)` charge with `DPATTN_STATUS_OUT_OF_RANGE`). `DPATTN_NOISE_MODE_UNSAFE_FLOAT` is not offered through
+   * the C ABI (`DPATTN_STATUS_UNSUPPORTED`).
+   */
+  uint32_t noise_mode;
 } dpattn_output_perturbation_params;
 
 /**

@@ -13,8 +13,9 @@ pub const DPATTN_NOISE_MODE_EXACT: u32 = 0;
 pub const DPATTN_NOISE_MODE_UNSAFE_FLOAT: u32 = 1;
 /// For enclaves: the exact mode's grid with noise drawn in constant time, within total
 /// variation 2^-100 of the exact noise per value; `(ε, δ)` only (docs/PRIVACY.md §12).
-/// The Rust API's output perturbation and KV sketch support it; no C entry point draws it
-/// yet (those with a `noise_mode` field return `DPATTN_STATUS_UNSUPPORTED` for it).
+/// The Rust API's output perturbation and KV sketch support it, and so does
+/// `dpattn_output_perturbation_attention`; the other C entry points with a `noise_mode`
+/// field return `DPATTN_STATUS_UNSUPPORTED` for it.
 pub const DPATTN_NOISE_MODE_CONSTANT_TIME: u32 = 2;
 
 /// The core mode of a C value.

@@ -42,6 +42,13 @@ pub struct dpattn_output_perturbation_params {
     pub key_padding: *const u8,
     /// Bytes at `key_padding` (`batch * s_k` when not NULL).
     pub key_padding_len: usize,
+    /// `DPATTN_NOISE_MODE_EXACT` (default: exact integer noise on the public grid) or
+    /// `DPATTN_NOISE_MODE_CONSTANT_TIME` (for enclaves: the same grid, noise drawn in
+    /// constant time within total variation 2^-100 of the exact noise, which the release
+    /// reserves from `δ`; approximate-DP ledgers only: a zCDP or RDP ledger refuses its
+    /// `(ε, δ)` charge with `DPATTN_STATUS_OUT_OF_RANGE`). `DPATTN_NOISE_MODE_UNSAFE_FLOAT` is not offered through
+    /// the C ABI (`DPATTN_STATUS_UNSUPPORTED`).
+    pub noise_mode: u32,
 }
 
 impl Default for dpattn_output_perturbation_params {
@@ -57,6 +64,7 @@ impl Default for dpattn_output_perturbation_params {
             kernel: DPATTN_KERNEL_AUTO,
             key_padding: core::ptr::null(),
             key_padding_len: 0,
+            noise_mode: crate::noise_mode::DPATTN_NOISE_MODE_EXACT,
         }
     }
 }
@@ -76,6 +84,16 @@ unsafe fn decode_op<'a>(
     // SAFETY: forwarded caller contract.
     let key_padding = unsafe { key_padding(p.key_padding, p.key_padding_len, bufs) }?;
     let budget = PrivacyBudget::new(p.epsilon, p.delta)?;
+    let noise_mode = match crate::noise_mode::decode(p.noise_mode, "params.noise_mode")? {
+        NoiseMode::UnsafeFloat => {
+            return Err(dpattn_core::Error::Unsupported {
+                what: "DPATTN_NOISE_MODE_UNSAFE_FLOAT through the C ABI (it offers only the \
+                       floating-point-safe releases)",
+            }
+            .into());
+        }
+        mode => mode,
+    };
     Ok(OutputPerturbationParams {
         key_norm: p.key_norm,
         value_norm: p.value_norm,
@@ -84,8 +102,7 @@ unsafe fn decode_op<'a>(
         score,
         key_padding,
         kernel,
-        // The C ABI offers only the floating-point-safe release.
-        noise_mode: NoiseMode::Exact,
+        noise_mode,
     })
 }
 

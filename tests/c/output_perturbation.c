@@ -263,6 +263,50 @@ static int test_output_perturbation(void) {
                                                scratch, n) == DPATTN_STATUS_OK);
     k[(2 * SK + 7) * D + 3] = 0.5f;
     for (i = 0; i < NO; i++) CHECK(fabs((double)out[i]) <= rv + 12.0 * sigma[i / (SQ * DV)]);
+    /* Constant-time noise (for enclaves): charged (eps, delta) on an approximate-DP ledger,
+     * values within R_v + 12 sigma_b; a zCDP ledger cannot account for an (eps, delta > 0)
+     * charge and refuses it (OUT_OF_RANGE on "charge delta": nothing written or charged); the unsafe float path is not offered through the C ABI; an
+     * unknown mode is out of range. */
+    {
+        static float ct[NO];
+        dpattn_ledger *al = NULL, *zl = NULL;
+        dpattn_session *s = NULL;
+        dpattn_amount spent;
+        uint64_t zc = 9;
+        CHECK(p.noise_mode == DPATTN_NOISE_MODE_EXACT); /* the default */
+        p.noise_mode = DPATTN_NOISE_MODE_CONSTANT_TIME;
+        CHECK(dpattn_ledger_new_approx(token, 2.0, 1e-5, &al) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(al, &s) == DPATTN_STATUS_OK);
+        ot.data = ct;
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_OK);
+        for (i = 0; i < NO; i++) CHECK(fabs((double)ct[i]) <= rv + 12.0 * sigma[i / (SQ * DV)]);
+        CHECK(dpattn_ledger_spent(al, &spent) == DPATTN_STATUS_OK);
+        CHECK(spent.kind == DPATTN_AMOUNT_APPROX && spent.epsilon == eps && spent.delta == delta);
+        dpattn_session_free(s);
+        CHECK(dpattn_ledger_new_zcdp(token, 100.0, &zl) == DPATTN_STATUS_OK);
+        CHECK(dpattn_session_new(zl, &s) == DPATTN_STATUS_OK);
+        for (i = 0; i < NO; i++) ct[i] = 7.0f;
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, s, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(msg_has("charge delta"));
+        for (i = 0; i < NO; i++) CHECK(ct[i] == 7.0f);
+        CHECK(dpattn_ledger_charges(zl, &zc) == DPATTN_STATUS_OK && zc == 0);
+        p.noise_mode = DPATTN_NOISE_MODE_UNSAFE_FLOAT;
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, replay, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_UNSUPPORTED);
+        CHECK(msg_has("UNSAFE_FLOAT"));
+        p.noise_mode = 7;
+        CHECK(dpattn_output_perturbation_attention(&ot, &qt, &kt, &vt, &p, replay, sigma, B * H,
+                                                   scratch, n) == DPATTN_STATUS_OUT_OF_RANGE);
+        CHECK(msg_has("noise_mode"));
+        for (i = 0; i < NO; i++) CHECK(ct[i] == 7.0f);
+        p.noise_mode = DPATTN_NOISE_MODE_EXACT;
+        dpattn_session_free(s);
+        dpattn_ledger_free(al);
+        dpattn_ledger_free(zl);
+    }
+
     /* Bad input: status, message, out untouched. */
     ot.data = out;
     for (i = 0; i < NO; i++) out[i] = 7.0f;
