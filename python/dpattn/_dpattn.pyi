@@ -281,6 +281,59 @@ class MomentSketch:
     @property
     def sketch(self) -> npt.NDArray[np.float64]: ...
 
+class SoftmaxTreeCrossAttention:
+    """Paper 001's softmax trees: ``d + 1`` noisy segment-tree structures over private keys
+    in ``[0, R]^d`` and values in ``[-R_w, R_w]^d`` (float64 ``(n, d)``; privacy unit: one
+    token), released once with the recommended settings (per-vector budget split,
+    Hoeffding-net copies or ``copies`` fixed ones, output clamps); the paper's setting needs
+    ``epsilon <= 1``. A session is charged the achieved ``(epsilon, delta)``, at most the
+    requested one. Below about ``n = 1e5`` the answers are mostly noise (BENCHMARKS.md);
+    docs/PRIVACY.md §4."""
+
+    @staticmethod
+    def release(
+        session: Session,
+        keys: npt.NDArray[np.float64],
+        values: npt.NDArray[np.float64],
+        *,
+        radius: float,
+        weight_bound: float,
+        epsilon: float,
+        delta: float,
+        delta_prime: float = 1e-6,
+        eps_s: float = 0.01,
+        temperature: Optional[float] = None,
+        copies: Optional[int] = None,
+        query_policy: Literal["reject", "clamp"] = "reject",
+        noise_mode: NoiseModeName = "exact",
+        memory_limit_bytes: int = 1 << 30,
+    ) -> SoftmaxTreeCrossAttention: ...
+    @staticmethod
+    def release_keyed(
+        key: NoiseKey,
+        stream: int,
+        keys: npt.NDArray[np.float64],
+        values: npt.NDArray[np.float64],
+        *,
+        radius: float,
+        weight_bound: float,
+        epsilon: float,
+        delta: float,
+        delta_prime: float = 1e-6,
+        eps_s: float = 0.01,
+        temperature: Optional[float] = None,
+        copies: Optional[int] = None,
+        query_policy: Literal["reject", "clamp"] = "reject",
+        noise_mode: NoiseModeName = "exact",
+        memory_limit_bytes: int = 1 << 30,
+    ) -> SoftmaxTreeCrossAttention:
+        """``release`` with an explicit key and stream and no ledger (replay, audit)."""
+    def answer(self, queries: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Estimates for public queries ``(s_q, d)`` in ``[0, R]^d`` → ``(s_q, d)``."""
+    @property
+    def achieved_privacy(self) -> dict[str, float]:
+        """``{"epsilon", "delta"}`` the release achieves (what a session charges)."""
+
 def dp_forward(
     session: Session,
     x: npt.NDArray[np.floating],

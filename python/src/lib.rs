@@ -1,7 +1,7 @@
 //! `dpattn._dpattn`: the Python extension of dpattn (re-exported by the `dpattn` package).
 //! NumPy arrays in and out, errors as `DpattnError`, the GIL released during computations.
 //! One small file per concept: [`errors`], [`arrays`], [`accounting`] (keys, ledgers,
-//! sessions), [`attention`], [`output_perturbation`], [`kv_sketch`], [`moment_sketch`], [`dp_forward`],
+//! sessions), [`attention`], [`output_perturbation`], [`kv_sketch`], [`moment_sketch`], [`softmax_tree`], [`dp_forward`],
 //! [`samplers`] (and calibration).
 
 mod accounting;
@@ -13,6 +13,7 @@ mod kv_sketch;
 mod moment_sketch;
 mod output_perturbation;
 mod samplers;
+mod softmax_tree;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -40,6 +41,7 @@ fn _dpattn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<accounting::Session>()?;
     m.add_class::<kv_sketch::KvSketch>()?;
     m.add_class::<moment_sketch::MomentSketch>()?;
+    m.add_class::<softmax_tree::SoftmaxTreeCrossAttention>()?;
     m.add_function(wrap_pyfunction!(attention::attention, m)?)?;
     m.add_function(wrap_pyfunction!(output_perturbation::output_perturbation, m)?)?;
     m.add_function(wrap_pyfunction!(output_perturbation::output_perturbation_keyed, m)?)?;
