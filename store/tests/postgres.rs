@@ -130,22 +130,28 @@ fn a_terminated_connection_refuses_then_recovers_without_double_charging() {
         backend.raw_sql(&format!(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'"
         ));
-        // The first call after the server dropped the connection is refused, not released.
+        // The first call after the server dropped the connection is refused, not released;
+        // a retry reconnects. On a loaded machine the server may still be tearing the old
+        // backend down at the first retry, so a few retries (each refused, never charged)
+        // are allowed before the reconnect must have succeeded.
         let mut refused = 0;
-        for attempt in 0..2 {
+        let mut released = false;
+        for attempt in 0..5 {
             match release(&mut s, "after", EPS) {
                 Err(e @ StoreError::Unavailable { .. }) => {
                     assert!(e.is_retryable(), "{e}");
                     refused += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(200));
                 }
                 Ok(_) => {
-                    assert_eq!(attempt, 1, "the call on the dropped connection must be refused");
+                    assert!(attempt >= 1, "the call on the dropped connection must be refused");
+                    released = true;
                     break;
                 }
                 Err(e) => panic!("{e}"),
             }
         }
-        assert_eq!(refused, 1, "refused once, then the store reconnected");
+        assert!(refused >= 1 && released, "refused {refused} times, then reconnected: {released}");
         assert_eq!(s.ledger().unwrap().charges(), 2);
         release(&mut s, "after", EPS).unwrap();
         assert_eq!(s.ledger().unwrap().charges(), 2, "a retry is not charged twice");
