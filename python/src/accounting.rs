@@ -229,3 +229,12 @@ impl Session {
         )
     }
 }
+
+/// Where a release's noise comes from: a session (a fresh stream id; its ledger is charged)
+/// or, for replay and audit, a fixed key and stream with no ledger.
+pub(crate) enum Source<'a> {
+    /// Through a session.
+    Session(&'a mut session::Session),
+    /// A fixed key and stream id.
+    Keyed(&'a CoreKey, u64),
+}

@@ -158,3 +158,33 @@ pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R 
         Err(_) => f(&mut vec![0f32; len]),
     })
 }
+
+/// Answers the public `queries` (a float64 `(rows, d)` array) row by row with `query`, which
+/// writes one `d`-element output row, with the GIL released: the `(rows, d)` result.
+pub(crate) fn answer_rows(
+    py: Python<'_>,
+    queries: &Bound<'_, PyAny>,
+    d: usize,
+    query: impl Fn(&[f64], &mut [f64]) -> dpattn_core::Result<()> + Sync,
+) -> PyResult<Py<PyAny>> {
+    let q = typed::<f64>("queries", "float64", queries)?;
+    let [rows, cols] = shape2("queries", q.shape())?;
+    let qd = c_order(&q);
+    let mut out = vec![0f64; rows * d];
+    py.detach(|| -> dpattn_core::Result<()> {
+        if cols != d {
+            return Err(dpattn_core::Error::ShapeMismatch {
+                arg: "queries",
+                axis: "cols",
+                expected: d,
+                got: cols,
+            });
+        }
+        for (qr, o) in qd.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+            query(qr, o)?;
+        }
+        Ok(())
+    })
+    .map_err(crate::errors::to_py)?;
+    Ok(to_numpy(py, out, &[rows, d])?.unbind())
+}

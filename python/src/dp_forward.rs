@@ -17,7 +17,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::accounting::{NoiseKey, Session};
+use crate::accounting::{NoiseKey, Session, Source};
 use crate::arrays::{Floats, c_order, floats, to_numpy};
 use crate::errors::{OrRaise, invalid};
 use crate::output_perturbation::noise_mode;
@@ -103,12 +103,6 @@ impl Public<'_> {
         params.validate().or_raise()?;
         Ok(params)
     }
-}
-
-/// Where the noise comes from.
-enum Source<'a> {
-    Session(&'a mut dpattn_core::session::Session),
-    Keyed(&'a dpattn_core::sampling::NoiseKey, u64),
 }
 
 fn release<T: NoiseFloat + NpElement + Clone + Send>(

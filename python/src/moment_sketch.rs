@@ -7,11 +7,10 @@ use dpattn_core::PrivacyBudget;
 use dpattn_core::moment_sketch::{self, MomentSketchParams, SketchNoise};
 use dpattn_core::session::Draw;
 use dpattn_core::softmax_tree::{QueryPolicy, Temperature};
-use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 
 use crate::accounting::{NoiseKey, Session};
-use crate::arrays::{c_order, shape2, to_numpy, typed};
+use crate::arrays::{answer_rows, to_numpy};
 use crate::errors::{OrRaise, invalid};
 use crate::kv_sketch::with_matrices;
 use crate::output_perturbation::noise_mode;
@@ -158,26 +157,7 @@ impl MomentSketch {
 
     /// Attention estimates for public query rows `(s_q, d)` in `[0, R]^d` → `(s_q, d)`.
     fn answer(&self, py: Python<'_>, queries: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let q = typed::<f64>("queries", "float64", queries)?;
-        let [rows, d] = shape2("queries", q.shape())?;
-        let qd = c_order(&q);
-        let mut out = vec![0f64; rows * self.d];
-        py.detach(|| -> dpattn_core::Result<()> {
-            if d != self.d {
-                return Err(dpattn_core::Error::ShapeMismatch {
-                    arg: "queries",
-                    axis: "cols",
-                    expected: self.d,
-                    got: d,
-                });
-            }
-            for (qr, o) in qd.chunks_exact(d).zip(out.chunks_exact_mut(self.d)) {
-                self.inner.query(qr, o)?;
-            }
-            Ok(())
-        })
-        .or_raise()?;
-        Ok(to_numpy(py, out, &[rows, self.d])?.unbind())
+        answer_rows(py, queries, self.d, |q, out| self.inner.query(q, out).map(drop))
     }
 
     /// The released sketch (features × (d + 1)).

@@ -13,7 +13,7 @@ use numpy::Element as NpElement;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::accounting::{NoiseKey, Session};
+use crate::accounting::{NoiseKey, Session, Source};
 use crate::arrays::{Floats, floats, to_numpy, with_scratch};
 use crate::attention::{Qkv, key_padding, same_dtype, scale_of};
 use crate::errors::{OrRaise, invalid};
@@ -43,14 +43,6 @@ fn score_fn(name: &str) -> PyResult<ScoreFn> {
             format!("unknown score {name:?}; expected \"exp\" or \"cosh\""),
         )),
     }
-}
-
-/// Where a release's noise comes from.
-enum Source<'a> {
-    /// A session: a fresh stream id, and its ledger is charged.
-    Session(&'a mut dpattn_core::session::Session),
-    /// A fixed key and stream, no ledger (replay, audit).
-    Keyed(&'a dpattn_core::sampling::NoiseKey, u64),
 }
 
 /// The public parameters shared by the session and keyed entry points.

@@ -10,12 +10,11 @@ use dpattn_core::softmax_tree::{Copies, QueryPolicy, SoftmaxTreeParams, Temperat
 use dpattn_core::softmax_tree_cross_attention::{
     SoftmaxTreeCrossAttention as Core, SoftmaxTreeCrossAttentionParams,
 };
-use numpy::PyUntypedArrayMethods;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::accounting::{NoiseKey, Session};
-use crate::arrays::{c_order, shape2, to_numpy, typed};
+use crate::arrays::answer_rows;
 use crate::errors::{OrRaise, invalid};
 use crate::kv_sketch::with_matrices;
 use crate::output_perturbation::noise_mode;
@@ -153,26 +152,7 @@ impl SoftmaxTreeCrossAttention {
 
     /// Estimates for public queries `(s_q, d)` in `[0, R]^d` → `(s_q, d)`.
     fn answer(&self, py: Python<'_>, queries: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let q = typed::<f64>("queries", "float64", queries)?;
-        let [rows, d] = shape2("queries", q.shape())?;
-        let qd = c_order(&q);
-        let mut out = vec![0f64; rows * self.d];
-        py.detach(|| -> dpattn_core::Result<()> {
-            if d != self.d {
-                return Err(dpattn_core::Error::ShapeMismatch {
-                    arg: "queries",
-                    axis: "cols",
-                    expected: self.d,
-                    got: d,
-                });
-            }
-            for (qr, o) in qd.chunks_exact(d).zip(out.chunks_exact_mut(self.d)) {
-                self.inner.query(qr, o)?;
-            }
-            Ok(())
-        })
-        .or_raise()?;
-        Ok(to_numpy(py, out, &[rows, self.d])?.unbind())
+        answer_rows(py, queries, self.d, |q, out| self.inner.query(q, out).map(drop))
     }
 
     /// The `(ε, δ)` the release achieves (what a session charges).
